@@ -1,0 +1,33 @@
+"""The small interface every job backend implements (local runner, HF Jobs).
+
+Backends know nothing about the ledger or the server: they start a script, say whether it is
+still running, hand back log bytes, and stop it. The service owns everything else.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from jobtrail.models import LaunchRequest, LogChunk, Placement, Probe
+
+
+class Backend(Protocol):
+    name: str
+    # How many attempts may run at once; None means the backend queues for itself.
+    max_concurrent: int | None
+
+    def launch(self, request: LaunchRequest) -> Placement:
+        """Start the attempt now and return where it runs. Raises BackendError."""
+        ...
+
+    def probe(self, placement: Placement) -> Probe:
+        """Running, exited (with its exit record) or lost (the backend no longer knows it)."""
+        ...
+
+    def read_log(self, placement: Placement, offset: int = 0) -> LogChunk:
+        """Complete log lines from byte `offset` on; never blocks."""
+        ...
+
+    def cancel(self, placement: Placement) -> None:
+        """Ask the attempt to stop (SIGTERM, then SIGKILL after a grace period)."""
+        ...

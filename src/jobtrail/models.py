@@ -1,0 +1,131 @@
+"""Pure types shared by every layer: no I/O, no heavy imports.
+
+Wire names (tool arguments and result fields) are part of the contract agents rely on;
+change them only together with SKILL.md, README.md and references/.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Method = Literal["sft"]
+METHODS: tuple[str, ...] = ("sft",)
+BackendName = Literal["local"]
+Severity = Literal["error", "warning", "info"]
+
+
+class JobStatus(enum.StrEnum):
+    """Ordered life of an attempt (and of the run it belongs to); see DESIGN.md 'States'."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def rank(self) -> int:
+        return list(JobStatus).index(self)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class TerminationReason(enum.StrEnum):
+    """Why a terminal attempt ended; far more precise than 'failed' (DESIGN.md)."""
+
+    SUCCEEDED = "succeeded"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    PREEMPTED = "preempted"
+    OOM = "oom"
+    BAD_INPUT = "bad_input"
+    CONFIG_ERROR = "config_error"
+    DEPENDENCY_ERROR = "dependency_error"
+    AUTH_ERROR = "auth_error"
+    HUB_ERROR = "hub_error"
+    EVAL_FAILED = "eval_failed"
+    INFRA_TRANSIENT = "infra_transient"
+    LOST = "lost"
+    UNKNOWN = "unknown"
+
+    @property
+    def status(self) -> JobStatus:
+        if self is TerminationReason.SUCCEEDED:
+            return JobStatus.SUCCEEDED
+        if self is TerminationReason.CANCELLED:
+            return JobStatus.CANCELLED
+        return JobStatus.FAILED
+
+
+class Finding(BaseModel):
+    """One preflight result: a stable code, what is wrong, and the exact fix."""
+
+    code: str = Field(description="Stable identifier, e.g. 'dataset.missing'.")
+    severity: Severity
+    message: str
+    fix: str | None = None
+
+
+class JobSpec(BaseModel):
+    """What the caller asked for, validated and normalised; the input to render and preflight."""
+
+    model_config = ConfigDict(frozen=True)
+
+    method: Method
+    model: str
+    dataset: str
+    backend: BackendName = "local"
+    flavor: str | None = None
+    timeout_s: int | None = None
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    output: str | None = None
+
+
+class Placement(BaseModel):
+    """Where a backend put an attempt; enough to find it again after a server restart."""
+
+    backend: str
+    host: str
+    pid: int | None = None
+    pgid: int | None = None
+    workdir: str
+    started_at: float
+
+
+class LaunchRequest(BaseModel):
+    """Everything a backend needs to start one attempt. Secrets travel only in `secrets`."""
+
+    attempt_id: str
+    script: str
+    workdir: str
+    env: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, str] = Field(default_factory=dict)
+    timeout_s: int | None = None
+
+
+class ExitRecord(BaseModel):
+    """How a backend saw an attempt end (before any log-based classification)."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    cancelled: bool = False
+    ended_at: float
+
+
+class Probe(BaseModel):
+    """A backend's answer to 'what is this attempt doing now?'."""
+
+    phase: Literal["running", "exited", "lost"]
+    exit: ExitRecord | None = None
+
+
+class LogChunk(BaseModel):
+    lines: list[str]
+    offset: int = Field(description="Byte offset to pass back to read what follows.")
