@@ -129,3 +129,60 @@ class Probe(BaseModel):
 class LogChunk(BaseModel):
     lines: list[str]
     offset: int = Field(description="Byte offset to pass back to read what follows.")
+
+
+class RunRecord(BaseModel):
+    """A run: what somebody planned. Its attempts are what backends did."""
+
+    run_id: str
+    created_at: float
+    method: str
+    model: str
+    dataset: str
+    backend: str
+    flavor: str | None = None
+    spec: JobSpec
+
+
+class CheckpointRecord(BaseModel):
+    path: str
+    step: int | None = None
+    state: Literal["writing", "committed", "superseded"]
+    manifest_sha256: str | None = None
+    updated_at: float
+
+
+class AttemptRecord(BaseModel):
+    """One attempt and its receipt, as far as it exists yet."""
+
+    attempt_id: str
+    run_id: str
+    number: int
+    status: JobStatus
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    backend: str
+    flavor: str | None = None
+    timeout_s: int | None = None
+    config: dict[str, Any]
+    config_sha256: str
+    script: str
+    script_sha256: str
+    forced: bool = False
+    findings: list[Finding] = Field(default_factory=list)
+    placement: Placement | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    termination_reason: TerminationReason | None = None
+    termination_message: str | None = None
+    evidence: str | None = None
+    environment: dict[str, Any] | None = None
+    data_manifest: dict[str, Any] | None = None
+    resumed_from: str | None = None
+    last_metrics: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    log_offset: int = 0
+    cancel_requested_at: float | None = None
+    gpu_seconds: float | None = None
+    cost_usd: float | None = None

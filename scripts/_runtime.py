@@ -1,0 +1,441 @@
+"""jobtrail job-side runtime: structured events, the checkpoint commit protocol, and how a job ends.
+
+render.py inlines this file into every rendered script (templates import it while they sit next
+to it in scripts/), so it must stay standard-library only at import time and free of
+`from __future__` imports (those are only legal at the top of a file). Heavy packages are
+imported lazily and defensively, so that a missing one shows up as a `dependency_error`
+termination event rather than a crash before the first event.
+
+Events are single stdout lines, `JOBTRAIL ` + compact JSON with "event" first; the server
+rebuilds the attempt's receipt from logs alone, so every field here is part of a contract.
+"""
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+EVENT_PREFIX = "JOBTRAIL "
+MANIFEST_NAME = "jobtrail_manifest.json"
+MARKER_NAME = "JOBTRAIL_COMMITTED"
+CHECKPOINT_DIR_RE = re.compile(r"^checkpoint-(\d+)$")
+PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers")
+MESSAGE_LIMIT = 500
+SIGTERM_EXIT_CODE = 143  # 128 + SIGTERM, what a shell reports for a process killed by it
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+def emit(event: str, **fields: Any) -> None:
+    """Print one structured event line and flush at once (logs may be all that survives)."""
+    record = {"event": event, "time": time.time(), **fields}
+    line = EVENT_PREFIX + json.dumps(record, separators=(",", ":"), default=str)
+    print(line, flush=True)
+
+
+def emit_environment() -> dict[str, Any]:
+    """Emit the `environment` event: where this attempt runs and with which packages."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "packages": {name: _package_version(name) for name in PACKAGES},
+        **_torch_facts(),
+        "image": os.environ.get("JOBTRAIL_IMAGE"),
+    }
+    emit("environment", **info)
+    return info
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _torch_facts() -> dict[str, Any]:
+    """torch/CUDA versions and the device; never raises (a broken torch is reported later)."""
+    try:
+        import torch
+    except Exception:  # ImportError, or a broken install raising something else at import
+        return {"torch": None, "cuda": None, "device": None, "gpu": None}
+    gpu = None
+    if torch.cuda.is_available():
+        gpu = {
+            "name": torch.cuda.get_device_name(0),
+            "count": torch.cuda.device_count(),
+            "bf16": torch.cuda.is_bf16_supported(),
+        }
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": "cuda" if gpu else "cpu",
+        "gpu": gpu,
+    }
+
+
+# --- checkpoint commit protocol ---------------------------------------------------------------
+# writing   → bytes may exist, readers ignore them (no marker)
+# committed → manifest (path, size, sha256 of every file) + marker holding the manifest's sha256
+# superseded→ older committed checkpoints beyond retention; the marker goes first, then the bytes
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """N for a directory named checkpoint-N, else None."""
+    match = CHECKPOINT_DIR_RE.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def begin_checkpoint(ckpt_dir: Path | str, step: int) -> None:
+    """Mark `ckpt_dir` as being written: emit `writing` and drop any stale commit there.
+
+    A directory can be written again (a resumed attempt re-saving a step whose earlier copy was
+    corrupt); its old marker must not vouch for the new bytes while they are half written.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    for name in (MARKER_NAME, MANIFEST_NAME):
+        with contextlib.suppress(FileNotFoundError):
+            (ckpt_dir / name).unlink()
+    emit("checkpoint", state="writing", step=step, path=str(ckpt_dir))
+
+
+def commit_checkpoint(
+    ckpt_dir: Path | str, step: int, run_id: str, attempt_id: str
+) -> dict[str, Any]:
+    """Commit a fully written checkpoint directory: fsync files → manifest → marker (atomic)."""
+    ckpt_dir = Path(ckpt_dir)
+    files = [_describe_file(ckpt_dir, path) for path in _payload_files(ckpt_dir)]
+    manifest = {"version": 1, "step": step, "files": files}
+    manifest_bytes = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    _atomic_write(ckpt_dir / MANIFEST_NAME, manifest_bytes)
+    marker = {
+        "manifest_sha256": hashlib.sha256(manifest_bytes).hexdigest(),
+        "run_id": run_id,
+        "attempt_id": attempt_id,
+        "step": step,
+        "committed_at": time.time(),
+    }
+    _atomic_write(ckpt_dir / MARKER_NAME, json.dumps(marker, sort_keys=True).encode())
+    total = sum(f["size"] for f in files)
+    emit(
+        "checkpoint",
+        state="committed",
+        step=step,
+        path=str(ckpt_dir),
+        manifest_sha256=marker["manifest_sha256"],
+        files=len(files),
+        bytes=total,
+    )
+    return {**marker, "path": str(ckpt_dir), "files": len(files), "bytes": total}
+
+
+def verify_checkpoint(ckpt_dir: Path | str, *, deep: bool = True) -> tuple[bool, str]:
+    """(True, "ok") when the marker exists and the manifest it names matches every file.
+
+    deep=False checks presence and sizes only (cheap, for retention decisions); resume always
+    verifies hashes. Files not in the manifest are ignored: they were not part of the commit.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    marker_path, manifest_path = ckpt_dir / MARKER_NAME, ckpt_dir / MANIFEST_NAME
+    if not ckpt_dir.is_dir():
+        return False, "directory missing"
+    if not marker_path.is_file():
+        return False, "no commit marker (partial, or still being written)"
+    try:
+        marker = json.loads(marker_path.read_text())
+        manifest_bytes = manifest_path.read_bytes()
+    except FileNotFoundError:
+        return False, "marker present but manifest missing"
+    except (OSError, ValueError) as exc:
+        return False, f"unreadable marker: {exc}"
+    if hashlib.sha256(manifest_bytes).hexdigest() != marker.get("manifest_sha256"):
+        return False, "manifest does not match the marker's sha256"
+    try:
+        entries = json.loads(manifest_bytes)["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return False, f"unreadable manifest: {exc}"
+    for entry in entries:
+        problem = _check_entry(ckpt_dir, entry, deep=deep)
+        if problem:
+            return False, problem
+    return True, "ok"
+
+
+def find_resume_target(
+    output_dir: Path | str,
+) -> tuple[str | None, int | None, list[dict[str, str]]]:
+    """(path, step, skipped): the newest checkpoint-N that verifies; newer failures are reported.
+
+    Only checkpoints newer than the one chosen are examined (and reported), so resuming costs
+    one full hash of the chosen checkpoint, not of every checkpoint on disk.
+    """
+    skipped: list[dict[str, str]] = []
+    for step, path in _checkpoints_newest_first(Path(output_dir)):
+        ok, why = verify_checkpoint(path)
+        if ok:
+            return str(path), step, skipped
+        skipped.append({"path": str(path), "why": why})
+    return None, None, skipped
+
+
+def apply_retention(output_dir: Path | str, keep: int | None) -> list[str]:
+    """Delete committed checkpoints beyond the newest `keep`, and dead partial ones.
+
+    The newest committed checkpoint is never deleted (keep < 1 counts as 1). A directory that
+    does not verify is removed only when it is older than the newest committed checkpoint: a
+    newer one may still be being written, or be evidence worth keeping. Returns removed paths.
+    """
+    if keep is None:
+        return []
+    keep = max(1, int(keep))
+    committed: list[tuple[int, Path]] = []
+    broken: list[tuple[int, Path, str]] = []
+    for step, path in _checkpoints_newest_first(Path(output_dir)):
+        ok, why = verify_checkpoint(path, deep=False)
+        if ok:
+            committed.append((step, path))
+        else:
+            broken.append((step, path, why))
+    if not committed:
+        return []
+    newest_step = committed[0][0]
+    removed: list[str] = []
+    for step, path in committed[keep:]:
+        _remove_checkpoint(path)
+        emit("checkpoint", state="superseded", step=step, path=str(path))
+        removed.append(str(path))
+    for step, path, why in broken:
+        if step < newest_step:
+            _remove_checkpoint(path)
+            emit("checkpoint", state="discarded", step=step, path=str(path), why=why)
+            removed.append(str(path))
+    return removed
+
+
+def _checkpoints_newest_first(output_dir: Path) -> list[tuple[int, Path]]:
+    if not output_dir.is_dir():
+        return []
+    found = [(checkpoint_step(p), p) for p in output_dir.iterdir() if p.is_dir()]
+    return sorted(((s, p) for s, p in found if s is not None), reverse=True)
+
+
+def _payload_files(ckpt_dir: Path) -> list[Path]:
+    """Every file of the checkpoint except the protocol's own (and their temp files)."""
+    own = (MANIFEST_NAME, MARKER_NAME)
+    return sorted(
+        p
+        for p in ckpt_dir.rglob("*")
+        if p.is_file() and not any(p.name == n or p.name.startswith(f".{n}.") for n in own)
+    )
+
+
+def _describe_file(root: Path, path: Path) -> dict[str, Any]:
+    """Manifest entry; fsyncs the file while hashing so the marker never outruns the bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+        os.fsync(f.fileno())
+    return {"path": path.relative_to(root).as_posix(), "size": path.stat().st_size,
+            "sha256": digest.hexdigest()}
+
+
+def _check_entry(root: Path, entry: dict[str, Any], *, deep: bool) -> str | None:
+    path = root / entry["path"]
+    if not path.is_file():
+        return f"file {entry['path']} missing"
+    if path.stat().st_size != entry["size"]:
+        return f"file {entry['path']} has size {path.stat().st_size}, manifest says {entry['size']}"
+    if deep and sha256_file(path) != entry["sha256"]:
+        return f"file {entry['path']} sha256 mismatch"
+    return None
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Temp file in the same directory → fsync → rename → fsync the directory."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_checkpoint(path: Path) -> None:
+    """Marker first, so a deletion cut short never leaves a 'committed' half directory."""
+    with contextlib.suppress(FileNotFoundError):
+        (path / MARKER_NAME).unlink()
+        _fsync_dir(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# --- phases and failure classification --------------------------------------------------------
+# A job tags what it was doing when it failed (`with phase("data"): ...`), because the same
+# exception type means different things in different places: a ValueError while loading data is
+# bad input, while building the trainer's config it is a config error.
+
+_PHASE_ATTR = "_jobtrail_phase"
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Tag any exception escaping the block with the phase it came from (innermost wins)."""
+    try:
+        yield
+    except BaseException as exc:
+        if getattr(exc, _PHASE_ATTR, None) is None:
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(exc, _PHASE_ATTR, name)
+        raise
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes/contexts, outermost first (cycle-safe)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        implicit = None if current.__suppress_context__ else current.__context__
+        current = current.__cause__ if current.__cause__ is not None else implicit
+    return seen
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+_AUTH_RE = re.compile(
+    r"\b(401|403)\b|unauthori[sz]ed|forbidden|gated repo|is gated|access to .* is restricted", re.I
+)
+_TRANSIENT_RE = re.compile(r"\b(500|502|503|504)\b|connection (reset|refused|aborted)", re.I)
+_DATA_RE = re.compile(r"\bcolumns?\b|\bdataset\b|\brows?\b|\bjson\b", re.I)
+_DATA_ERRORS = {"JSONDecodeError", "DatasetGenerationError", "ArrowInvalid", "DatasetNotFoundError"}
+_NETWORK_ERRORS = {"ConnectionError", "ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutError"}
+
+
+def _is_http(e: BaseException) -> bool:
+    return "HTTPError" in _names(e) or "HfHubHTTPError" in _names(e)
+
+
+# (reason, test(exception, phase)) in priority order; the first rule matching any exception in
+# the chain wins. To teach the runtime a new failure, add a row.
+FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
+    ("oom", lambda e, p: isinstance(e, MemoryError)
+        or "OutOfMemoryError" in _names(e) or "out of memory" in str(e).lower()),
+    ("auth_error", lambda e, p: "GatedRepoError" in _names(e)
+        or ((isinstance(e, OSError | ValueError) or _is_http(e)) and bool(_AUTH_RE.search(str(e))))),
+    ("dependency_error", lambda e, p: isinstance(e, ImportError)),
+    ("hub_error", lambda e, p: p == "push"),
+    # HF_HUB_OFFLINE=1 with a Hub id: retrying cannot help (it is a ConnectionError subclass).
+    ("config_error", lambda e, p: "OfflineModeIsEnabled" in _names(e)),
+    ("infra_transient", lambda e, p: bool(_names(e) & _NETWORK_ERRORS)
+        or (_is_http(e) and bool(_TRANSIENT_RE.search(str(e))))),
+    ("bad_input", lambda e, p: bool(_names(e) & _DATA_ERRORS)),
+    ("bad_input", lambda e, p: p == "data" and isinstance(e, ValueError | KeyError | OSError | TypeError)),
+    ("config_error", lambda e, p: isinstance(e, TypeError) and "unexpected keyword argument" in str(e)),
+    ("config_error", lambda e, p: p in ("config", "model")
+        and isinstance(e, ValueError | TypeError | KeyError | OSError)),
+    ("bad_input", lambda e, p: isinstance(e, KeyError | ValueError) and bool(_DATA_RE.search(str(e)))),
+]
+
+
+def classify_exception(exc: BaseException) -> str:
+    """A termination reason for `exc` (see DESIGN.md 'States and reasons')."""
+    chain = _chain(exc)
+    current_phase = next((getattr(e, _PHASE_ATTR) for e in chain if getattr(e, _PHASE_ATTR, None)), None)
+    for reason, test in FAILURE_RULES:
+        if any(test(e, current_phase) for e in chain):
+            return reason
+    return "unknown"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line, at most MESSAGE_LIMIT chars: 'Type: message', plus the root cause if different."""
+    root = _chain(exc)[-1]
+    text = f"{type(exc).__name__}: {exc}"
+    if root is not exc:
+        text += f" <- caused by {type(root).__name__}: {root}"
+    text = " ".join(text.split())
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
+
+
+# --- how a job ends ----------------------------------------------------------------------------
+
+
+class Terminated(SystemExit):
+    """Raised by the SIGTERM handler; run_job lets it through without a termination event."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    emit("signal", signal=signum)
+    raise Terminated(SIGTERM_EXIT_CODE)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM stops training by raising in the main thread (the server decides what it meant)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def run_job(main: Callable[[], Any]) -> None:
+    """Run `main` so that every ending leaves one `termination` event (or a `signal` event)."""
+    install_signal_handlers()
+    try:
+        main()
+    except Terminated:
+        raise  # the signal event is out; cancelled vs preempted is the server's call
+    except KeyboardInterrupt:
+        emit("signal", signal=int(signal.SIGINT))
+        raise SystemExit(130) from None
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            emit("termination", reason="succeeded")
+            raise
+        _fail(exc)
+    except BaseException as exc:
+        _fail(exc)
+    else:
+        emit("termination", reason="succeeded")
+
+
+def _fail(exc: BaseException) -> None:
+    traceback.print_exception(exc, file=sys.stderr)
+    sys.stderr.flush()
+    emit(
+        "termination",
+        reason=classify_exception(exc),
+        message=describe_exception(exc),
+        error_type=type(exc).__name__,
+    )
+    raise SystemExit(1)

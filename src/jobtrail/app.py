@@ -1,0 +1,43 @@
+"""Composition root: the only module that names concrete backends and reads settings.
+
+Settings come from the environment so the MCP client config can set them:
+  JOBTRAIL_HOME            ledger and job directories (default ~/.jobtrail)
+  JOBTRAIL_MAX_CONCURRENT  local jobs running at once (default 1; others wait queued)
+  JOBTRAIL_PYTHON          interpreter that runs local jobs (default: this one)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from jobtrail.backends.local import LocalBackend
+from jobtrail.errors import InvalidRequestError
+from jobtrail.ledger.store import Ledger
+from jobtrail.service import JobService
+
+
+def home() -> Path:
+    return Path(os.environ.get("JOBTRAIL_HOME") or Path.home() / ".jobtrail").expanduser().resolve()
+
+
+def build_service(home_dir: Path | None = None) -> JobService:
+    root = home_dir or home()
+    python = os.environ.get("JOBTRAIL_PYTHON") or sys.executable
+    local = LocalBackend(python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1))
+    return JobService(
+        ledger=Ledger(root / "ledger.sqlite"),
+        backends={local.name: local},
+        home=root,
+        job_python=python,
+    )
+
+
+def _positive_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise InvalidRequestError(f"{name}={raw!r} is not a positive integer.", fix=f"Set {name}=1 (or more).")
+    return int(raw)

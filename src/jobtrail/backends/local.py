@@ -1,0 +1,327 @@
+"""The embedded local runner: every attempt runs under a detached supervisor process.
+
+The server never waits on a job. `launch` starts the supervisor (supervisor.py) and returns;
+`probe`, `read_log` and `cancel` work only from the files the supervisor keeps in the
+attempt's workdir and from the process table, so a restarted server (a new process with a
+new LocalBackend) picks every attempt up where it was.
+
+Pids outlive the processes they named, so before this module signals or trusts a pid it
+checks that the process still points at the attempt's workdir (its argv or its cwd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from jobtrail.backends import supervisor as sv
+from jobtrail.errors import BackendError, InvalidRequestError
+from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
+
+MAX_LOG_CHUNK = 1 << 20
+# A supervisor normally writes its state file within a fraction of a second; this only
+# bounds how long launch waits on a machine that is badly overloaded.
+STATE_WAIT_S = 15.0
+SUPERVISOR_LOG = "supervisor.log"
+_PROC = Path("/proc")
+
+
+class LocalBackend:
+    """Runs attempts as processes on this machine; see the module docstring."""
+
+    name = "local"
+
+    def __init__(self, python: str = sys.executable, max_concurrent: int = 1, grace_s: float = 10.0) -> None:
+        self.python = python
+        # Enforced by the service's queue, not here.
+        self.max_concurrent: int | None = max_concurrent
+        self.grace_s = grace_s
+
+    def launch(self, request: LaunchRequest) -> Placement:
+        python = self._resolve_python()
+        workdir = _prepare_workdir(request.workdir)
+        (workdir / sv.SCRIPT).write_text(request.script, encoding="utf-8")
+        # Secrets travel only here: the environment is the one channel that touches no file.
+        env = {**os.environ, **request.env, **request.secrets, "PYTHONUNBUFFERED": "1"}
+        argv = [sys.executable, "-I", sv.__file__, "--workdir", str(workdir), "--python", python]
+        argv += ["--grace", str(self.grace_s)]
+        if request.timeout_s:
+            argv += ["--timeout", str(request.timeout_s)]
+        try:
+            with open(workdir / SUPERVISOR_LOG, "ab") as log:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            raise BackendError(
+                f"Could not start the local supervisor: {exc}", fix="Check that the server's Python can run."
+            ) from exc
+        try:
+            state = _await_state(workdir, proc)
+        finally:
+            # Reaps the supervisor when it ends, so finished attempts leave no zombies here.
+            threading.Thread(target=proc.wait, name=f"jobtrail-reap-{proc.pid}", daemon=True).start()
+        return Placement(
+            backend=self.name,
+            host=socket.gethostname(),
+            pid=proc.pid,
+            pgid=state.get("child_pgid"),
+            workdir=str(workdir),
+            started_at=state.get("started_at", time.time()),
+        )
+
+    def probe(self, placement: Placement) -> Probe:
+        workdir = Path(placement.workdir)
+        record = _read_exit(workdir)
+        if record is not None:
+            return Probe(phase="exited", exit=record)
+        if placement.host != socket.gethostname():
+            # Its pids mean nothing on this machine, and it left no exit record we can see.
+            return Probe(phase="lost")
+        if placement.pid is not None and _supervisor_alive(placement.pid, workdir):
+            return Probe(phase="running")
+        # The supervisor may have written exit.json and ended between the two looks.
+        record = _read_exit(workdir)
+        if record is not None:
+            return Probe(phase="exited", exit=record)
+        # Nobody supervises what is left of the job: stop it, so nothing runs untracked.
+        # Killing mid-write is safe, because resuming reads only committed checkpoints.
+        _signal_group(placement, signal.SIGKILL)
+        return Probe(phase="lost")
+
+    def read_log(self, placement: Placement, offset: int = 0) -> LogChunk:
+        if offset < 0:
+            raise InvalidRequestError(
+                f"Log offset {offset} is negative.", fix="Pass 0, or the offset a previous read returned."
+            )
+        workdir = Path(placement.workdir)
+        # Looked at before reading: once exit.json exists nothing writes to the log any more,
+        # so a trailing line without a newline is final, not half-written.
+        finished = (workdir / sv.EXIT).exists()
+        try:
+            with open(workdir / sv.LOG, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(offset)
+                data = f.read(MAX_LOG_CHUNK)
+        except FileNotFoundError:
+            return LogChunk(lines=[], offset=offset)
+        take = _complete_prefix(data, final=finished and offset + len(data) >= size)
+        if take == 0:
+            return LogChunk(lines=[], offset=offset)
+        lines = data[:take].decode("utf-8", errors="replace").split("\n")
+        if data[take - 1 : take] == b"\n":
+            lines.pop()
+        return LogChunk(lines=lines, offset=offset + take)
+
+    def cancel(self, placement: Placement) -> None:
+        workdir = Path(placement.workdir)
+        if (workdir / sv.EXIT).exists():
+            return
+        if placement.host != socket.gethostname():
+            raise BackendError(
+                f"This attempt runs on host {placement.host!r}, not here.",
+                fix=f"Cancel it from a jobtrail server on {placement.host}.",
+            )
+        _mark_cancel(workdir)
+        if placement.pid is not None and _supervisor_alive(placement.pid, workdir):
+            try:
+                os.kill(placement.pid, signal.SIGTERM)  # the supervisor escalates to SIGKILL itself
+                return
+            except ProcessLookupError:
+                pass
+        # No supervisor to escalate for us; the next probe (which reports it lost) kills
+        # what is left too, should this process end before the timer fires.
+        _signal_group(placement, signal.SIGTERM)
+        timer = threading.Timer(self.grace_s, _signal_group, (placement, signal.SIGKILL))
+        timer.daemon = True
+        timer.start()
+
+    def _resolve_python(self) -> str:
+        found = shutil.which(self.python)
+        if found is None:
+            raise BackendError(
+                f"The job interpreter {self.python!r} does not exist or is not executable.",
+                fix="Point the local backend at an existing Python (JOBTRAIL_PYTHON), "
+                "e.g. the output of `command -v python3`, or unset it to use the server's own.",
+            )
+        # Absolute, but not resolved: a venv's python is a symlink, and resolving it would
+        # run the job outside the venv.
+        return os.path.abspath(found)
+
+
+# --- workdir files ----------------------------------------------------------------------
+
+
+def _prepare_workdir(raw: str) -> Path:
+    workdir = Path(raw).expanduser().resolve()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackendError(
+            f"Cannot create the attempt's workdir {workdir}: {exc.strerror or exc}",
+            fix="Point JOBTRAIL_HOME at a writable directory with free space.",
+        ) from exc
+    leftovers = [name for name in (sv.STATE, sv.EXIT, sv.LOG) if (workdir / name).exists()]
+    if leftovers:
+        # Another attempt's records would be read as this one's.
+        raise BackendError(
+            f"The workdir {workdir} already holds an attempt ({', '.join(leftovers)}).",
+            fix="Give every attempt a fresh, empty workdir.",
+        )
+    return workdir
+
+
+def _await_state(workdir: Path, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The supervisor's state file (empty if the job could not even start)."""
+    deadline = time.monotonic() + STATE_WAIT_S
+    while time.monotonic() < deadline:
+        if (workdir / sv.STATE).exists():
+            state: dict[str, Any] = json.loads((workdir / sv.STATE).read_text(encoding="utf-8"))
+            return state
+        if (workdir / sv.EXIT).exists():
+            return {}  # it could not start the job; exit.json and job.log say why
+        if proc.poll() is not None:
+            raise BackendError(
+                f"The local supervisor ended before starting the job: {_tail(workdir / SUPERVISOR_LOG)}",
+                fix=f"Read {workdir / SUPERVISOR_LOG}; report it as a jobtrail bug if it is not your setup.",
+            )
+        time.sleep(0.01)
+    proc.terminate()  # it stops the job too, should the job have started after all
+    raise BackendError(
+        f"The local supervisor did not start the job within {STATE_WAIT_S:.0f} s.",
+        fix="The machine may be overloaded; retry when it is less busy.",
+    )
+
+
+def _read_exit(workdir: Path) -> ExitRecord | None:
+    path = workdir / sv.EXIT
+    try:
+        return ExitRecord.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except ValidationError as exc:
+        raise BackendError(
+            f"The exit record {path} is damaged: {exc}", fix="Treat the attempt as lost and retry it."
+        ) from exc
+
+
+def _mark_cancel(workdir: Path) -> None:
+    try:
+        (workdir / sv.CANCEL_MARKER).write_text(f"{time.time()}\n", encoding="utf-8")
+    except OSError:
+        # The marker only tells a cancel from a preemption; stopping the job matters more.
+        pass
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-limit:].strip() or "(no output)"
+    except OSError:
+        return "(no output)"
+
+
+def _complete_prefix(data: bytes, final: bool) -> int:
+    """How many bytes of `data` to hand out: whole lines only, unless nothing more will come."""
+    if final:
+        return len(data)
+    cut = data.rfind(b"\n")
+    if cut >= 0:
+        return cut + 1
+    # A line longer than a whole chunk is handed out in pieces rather than never.
+    return len(data) if len(data) >= MAX_LOG_CHUNK else 0
+
+
+# --- processes --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    pgid: int
+    zombie: bool
+    argv: tuple[str, ...]
+    cwd: str | None  # None where the platform does not tell
+
+
+def _supervisor_alive(pid: int, workdir: Path) -> bool:
+    proc = _process(pid)
+    return proc is not None and not proc.zombie and str(workdir) in proc.argv
+
+
+def _signal_group(placement: Placement, signum: int) -> None:
+    """Signal the job's process group, if a live member still shows it belongs to the attempt."""
+    if placement.pgid is None:
+        return
+    workdir = Path(placement.workdir)
+    script = str(workdir / sv.SCRIPT)
+    members = [p for p in _processes() if p.pgid == placement.pgid and not p.zombie]
+    if any(script in p.argv or p.cwd == str(workdir) for p in members):
+        try:
+            os.killpg(placement.pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _process(pid: int) -> _Proc | None:
+    if _PROC.is_dir():
+        return _proc_entry(_PROC / str(pid))
+    return next((p for p in _ps() if p.pid == pid), None)
+
+
+def _processes() -> Iterable[_Proc]:
+    if not _PROC.is_dir():
+        return _ps()
+    entries = (_proc_entry(d) for d in _PROC.iterdir() if d.name.isdigit())
+    return [p for p in entries if p is not None]
+
+
+def _proc_entry(base: Path) -> _Proc | None:
+    try:
+        stat = (base / "stat").read_text()
+        raw_argv = (base / "cmdline").read_bytes()
+    except OSError:
+        return None
+    try:
+        cwd: str | None = os.readlink(base / "cwd")
+    except OSError:
+        cwd = None
+    # The command name in parentheses may itself hold spaces and parentheses.
+    state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+    argv = tuple(a.decode(errors="replace") for a in raw_argv.split(b"\0")[:-1])
+    return _Proc(pid=int(base.name), pgid=int(pgrp), zombie=state == "Z", argv=argv, cwd=cwd)
+
+
+def _ps() -> list[_Proc]:
+    """Fallback without /proc (macOS): argv is split on spaces, so paths with spaces won't match."""
+    try:
+        out = subprocess.run(
+            ["ps", "-A", "-o", "pid=,pgid=,stat=,command="], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    procs = []
+    for line in out.splitlines():
+        fields = line.split(None, 3)
+        if len(fields) == 4:
+            pid, pgid, stat, command = fields
+            procs.append(_Proc(int(pid), int(pgid), stat.startswith("Z"), tuple(command.split()), None))
+    return procs

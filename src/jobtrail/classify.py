@@ -1,0 +1,105 @@
+"""Why did an attempt end? Pure rules, in order of trust (DESIGN.md 'States and reasons'):
+
+1. what jobtrail itself did (a cancel it sent, a timeout it enforced);
+2. the job's own termination event;
+3. the exit code or signal, corrected by log evidence (a SIGKILL with OOM lines is oom);
+4. log patterns, newest line first.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as signals
+from dataclasses import dataclass
+from typing import Any
+
+from jobtrail.models import ExitRecord, TerminationReason as R
+
+
+@dataclass(frozen=True)
+class Verdict:
+    reason: R
+    message: str
+    evidence: str | None = None  # the log line (or fact) that decided it
+
+
+# (reason, pattern, message). First match scanning the tail from the newest line wins.
+LOG_PATTERNS: list[tuple[R, re.Pattern[str], str]] = [
+    (R.OOM, re.compile(r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|oom-kill|Killed process", re.I),
+     "The job ran out of memory."),
+    (R.DEPENDENCY_ERROR, re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|Failed to build"),
+     "A dependency is missing or failed to install."),
+    (R.AUTH_ERROR, re.compile(r"\b401\b.*(Unauthorized|Invalid)|GatedRepoError|gated repo|403 Forbidden", re.I),
+     "The Hub refused access (token or gated repo)."),
+    (R.CONFIG_ERROR, re.compile(r"got an unexpected keyword argument|TypeError: .*__init__\(\)"),
+     "A configuration argument was rejected."),
+    (R.BAD_INPUT, re.compile(r"JSONDecodeError|DatasetGenerationError|KeyError: '|column .* (not|does not)", re.I),
+     "The data did not have the expected shape."),
+    (R.INFRA_TRANSIENT, re.compile(r"ReadTimeout|ConnectionError|\b50[234]\b.*(Bad Gateway|Unavailable|Timeout)", re.I),
+     "A transient network or service failure."),
+]
+
+
+def classify(
+    exit_record: ExitRecord | None,
+    termination: dict[str, Any] | None,
+    log_tail: list[str],
+    *,
+    cancel_requested: bool = False,
+    lost: bool = False,
+) -> Verdict:
+    if cancel_requested or (exit_record and exit_record.cancelled):
+        return Verdict(R.CANCELLED, "Cancelled on request.")
+    if exit_record and exit_record.timed_out:
+        return Verdict(R.TIMEOUT, "Stopped at the job's timeout.")
+    if lost:
+        return Verdict(R.LOST, "The backend no longer knows this attempt and left no exit record.")
+    if termination and termination.get("reason") in R.__members__.values():
+        return Verdict(R(termination["reason"]), str(termination.get("message") or termination["reason"]),
+                       evidence="termination event")
+    if exit_record and exit_record.exit_code == 0 and exit_record.signal is None:
+        return Verdict(R.SUCCEEDED, "Exited 0.")
+    by_log = _from_log(log_tail)
+    signum = _signal_of(exit_record)
+    if signum is not None:
+        return _from_signal(signum, by_log)
+    if by_log:
+        return by_log
+    code = exit_record.exit_code if exit_record else None
+    return Verdict(R.UNKNOWN, f"Exited with code {code} and no recognisable cause in the log.")
+
+
+def _from_signal(signum: int, by_log: Verdict | None) -> Verdict:
+    name = _signal_name(signum)
+    if by_log and by_log.reason is R.OOM:
+        return by_log
+    if signum == signals.SIGKILL:
+        return Verdict(R.OOM, f"Killed by {name}, most often the kernel's OOM killer.", evidence=name)
+    if signum in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
+        return Verdict(R.PREEMPTED, f"Stopped by {name}, which jobtrail did not send.", evidence=name)
+    return by_log or Verdict(R.UNKNOWN, f"Died by {name}.", evidence=name)
+
+
+def _signal_of(exit_record: ExitRecord | None) -> int | None:
+    if exit_record is None:
+        return None
+    if exit_record.signal is not None:
+        return exit_record.signal
+    # Shells and containers report death by signal N as exit code 128 + N (137 = SIGKILL).
+    code = exit_record.exit_code
+    return code - 128 if code is not None and 128 < code < 160 else None
+
+
+def _from_log(lines: list[str]) -> Verdict | None:
+    for line in reversed(lines):
+        for reason, pattern, message in LOG_PATTERNS:
+            if pattern.search(line):
+                return Verdict(reason, message, evidence=line.strip()[:500])
+    return None
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signals.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -1,0 +1,198 @@
+"""`jobtrail` command line: `serve` and `demo`, plus one subcommand per tool.
+
+Subcommands print the same markdown as the tool (tables for lists) or, with --json, its
+structured content. Errors print the message and the fix and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from jobtrail.errors import InvalidRequestError, JobtrailError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except JobtrailError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jobtrail", description="Fine-tuning jobs with preflight checks and receipts.")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(handler=_serve)
+
+    demo = sub.add_parser("demo", help="train a tiny model with LoRA SFT on this machine, end to end")
+    demo.add_argument("--prepare", action="store_true", help="only build the tiny model and dataset")
+    demo.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
+    demo.add_argument("--json", action="store_true", help="print JSON instead of text")
+    demo.set_defaults(handler=_demo)
+
+    submit = sub.add_parser("submit", help="submit a training job (the submit tool)")
+    submit.add_argument("--method", required=True, choices=["sft"])
+    submit.add_argument("--model", required=True)
+    submit.add_argument("--dataset", required=True)
+    submit.add_argument("--backend", default="local", choices=["local"])
+    submit.add_argument("--flavor")
+    submit.add_argument("--timeout", help="e.g. 45m, 2h, or seconds")
+    submit.add_argument("--hyperparameters", type=_json_object, default={}, help="JSON object of TRL config names")
+    submit.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                        help="one hyperparameter (repeatable); VALUE is read as JSON when it parses")
+    submit.add_argument("--output")
+    submit.add_argument("--dry-run", action="store_true")
+    submit.add_argument("--force", action="store_true")
+    _json_flag(submit)
+    submit.set_defaults(handler=_submit)
+
+    ps = sub.add_parser("ps", help="list jobs (the ps tool)")
+    ps.add_argument("--status", choices=["queued", "starting", "running", "succeeded", "failed", "cancelled"])
+    ps.add_argument("--limit", type=int, default=20)
+    _json_flag(ps)
+    ps.set_defaults(handler=lambda a: _emit(a, _service().ps(status=a.status, limit=a.limit)))
+
+    inspect = sub.add_parser("inspect", help="a job's status and receipt (the inspect tool)")
+    inspect.add_argument("job_id")
+    _json_flag(inspect)
+    inspect.set_defaults(handler=lambda a: _emit(a, _service().inspect(a.job_id)))
+
+    logs = sub.add_parser("logs", help="a job's log lines (the logs tool)")
+    logs.add_argument("job_id")
+    logs.add_argument("--tail", type=int, default=50)
+    logs.add_argument("--cursor", type=int)
+    logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    _json_flag(logs)
+    logs.set_defaults(handler=_logs)
+
+    cancel = sub.add_parser("cancel", help="stop a job (the cancel tool)")
+    cancel.add_argument("job_id")
+    _json_flag(cancel)
+    cancel.set_defaults(handler=lambda a: _emit(a, _service().cancel(a.job_id)))
+    return parser
+
+
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the structured content as JSON")
+
+
+def _service():  # noqa: ANN202 - imported lazily so `jobtrail --help` stays instant
+    from jobtrail.app import build_service
+
+    return build_service()
+
+
+def _emit(args: argparse.Namespace, result: Any) -> int:
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(result.to_markdown())
+    return 0
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}); write it like '{{\"max_steps\": 10}}'") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"max_steps\": 10}'")
+    return value
+
+
+def _override(item: str) -> tuple[str, Any]:
+    name, sep, raw = item.partition("=")
+    if not sep or not name:
+        raise InvalidRequestError(f"--set {item!r} is not NAME=VALUE.", fix="Write it like --set max_steps=100")
+    try:
+        return name.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return name.strip(), raw
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from jobtrail.models import JobSpec
+    from jobtrail.timefmt import parse_duration
+
+    hyperparameters = dict(args.hyperparameters)
+    hyperparameters.update(_override(item) for item in args.overrides)
+    spec = JobSpec(
+        method=args.method,
+        model=args.model,
+        dataset=args.dataset,
+        backend=args.backend,
+        flavor=args.flavor,
+        timeout_s=parse_duration(args.timeout),
+        hyperparameters=hyperparameters,
+        output=args.output,
+    )
+    result = _service().submit(spec, dry_run=args.dry_run, force=args.force)
+    _emit(args, result)
+    return 1 if result.status == "rejected" else 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    service = _service()
+    result = service.logs(args.job_id, tail=args.tail, cursor=args.cursor)
+    if not args.follow:
+        return _emit(args, result)
+    while True:
+        for line in result.lines:
+            print(line, flush=True)
+        if result.finished:
+            return 0
+        time.sleep(1.0)  # a person is watching; one read a second is plenty
+        result = service.logs(args.job_id, tail=1000, cursor=result.cursor)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from jobtrail.app import build_service
+    from jobtrail.server import build_server
+
+    service = build_service()
+    _start_poller(service)
+    server = build_server(service)
+    if args.http:
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run()
+    return 0
+
+
+def _start_poller(service: Any, interval_s: float = 1.0) -> None:
+    """Advance the queue and record exits even while no tool is being called."""
+
+    def loop() -> None:
+        while True:
+            try:
+                service.refresh()
+            except Exception as exc:  # the poller must outlive a bad moment (e.g. a locked ledger)
+                print(f"jobtrail poller: {type(exc).__name__}: {exc}", file=sys.stderr)
+            time.sleep(interval_s)
+
+    threading.Thread(target=loop, name="jobtrail-poller", daemon=True).start()
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from jobtrail.demo import run_demo
+
+    return run_demo(prepare_only=args.prepare, steps=args.steps, as_json=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

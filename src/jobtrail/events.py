@@ -1,0 +1,83 @@
+"""The structured events a job prints (`JOBTRAIL {json}`), parsed back from any backend's log.
+
+Pure: the service feeds it log lines and stores what it returns, so a receipt can be rebuilt
+from the log alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobtrail.models import CheckpointRecord
+
+PREFIX = "JOBTRAIL "
+_STEP_FIELDS = ("step", "loss", "learning_rate", "grad_norm", "epoch", "tokens")
+
+
+def parse_line(line: str) -> dict[str, Any] | None:
+    """The event on this log line, or None for ordinary output (and for mangled event lines)."""
+    at = line.find(PREFIX)
+    if at < 0:
+        return None
+    try:
+        event = json.loads(line[at + len(PREFIX) :])
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and isinstance(event.get("event"), str) else None
+
+
+@dataclass
+class Digest:
+    """What a batch of events changes on the attempt's receipt."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+
+
+def digest(lines: list[str]) -> Digest:
+    out = Digest()
+    for line in lines:
+        event = parse_line(line)
+        if event is None:
+            continue
+        out.events.append(event)
+        _fold(event, out)
+    return out
+
+
+def _fold(event: dict[str, Any], out: Digest) -> None:
+    kind = event["event"]
+    payload = {k: v for k, v in event.items() if k not in ("event", "time")}
+    if kind == "environment":
+        out.fields["environment"] = payload
+    elif kind == "data_manifest":
+        out.fields["data_manifest"] = payload
+    elif kind == "resume" and payload.get("checkpoint"):
+        out.fields["resumed_from"] = payload["checkpoint"]
+    elif kind == "step":
+        out.fields["last_metrics"] = {k: payload[k] for k in _STEP_FIELDS if payload.get(k) is not None}
+    elif kind == "metrics":
+        out.fields["summary"] = payload
+    elif kind == "checkpoint" and payload.get("path") and payload.get("state") in (
+        "writing",
+        "committed",
+        "superseded",
+    ):
+        out.checkpoints.append(
+            CheckpointRecord(
+                path=str(payload["path"]),
+                step=payload.get("step"),
+                state=payload["state"],
+                manifest_sha256=payload.get("manifest_sha256"),
+                updated_at=float(event.get("time") or 0.0),
+            )
+        )
+
+
+def termination_event(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The job's own account of how it ended (the last one wins)."""
+    found = [e for e in events if e.get("event") == "termination"]
+    return found[-1] if found else None

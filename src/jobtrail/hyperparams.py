@@ -1,0 +1,109 @@
+"""Hyperparameters: the names TRL/transformers use, jobtrail's few extras, and the defaults.
+
+The TRL field list is bundled (trl_config_fields.json) so the server can check names without
+importing trl; a test compares it with the installed TRL so it cannot drift silently.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jobtrail.models import Finding
+
+# jobtrail's own knobs, which TRL does not have, with their defaults.
+PEFT_DEFAULTS: dict[str, Any] = {
+    "peft": "lora",
+    "lora_r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.05,
+    "lora_target_modules": "all-linear",
+}
+JOB_DEFAULTS: dict[str, Any] = {"checkpoint_retention": 2, "dataset_split": "train"}
+
+# Names jobtrail sets itself; passing them would fight the job runtime.
+MANAGED: dict[str, str] = {
+    "output_dir": "pass output=... to submit instead (a directory, or a Hub repo on remote backends)",
+    "save_total_limit": "use checkpoint_retention (jobtrail never deletes the last committed checkpoint)",
+    "push_to_hub": "remote backends always push to `output`; the local backend writes to disk",
+    "hub_model_id": "pass output=... to submit instead",
+    "resume_from_checkpoint": "jobtrail resumes from the newest committed checkpoint by itself",
+}
+
+TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "sft": {
+        "learning_rate": 2e-4,
+        "num_train_epochs": 1,
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 4,
+        "logging_steps": 10,
+        "save_strategy": "steps",
+        "save_steps": 100,
+        "max_length": 1024,
+        "seed": 42,
+        "report_to": "none",
+    }
+}
+
+
+@cache
+def trl_fields(method: str) -> frozenset[str]:
+    data = json.loads((Path(__file__).with_name("trl_config_fields.json")).read_text())
+    return frozenset(data[method])
+
+
+def known_names(method: str) -> set[str]:
+    return (set(trl_fields(method)) | set(PEFT_DEFAULTS) | set(JOB_DEFAULTS)) - set(MANAGED)
+
+
+def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
+    known = known_names(method)
+    findings: list[Finding] = []
+    for name in hyperparameters:
+        if name in MANAGED:
+            findings.append(
+                Finding(
+                    code="hyperparameters.managed",
+                    severity="error",
+                    message=f"{name!r} is set by jobtrail, not through hyperparameters.",
+                    fix=MANAGED[name][0].upper() + MANAGED[name][1:] + ".",
+                )
+            )
+        elif name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+            hint = f"Did you mean {' or '.join(repr(c) for c in close)}?" if close else None
+            findings.append(
+                Finding(
+                    code="hyperparameters.unknown",
+                    severity="error",
+                    message=f"Unknown hyperparameter {name!r} for method {method!r}." + (f" {hint}" if hint else ""),
+                    fix=f"Rename it to {close[0]!r}." if close else "Remove it; names follow TRL's config fields.",
+                )
+            )
+    if hyperparameters.get("peft", "lora") not in ("lora", "none"):
+        findings.append(
+            Finding(
+                code="hyperparameters.peft",
+                severity="error",
+                message=f"peft={hyperparameters['peft']!r} is not supported.",
+                fix='Use peft="lora" (adapter training) or peft="none" (full fine-tuning).',
+            )
+        )
+    return findings
+
+
+def split(method: str, hyperparameters: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Defaults + user values → (training_args for TRL, peft block, jobtrail job options)."""
+    merged = {**TRAINING_DEFAULTS[method], **PEFT_DEFAULTS, **JOB_DEFAULTS, **hyperparameters}
+    peft = {
+        "method": merged.pop("peft"),
+        "r": merged.pop("lora_r"),
+        "alpha": merged.pop("lora_alpha"),
+        "dropout": merged.pop("lora_dropout"),
+        "target_modules": merged.pop("lora_target_modules"),
+    }
+    job = {name: merged.pop(name) for name in JOB_DEFAULTS}
+    return merged, peft, job

@@ -1,0 +1,125 @@
+"""SQLite connection and named migrations (WAL, one transaction per migration).
+
+Migrations are append-only: a released name is never edited; a change is a new entry.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_runs_and_attempts",
+        """
+        CREATE TABLE runs (
+            run_id      TEXT PRIMARY KEY,
+            created_at  REAL NOT NULL,
+            method      TEXT NOT NULL,
+            model       TEXT NOT NULL,
+            dataset     TEXT NOT NULL,
+            backend     TEXT NOT NULL,
+            flavor      TEXT,
+            spec_json   TEXT NOT NULL
+        );
+        CREATE TABLE attempts (
+            attempt_id          TEXT PRIMARY KEY,
+            run_id              TEXT NOT NULL REFERENCES runs(run_id),
+            number              INTEGER NOT NULL,
+            status              TEXT NOT NULL,
+            created_at          REAL NOT NULL,
+            started_at          REAL,
+            ended_at            REAL,
+            backend             TEXT NOT NULL,
+            flavor              TEXT,
+            timeout_s           INTEGER,
+            config_json         TEXT NOT NULL,
+            config_sha256       TEXT NOT NULL,
+            script              TEXT NOT NULL,
+            script_sha256       TEXT NOT NULL,
+            forced              INTEGER NOT NULL DEFAULT 0,
+            findings_json       TEXT NOT NULL DEFAULT '[]',
+            placement_json      TEXT,
+            exit_code           INTEGER,
+            signal              INTEGER,
+            termination_reason  TEXT,
+            termination_message TEXT,
+            evidence            TEXT,
+            environment_json    TEXT,
+            data_manifest_json  TEXT,
+            resumed_from        TEXT,
+            last_metrics_json   TEXT,
+            summary_json        TEXT,
+            log_offset          INTEGER NOT NULL DEFAULT 0,
+            cancel_requested_at REAL,
+            gpu_seconds         REAL,
+            cost_usd            REAL,
+            UNIQUE (run_id, number)
+        );
+        CREATE INDEX attempts_by_status ON attempts(status);
+        CREATE INDEX attempts_by_ended ON attempts(ended_at);
+        """,
+    ),
+    (
+        "0002_events_and_checkpoints",
+        """
+        CREATE TABLE events (
+            attempt_id   TEXT NOT NULL REFERENCES attempts(attempt_id),
+            seq          INTEGER NOT NULL,
+            kind         TEXT NOT NULL,
+            time         REAL,
+            payload_json TEXT NOT NULL,
+            PRIMARY KEY (attempt_id, seq)
+        );
+        CREATE TABLE checkpoints (
+            attempt_id      TEXT NOT NULL REFERENCES attempts(attempt_id),
+            path            TEXT NOT NULL,
+            step            INTEGER,
+            state           TEXT NOT NULL,
+            manifest_sha256 TEXT,
+            updated_at      REAL NOT NULL,
+            PRIMARY KEY (attempt_id, path)
+        );
+        """,
+    ),
+]
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in the store).
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    migrate(conn)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply the migrations this database lacks, each atomically; return their names."""
+    conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    applied: list[str] = []
+    for name, sql in MIGRATIONS:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-checked inside the write lock: two processes may start at once.
+            if conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
+                conn.execute("ROLLBACK")
+                continue
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
+            conn.execute("COMMIT")
+            applied.append(name)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return applied
+
+
+def _statements(sql: str) -> list[str]:
+    # executescript() would commit our transaction; split plain DDL on ';' instead.
+    return [s.strip() for s in sql.split(";") if s.strip()]

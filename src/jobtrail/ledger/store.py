@@ -1,0 +1,256 @@
+"""The ledger: runs, attempts (the receipts), their events and checkpoints, in SQLite.
+
+Several processes share one ledger (the MCP server, CLI commands, the demo), so every
+state change is a compare-and-set inside one IMMEDIATE transaction: whoever loses the race
+changes nothing and simply reads the winner's result.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from jobtrail.ledger.db import connect
+from jobtrail.models import (
+    AttemptRecord,
+    CheckpointRecord,
+    JobSpec,
+    JobStatus,
+    RunRecord,
+)
+
+_JSON_COLUMNS = {
+    "config": "config_json",
+    "findings": "findings_json",
+    "placement": "placement_json",
+    "environment": "environment_json",
+    "data_manifest": "data_manifest_json",
+    "last_metrics": "last_metrics_json",
+    "summary": "summary_json",
+}
+ACTIVE_STATUSES = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()  # sqlite connections must not cross threads
+        self._conn()  # create and migrate now, so errors surface at start-up
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self.path)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # --- runs -------------------------------------------------------------------------
+
+    def add_run(self, run: RunRecord, first_attempt: AttemptRecord) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.run_id,
+                    run.created_at,
+                    run.method,
+                    run.model,
+                    run.dataset,
+                    run.backend,
+                    run.flavor,
+                    run.spec.model_dump_json(),
+                ),
+            )
+            self._insert_attempt(conn, first_attempt)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return _run(row) if row else None
+
+    def list_runs(self, status: str | None, limit: int) -> list[tuple[RunRecord, AttemptRecord]]:
+        """Newest runs first, each with its latest attempt (whose status is the run's)."""
+        sql = (
+            "SELECT r.*, a.attempt_id AS latest FROM runs r JOIN attempts a ON a.run_id = r.run_id"
+            " AND a.number = (SELECT MAX(number) FROM attempts WHERE run_id = r.run_id)"
+        )
+        params: list[Any] = []
+        if status:
+            sql += " WHERE a.status = ?"
+            params.append(status)
+        sql += " ORDER BY r.created_at DESC LIMIT ?"
+        params.append(limit)
+        rows = self._conn().execute(sql, params).fetchall()
+        return [(_run(row), self._require_attempt(row["latest"])) for row in rows]
+
+    # --- attempts ---------------------------------------------------------------------
+
+    def _insert_attempt(self, conn: sqlite3.Connection, attempt: AttemptRecord) -> None:
+        values = _attempt_columns(attempt)
+        names = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        conn.execute(f"INSERT INTO attempts ({names}) VALUES ({marks})", list(values.values()))
+
+    def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
+        row = self._conn().execute("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,)).fetchone()
+        return _attempt(row) if row else None
+
+    def _require_attempt(self, attempt_id: str) -> AttemptRecord:
+        attempt = self.get_attempt(attempt_id)
+        if attempt is None:
+            raise LookupError(attempt_id)
+        return attempt
+
+    def attempts(self, run_id: str) -> list[AttemptRecord]:
+        rows = self._conn().execute("SELECT * FROM attempts WHERE run_id = ? ORDER BY number", (run_id,)).fetchall()
+        return [_attempt(row) for row in rows]
+
+    def attempts_in(self, statuses: Sequence[str], backend: str | None = None) -> list[AttemptRecord]:
+        marks = ", ".join("?" for _ in statuses)
+        sql = f"SELECT * FROM attempts WHERE status IN ({marks})"
+        params: list[Any] = list(statuses)
+        if backend:
+            sql += " AND backend = ?"
+            params.append(backend)
+        rows = self._conn().execute(sql + " ORDER BY created_at", params).fetchall()
+        return [_attempt(row) for row in rows]
+
+    def update_attempt(self, attempt_id: str, *, expect_status: Sequence[str] | None = None, **fields: Any) -> bool:
+        """Set fields; with expect_status, only if the attempt is still in one of those states."""
+        with self.transaction() as conn:
+            return self._update(conn, attempt_id, expect_status, fields)
+
+    def _update(
+        self, conn: sqlite3.Connection, attempt_id: str, expect_status: Sequence[str] | None, fields: dict[str, Any]
+    ) -> bool:
+        values = _encode(fields)
+        sql = "UPDATE attempts SET " + ", ".join(f"{name} = ?" for name in values) + " WHERE attempt_id = ?"
+        params: list[Any] = [*values.values(), attempt_id]
+        if expect_status is not None:
+            sql += " AND status IN (" + ", ".join("?" for _ in expect_status) + ")"
+            params.extend(expect_status)
+        return conn.execute(sql, params).rowcount == 1
+
+    # --- events and checkpoints -------------------------------------------------------
+
+    def ingest(
+        self,
+        attempt_id: str,
+        *,
+        from_offset: int,
+        to_offset: int,
+        events: Sequence[dict[str, Any]],
+        fields: dict[str, Any],
+        checkpoints: Sequence[CheckpointRecord],
+    ) -> bool:
+        """Record the events parsed from log bytes [from_offset, to_offset) exactly once."""
+        with self.transaction() as conn:
+            updated = {**fields, "log_offset": to_offset}
+            values = _encode(updated)
+            sql = "UPDATE attempts SET " + ", ".join(f"{n} = ?" for n in values)
+            sql += " WHERE attempt_id = ? AND log_offset = ?"
+            if conn.execute(sql, [*values.values(), attempt_id, from_offset]).rowcount != 1:
+                return False  # another process ingested these bytes first
+            start = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE attempt_id = ?", (attempt_id,)
+            ).fetchone()[0]
+            conn.executemany(
+                "INSERT INTO events (attempt_id, seq, kind, time, payload_json) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (attempt_id, start + i + 1, e.get("event", "?"), e.get("time"), json.dumps(e))
+                    for i, e in enumerate(events)
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO checkpoints (attempt_id, path, step, state, manifest_sha256, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (attempt_id, path) DO UPDATE SET"
+                " step = excluded.step, state = excluded.state,"
+                " manifest_sha256 = COALESCE(excluded.manifest_sha256, checkpoints.manifest_sha256),"
+                " updated_at = excluded.updated_at",
+                [(attempt_id, c.path, c.step, c.state, c.manifest_sha256, c.updated_at) for c in checkpoints],
+            )
+            return True
+
+    def events(self, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT payload_json FROM events WHERE attempt_id = ?"
+        params: list[Any] = [attempt_id]
+        if kind:
+            sql += " AND kind = ?"
+            params.append(kind)
+        rows = self._conn().execute(sql + " ORDER BY seq", params).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
+        rows = self._conn().execute(
+            "SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,)
+        ).fetchall()
+        return [
+            CheckpointRecord(
+                path=r["path"],
+                step=r["step"],
+                state=r["state"],
+                manifest_sha256=r["manifest_sha256"],
+                updated_at=r["updated_at"],
+            )
+            for r in rows
+        ]
+
+
+def now() -> float:
+    return time.time()
+
+
+def _encode(fields: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name in _JSON_COLUMNS:
+            out[_JSON_COLUMNS[name]] = None if value is None else json.dumps(_plain(value))
+        elif name == "forced":
+            out[name] = int(bool(value))
+        elif hasattr(value, "value"):  # enums
+            out[name] = value.value
+        else:
+            out[name] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _attempt_columns(attempt: AttemptRecord) -> dict[str, Any]:
+    return _encode(attempt.model_dump(mode="python"))
+
+
+def _attempt(row: sqlite3.Row) -> AttemptRecord:
+    data = dict(row)
+    for name, column in _JSON_COLUMNS.items():
+        raw = data.pop(column)
+        data[name] = json.loads(raw) if raw is not None else None
+    data["findings"] = data["findings"] or []
+    return AttemptRecord.model_validate(data)
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    data = {k: row[k] for k in ("run_id", "created_at", "method", "model", "dataset", "backend", "flavor")}
+    return RunRecord(**data, spec=JobSpec.model_validate_json(row["spec_json"]))

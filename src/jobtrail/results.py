@@ -1,0 +1,234 @@
+"""Tool results: the structured content (stable field names) and the markdown text an agent
+reads first. The CLI prints the same text, or the structured content with --json.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from jobtrail.models import CheckpointRecord, Finding, Placement
+from jobtrail.timefmt import ago, human_duration
+
+_MARK = {"error": "✗", "warning": "!", "info": "·"}
+
+
+def findings_markdown(findings: list[Finding]) -> list[str]:
+    lines = []
+    for f in findings:
+        lines.append(f"{_MARK[f.severity]} {f.code}  {f.message}")
+        if f.fix:
+            lines.append(f"    Fix: {f.fix}")
+    return lines
+
+
+class SubmitResult(BaseModel):
+    job_id: str | None = Field(description="Short stable id of the run; None when nothing was submitted.")
+    status: Literal["queued", "starting", "running", "rejected", "dry_run"]
+    findings: list[Finding]
+    script_sha256: str
+    config_sha256: str
+    forced: bool = False
+    backend: str
+    workdir: str | None = None
+    output_dir: str | None = None
+    script: str | None = Field(default=None, description="The rendered script (dry_run only).")
+
+    def to_markdown(self) -> str:
+        errors = [f for f in self.findings if f.severity == "error"]
+        if self.status == "rejected":
+            head = [f"Not submitted: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
+            tail = ["", "Fix them and call submit again (force=true submits anyway and is recorded)."]
+            return "\n".join(head + findings_markdown(self.findings) + tail)
+        if self.status == "dry_run":
+            verdict = "would be refused" if errors else "would be accepted"
+            head = [f"Dry run: nothing submitted; the job {verdict}. script sha256 {self.script_sha256[:12]}"]
+            body = findings_markdown(self.findings) or ["No findings."]
+            return "\n".join(head + body + ["", "```python", self.script or "", "```"])
+        lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
+        if self.forced:
+            lines.append("Forced past preflight errors; the receipt records it.")
+        lines += findings_markdown(self.findings)
+        lines += [
+            "",
+            f"Follow it: logs(job_id=\"{self.job_id}\") for output, inspect(job_id=\"{self.job_id}\") for its receipt.",
+        ]
+        return "\n".join(lines)
+
+
+class JobRow(BaseModel):
+    job_id: str
+    status: str
+    method: str
+    model: str
+    dataset: str
+    backend: str
+    created_at: float
+    termination_reason: str | None = None
+    attempts: int
+    step: int | None = None
+    loss: float | None = None
+
+    def cells(self) -> list[str]:
+        loss = f"{self.loss:.4f}" if self.loss is not None else "-"
+        return [
+            self.job_id,
+            self.status,
+            self.termination_reason or "-",
+            self.method,
+            _short(self.model),
+            self.backend,
+            str(self.step if self.step is not None else "-"),
+            loss,
+            ago(self.created_at),
+        ]
+
+
+class PsResult(BaseModel):
+    jobs: list[JobRow]
+
+    def to_markdown(self) -> str:
+        if not self.jobs:
+            return "No jobs yet. Start one with submit(method=\"sft\", model=..., dataset=...)."
+        header = ["job_id", "status", "reason", "method", "model", "backend", "step", "loss", "created"]
+        return _table(header, [j.cells() for j in self.jobs])
+
+
+class AttemptView(BaseModel):
+    """One attempt's receipt, as far as it exists yet."""
+
+    attempt_id: str
+    number: int
+    status: str
+    termination_reason: str | None
+    termination_message: str | None
+    evidence: str | None
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    duration_s: float | None
+    placement: Placement | None
+    config_sha256: str
+    script_sha256: str
+    forced: bool
+    findings: list[Finding]
+    exit_code: int | None
+    signal: int | None
+    environment: dict[str, Any] | None
+    data_manifest: dict[str, Any] | None
+    resumed_from: str | None
+    checkpoints: list[CheckpointRecord]
+    last_metrics: dict[str, Any] | None
+    summary: dict[str, Any] | None
+    gpu_seconds: float | None
+    cost_usd: float | None
+    workdir: str | None
+    output_dir: str | None
+
+
+class Progress(BaseModel):
+    step: int | None = None
+    max_steps: int | None = None
+    first_loss: float | None = None
+    last_loss: float | None = None
+    steps_logged: int = 0
+
+
+class InspectResult(BaseModel):
+    job_id: str
+    status: str
+    termination_reason: str | None
+    termination_message: str | None
+    method: str
+    model: str
+    dataset: str
+    backend: str
+    created_at: float
+    hyperparameters: dict[str, Any]
+    progress: Progress
+    last_metrics: dict[str, Any] | None
+    checkpoints: list[CheckpointRecord]
+    attempts: list[AttemptView]
+
+    def to_markdown(self) -> str:
+        latest = self.attempts[-1]
+        reason = f" ({self.termination_reason})" if self.termination_reason else ""
+        lines = [f"**{self.job_id}**: {self.status}{reason}; {self.method} of {_short(self.model)} on {self.backend}."]
+        if self.termination_message and self.status != "succeeded":
+            lines.append(f"Why: {self.termination_message}")
+            if latest.evidence:
+                lines.append(f"Evidence: `{latest.evidence[:300]}`")
+        p = self.progress
+        if p.step is not None:
+            of = f"/{p.max_steps}" if p.max_steps else ""
+            loss = f"; loss {p.first_loss:.4f} → {p.last_loss:.4f}" if p.first_loss is not None else ""
+            lines.append(f"Step {p.step}{of}{loss}.")
+        committed = [c for c in self.checkpoints if c.state == "committed"]
+        if committed:
+            lines.append(f"Last committed checkpoint: {committed[-1].path} (step {committed[-1].step}).")
+        lines += ["", "| attempt | status | reason | started | duration | placement | config sha256 |", "|---|---|---|---|---|---|---|"]
+        for a in self.attempts:
+            where = f"{a.placement.backend}@{a.placement.host} pid {a.placement.pid}" if a.placement else "-"
+            lines.append(
+                f"| {a.number} | {a.status} | {a.termination_reason or '-'} | {ago(a.started_at)} | "
+                f"{human_duration(a.duration_s)} | {where} | {a.config_sha256[:12]} |"
+            )
+        if latest.data_manifest:
+            dm = latest.data_manifest
+            lines.append(f"\nData: {dm.get('source')} ({dm.get('rows')} rows, sha256 {str(dm.get('sha256') or dm.get('revision'))[:12]}).")
+        if latest.environment:
+            env = latest.environment
+            pk = env.get("packages", {})
+            lines.append(
+                f"Environment: python {env.get('python')}, torch {pk.get('torch')}, trl {pk.get('trl')}, "
+                f"device {env.get('device')}."
+            )
+        if not self.status_is_terminal:
+            lines.append(f"\nNext: logs(job_id=\"{self.job_id}\") to watch it; cancel(job_id=\"{self.job_id}\") to stop it.")
+        return "\n".join(lines)
+
+    @property
+    def status_is_terminal(self) -> bool:
+        return self.status in ("succeeded", "failed", "cancelled")
+
+
+class LogsResult(BaseModel):
+    job_id: str
+    attempt: int
+    lines: list[str]
+    finished: bool = Field(description="True once the attempt has ended and every line has been read.")
+    cursor: int = Field(description="Byte offset after the last line returned; pass it back to read on.")
+    truncated_lines: int = Field(0, description="How many returned lines were cut to the line-length limit.")
+
+    def to_markdown(self) -> str:
+        state = "finished" if self.finished else "still running"
+        head = f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines, {state})."
+        body = "\n".join(self.lines) if self.lines else "(no output yet)"
+        if self.finished:
+            nxt = f"The attempt has ended: inspect(job_id=\"{self.job_id}\") shows its receipt."
+        else:
+            nxt = f"Read what follows: logs(job_id=\"{self.job_id}\", cursor={self.cursor})"
+        return f"{head}\n```\n{body}\n```\n{nxt}"
+
+
+class CancelResult(BaseModel):
+    job_id: str
+    status: str
+    termination_reason: str | None
+    message: str
+
+    def to_markdown(self) -> str:
+        return f"**{self.job_id}**: {self.status}" + (
+            f" ({self.termination_reason})" if self.termination_reason else ""
+        ) + f". {self.message}"
+
+
+def _short(ref: str, width: int = 40) -> str:
+    return ref if len(ref) <= width else "…" + ref[-(width - 1) :]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)

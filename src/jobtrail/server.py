@@ -1,0 +1,176 @@
+"""The MCP tool surface: thin, typed and annotated. All the work happens in JobService.
+
+Each tool returns markdown text for the agent to read first and structured content with the
+stable field names of its result model. Anticipated failures become ToolErrors that say what
+to fix; nothing else (no traceback) reaches the client.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from jobtrail import __version__
+from jobtrail.errors import JobtrailError
+from jobtrail.models import JobSpec, JobStatus
+from jobtrail.results import CancelResult, InspectResult, LogsResult, PsResult, SubmitResult
+from jobtrail.service import JobService
+from jobtrail.timefmt import parse_duration
+
+log = logging.getLogger("jobtrail.server")
+F = TypeVar("F", bound=Callable[..., Any])
+
+INSTRUCTIONS = """jobtrail runs fine-tuning jobs (TRL) on this machine or on Hugging Face Jobs.
+Typical flow: submit(dry_run=true) to see findings and the script → submit → logs / inspect
+until the status is terminal → report the termination_reason, the loss and the checkpoint path.
+Every job has a receipt: inspect(job_id) shows config sha256, data manifest, environment,
+placement, checkpoints and why it ended."""
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+
+JobId = Annotated[str, Field(description="Job id returned by submit or listed by ps, e.g. 'jt-4f9k2m7q'.")]
+
+
+def result(model: BaseModel) -> CallToolResult:
+    text = model.to_markdown()  # type: ignore[attr-defined]
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json"))
+
+
+def agent_errors(fn: F) -> F:
+    """Anticipated errors carry their fix; anything else is logged here and summarised there."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except JobtrailError as exc:
+            raise ToolError(str(exc)) from exc
+        except ToolError:
+            raise
+        except Exception as exc:
+            log.exception("tool %s failed", fn.__name__)
+            raise ToolError(
+                f"jobtrail hit an internal error ({type(exc).__name__}: {exc}). "
+                "Nothing was lost: the ledger is unchanged. Retry once; if it repeats, report it with the server log."
+            ) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def build_server(service: JobService) -> MCPServer:
+    server = MCPServer(name="jobtrail", version=__version__, instructions=INSTRUCTIONS)
+
+    @server.tool(
+        title="Submit a training job",
+        description=(
+            "Run a fine-tuning job (TRL) after a preflight check. Returns at once with job_id; it never waits "
+            "for training. Use dry_run=true first to see the findings and the rendered script. Blocking "
+            "findings come back as a normal result with status 'rejected' and the exact fix for each."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True),
+    )
+    @agent_errors
+    def submit(
+        method: Annotated[Literal["sft"], Field(description="Training method. 'sft' = supervised fine-tuning.")],
+        model: Annotated[str, Field(description="Local model directory (with config.json) or Hub id, e.g. 'Qwen/Qwen2.5-0.5B'.")],
+        dataset: Annotated[str, Field(description="Local .jsonl/.json/.csv/.parquet file or Hub dataset id. Formats: messages, text, prompt/completion.")],
+        backend: Annotated[Literal["local"], Field(description="'local' runs on this machine (no account needed).")] = "local",
+        flavor: Annotated[str | None, Field(description="Hardware flavor for remote backends, e.g. 'a10g-large'.")] = None,
+        timeout: Annotated[str | int | None, Field(description="Stop the job after this long: '45m', '2h', or seconds.")] = None,
+        hyperparameters: Annotated[
+            dict[str, Any] | None,
+            Field(description="TRL/transformers config names, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, 'max_length': 1024}. peft='none' for full fine-tuning."),
+        ] = None,
+        output: Annotated[str | None, Field(description="Where the trained model goes: a directory for the local backend.")] = None,
+        dry_run: Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")] = False,
+        force: Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")] = False,
+    ) -> Annotated[CallToolResult, SubmitResult]:
+        spec = JobSpec(
+            method=method,
+            model=model,
+            dataset=dataset,
+            backend=backend,
+            flavor=flavor,
+            timeout_s=parse_duration(timeout),
+            hyperparameters=hyperparameters or {},
+            output=output,
+        )
+        return result(service.submit(spec, dry_run=dry_run, force=force))
+
+    @server.tool(
+        title="List jobs",
+        description="List recent jobs, newest first, with status, termination reason, step and loss. Use inspect for one job's receipt.",
+        annotations=READ_ONLY,
+    )
+    @agent_errors
+    def ps(
+        status: Annotated[
+            Literal["queued", "starting", "running", "succeeded", "failed", "cancelled"] | None,
+            Field(description="Only jobs in this status."),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="At most this many jobs.")] = 20,
+    ) -> Annotated[CallToolResult, PsResult]:
+        return result(service.ps(status=JobStatus(status).value if status else None, limit=limit))
+
+    @server.tool(
+        title="Inspect a job",
+        description=(
+            "A job's status, termination_reason and full receipt: every attempt with placement (backend, host, pid), "
+            "config and script sha256, data manifest, environment, checkpoints and last metrics."
+        ),
+        annotations=READ_ONLY,
+    )
+    @agent_errors
+    def inspect(job_id: JobId) -> Annotated[CallToolResult, InspectResult]:
+        return result(service.inspect(job_id))
+
+    @server.tool(
+        title="Read job logs",
+        description=(
+            "The last `tail` lines of the job's latest attempt, or with `cursor` the lines after that point. "
+            "`finished` is true once the job has ended and everything has been read."
+        ),
+        annotations=READ_ONLY,
+    )
+    @agent_errors
+    def logs(
+        job_id: JobId,
+        tail: Annotated[int, Field(ge=1, le=5000, description="How many lines to return.")] = 50,
+        cursor: Annotated[int | None, Field(ge=0, description="Cursor from a previous logs call: read on from there.")] = None,
+    ) -> Annotated[CallToolResult, LogsResult]:
+        return result(service.logs(job_id, tail=tail, cursor=cursor))
+
+    @server.tool(
+        title="Cancel a job",
+        description="Stop a queued or running job (SIGTERM, then SIGKILL). It ends 'cancelled'; committed checkpoints stay.",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False),
+    )
+    @agent_errors
+    def cancel(job_id: JobId) -> Annotated[CallToolResult, CancelResult]:
+        return result(service.cancel(job_id))
+
+    _add_references(server)
+    return server
+
+
+def _add_references(server: MCPServer) -> None:
+    """Serve each references/*.md page as a resource, so agents can read them on demand."""
+    from jobtrail.render import scripts_dir
+
+    root = scripts_dir().parent / "references"
+    for page in sorted(root.glob("*.md")):
+        _add_page(server, page)
+
+
+def _add_page(server: MCPServer, page: Path) -> None:
+    @server.resource(f"jobtrail://references/{page.stem}", name=page.stem, mime_type="text/markdown")
+    def read() -> str:
+        return page.read_text()

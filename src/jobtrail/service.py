@@ -1,0 +1,493 @@
+"""Use-cases behind every tool: preflight → render → ledger → backend, and keeping the
+ledger in step with what backends report (events from logs, exits, the queue).
+
+Every public method first calls `refresh()`, so any tool call (or the server's poller)
+advances jobs; state lives in the ledger and the attempt directories, never in this object.
+"""
+
+from __future__ import annotations
+
+import secrets as random
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jobtrail import classify, events, hyperparams
+from jobtrail.backends.base import Backend
+from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
+from jobtrail.ledger.store import ACTIVE_STATUSES, Ledger
+from jobtrail.models import (
+    AttemptRecord,
+    JobSpec,
+    JobStatus,
+    LaunchRequest,
+    Placement,
+    RunRecord,
+    TerminationReason,
+)
+from jobtrail.preflight import checks
+from jobtrail.preflight.checks import looks_local
+from jobtrail.render import config_json, render_script, sha256_text
+from jobtrail.results import (
+    AttemptView,
+    CancelResult,
+    InspectResult,
+    JobRow,
+    LogsResult,
+    Progress,
+    PsResult,
+    SubmitResult,
+)
+
+TEMPLATE_VERSION = 1
+MAX_LINE_CHARS = 2000
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
+_LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
+
+
+class JobService:
+    def __init__(
+        self,
+        ledger: Ledger,
+        backends: Mapping[str, Backend],
+        home: Path,
+        job_python: str,
+        cancel_wait_s: float = 20.0,
+    ) -> None:
+        self.ledger = ledger
+        self.backends = backends
+        self.home = home
+        self.job_python = job_python
+        self.cancel_wait_s = cancel_wait_s
+
+    # --- submit -----------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, *, dry_run: bool = False, force: bool = False) -> SubmitResult:
+        backend = self._backend(spec.backend)
+        spec = _normalise(spec)
+        run_id = _new_run_id()
+        output_dir = self._output_dir(spec, run_id)
+        config = build_config(spec, output_dir) if not checks.check_hyperparameters(spec) else None
+        script = render_script(spec.method, config) if config else ""
+        findings = checks.run_all(spec, script or None, self.job_python if backend.name == "local" else None)
+        blocked = bool(checks.blocking(findings))
+        snapshot = config_json(config) if config else ""
+        base = dict(
+            findings=findings,
+            script_sha256=sha256_text(script),
+            config_sha256=sha256_text(snapshot),
+            backend=spec.backend,
+        )
+        if dry_run:
+            return SubmitResult(job_id=None, status="dry_run", script=script, **base)
+        if blocked and (not force or config is None):
+            return SubmitResult(job_id=None, status="rejected", **base)
+        assert config is not None
+        created = time.time()
+        run = RunRecord(
+            run_id=run_id,
+            created_at=created,
+            method=spec.method,
+            model=spec.model,
+            dataset=spec.dataset,
+            backend=spec.backend,
+            flavor=spec.flavor,
+            spec=spec,
+        )
+        attempt = AttemptRecord(
+            attempt_id=f"{run_id}/1",
+            run_id=run_id,
+            number=1,
+            status=JobStatus.QUEUED,
+            created_at=created,
+            backend=spec.backend,
+            flavor=spec.flavor,
+            timeout_s=spec.timeout_s,
+            config=config,
+            config_sha256=sha256_text(snapshot),
+            script=script,
+            script_sha256=sha256_text(script),
+            forced=force and blocked,
+            findings=findings,
+        )
+        self.ledger.add_run(run, attempt)
+        self._dispatch()
+        current = self.ledger.get_attempt(attempt.attempt_id)
+        status = current.status.value if current else "queued"
+        return SubmitResult(
+            job_id=run_id,
+            status=status if status in ("queued", "starting", "running") else "running",
+            forced=attempt.forced,
+            workdir=str(self._workdir(attempt)),
+            output_dir=output_dir,
+            **base,
+        )
+
+    def _output_dir(self, spec: JobSpec, run_id: str) -> str:
+        if spec.output:
+            return str(Path(spec.output).expanduser().resolve())
+        return str(self.home / "runs" / run_id / "output")
+
+    # --- read -------------------------------------------------------------------------
+
+    def ps(self, status: str | None = None, limit: int = 20) -> PsResult:
+        self.refresh()
+        rows = []
+        for run, attempt in self.ledger.list_runs(status, limit):
+            metrics = attempt.last_metrics or {}
+            rows.append(
+                JobRow(
+                    job_id=run.run_id,
+                    status=attempt.status.value,
+                    method=run.method,
+                    model=run.model,
+                    dataset=run.dataset,
+                    backend=run.backend,
+                    created_at=run.created_at,
+                    termination_reason=_value(attempt.termination_reason),
+                    attempts=attempt.number,
+                    step=metrics.get("step"),
+                    loss=metrics.get("loss"),
+                )
+            )
+        return PsResult(jobs=rows)
+
+    def inspect(self, job_id: str) -> InspectResult:
+        run = self._run(job_id)
+        self.refresh()
+        attempts = self.ledger.attempts(run.run_id)
+        latest = attempts[-1]
+        views = [self._attempt_view(a) for a in attempts]
+        steps = [e for a in attempts for e in self.ledger.events(a.attempt_id, "step")]
+        losses = [e["loss"] for e in steps if e.get("loss") is not None]
+        progress = Progress(
+            step=steps[-1].get("step") if steps else None,
+            max_steps=latest.config.get("training_args", {}).get("max_steps"),
+            first_loss=losses[0] if losses else None,
+            last_loss=losses[-1] if losses else None,
+            steps_logged=len(steps),
+        )
+        return InspectResult(
+            job_id=run.run_id,
+            status=latest.status.value,
+            termination_reason=_value(latest.termination_reason),
+            termination_message=latest.termination_message,
+            method=run.method,
+            model=run.model,
+            dataset=run.dataset,
+            backend=run.backend,
+            created_at=run.created_at,
+            hyperparameters=run.spec.hyperparameters,
+            progress=progress,
+            last_metrics=latest.last_metrics,
+            checkpoints=[c for v in views for c in v.checkpoints],
+            attempts=views,
+        )
+
+    def _attempt_view(self, a: AttemptRecord) -> AttemptView:
+        end = a.ended_at or (time.time() if a.started_at else None)
+        return AttemptView(
+            attempt_id=a.attempt_id,
+            number=a.number,
+            status=a.status.value,
+            termination_reason=_value(a.termination_reason),
+            termination_message=a.termination_message,
+            evidence=a.evidence,
+            created_at=a.created_at,
+            started_at=a.started_at,
+            ended_at=a.ended_at,
+            duration_s=(end - a.started_at) if (a.started_at and end) else None,
+            placement=a.placement,
+            config_sha256=a.config_sha256,
+            script_sha256=a.script_sha256,
+            forced=a.forced,
+            findings=a.findings,
+            exit_code=a.exit_code,
+            signal=a.signal,
+            environment=a.environment,
+            data_manifest=a.data_manifest,
+            resumed_from=a.resumed_from,
+            checkpoints=self.ledger.checkpoints(a.attempt_id),
+            last_metrics=a.last_metrics,
+            summary=a.summary,
+            gpu_seconds=a.gpu_seconds,
+            cost_usd=a.cost_usd,
+            workdir=str(self._workdir(a)),
+            output_dir=a.config.get("output_dir"),
+        )
+
+    def logs(self, job_id: str, tail: int = 50, cursor: int | None = None) -> LogsResult:
+        if tail < 1:
+            raise InvalidRequestError("tail must be at least 1.", fix="Pass tail=50 (or any positive number).")
+        run = self._run(job_id)
+        self.refresh()
+        attempt = self.ledger.attempts(run.run_id)[-1]
+        if attempt.placement is None:
+            return LogsResult(job_id=run.run_id, attempt=attempt.number, lines=[],
+                              finished=attempt.status.is_terminal, cursor=0)
+        backend = self._backend(attempt.backend)
+        lines, end = self._read_lines(backend, attempt.placement, cursor, tail)
+        at_end = backend.read_log(attempt.placement, end).lines == []
+        cut = [_cut(line) for line in lines]
+        return LogsResult(
+            job_id=run.run_id,
+            attempt=attempt.number,
+            lines=[c for c, _ in cut],
+            finished=attempt.status.is_terminal and at_end,
+            cursor=end,
+            truncated_lines=sum(1 for _, was_cut in cut if was_cut),
+        )
+
+    def _read_lines(self, backend: Backend, placement: Placement, cursor: int | None, count: int) -> tuple[list[str], int]:
+        """From `cursor`: the next `count` lines. Without one: the last `count` lines."""
+        keep: deque[str] | list[str] = deque(maxlen=count) if cursor is None else []
+        offset = cursor or 0
+        for _ in range(_LOG_READ_LIMIT):
+            chunk = backend.read_log(placement, offset)
+            if not chunk.lines:
+                break
+            if cursor is None:
+                keep.extend(chunk.lines)
+                offset = chunk.offset
+                continue
+            # Forward reading stops after `count` lines; the cursor must point just past them.
+            room = count - len(keep)
+            taken = chunk.lines[:room]
+            keep.extend(taken)
+            offset = chunk.offset if len(taken) == len(chunk.lines) else offset + _bytes(taken)
+            if len(keep) >= count:
+                break
+        return list(keep), offset
+
+    # --- cancel -----------------------------------------------------------------------
+
+    def cancel(self, job_id: str) -> CancelResult:
+        run = self._run(job_id)
+        self.refresh()
+        attempt = self.ledger.attempts(run.run_id)[-1]
+        if attempt.status.is_terminal:
+            return self._cancel_result(attempt, f"It had already ended; nothing to cancel.")
+        now = time.time()
+        if attempt.status is JobStatus.QUEUED and self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=[JobStatus.QUEUED.value],
+            status=JobStatus.CANCELLED,
+            termination_reason=TerminationReason.CANCELLED,
+            termination_message="Cancelled while queued; it never started.",
+            cancel_requested_at=now,
+            ended_at=now,
+        ):
+            return self._cancel_result(self._latest(run.run_id), "Removed from the queue before it started.")
+        self.ledger.update_attempt(attempt.attempt_id, cancel_requested_at=now)
+        fresh = self._latest(run.run_id)
+        if fresh.placement is not None:
+            self._backend(fresh.backend).cancel(fresh.placement)
+        deadline = time.monotonic() + self.cancel_wait_s
+        while time.monotonic() < deadline:
+            self._refresh_attempt(self._latest(run.run_id))
+            fresh = self._latest(run.run_id)
+            if fresh.status.is_terminal:
+                return self._cancel_result(fresh, "Stopped (SIGTERM, then SIGKILL after the grace period).")
+            time.sleep(0.2)  # polling the process state; bounded by cancel_wait_s
+        return self._cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
+
+    def _cancel_result(self, attempt: AttemptRecord, message: str) -> CancelResult:
+        return CancelResult(
+            job_id=attempt.run_id,
+            status=attempt.status.value,
+            termination_reason=_value(attempt.termination_reason),
+            message=message,
+        )
+
+    # --- keeping the ledger in step -------------------------------------------------
+
+    def refresh(self) -> None:
+        for attempt in self.ledger.attempts_in(ACTIVE_STATUSES):
+            self._refresh_attempt(attempt)
+        self._dispatch()
+
+    def _refresh_attempt(self, attempt: AttemptRecord) -> None:
+        if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or attempt.placement is None:
+            return
+        backend = self._backend(attempt.backend)
+        probe = backend.probe(attempt.placement)
+        # Read the log after probing: an attempt that exited has written all of it by now.
+        self._ingest(backend, attempt)
+        if probe.phase == "running":
+            return
+        attempt = self._latest_attempt(attempt.attempt_id)
+        termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
+        tail, _ = self._read_lines(backend, attempt.placement, None, 200) if attempt.placement else ([], 0)
+        verdict = classify.classify(
+            probe.exit,
+            termination,
+            tail,
+            cancel_requested=attempt.cancel_requested_at is not None,
+            lost=probe.phase == "lost",
+        )
+        ended = probe.exit.ended_at if probe.exit else time.time()
+        self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=ACTIVE_STATUSES,
+            status=verdict.reason.status,
+            termination_reason=verdict.reason,
+            termination_message=verdict.message,
+            evidence=verdict.evidence,
+            exit_code=probe.exit.exit_code if probe.exit else None,
+            signal=probe.exit.signal if probe.exit else None,
+            ended_at=ended,
+            gpu_seconds=_gpu_seconds(attempt, ended),
+            cost_usd=0.0 if attempt.backend == "local" else None,
+        )
+
+    def _ingest(self, backend: Backend, attempt: AttemptRecord) -> None:
+        assert attempt.placement is not None
+        offset = attempt.log_offset
+        for _ in range(_LOG_READ_LIMIT):
+            chunk = backend.read_log(attempt.placement, offset)
+            if not chunk.lines:
+                return
+            digest = events.digest(chunk.lines)
+            if not self.ledger.ingest(
+                attempt.attempt_id,
+                from_offset=offset,
+                to_offset=chunk.offset,
+                events=digest.events,
+                fields=digest.fields,
+                checkpoints=digest.checkpoints,
+            ):
+                return  # another process is ingesting this attempt
+            offset = chunk.offset
+
+    def _dispatch(self) -> None:
+        """Start queued attempts while their backend has room."""
+        for name, backend in self.backends.items():
+            queued = self.ledger.attempts_in([JobStatus.QUEUED.value], name)
+            if not queued:
+                continue
+            limit = backend.max_concurrent
+            active = len(self.ledger.attempts_in(ACTIVE_STATUSES, name))
+            for attempt in queued:
+                if limit is not None and active >= limit:
+                    break
+                if self._launch(backend, attempt):
+                    active += 1
+
+    def _launch(self, backend: Backend, attempt: AttemptRecord) -> bool:
+        # Claim first, so two processes never launch the same attempt.
+        if not self.ledger.update_attempt(
+            attempt.attempt_id, expect_status=[JobStatus.QUEUED.value], status=JobStatus.STARTING
+        ):
+            return False
+        request = LaunchRequest(
+            attempt_id=attempt.attempt_id,
+            script=attempt.script,
+            workdir=str(self._workdir(attempt)),
+            env=_job_env(attempt),
+            timeout_s=attempt.timeout_s,
+        )
+        try:
+            placement = backend.launch(request)
+        except BackendError as exc:
+            self.ledger.update_attempt(
+                attempt.attempt_id,
+                status=JobStatus.FAILED,
+                termination_reason=TerminationReason.CONFIG_ERROR,
+                termination_message=str(exc),
+                ended_at=time.time(),
+            )
+            return False
+        self.ledger.update_attempt(
+            attempt.attempt_id, status=JobStatus.RUNNING, placement=placement, started_at=placement.started_at
+        )
+        return True
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _backend(self, name: str) -> Backend:
+        try:
+            return self.backends[name]
+        except KeyError:
+            raise InvalidRequestError(
+                f"Unknown backend {name!r}.", fix=f"Use one of: {', '.join(sorted(self.backends))}"
+            ) from None
+
+    def _run(self, job_id: str) -> RunRecord:
+        run = self.ledger.get_run(job_id.strip())
+        if run is None:
+            raise NotFoundError(f"No job with id {job_id!r}.", fix="Call ps to list job ids (they look like 'jt-4f9k2m7q').")
+        return run
+
+    def _latest(self, run_id: str) -> AttemptRecord:
+        return self.ledger.attempts(run_id)[-1]
+
+    def _latest_attempt(self, attempt_id: str) -> AttemptRecord:
+        found = self.ledger.get_attempt(attempt_id)
+        assert found is not None
+        return found
+
+    def _workdir(self, attempt: AttemptRecord) -> Path:
+        return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
+
+
+def build_config(spec: JobSpec, output_dir: str) -> dict[str, Any]:
+    """The job's config snapshot: everything the rendered script needs, nothing secret."""
+    training_args, peft, job = hyperparams.split(spec.method, spec.hyperparameters)
+    return {
+        "template": spec.method,
+        "template_version": TEMPLATE_VERSION,
+        "model": spec.model,
+        "dataset": {"source": spec.dataset, "split": job["dataset_split"]},
+        "output_dir": output_dir,
+        "peft": peft,
+        "training_args": training_args,
+        "checkpoint_retention": job["checkpoint_retention"],
+        "push_to_hub": False,
+        "hub_model_id": None,
+    }
+
+
+def _job_env(attempt: AttemptRecord) -> dict[str, str]:
+    env = {"JOBTRAIL_RUN_ID": attempt.run_id, "JOBTRAIL_ATTEMPT_ID": attempt.attempt_id}
+    config = attempt.config
+    if attempt.backend == "local" and looks_local(config["model"]) and looks_local(config["dataset"]["source"]):
+        # Nothing to fetch: keep the libraries from phoning the Hub (and hanging when offline).
+        env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def _normalise(spec: JobSpec) -> JobSpec:
+    """Local paths become absolute, because the job runs in its own directory."""
+    updates: dict[str, Any] = {}
+    for name in ("model", "dataset"):
+        ref = getattr(spec, name).strip()
+        updates[name] = str(Path(ref).expanduser().resolve()) if looks_local(ref) else ref
+    return spec.model_copy(update=updates)
+
+
+def _new_run_id() -> str:
+    return "jt-" + "".join(random.choice(_ID_ALPHABET) for _ in range(8))
+
+
+def _gpu_seconds(attempt: AttemptRecord, ended: float) -> float:
+    env = attempt.environment or {}
+    gpus = (env.get("gpu") or {}).get("count") or 0
+    if not gpus or attempt.started_at is None:
+        return 0.0
+    return max(0.0, ended - attempt.started_at) * gpus
+
+
+def _cut(line: str) -> tuple[str, bool]:
+    if len(line) <= MAX_LINE_CHARS:
+        return line, False
+    return line[:MAX_LINE_CHARS] + f" …[cut {len(line) - MAX_LINE_CHARS} chars]", True
+
+
+def _bytes(lines: list[str]) -> int:
+    return sum(len(line.encode()) + 1 for line in lines)
+
+
+def _value(reason: TerminationReason | None) -> str | None:
+    return reason.value if reason else None

@@ -1,0 +1,70 @@
+"""Shared fixtures. Nothing here reaches the network or the user's Hugging Face cache.
+
+Heavy work (building the tiny model) runs in a subprocess with the job environment, so the
+test process itself never imports torch/transformers: other tests check exactly that.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SRC_DIR = REPO_ROOT / "src"
+
+try:  # an editable install is the normal set-up; a bare checkout still runs its tests
+    import jobtrail  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(SRC_DIR))
+
+
+def make_job_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """Environment for a job subprocess: offline, caches under `tmp`, unbuffered output."""
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HOME=str(tmp / "hf-home"),
+        TRACKIO_DIR=str(tmp / "trackio"),
+        PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",  # silences the fork warning in datasets.map
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def job_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """make_job_env() with one cache dir for the session (jobs share the datasets cache).
+
+    Copy before changing: `{**job_env, "JOBTRAIL_ATTEMPT_ID": "a-2"}`.
+    """
+    return make_job_env(tmp_path_factory.mktemp("job-env"))
+
+
+_BUILD_TINY_MODEL = (
+    "import sys; from pathlib import Path; from jobtrail.tinymodel import build_tiny_model; "
+    "build_tiny_model(Path(sys.argv[1]))"
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
+    """A tiny random-init Qwen2 + BPE tokenizer (jobtrail.tinymodel), built once per session."""
+    dest = tmp_path_factory.mktemp("tiny-model") / "model"
+    pythonpath = os.pathsep.join(p for p in (str(SRC_DIR), os.environ.get("PYTHONPATH")) if p)
+    env = {**job_env, "PYTHONPATH": pythonpath}
+    subprocess.run([sys.executable, "-c", _BUILD_TINY_MODEL, str(dest)], env=env, check=True, timeout=300)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """64 rows of toy chat data in `messages` format (jsonl)."""
+    from jobtrail.tinymodel import write_chat_dataset
+
+    return write_chat_dataset(tmp_path_factory.mktemp("data") / "chat.jsonl")

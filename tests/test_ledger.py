@@ -1,0 +1,96 @@
+"""The ledger: named migrations, WAL, compare-and-set updates, exactly-once event ingestion."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+from jobtrail.ledger.db import MIGRATIONS, connect, migrate
+from jobtrail.ledger.store import Ledger
+from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
+
+
+def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, AttemptRecord]:
+    spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
+    run = RunRecord(run_id=run_id, created_at=1.0, method="sft", model="/m", dataset="/d.jsonl", backend="local", spec=spec)
+    attempt = AttemptRecord(
+        attempt_id=f"{run_id}/1", run_id=run_id, number=1, status=JobStatus.QUEUED, created_at=1.0,
+        backend="local", config={"a": 1}, config_sha256="c" * 64, script="print(1)", script_sha256="s" * 64,
+    )
+    return run, attempt
+
+
+def test_migrations_are_named_applied_once_and_wal(tmp_path):
+    path = tmp_path / "l.sqlite"
+    conn = connect(path)
+    names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name")]
+    assert names == [name for name, _ in MIGRATIONS]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert migrate(conn) == []  # nothing left to apply
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"runs", "attempts", "events", "checkpoints", "migrations"} <= tables
+
+
+def test_failed_migration_leaves_nothing_half_applied(tmp_path, monkeypatch):
+    import jobtrail.ledger.db as db
+
+    broken = [*db.MIGRATIONS, ("9999_broken", "CREATE TABLE ok_table (x); CREATE TABLE nonsense (")]
+    monkeypatch.setattr(db, "MIGRATIONS", broken)
+    conn = sqlite3.connect(tmp_path / "l.sqlite", isolation_level=None)
+    try:
+        db.migrate(conn)
+    except sqlite3.OperationalError:
+        pass
+    else:
+        raise AssertionError("the broken migration should have failed")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "ok_table" not in tables
+    assert "9999_broken" not in {r[0] for r in conn.execute("SELECT name FROM migrations")}
+
+
+def test_round_trip_of_a_run_and_its_attempt(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    run, attempt = _run_and_attempt()
+    ledger.add_run(run, attempt)
+    assert ledger.get_run(run.run_id) == run
+    assert ledger.get_attempt(attempt.attempt_id) == attempt
+    [(listed_run, latest)] = ledger.list_runs(None, 10)
+    assert listed_run.run_id == run.run_id and latest.attempt_id == attempt.attempt_id
+    assert ledger.list_runs("running", 10) == []
+
+
+def test_compare_and_set_lets_exactly_one_claimant_win(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    run, attempt = _run_and_attempt()
+    ledger.add_run(run, attempt)
+    wins: list[bool] = []
+
+    def claim() -> None:
+        other = Ledger(tmp_path / "l.sqlite")
+        wins.append(other.update_attempt(attempt.attempt_id, expect_status=["queued"], status=JobStatus.STARTING))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wins.count(True) == 1
+    assert ledger.get_attempt(attempt.attempt_id).status is JobStatus.STARTING
+
+
+def test_ingest_records_each_log_range_once(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    run, attempt = _run_and_attempt()
+    ledger.add_run(run, attempt)
+    ckpt = CheckpointRecord(path="/o/checkpoint-2", step=2, state="committed", manifest_sha256="m", updated_at=2.0)
+    args = dict(from_offset=0, to_offset=100, events=[{"event": "step", "step": 1, "loss": 2.0}],
+                fields={"last_metrics": {"step": 1, "loss": 2.0}}, checkpoints=[ckpt])
+    assert ledger.ingest(attempt.attempt_id, **args) is True
+    assert ledger.ingest(attempt.attempt_id, **args) is False  # same bytes again: refused
+    assert len(ledger.events(attempt.attempt_id)) == 1
+    stored = ledger.get_attempt(attempt.attempt_id)
+    assert stored.log_offset == 100 and stored.last_metrics == {"step": 1, "loss": 2.0}
+    superseded = ckpt.model_copy(update={"state": "superseded", "manifest_sha256": None})
+    ledger.ingest(attempt.attempt_id, from_offset=100, to_offset=150, events=[], fields={}, checkpoints=[superseded])
+    [row] = ledger.checkpoints(attempt.attempt_id)
+    assert row.state == "superseded" and row.manifest_sha256 == "m"

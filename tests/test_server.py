@@ -1,0 +1,183 @@
+"""Every tool through the SDK's in-memory client, against a real ledger and real local jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from jobtrail.app import build_service
+from jobtrail.server import build_server
+from waiting import wait_for
+
+TOOLS = {"submit", "ps", "inspect", "logs", "cancel"}
+
+
+def call(server, tool: str, arguments: dict[str, Any]):
+    async def go():
+        async with Client(server) as client:
+            return await client.call_tool(tool, arguments)
+
+    return anyio.run(go)
+
+
+def list_tools(server):
+    async def go():
+        async with Client(server) as client:
+            return (await client.list_tools()).tools
+
+    return anyio.run(go)
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOBTRAIL_HOME", str(tmp_path / "home"))
+    return build_server(build_service())
+
+
+def test_tools_are_typed_titled_and_annotated(server):
+    tools = {t.name: t for t in list_tools(server)}
+    assert TOOLS <= set(tools)
+    for name in TOOLS:
+        tool = tools[name]
+        assert tool.title and tool.description and tool.output_schema, name
+        assert tool.annotations is not None, name
+    for name in ("ps", "inspect", "logs"):
+        assert tools[name].annotations.read_only_hint is True
+    assert tools["cancel"].annotations.destructive_hint is True
+    assert tools["submit"].annotations.read_only_hint is False
+    props = tools["submit"].input_schema["properties"]
+    for arg in ("method", "model", "dataset", "backend", "flavor", "timeout", "hyperparameters", "output", "dry_run", "force"):
+        assert arg in props, arg
+    assert set(tools["submit"].input_schema["required"]) == {"method", "model", "dataset"}
+
+
+def test_unknown_job_id_is_a_tool_error_with_the_fix(server):
+    for tool in ("inspect", "logs", "cancel"):
+        result = call(server, tool, {"job_id": "jt-nosuchjob"})
+        assert result.is_error
+        text = result.content[0].text
+        assert "No job with id 'jt-nosuchjob'" in text and "ps" in text and "Traceback" not in text
+
+
+def test_bad_method_is_refused_naming_the_valid_one(server, tiny_model, chat_dataset):
+    result = call(server, "submit", {"method": "ppo", "model": str(tiny_model), "dataset": str(chat_dataset)})
+    assert result.is_error
+    assert "sft" in result.content[0].text
+
+
+def test_missing_dataset_is_a_finding_that_blocks(server, tiny_model, tmp_path):
+    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(tmp_path / "nope.jsonl")})
+    assert not result.is_error
+    data = result.structured_content
+    assert data["status"] == "rejected" and data["job_id"] is None
+    [finding] = [f for f in data["findings"] if f["severity"] == "error"]
+    assert finding["code"] == "dataset.missing" and finding["fix"]
+    assert "Not submitted: 1 problem" in result.content[0].text
+    assert call(server, "ps", {}).structured_content["jobs"] == []
+
+
+def test_unknown_hyperparameter_blocks_with_did_you_mean(server, tiny_model, chat_dataset):
+    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset),
+                                     "hyperparameters": {"max_step": 3}})
+    data = result.structured_content
+    assert data["status"] == "rejected"
+    assert any("max_steps" in f["message"] for f in data["findings"])
+
+
+def test_bad_timeout_is_a_tool_error_with_the_fix(server, tiny_model, chat_dataset):
+    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "timeout": "soon"})
+    assert result.is_error and "45m" in result.content[0].text
+
+
+def test_dry_run_renders_without_running(server, tiny_model, chat_dataset):
+    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "dry_run": True})
+    data = result.structured_content
+    assert data["status"] == "dry_run" and data["job_id"] is None
+    assert data["script"].startswith("# /// script") and len(data["script_sha256"]) == 64
+    assert "```python" in result.content[0].text
+    assert call(server, "ps", {}).structured_content["jobs"] == []
+
+
+def _submit(server, model: Path, dataset: Path, **extra: Any) -> str:
+    hyper = {"max_steps": 4, "logging_steps": 1, "save_steps": 2, "per_device_train_batch_size": 2,
+             "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+    hyper.update(extra.pop("hyperparameters", {}))
+    result = call(server, "submit", {"method": "sft", "model": str(model), "dataset": str(dataset),
+                                     "hyperparameters": hyper, **extra})
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert data["job_id"] and data["status"] in ("queued", "starting", "running"), data
+    return data["job_id"]
+
+
+def _inspect(server, job_id: str) -> dict[str, Any]:
+    result = call(server, "inspect", {"job_id": job_id})
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def _terminal(server, job_id: str):
+    data = _inspect(server, job_id)
+    return data if data["status"] in ("succeeded", "failed", "cancelled") else None
+
+
+def test_real_sft_job_succeeds_with_steps_loss_checkpoint_and_receipt(server, tiny_model, chat_dataset):
+    job_id = _submit(server, tiny_model, chat_dataset)
+    data = wait_for(lambda: _terminal(server, job_id), 180, "the SFT job to end")
+    assert data["status"] == "succeeded" and data["termination_reason"] == "succeeded", data
+    assert data["progress"]["step"] == 4 and data["progress"]["steps_logged"] == 4
+    assert data["progress"]["first_loss"] > 0
+    committed = [c for c in data["checkpoints"] if c["state"] == "committed"]
+    assert committed and all(Path(c["path"]).is_dir() for c in committed)
+    [attempt] = data["attempts"]
+    assert attempt["placement"]["backend"] == "local" and attempt["placement"]["pid"] > 0 and attempt["placement"]["host"]
+    assert attempt["data_manifest"]["rows"] > 0 and len(attempt["data_manifest"]["sha256"]) == 64
+    assert attempt["environment"]["packages"]["trl"]
+    assert len(attempt["config_sha256"]) == 64 and attempt["exit_code"] == 0
+    assert Path(attempt["output_dir"], "final").is_dir()
+
+    listed = call(server, "ps", {}).structured_content["jobs"]
+    assert [j["job_id"] for j in listed] == [job_id] and listed[0]["status"] == "succeeded"
+    assert call(server, "ps", {"status": "running"}).structured_content["jobs"] == []
+
+    logs = call(server, "logs", {"job_id": job_id, "tail": 5}).structured_content
+    assert len(logs["lines"]) == 5 and logs["finished"] is True
+    head = call(server, "logs", {"job_id": job_id, "tail": 3, "cursor": 0}).structured_content
+    assert len(head["lines"]) == 3 and head["cursor"] > 0
+    nxt = call(server, "logs", {"job_id": job_id, "tail": 3, "cursor": head["cursor"]}).structured_content
+    assert nxt["lines"] and nxt["lines"][0] not in head["lines"]
+
+
+def test_cancel_ends_a_running_job_within_seconds(server, tiny_model, chat_dataset):
+    job_id = _submit(server, tiny_model, chat_dataset, hyperparameters={"max_steps": 100000, "save_steps": 100000})
+    wait_for(lambda: (_inspect(server, job_id)["progress"]["step"] or 0) >= 1, 120, "the first training step")
+    result = call(server, "cancel", {"job_id": job_id})
+    assert not result.is_error
+    data = result.structured_content
+    assert data["status"] == "cancelled" and data["termination_reason"] == "cancelled"
+    again = call(server, "cancel", {"job_id": job_id}).structured_content
+    assert again["status"] == "cancelled" and "already ended" in again["message"]
+
+
+def test_too_short_timeout_ends_as_timeout(server, tiny_model, chat_dataset):
+    job_id = _submit(server, tiny_model, chat_dataset, timeout=2, hyperparameters={"max_steps": 100000})
+    data = wait_for(lambda: _terminal(server, job_id), 60, "the timeout")
+    assert data["status"] == "failed" and data["termination_reason"] == "timeout"
+
+
+def test_queue_respects_the_concurrency_limit(server, tiny_model, chat_dataset):
+    first = _submit(server, tiny_model, chat_dataset, hyperparameters={"max_steps": 100000, "save_steps": 100000})
+    second = _submit(server, tiny_model, chat_dataset)
+    assert _inspect(server, second)["status"] == "queued"
+    call(server, "cancel", {"job_id": first})
+    wait_for(lambda: _inspect(server, second)["status"] != "queued", 30, "the queued job to start")
+    queued_then_cancelled = _submit(server, tiny_model, chat_dataset)
+    assert _inspect(server, queued_then_cancelled)["status"] == "queued"
+    data = call(server, "cancel", {"job_id": queued_then_cancelled}).structured_content
+    assert data["status"] == "cancelled"
+    done = wait_for(lambda: _terminal(server, second), 180, "the second job to end")
+    assert done["status"] == "succeeded"

@@ -1,0 +1,84 @@
+"""A real stdio server subprocess, and jobs that outlive the server that started them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from jobtrail.app import build_service
+from jobtrail.models import JobSpec
+from waiting import wait_for
+
+HYPER = {"max_steps": 12, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 2,
+         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+
+
+def _params(home) -> StdioServerParameters:
+    env = {**os.environ, "JOBTRAIL_HOME": str(home)}
+    return StdioServerParameters(command=sys.executable, args=["-m", "jobtrail.cli", "serve"], env=env)
+
+
+async def _session(home, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    async with Client(_params(home)) as client:
+        out: list[Any] = [sorted(t.name for t in (await client.list_tools()).tools)]
+        for tool, arguments in calls:
+            out.append(await client.call_tool(tool, arguments))
+        return out
+
+
+def test_stdio_server_answers_and_a_job_survives_its_restart(tmp_path, tiny_model, chat_dataset):
+    home = tmp_path / "home"
+    submit = {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "hyperparameters": HYPER}
+    tools, listed, submitted = anyio.run(_session, home, [("ps", {}), ("submit", submit)])
+    assert {"submit", "ps", "inspect", "logs", "cancel"} <= set(tools)
+    assert listed.structured_content == {"jobs": []}
+    job_id = submitted.structured_content["job_id"]
+    assert job_id, submitted.content
+    # The first server process has exited; a second one finds the job and sees it through.
+
+    def finished():
+        [_, inspected] = anyio.run(_session, home, [("inspect", {"job_id": job_id})])
+        data = inspected.structured_content
+        return data if data["status"] in ("succeeded", "failed", "cancelled") else None
+
+    data = wait_for(finished, 180, "the job to finish across server restarts", interval=1.0)
+    assert data["status"] == "succeeded", data
+    assert data["progress"]["step"] == 12
+
+
+def test_a_job_whose_processes_vanished_becomes_lost(tmp_path, tiny_model, chat_dataset):
+    service = build_service(tmp_path / "home")
+    spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset),
+                   hyperparameters={**HYPER, "max_steps": 100000})
+    job_id = service.submit(spec).job_id
+    placement = wait_for(lambda: service.inspect(job_id).attempts[0].placement, 30, "placement")
+    os.kill(placement.pid, signal.SIGKILL)
+    os.killpg(placement.pgid, signal.SIGKILL)
+    restarted = build_service(tmp_path / "home")  # a fresh process's view: new ledger handle, new backend
+    data = wait_for(lambda: (r := restarted.inspect(job_id)).status == "failed" and r, 30, "the job to be marked lost")
+    assert data.termination_reason == "lost"
+
+
+def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
+    env = {**os.environ, "JOBTRAIL_HOME": str(tmp_path / "home")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "jobtrail.cli", *args], env=env, text=True, capture_output=True, timeout=60)
+
+    dry = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset),
+              "--set", "max_steps=2", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert '"status": "dry_run"' in dry.stdout
+    table = cli("ps")
+    assert table.returncode == 0 and "No jobs yet" in table.stdout
+    missing = cli("inspect", "jt-missing0")
+    assert missing.returncode == 2 and "Fix:" in missing.stderr and "Traceback" not in missing.stderr
+    rejected = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", "/nope.jsonl")
+    assert rejected.returncode == 1 and "dataset.missing" in rejected.stdout

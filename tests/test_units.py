@@ -1,0 +1,91 @@
+"""Small pure pieces: durations, events, hyperparameter names, rendering, job ids."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+
+import pytest
+
+from jobtrail import events, hyperparams
+from jobtrail.errors import InvalidRequestError
+from jobtrail.models import JobSpec, JobStatus, TerminationReason
+from jobtrail.render import config_json, render_script, sha256_text
+from jobtrail.service import build_config
+from jobtrail.timefmt import human_duration, parse_duration
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("45m", 2700), ("2h", 7200), ("1h30m", 5400), (90, 90), ("120", 120), ("1.5h", 5400)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["soon", "-5", "0", "5 parsecs", ""])
+def test_parse_duration_refuses_with_a_fix(bad):
+    with pytest.raises(InvalidRequestError) as info:
+        parse_duration(bad)
+    assert info.value.fix
+
+
+def test_human_duration():
+    assert human_duration(42) == "42s"
+    assert human_duration(125) == "2m 05s"
+    assert human_duration(7500) == "2h 05m"
+
+
+def test_status_order_and_terminality():
+    assert [s.rank for s in JobStatus] == sorted(s.rank for s in JobStatus)
+    assert JobStatus.QUEUED.rank < JobStatus.RUNNING.rank < JobStatus.SUCCEEDED.rank
+    assert {s for s in JobStatus if s.is_terminal} == {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
+    assert TerminationReason.OOM.status is JobStatus.FAILED
+    assert TerminationReason.CANCELLED.status is JobStatus.CANCELLED
+
+
+def test_event_lines_are_parsed_and_folded():
+    lines = [
+        "plain output",
+        'JOBTRAIL {"event":"environment","time":1,"python":"3.11","device":"cpu"}',
+        'JOBTRAIL {"event":"step","time":2,"step":1,"loss":2.5,"learning_rate":0.001}',
+        'JOBTRAIL {"event":"step","time":3,"step":2,"loss":2.1}',
+        'JOBTRAIL {"event":"checkpoint","time":4,"state":"committed","step":2,"path":"/o/checkpoint-2","manifest_sha256":"ab"}',
+        'JOBTRAIL {not json',
+    ]
+    digest = events.digest(lines)
+    assert [e["event"] for e in digest.events] == ["environment", "step", "step", "checkpoint"]
+    assert digest.fields["environment"] == {"python": "3.11", "device": "cpu"}
+    assert digest.fields["last_metrics"] == {"step": 2, "loss": 2.1}
+    assert digest.checkpoints[0].state == "committed" and digest.checkpoints[0].step == 2
+
+
+def test_bundled_trl_field_list_matches_installed_trl():
+    import trl  # the train extra is part of the test environment
+
+    names = {f.name for f in dataclasses.fields(trl.SFTConfig) if f.init and not f.name.startswith("_")}
+    assert names == set(hyperparams.trl_fields("sft")), "regenerate src/jobtrail/trl_config_fields.json"
+
+
+def test_unknown_hyperparameter_gets_a_did_you_mean():
+    [finding] = hyperparams.check_names("sft", {"learning_rte": 1e-4})
+    assert finding.severity == "error" and "learning_rate" in finding.message
+    assert finding.fix == "Rename it to 'learning_rate'."
+    [old_name] = hyperparams.check_names("sft", {"max_seq_length": 512})
+    assert "max_length" in old_name.message
+
+
+def test_managed_names_are_refused_with_the_alternative():
+    [finding] = hyperparams.check_names("sft", {"output_dir": "/x"})
+    assert finding.code == "hyperparameters.managed" and "output=" in finding.fix
+
+
+def test_rendered_script_is_self_contained_and_deterministic():
+    spec = JobSpec(method="sft", model="/models/tiny", dataset="/data/chat.jsonl", hyperparameters={"max_steps": 3})
+    config = build_config(spec, "/out")
+    first, second = render_script("sft", config), render_script("sft", config)
+    assert first == second
+    assert "import jobtrail" not in first and "from jobtrail" not in first and "from _runtime" not in first
+    ast.parse(first)
+    assert first.startswith("# /// script")
+    assert config_json(config) in first or json.dumps(config_json(config)) in first or repr(config_json(config)) in first
+    assert config["training_args"]["max_steps"] == 3 and config["peft"]["method"] == "lora"
+    assert sha256_text(first) != sha256_text(render_script("sft", build_config(spec, "/elsewhere")))
