@@ -107,9 +107,11 @@ def begin_checkpoint(ckpt_dir: Path | str, step: int) -> None:
     corrupt); its old marker must not vouch for the new bytes while they are half written.
     """
     ckpt_dir = Path(ckpt_dir)
-    for name in (MARKER_NAME, MANIFEST_NAME):
-        with contextlib.suppress(FileNotFoundError):
-            (ckpt_dir / name).unlink()
+    if (ckpt_dir / MARKER_NAME).exists():
+        (ckpt_dir / MARKER_NAME).unlink()
+        _fsync_dir(ckpt_dir)  # the withdrawal must be durable before new bytes land
+    with contextlib.suppress(FileNotFoundError):
+        (ckpt_dir / MANIFEST_NAME).unlink()
     emit("checkpoint", state="writing", step=step, path=str(ckpt_dir))
 
 

@@ -13,7 +13,7 @@ Heavy packages are imported inside functions, after the environment event, so th
 or broken one ends the job with a `dependency_error` termination event instead of a bare crash.
 """
 
-import json
+import json  # the rendered config block is `CONFIG: dict = json.loads(...)`
 import os
 import shutil
 from pathlib import Path
@@ -75,7 +75,8 @@ def load_train_dataset(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if path.is_file():
         loader = FILE_LOADERS.get(path.suffix.lower())
         if loader is None:
-            raise ValueError(f"unsupported dataset file type {path.suffix!r}; use one of {sorted(FILE_LOADERS)}")
+            supported = ", ".join(sorted(FILE_LOADERS))
+            raise ValueError(f"unsupported dataset file type {path.suffix!r}; use one of {supported}")
         # A single data file always loads as the "train" split.
         dataset = datasets.load_dataset(loader, data_files=str(path), split="train")
         origin = {"kind": "file", "sha256": sha256_file(path), "split": "train"}
@@ -97,8 +98,10 @@ def load_train_dataset(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 def detect_format(dataset: Any, text_field: str) -> str:
     """Which SFT format the rows are in; a clear bad_input error if none fits."""
     columns = set(dataset.column_names)
+    if len(dataset) == 0:
+        raise ValueError("dataset has no rows")
     if "messages" in columns:
-        first = dataset[0]["messages"] if len(dataset) else []
+        first = dataset[0]["messages"]
         if not isinstance(first, list) or not all(isinstance(m, dict) and "role" in m for m in first):
             raise ValueError("dataset column 'messages' must hold lists of {role, content} dicts")
         return "messages"
@@ -144,8 +147,11 @@ def build_training_args(config: dict[str, Any], output_dir: Path) -> Any:
 
     explicit = dict(config.get("training_args") or {})
     explicit.pop("model_init_kwargs", None)  # used when loading the model (load_model)
+    precision = precision_defaults()
+    if {"bf16", "fp16"} & set(explicit):  # the caller chose a precision: add no second one
+        precision = {k: v for k, v in precision.items() if k not in ("bf16", "fp16")}
     kwargs: dict[str, Any] = {
-        **precision_defaults(),
+        **precision,
         "report_to": "none",
         "disable_tqdm": True,  # the step events are the progress report; bars only clutter logs
         "include_num_input_tokens_seen": "non_padding",  # tokens for step events and tokens/s
@@ -156,7 +162,9 @@ def build_training_args(config: dict[str, Any], output_dir: Path) -> Any:
         "save_total_limit": None,
     }
     if config.get("push_to_hub"):
-        kwargs.update(push_to_hub=True, hub_model_id=config.get("hub_model_id"), hub_strategy="checkpoint")
+        kwargs.update(
+            push_to_hub=True, hub_model_id=config.get("hub_model_id"), hub_strategy="checkpoint"
+        )
     return SFTConfig(**kwargs)
 
 
@@ -209,18 +217,21 @@ def make_callback(output_dir: Path, run_id: str, attempt_id: str, retention: int
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # DefaultFlowCallback (which runs first) has decided; the save follows this hook.
-            if control.should_save:
+            if control.should_save and state.is_world_process_zero:
                 begin_checkpoint(output_dir / f"checkpoint-{state.global_step}", state.global_step)
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # Called after Trainer wrote weights, optimizer, scheduler, RNG and trainer state.
             ckpt = output_dir / f"checkpoint-{state.global_step}"
-            if ckpt.is_dir():
+            if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
                 commit_checkpoint(ckpt, state.global_step, run_id, attempt_id)
                 apply_retention(output_dir, retention)
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
-            if not logs or "loss" not in logs:  # eval logs and the final summary are not steps
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any
+        ) -> None:
+            # Eval logs and the final summary are not steps; other ranks would repeat rank 0.
+            if not logs or "loss" not in logs or not state.is_world_process_zero:
                 return
             emit(
                 "step",
@@ -239,12 +250,15 @@ def save_final(trainer: Any, output_dir: Path, run_id: str, attempt_id: str) -> 
     """Write the final model (or adapter) + tokenizer to output_dir/final and commit it."""
     final = output_dir / FINAL_DIR
     step = trainer.state.global_step
-    if final.exists():  # an earlier attempt's final model: this attempt's replaces it
-        shutil.rmtree(final)
-    begin_checkpoint(final, step)
-    trainer.save_model(str(final))  # saves the processing class (tokenizer) alongside
-    commit_checkpoint(final, step, run_id, attempt_id)
-    emit("artifact", kind="final_model", path=str(final))
+    is_main = trainer.is_world_process_zero()
+    if is_main:
+        if final.exists():  # an earlier attempt's final model: this attempt's replaces it
+            shutil.rmtree(final)
+        begin_checkpoint(final, step)
+    trainer.save_model(str(final))  # every rank (sharded saves); writes the tokenizer too
+    if is_main:
+        commit_checkpoint(final, step, run_id, attempt_id)
+        emit("artifact", kind="final_model", path=str(final))
     return final
 
 

@@ -60,7 +60,7 @@ async def _drive(model: Path, dataset: Path, steps: int, quiet: bool) -> dict[st
                 "save_steps": max(1, steps // 3),
                 "per_device_train_batch_size": 4,
                 "gradient_accumulation_steps": 1,
-                "learning_rate": 1e-3,
+                "learning_rate": 5e-3,
                 "max_length": 128,
             },
         })
@@ -103,7 +103,7 @@ def _print_progress(lines: list[str]) -> None:
 
 def _receipt_text(r: dict[str, Any]) -> str:
     attempt = r["attempts"][-1]
-    committed = [c for c in r["checkpoints"] if c["state"] == "committed"]
+    committed = [c for c in r["checkpoints"] if c["state"] == "committed" and not c["path"].endswith("/final")]
     manifest = attempt.get("data_manifest") or {}
     progress = r["progress"]
     lines = [
@@ -111,7 +111,8 @@ def _receipt_text(r: dict[str, Any]) -> str:
         f"Receipt for {r['job_id']}",
         f"  status              {r['status']} ({r['termination_reason']})",
         f"  steps               {progress['step']}",
-        f"  loss                {progress['first_loss']} → {progress['last_loss']}",
+        f"  loss                {progress['first_loss']:.4f} → {progress['last_loss']:.4f}"
+        if progress["first_loss"] is not None else "  loss                -",
         f"  last checkpoint     {committed[-1]['path'] if committed else '-'}",
         f"  final model         {attempt['output_dir']}/final",
         f"  config sha256       {attempt['config_sha256']}",

@@ -81,8 +81,7 @@ def read_metadata(script_text: str) -> dict[str, Any]:
             raise InvalidRequestError("The script's `# /// script` block is never closed.", fix=_HEADER_FIX)
         return {}
     content = "".join(
-        line[2:] if line.startswith("# ") else line[1:]
-        for line in blocks[0].group("content").splitlines(keepends=True)
+        line[2:] if line.startswith("# ") else line[1:] for line in blocks[0].group("content").splitlines(keepends=True)
     )
     try:
         metadata = tomllib.loads(content)
@@ -103,9 +102,9 @@ def missing_requirements(requirements: list[str], python: str) -> list[str]:
     parsed = [_parse_requirement(r) for r in requirements]
     if not parsed:
         return []
-    names = sorted({canonicalize_name(r.name) for r in parsed})
+    names: list[str] = sorted({canonicalize_name(r.name) for r in parsed})
     if _is_current_interpreter(python):
-        environment: dict[str, str] = dict(default_environment())
+        environment = {key: str(value) for key, value in default_environment().items()}
         versions = {name: _installed_version(name) for name in names}
     else:
         environment, versions = _probe_interpreter(python, names)

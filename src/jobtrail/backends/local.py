@@ -11,6 +11,7 @@ checks that the process still points at the attempt's workdir (its argv or its c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -52,8 +53,7 @@ class LocalBackend:
 
     def launch(self, request: LaunchRequest) -> Placement:
         python = self._resolve_python()
-        workdir = _prepare_workdir(request.workdir)
-        (workdir / sv.SCRIPT).write_text(request.script, encoding="utf-8")
+        workdir = _prepare_workdir(request.workdir, request.script)
         # Secrets travel only here: the environment is the one channel that touches no file.
         env = {**os.environ, **request.env, **request.secrets, "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, "-I", sv.__file__, "--workdir", str(workdir), "--python", python]
@@ -171,16 +171,19 @@ class LocalBackend:
 # --- workdir files ----------------------------------------------------------------------
 
 
-def _prepare_workdir(raw: str) -> Path:
+def _prepare_workdir(raw: str, script: str) -> Path:
+    """Create the workdir and write the job's script into it."""
     workdir = Path(raw).expanduser().resolve()
     try:
         workdir.mkdir(parents=True, exist_ok=True)
+        leftovers = [name for name in (sv.STATE, sv.EXIT, sv.LOG) if (workdir / name).exists()]
+        if not leftovers:
+            (workdir / sv.SCRIPT).write_text(script, encoding="utf-8")
     except OSError as exc:
         raise BackendError(
-            f"Cannot create the attempt's workdir {workdir}: {exc.strerror or exc}",
+            f"Cannot prepare the attempt's workdir {workdir}: {exc.strerror or exc}",
             fix="Point JOBTRAIL_HOME at a writable directory with free space.",
         ) from exc
-    leftovers = [name for name in (sv.STATE, sv.EXIT, sv.LOG) if (workdir / name).exists()]
     if leftovers:
         # Another attempt's records would be read as this one's.
         raise BackendError(
@@ -225,11 +228,10 @@ def _read_exit(workdir: Path) -> ExitRecord | None:
 
 
 def _mark_cancel(workdir: Path) -> None:
-    try:
+    # The marker only tells a cancel from a preemption; failing to write it must not stop
+    # the cancel itself.
+    with contextlib.suppress(OSError):
         (workdir / sv.CANCEL_MARKER).write_text(f"{time.time()}\n", encoding="utf-8")
-    except OSError:
-        # The marker only tells a cancel from a preemption; stopping the job matters more.
-        pass
 
 
 def _tail(path: Path, limit: int = 2000) -> str:
@@ -275,10 +277,8 @@ def _signal_group(placement: Placement, signum: int) -> None:
     script = str(workdir / sv.SCRIPT)
     members = [p for p in _processes() if p.pgid == placement.pgid and not p.zombie]
     if any(script in p.argv or p.cwd == str(workdir) for p in members):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(placement.pgid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _process(pid: int) -> _Proc | None:

@@ -20,6 +20,7 @@ Files (all in the workdir):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -109,10 +110,8 @@ def _spawn(python: str, workdir: Path) -> int:
 
 
 def _signal_group(pgid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _group_alive(pgid: int) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobtrail import hyperparams
+from jobtrail.errors import BackendError
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import probes
 
@@ -92,7 +93,17 @@ def check_hyperparameters(spec: JobSpec) -> list[Finding]:
 
 
 def check_dependencies(script: str, python: str) -> list[Finding]:
-    missing = probes.missing_job_requirements(script, python)
+    try:
+        missing = probes.missing_job_requirements(script, python)
+    except BackendError as exc:
+        return [
+            Finding(
+                code="dependencies.python",
+                severity="error",
+                message=f"The job's Python could not be checked: {exc.message}",
+                fix="Set JOBTRAIL_PYTHON to a working interpreter that has jobtrail[train] installed.",
+            )
+        ]
     if not missing:
         return []
     return [

@@ -1,0 +1,391 @@
+"""The local runner with real processes: tiny Python jobs, no ML.
+
+Every wait is on a condition with a deadline; job scripts that must pause block on a
+`release` file the test creates, never on a sleep the test hopes is long enough.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import jobtrail
+from jobtrail.backends.local import MAX_LOG_CHUNK, LocalBackend
+from jobtrail.errors import BackendError, InvalidRequestError
+from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
+
+T = TypeVar("T")
+
+# Prepended to job scripts that must wait for the test before going on.
+WAIT_FOR_RELEASE = textwrap.dedent(
+    """\
+    import os, time
+    def wait_for_release():
+        deadline = time.monotonic() + 30
+        while not os.path.exists("release"):
+            if time.monotonic() > deadline:
+                raise SystemExit("the test never released this job")
+            time.sleep(0.01)
+    """
+)
+# A job that starts a grandchild (in its own process group) and then idles.
+WITH_GRANDCHILD = textwrap.dedent(
+    """\
+    import subprocess, sys, time
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    print("grandchild", grandchild.pid)
+    time.sleep(60)
+    """
+)
+
+
+def wait_for(condition: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    """Running or sleeping: a zombie (dead, not yet reaped) does not count."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def live_group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+            if int(pgrp) == pgid and state != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def ended(probe: Probe) -> Probe | None:
+    return probe if probe.phase != "running" else None
+
+
+class Jobs:
+    """Launches jobs under tmp_path and makes sure none outlives its test."""
+
+    def __init__(self, backend: LocalBackend, root: Path) -> None:
+        self.backend = backend
+        self.root = root
+        self.placements: list[Placement] = []
+
+    def start(self, script: str, name: str = "job", **request: Any) -> Placement:
+        workdir = self.root / name
+        placement = self.backend.launch(
+            LaunchRequest(attempt_id=name, script=textwrap.dedent(script), workdir=str(workdir), **request)
+        )
+        self.placements.append(placement)
+        return placement
+
+    def wait_exit(self, placement: Placement, timeout: float = 10.0) -> ExitRecord:
+        probe = wait_for(lambda: ended(self.backend.probe(placement)), timeout, "the job to end")
+        assert probe.phase == "exited", probe
+        assert probe.exit is not None
+        return probe.exit
+
+    def wait_line(self, placement: Placement, prefix: str) -> str:
+        def find() -> str | None:
+            lines = self.backend.read_log(placement).lines
+            return next((line for line in lines if line.startswith(prefix)), None)
+
+        return wait_for(find, what=f"a log line starting with {prefix!r}")
+
+    def cleanup(self) -> None:
+        for placement in self.placements:
+            if self.backend.probe(placement).phase == "running":
+                self.backend.cancel(placement)
+                self.wait_exit(placement)
+
+
+@pytest.fixture
+def backend() -> LocalBackend:
+    return LocalBackend(grace_s=0.5)
+
+
+@pytest.fixture
+def jobs(backend: LocalBackend, tmp_path: Path) -> Iterator[Jobs]:
+    runner = Jobs(backend, tmp_path)
+    yield runner
+    runner.cleanup()
+
+
+def test_success_reads_log_incrementally_and_holds_back_partial_line(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start(
+        WAIT_FOR_RELEASE
+        + textwrap.dedent(
+            """\
+            import sys
+            print("line1")
+            print("line2")
+            sys.stdout.write("part")
+            wait_for_release()
+            sys.stdout.write("ial\\nlast-no-newline")
+            """
+        )
+    )
+    assert placement.backend == "local" and placement.pid and placement.pgid
+    assert Path(placement.workdir).is_absolute()
+    log = Path(placement.workdir) / "job.log"
+    wait_for(lambda: log.exists() and log.read_bytes() == b"line1\nline2\npart", what="the first output")
+
+    first = backend.read_log(placement, 0)
+    assert (first.lines, first.offset) == (["line1", "line2"], 12)
+    held = backend.read_log(placement, first.offset)
+    assert (held.lines, held.offset) == ([], 12), "a running job's partial line must wait"
+    assert backend.probe(placement).phase == "running"
+
+    (Path(placement.workdir) / "release").touch()
+    record = jobs.wait_exit(placement)
+    assert (record.exit_code, record.signal, record.timed_out, record.cancelled) == (0, None, False, False)
+
+    rest = backend.read_log(placement, first.offset)
+    assert rest.lines == ["partial", "last-no-newline"]
+    assert rest.offset == log.stat().st_size
+    assert backend.read_log(placement, rest.offset).lines == []
+
+
+def test_nonzero_exit_code_and_stderr_in_log(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
+    record = jobs.wait_exit(placement)
+    assert (record.exit_code, record.signal) == (3, None)
+    assert backend.read_log(placement).lines == ["boom"]
+
+
+def test_death_by_signal_is_recorded(jobs: Jobs) -> None:
+    placement = jobs.start("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    record = jobs.wait_exit(placement)
+    assert (record.exit_code, record.signal, record.cancelled) == (None, signal.SIGKILL, False)
+
+
+def test_stray_processes_do_not_outlive_a_finished_job(jobs: Jobs) -> None:
+    placement = jobs.start(
+        "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    )
+    record = jobs.wait_exit(placement)
+    assert record.exit_code == 0
+    assert placement.pgid is not None and live_group_members(placement.pgid) == []
+
+
+def test_cancel_stops_the_whole_group(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start(WITH_GRANDCHILD)
+    grandchild = int(jobs.wait_line(placement, "grandchild ").split()[1])
+    assert alive(grandchild)
+
+    started = time.monotonic()
+    backend.cancel(placement)
+    record = jobs.wait_exit(placement, timeout=5)
+    assert time.monotonic() - started < 5
+    assert record.cancelled and not record.timed_out
+    assert record.signal == signal.SIGTERM
+    assert placement.pgid is not None
+    with pytest.raises(ProcessLookupError):  # not even a zombie is left in the group
+        os.killpg(placement.pgid, 0)
+    assert not alive(grandchild)
+
+    exit_file = Path(placement.workdir) / "exit.json"
+    before = exit_file.read_bytes()
+    backend.cancel(placement)  # cancelling an ended attempt changes nothing
+    assert exit_file.read_bytes() == before
+
+
+def test_cancel_of_an_attempt_that_already_ended_is_a_no_op(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start("print('done')\n")
+    assert not jobs.wait_exit(placement).cancelled
+    backend.cancel(placement)
+    assert not (Path(placement.workdir) / "cancel-requested").exists()
+    assert not jobs.wait_exit(placement).cancelled
+
+
+def test_job_ignoring_sigterm_is_killed_after_grace(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start(
+        """\
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready")
+        time.sleep(60)
+        """
+    )
+    jobs.wait_line(placement, "ready")
+    backend.cancel(placement)
+    record = jobs.wait_exit(placement, timeout=5)
+    assert record.signal == signal.SIGKILL
+    assert record.cancelled
+
+
+def test_timeout_stops_the_job(jobs: Jobs) -> None:
+    placement = jobs.start("import time\ntime.sleep(60)\n", timeout_s=1)
+    record = jobs.wait_exit(placement, timeout=6)
+    assert record.timed_out and not record.cancelled
+    assert record.signal == signal.SIGTERM
+
+
+def probe_from_new_process(placement: Placement) -> Probe:
+    """A server restart: a fresh interpreter with a fresh LocalBackend and only the placement."""
+    code = (
+        "import sys\n"
+        "from jobtrail.backends.local import LocalBackend\n"
+        "from jobtrail.models import Placement\n"
+        "print(LocalBackend().probe(Placement.model_validate_json(sys.argv[1])).model_dump_json())\n"
+    )
+    src = str(Path(jobtrail.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", code, placement.model_dump_json()],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env=env,
+    )
+    return Probe.model_validate_json(done.stdout)
+
+
+def test_a_new_backend_in_a_new_process_finds_the_attempt(jobs: Jobs) -> None:
+    placement = jobs.start(WAIT_FOR_RELEASE + "wait_for_release()\nraise SystemExit(5)\n")
+    assert probe_from_new_process(placement).phase == "running"
+    (Path(placement.workdir) / "release").touch()
+    probe = wait_for(lambda: ended(probe_from_new_process(placement)), timeout=20, what="the job to end")
+    assert probe.phase == "exited"
+    assert probe.exit is not None and probe.exit.exit_code == 5
+
+
+def test_lost_when_supervisor_and_job_are_killed_and_leftovers_are_stopped(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start(WITH_GRANDCHILD)
+    grandchild = int(jobs.wait_line(placement, "grandchild ").split()[1])
+    state = json.loads((Path(placement.workdir) / "supervisor.json").read_text())
+    supervisor = placement.pid
+    assert supervisor is not None
+
+    os.kill(supervisor, signal.SIGKILL)  # first, or it would record the job's death
+    wait_for(lambda: not alive(supervisor), what="the supervisor to die")
+    os.kill(state["child_pid"], signal.SIGKILL)
+    wait_for(lambda: not alive(state["child_pid"]), what="the job to die")
+    assert alive(grandchild)
+
+    assert backend.probe(placement).phase == "lost"
+    wait_for(lambda: not alive(grandchild), timeout=5, what="the leftover grandchild to be killed")
+    assert not (Path(placement.workdir) / "exit.json").exists()
+
+
+def test_reused_pids_are_neither_trusted_nor_killed(backend: LocalBackend, tmp_path: Path) -> None:
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        placement = Placement(
+            backend="local", host=socket.gethostname(), pid=stranger.pid, pgid=stranger.pid,
+            workdir=str(tmp_path), started_at=time.time(),
+        )  # fmt: skip
+        assert backend.probe(placement).phase == "lost"
+        backend.cancel(placement)
+        assert stranger.poll() is None and alive(stranger.pid)
+    finally:
+        stranger.kill()
+        stranger.wait(timeout=10)
+
+
+def test_secrets_reach_the_job_but_no_file_and_no_argv(jobs: Jobs, backend: LocalBackend) -> None:
+    secret = f"hf_{uuid.uuid4().hex}"
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    placement = jobs.start(
+        WAIT_FOR_RELEASE
+        + textwrap.dedent(
+            f"""\
+            import hashlib
+            token = os.environ.get("HF_TOKEN", "")
+            print("secret matched:", hashlib.sha256(token.encode()).hexdigest() == {digest!r})
+            print("plain:", os.environ.get("PLAIN_SETTING"))
+            wait_for_release()
+            """
+        ),
+        env={"PLAIN_SETTING": "visible"},
+        secrets={"HF_TOKEN": secret},
+    )
+    jobs.wait_line(placement, "plain:")
+    state = json.loads((Path(placement.workdir) / "supervisor.json").read_text())
+    for pid in (state["supervisor_pid"], state["child_pid"]):
+        assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+    (Path(placement.workdir) / "release").touch()
+    assert jobs.wait_exit(placement).exit_code == 0
+    assert backend.read_log(placement).lines == ["secret matched: True", "plain: visible"]
+    files = [f for f in Path(placement.workdir).rglob("*") if f.is_file()]
+    assert {f.name for f in files} >= {"script.py", "job.log", "supervisor.json", "exit.json"}
+    for f in files:
+        assert secret.encode() not in f.read_bytes(), f"the secret leaked into {f.name}"
+
+
+def test_log_reads_are_capped_and_an_oversized_line_comes_in_pieces(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start(
+        f"""\
+        import sys
+        for i in range(1500):
+            print(f"{{i:04d}}" + "y" * 995)
+        sys.stdout.write("x" * {MAX_LOG_CHUNK + 100} + "\\n")
+        """
+    )
+    jobs.wait_exit(placement)
+    lines: list[str] = []
+    offset = 0
+    while (chunk := backend.read_log(placement, offset)).lines:
+        assert 0 < chunk.offset - offset <= MAX_LOG_CHUNK
+        lines += chunk.lines
+        offset = chunk.offset
+    assert lines[:1500] == [f"{i:04d}" + "y" * 995 for i in range(1500)]
+    assert "".join(lines[1500:]) == "x" * (MAX_LOG_CHUNK + 100)
+    assert offset == (Path(placement.workdir) / "job.log").stat().st_size
+
+
+def test_read_log_before_any_output_and_bad_offset(backend: LocalBackend, tmp_path: Path) -> None:
+    placement = Placement(backend="local", host="h", workdir=str(tmp_path), started_at=0.0)
+    chunk = backend.read_log(placement, 0)
+    assert (chunk.lines, chunk.offset) == ([], 0)
+    with pytest.raises(InvalidRequestError):
+        backend.read_log(placement, -1)
+
+
+def test_launch_refuses_a_missing_interpreter(tmp_path: Path) -> None:
+    backend = LocalBackend(python=str(tmp_path / "no-such-python"))
+    with pytest.raises(BackendError) as raised:
+        backend.launch(LaunchRequest(attempt_id="a", script="", workdir=str(tmp_path / "a")))
+    assert raised.value.fix
+
+
+def test_launch_refuses_an_uncreatable_or_used_workdir(jobs: Jobs, backend: LocalBackend, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(BackendError) as raised:
+        backend.launch(LaunchRequest(attempt_id="a", script="", workdir=str(blocker / "sub")))
+    assert raised.value.fix
+
+    placement = jobs.start("pass\n", name="used")
+    jobs.wait_exit(placement)
+    with pytest.raises(BackendError, match="already holds an attempt"):
+        backend.launch(LaunchRequest(attempt_id="b", script="", workdir=placement.workdir))
