@@ -7,6 +7,11 @@ TORCH_PIN ?= torch==2.13.0
 
 .PHONY: demo test bench
 
+# The MCP Inspector (npm) for the test that drives the server through its CLI mode.
+INSPECTOR := .tools/node_modules/.bin/mcp-inspector
+$(INSPECTOR):
+	npm install --silent --no-fund --no-audit --prefix .tools @modelcontextprotocol/inspector@0.15.0
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -17,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/jobtrail demo
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(INSPECTOR)
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed

@@ -13,13 +13,18 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SRC_DIR = REPO_ROOT / "src"
 
-try:  # an editable install is the normal set-up; a bare checkout still runs its tests
-    import jobtrail  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(SRC_DIR))
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Jobs started by the service inherit this process's environment: keep their caches here.
+
+    HF_HUB_OFFLINE is deliberately not set globally: Hub emulator tests need the client live.
+    """
+    root = tmp_path_factory.mktemp("caches")
+    os.environ["HF_HOME"] = str(root / "hf-home")
+    os.environ["TRACKIO_DIR"] = str(root / "trackio")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 
 def make_job_env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -56,9 +61,7 @@ _BUILD_TINY_MODEL = (
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
     """A tiny random-init Qwen2 + BPE tokenizer (jobtrail.tinymodel), built once per session."""
     dest = tmp_path_factory.mktemp("tiny-model") / "model"
-    pythonpath = os.pathsep.join(p for p in (str(SRC_DIR), os.environ.get("PYTHONPATH")) if p)
-    env = {**job_env, "PYTHONPATH": pythonpath}
-    subprocess.run([sys.executable, "-c", _BUILD_TINY_MODEL, str(dest)], env=env, check=True, timeout=300)
+    subprocess.run([sys.executable, "-c", _BUILD_TINY_MODEL, str(dest)], env=job_env, check=True, timeout=300)
     return dest
 
 
