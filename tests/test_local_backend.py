@@ -173,6 +173,15 @@ def test_success_reads_log_incrementally_and_holds_back_partial_line(jobs: Jobs,
     assert backend.read_log(placement, rest.offset).lines == []
 
 
+def test_max_lines_stops_right_after_the_last_line_even_with_invalid_utf8(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start("import sys\nsys.stdout.buffer.write(b'a\\xff\\xfe\\nb\\nc\\n')")
+    jobs.wait_exit(placement)
+    first = backend.read_log(placement, 0, max_lines=1)
+    assert first.lines == ["a\ufffd\ufffd"] and first.offset == 4
+    rest = backend.read_log(placement, first.offset, max_lines=5)
+    assert rest.lines == ["b", "c"] and rest.offset == 8
+
+
 def test_nonzero_exit_code_and_stderr_in_log(jobs: Jobs, backend: LocalBackend) -> None:
     placement = jobs.start("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
     record = jobs.wait_exit(placement)

@@ -82,3 +82,32 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     assert missing.returncode == 2 and "Fix:" in missing.stderr and "Traceback" not in missing.stderr
     rejected = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", "/nope.jsonl")
     assert rejected.returncode == 1 and "dataset.missing" in rejected.stdout
+
+
+def test_streamable_http_transport(tmp_path):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "JOBTRAIL_HOME": str(tmp_path / "home")}
+    server = subprocess.Popen([sys.executable, "-m", "jobtrail.cli", "serve", "--http", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def accepting() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(accepting, 30, "the HTTP server to listen")
+
+        async def go():
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                return names, await client.call_tool("ps", {})
+
+        names, listed = anyio.run(go)
+        assert {"submit", "ps", "inspect", "logs", "cancel"} <= names
+        assert listed.structured_content == {"jobs": []}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

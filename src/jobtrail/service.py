@@ -242,23 +242,17 @@ class JobService:
 
     def _read_lines(self, backend: Backend, placement: Placement, cursor: int | None, count: int) -> tuple[list[str], int]:
         """From `cursor`: the next `count` lines. Without one: the last `count` lines."""
-        keep: deque[str] | list[str] = deque(maxlen=count) if cursor is None else []
-        offset = cursor or 0
+        if cursor is not None:
+            chunk = backend.read_log(placement, cursor, max_lines=count)
+            return chunk.lines, chunk.offset
+        keep: deque[str] = deque(maxlen=count)
+        offset = 0
         for _ in range(_LOG_READ_LIMIT):
             chunk = backend.read_log(placement, offset)
             if not chunk.lines:
                 break
-            if cursor is None:
-                keep.extend(chunk.lines)
-                offset = chunk.offset
-                continue
-            # Forward reading stops after `count` lines; the cursor must point just past them.
-            room = count - len(keep)
-            taken = chunk.lines[:room]
-            keep.extend(taken)
-            offset = chunk.offset if len(taken) == len(chunk.lines) else offset + _bytes(taken)
-            if len(keep) >= count:
-                break
+            keep.extend(chunk.lines)
+            offset = chunk.offset
         return list(keep), offset
 
     # --- cancel -----------------------------------------------------------------------
@@ -483,10 +477,6 @@ def _cut(line: str) -> tuple[str, bool]:
     if len(line) <= MAX_LINE_CHARS:
         return line, False
     return line[:MAX_LINE_CHARS] + f" …[cut {len(line) - MAX_LINE_CHARS} chars]", True
-
-
-def _bytes(lines: list[str]) -> int:
-    return sum(len(line.encode()) + 1 for line in lines)
 
 
 def _value(reason: TerminationReason | None) -> str | None:

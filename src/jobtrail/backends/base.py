@@ -24,8 +24,11 @@ class Backend(Protocol):
         """Running, exited (with its exit record) or lost (the backend no longer knows it)."""
         ...
 
-    def read_log(self, placement: Placement, offset: int = 0) -> LogChunk:
-        """Complete log lines from byte `offset` on; never blocks."""
+    def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
+        """Complete log lines from byte `offset` on (at most `max_lines`); never blocks.
+
+        The returned offset points just past the last returned line.
+        """
         ...
 
     def cancel(self, placement: Placement) -> None:

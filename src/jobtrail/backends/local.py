@@ -108,7 +108,7 @@ class LocalBackend:
         _signal_group(placement, signal.SIGKILL)
         return Probe(phase="lost")
 
-    def read_log(self, placement: Placement, offset: int = 0) -> LogChunk:
+    def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
         if offset < 0:
             raise InvalidRequestError(
                 f"Log offset {offset} is negative.", fix="Pass 0, or the offset a previous read returned."
@@ -125,6 +125,8 @@ class LocalBackend:
         except FileNotFoundError:
             return LogChunk(lines=[], offset=offset)
         take = _complete_prefix(data, final=finished and offset + len(data) >= size)
+        if max_lines is not None:
+            take = _first_lines(data, take, max_lines)
         if take == 0:
             return LogChunk(lines=[], offset=offset)
         lines = data[:take].decode("utf-8", errors="replace").split("\n")
@@ -239,6 +241,17 @@ def _tail(path: Path, limit: int = 2000) -> str:
         return path.read_text(encoding="utf-8", errors="replace")[-limit:].strip() or "(no output)"
     except OSError:
         return "(no output)"
+
+
+def _first_lines(data: bytes, take: int, max_lines: int) -> int:
+    """Shorten `take` to end right after the first `max_lines` lines, counted in bytes."""
+    end = 0
+    for _ in range(max_lines):
+        newline = data.find(b"\n", end, take)
+        if newline < 0:
+            return take
+        end = newline + 1
+    return end
 
 
 def _complete_prefix(data: bytes, final: bool) -> int:
