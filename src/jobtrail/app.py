@@ -31,6 +31,7 @@ def build_service(home_dir: Path | None = None) -> JobService:
         backends={local.name: local},
         home=root,
         job_python=python,
+        hub_token=os.environ.get("HF_TOKEN") or None,
     )
 
 

@@ -84,6 +84,7 @@ class JobSpec(BaseModel):
     flavor: str | None = None
     timeout_s: int | None = None
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    dataset_mapping: dict[str, Any] | None = None
     output: str | None = None
 
 

@@ -54,12 +54,14 @@ class JobService:
         backends: Mapping[str, Backend],
         home: Path,
         job_python: str,
+        hub_token: str | None = None,
         cancel_wait_s: float = 20.0,
     ) -> None:
         self.ledger = ledger
         self.backends = backends
         self.home = home
         self.job_python = job_python
+        self.hub_token = hub_token
         self.cancel_wait_s = cancel_wait_s
 
     # --- submit -----------------------------------------------------------------------
@@ -69,9 +71,13 @@ class JobService:
         spec = _normalise(spec)
         run_id = _new_run_id()
         output_dir = self._output_dir(spec, run_id)
-        config = build_config(spec, output_dir) if not checks.check_hyperparameters(spec) else None
+        facts = checks.gather_model(spec, self.hub_token)
+        positions = checks.max_positions(facts)
+        config = build_config(spec, output_dir, positions) if not checks.check_hyperparameters(spec) else None
         script = render_script(spec.method, config) if config else ""
-        findings = checks.run_all(spec, script or None, self.job_python if backend.name == "local" else None)
+        if script and backend.name == "local":
+            facts = checks.gather_requirements(facts, script, self.job_python)
+        findings = checks.run_all(spec, facts)
         blocked = bool(checks.blocking(findings))
         snapshot = config_json(config) if config else ""
         base = dict(
@@ -426,14 +432,19 @@ class JobService:
         return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
 
 
-def build_config(spec: JobSpec, output_dir: str) -> dict[str, Any]:
-    """The job's config snapshot: everything the rendered script needs, nothing secret."""
+def build_config(spec: JobSpec, output_dir: str, max_positions: int | None = None) -> dict[str, Any]:
+    """The job's config snapshot: everything the rendered script needs, nothing secret.
+
+    When the caller did not choose max_length, the default is capped at the model's positions.
+    """
     training_args, peft, job = hyperparams.split(spec.method, spec.hyperparameters)
+    if max_positions and "max_length" not in spec.hyperparameters:
+        training_args["max_length"] = min(training_args["max_length"], max_positions)
     return {
         "template": spec.method,
         "template_version": TEMPLATE_VERSION,
         "model": spec.model,
-        "dataset": {"source": spec.dataset, "split": job["dataset_split"]},
+        "dataset": {"source": spec.dataset, "split": job["dataset_split"], "mapping": spec.dataset_mapping},
         "output_dir": output_dir,
         "peft": peft,
         "training_args": training_args,

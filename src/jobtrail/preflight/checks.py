@@ -1,22 +1,31 @@
-"""Preflight checks: each looks at one thing and returns Findings (code, severity, message, fix).
+"""Preflight rules: each looks at one thing and returns Findings (code, severity, message, fix).
 
-Checks that need a fact from outside (a file, the job's Python environment) take it from
-`probes`, so the rules here stay readable and testable on their own.
+Rules are pure: everything they need from outside (files, the Hub, the job's Python) arrives
+in `Facts`, gathered by `gather()` through probes.py. A check that could not run says so
+with a warning; it never passes silently.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from jobtrail import hyperparams
 from jobtrail.errors import BackendError
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import probes
+from jobtrail.preflight.architectures import is_causal_lm, is_known
+from jobtrail.preflight.probes import ModelFacts
 
 DATA_EXTENSIONS = (".jsonl", ".json", ".csv", ".parquet")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# GPUs without bf16, and those where torch.compile costs more than it saves on short jobs.
+NO_BF16_GPUS = ("T4",)
+SLOW_COMPILE_GPUS = ("T4", "A10G")
+_FLAVOR_GPUS = {"t4": "T4", "a10g": "A10G", "l4": "L4", "l40s": "L40S", "a100": "A100", "h100": "H100", "h200": "H200"}
 
 
 def looks_local(ref: str) -> bool:
@@ -29,112 +38,185 @@ def looks_local(ref: str) -> bool:
     )
 
 
-def check_model(spec: JobSpec) -> list[Finding]:
-    if not looks_local(spec.model):
-        return [_unverified_hub("model", spec.model)]
-    path = Path(spec.model).expanduser()
-    if not path.exists():
-        return [
-            Finding(
-                code="model.missing",
-                severity="error",
-                message=f"Model directory {spec.model} does not exist.",
-                fix="Pass an existing directory holding config.json, or a Hub id like 'Qwen/Qwen2.5-0.5B'.",
-            )
-        ]
-    if not (path / "config.json").is_file():
-        return [
-            Finding(
-                code="model.no_config",
-                severity="error",
-                message=f"{spec.model} has no config.json, so it is not a transformers model directory.",
-                fix="Point model= at the directory that holds config.json and the weights.",
-            )
-        ]
+@dataclass(frozen=True)
+class Facts:
+    model: ModelFacts
+    missing_requirements: list[str] | None = None  # None: not checked (no script or not local)
+    python_error: str | None = None  # the job's interpreter could not be run
+
+
+def gather_model(spec: JobSpec, token: str | None = None) -> Facts:
+    if looks_local(spec.model):
+        return Facts(model=probes.local_model_facts(Path(spec.model).expanduser()))
+    return Facts(model=probes.hub_model_facts(spec.model, token))
+
+
+def gather_requirements(facts: Facts, script: str, python: str) -> Facts:
+    """Add what the job's interpreter lacks of the script's PEP 723 dependencies."""
+    try:
+        return replace(facts, missing_requirements=probes.missing_job_requirements(script, python))
+    except BackendError as exc:
+        return replace(facts, python_error=exc.message)
+
+
+def max_positions(facts: Facts) -> int | None:
+    positions = _text_config(facts.model.config or {}).get("max_position_embeddings")
+    return positions if isinstance(positions, int) and positions > 0 else None
+
+
+# --- model ----------------------------------------------------------------------------
+
+
+def check_model(spec: JobSpec, facts: Facts) -> list[Finding]:
+    m = facts.model
+    if m.access == "not_found":
+        if m.local:
+            code, what = ("model.missing", "does not exist") if m.detail == "no such directory" else (
+                "model.no_config", "has no readable config.json, so it is not a transformers model directory")
+            return [_error(code, f"Model {spec.model} {what}.",
+                           "Pass the directory that holds config.json and the weights, or a Hub id like 'Qwen/Qwen2.5-0.5B'.")]
+        return [_error("model.not_found", f"No model {spec.model!r} on the Hub ({m.detail}).",
+                       "Check the spelling (org/name); for a private repo set HF_TOKEN to a token that can read it.")]
+    if m.access == "gated":
+        return [_error("model.gated", f"{spec.model} is gated and your token has no access yet.",
+                       f"Accept the terms at https://huggingface.co/{spec.model} with your account, then retry.")]
+    if m.access == "unverified":
+        return [Finding(code="model.unverified", severity="warning",
+                        message=f"Could not check {spec.model!r} on the Hub ({m.detail}); the job downloads it.",
+                        fix="Make sure the job's machine can reach the Hub, or pass a local model directory.")]
+    return _architecture(spec, m.config or {})
+
+
+def _architecture(spec: JobSpec, config: dict[str, Any]) -> list[Finding]:
+    model_type = config.get("model_type")
+    if not model_type:
+        return [_error("model.architecture", f"{spec.model}'s config.json has no model_type.",
+                       "Use a model saved by transformers (save_pretrained writes model_type).")]
+    if not is_known(model_type):
+        return [_error("model.architecture", f"transformers does not know model_type {model_type!r}.",
+                       "Upgrade transformers in the job's environment, or pick a supported model.")]
+    if not is_causal_lm(model_type):
+        return [_error("model.architecture", f"{model_type!r} has no causal-LM head, which SFT needs.",
+                       "Pick a decoder (causal LM) model such as Qwen2, Llama, Mistral or Gemma.")]
+    vocab, positions = _text_config(config).get("vocab_size"), _text_config(config).get("max_position_embeddings")
+    return [Finding(code="model.ok", severity="info",
+                    message=f"{model_type}: vocabulary {vocab}, up to {positions} positions.")]
+
+
+def check_chat_template(spec: JobSpec, facts: Facts, conversational: bool) -> list[Finding]:
+    if conversational and facts.model.has_chat_template is False:
+        return [_error("model.chat_template", f"The data is conversational but {spec.model} has no chat template.",
+                       "Use an instruct/chat model, or convert the data to text or prompt/completion form.")]
     return []
+
+
+def check_lora_targets(spec: JobSpec, facts: Facts) -> list[Finding]:
+    targets = spec.hyperparameters.get("lora_target_modules", hyperparams.PEFT_DEFAULTS["lora_target_modules"])
+    if spec.hyperparameters.get("peft", "lora") != "lora" or not isinstance(targets, list):
+        return []
+    names = facts.model.module_names
+    if names is None:
+        return [Finding(code="lora.targets_unverified", severity="warning",
+                        message="Could not read the model's module names, so lora_target_modules was not checked.",
+                        fix='Use "all-linear" to let PEFT pick every linear layer.')]
+    missing = [t for t in targets if t not in names]
+    if not missing:
+        return []
+    linear = [n for n in names if n.endswith("proj") or n in ("fc1", "fc2", "c_attn", "c_proj", "dense")]
+    return [_error("lora.targets", f"lora_target_modules {missing} do not exist in {spec.model}.",
+                   f"Use names from this model, e.g. {linear[:7]}, or \"all-linear\".")]
+
+
+# --- data, hyperparameters, config ------------------------------------------------------
 
 
 def check_dataset(spec: JobSpec) -> list[Finding]:
     if not looks_local(spec.dataset):
-        return [_unverified_hub("dataset", spec.dataset)]
+        return [Finding(code="dataset.unverified", severity="warning",
+                        message=f"Dataset {spec.dataset!r} is a Hub id; it was not checked here and the job downloads it.",
+                        fix="Make sure the job's machine can reach the Hub, or pass a local file.")]
     path = Path(spec.dataset).expanduser()
     if not path.exists():
-        return [
-            Finding(
-                code="dataset.missing",
-                severity="error",
-                message=f"Dataset file {spec.dataset} does not exist.",
-                fix="Pass an existing .jsonl, .json, .csv or .parquet file, or a Hub dataset id.",
-            )
-        ]
+        return [_error("dataset.missing", f"Dataset file {spec.dataset} does not exist.",
+                       "Pass an existing .jsonl, .json, .csv or .parquet file, or a Hub dataset id.")]
     if not path.is_file() or path.suffix.lower() not in DATA_EXTENSIONS:
-        return [
-            Finding(
-                code="dataset.format",
-                severity="error",
-                message=f"{spec.dataset} is not a .jsonl, .json, .csv or .parquet file.",
-                fix="Convert the data to JSON Lines (one example per line) and pass that file.",
-            )
-        ]
+        return [_error("dataset.format", f"{spec.dataset} is not a .jsonl, .json, .csv or .parquet file.",
+                       "Convert the data to JSON Lines (one example per line) and pass that file.")]
     if path.stat().st_size == 0:
-        return [
-            Finding(
-                code="dataset.empty",
-                severity="error",
-                message=f"{spec.dataset} is empty.",
-                fix="Write at least one example to the file.",
-            )
-        ]
+        return [_error("dataset.empty", f"{spec.dataset} is empty.", "Write at least one example to the file.")]
     return []
 
 
-def check_hyperparameters(spec: JobSpec) -> list[Finding]:
+def check_hyperparameters(spec: JobSpec, facts: Facts | None = None) -> list[Finding]:
     return hyperparams.check_names(spec.method, spec.hyperparameters)
 
 
-def check_dependencies(script: str, python: str) -> list[Finding]:
-    try:
-        missing = probes.missing_job_requirements(script, python)
-    except BackendError as exc:
-        return [
-            Finding(
-                code="dependencies.python",
-                severity="error",
-                message=f"The job's Python could not be checked: {exc.message}",
-                fix="Set JOBTRAIL_PYTHON to a working interpreter that has jobtrail[train] installed.",
-            )
-        ]
-    if not missing:
-        return []
-    return [
-        Finding(
-            code="dependencies.missing",
-            severity="error",
-            message=f"The job's Python ({python}) lacks: {', '.join(missing)}.",
-            fix="Install the training extra into that environment: pip install 'jobtrail[train]'",
-        )
-    ]
-
-
-def _unverified_hub(kind: str, ref: str) -> Finding:
-    return Finding(
-        code=f"{kind}.unverified",
-        severity="warning",
-        message=f"{kind.capitalize()} {ref!r} is a Hub id; it was not checked here and the job downloads it.",
-        fix="Make sure the job's machine can reach the Hub, or pass a local path.",
-    )
-
-
-SpecCheck = Callable[[JobSpec], list[Finding]]
-SPEC_CHECKS: tuple[SpecCheck, ...] = (check_model, check_dataset, check_hyperparameters)
-
-
-def run_all(spec: JobSpec, script: str | None, python: str | None) -> list[Finding]:
-    findings = [f for check in SPEC_CHECKS for f in check(spec)]
-    if script is not None and python is not None:
-        findings += check_dependencies(script, python)
+def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
+    h = spec.hyperparameters
+    findings: list[Finding] = []
+    positions, max_length = max_positions(facts), h.get("max_length")
+    if positions and isinstance(max_length, int) and max_length > positions:
+        findings.append(_error("config.max_length", f"max_length {max_length} exceeds the model's {positions} positions.",
+                               f"Set max_length={positions} (or less)."))
+    if h.get("eval_strategy", "no") not in ("no", None) or h.get("do_eval"):
+        findings.append(_error("config.eval_without_data",
+                               "eval_strategy is set but the job has no evaluation split: the trainer would hang or fail.",
+                               'Remove eval_strategy (or set eval_strategy="no").'))
+    gpu = flavor_gpu(spec.flavor)
+    if gpu in NO_BF16_GPUS and h.get("bf16"):
+        findings.append(_error("config.bf16_unsupported", f"bf16 was requested but the {gpu} has no bf16.",
+                               "Drop bf16 (the job picks fp16 on GPUs without bf16), or choose an L4/A10G/A100 flavor."))
+    if gpu in SLOW_COMPILE_GPUS and h.get("torch_compile"):
+        findings.append(Finding(code="config.torch_compile", severity="warning",
+                                message=f"torch.compile on a {gpu} usually costs more compile time than it saves.",
+                                fix="Remove torch_compile unless the run is long."))
+    if spec.backend == "local" and spec.flavor:
+        findings.append(Finding(code="config.flavor_ignored", severity="warning",
+                                message=f"flavor={spec.flavor!r} has no effect on the local backend.",
+                                fix="Drop flavor, or use a remote backend."))
     return findings
+
+
+def check_dependencies(spec: JobSpec, facts: Facts) -> list[Finding]:
+    if facts.python_error:
+        return [_error("dependencies.python", f"The job's Python could not be checked: {facts.python_error}",
+                       "Set JOBTRAIL_PYTHON to a working interpreter that has jobtrail[train] installed.")]
+    if not facts.missing_requirements:
+        return []
+    return [_error("dependencies.missing", f"The job's Python lacks: {', '.join(facts.missing_requirements)}.",
+                   "Install the training extra into that environment: pip install 'jobtrail[train]'")]
+
+
+Check = Callable[[JobSpec, Facts], list[Finding]]
+CHECKS: tuple[Check, ...] = (
+    check_model,
+    check_lora_targets,
+    lambda spec, facts: check_dataset(spec),
+    check_hyperparameters,
+    check_config,
+    check_dependencies,
+)
+
+
+def run_all(spec: JobSpec, facts: Facts) -> list[Finding]:
+    return [finding for check in CHECKS for finding in check(spec, facts)]
 
 
 def blocking(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity == "error"]
+
+
+def flavor_gpu(flavor: str | None) -> str | None:
+    if not flavor:
+        return None
+    return _FLAVOR_GPUS.get(re.split(r"[-x]", flavor.lower(), maxsplit=1)[0])
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Multimodal configs (Gemma 3, ...) keep the language model's numbers in text_config."""
+    text = config.get("text_config")
+    return {**config, **text} if isinstance(text, dict) else config
+
+
+def _error(code: str, message: str, fix: str) -> Finding:
+    return Finding(code=code, severity="error", message=message, fix=fix)

@@ -1,8 +1,33 @@
-"""Facts preflight needs from outside the process: kept apart so the rules stay pure."""
+"""Facts preflight needs from outside the process (files, the Hub, the job's Python), gathered
+here so the rules in checks.py stay pure. huggingface_hub is imported only when a Hub id is
+probed, so the server starts without it.
+"""
 
 from __future__ import annotations
 
+import json
+import struct
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
 from jobtrail import pep723
+
+Access = Literal["ok", "gated", "not_found", "unverified"]
+_HEADER_LIMIT = 100 * 1024 * 1024  # a safetensors header larger than this is not one
+
+
+class ModelFacts(BaseModel):
+    """What could be learned about a model without downloading its weights."""
+
+    ref: str
+    local: bool
+    access: Access
+    detail: str | None = None  # why access is not "ok", in words
+    config: dict[str, Any] | None = None
+    has_chat_template: bool | None = None
+    module_names: list[str] | None = None  # leaf module names (q_proj, ...) from the weight names
 
 
 def missing_job_requirements(script: str, python: str) -> list[str]:
@@ -12,3 +37,127 @@ def missing_job_requirements(script: str, python: str) -> list[str]:
     """
     requirements = pep723.read_metadata(script).get("dependencies", [])
     return pep723.missing_requirements(list(requirements), python)
+
+
+def local_model_facts(path: Path) -> ModelFacts:
+    ref = str(path)
+    if not path.is_dir():
+        return ModelFacts(ref=ref, local=True, access="not_found", detail="no such directory")
+    config = _read_json(path / "config.json")
+    if config is None:
+        return ModelFacts(ref=ref, local=True, access="not_found", detail="no readable config.json")
+    return ModelFacts(
+        ref=ref,
+        local=True,
+        access="ok",
+        config=config,
+        has_chat_template=_has_chat_template(path),
+        module_names=_local_module_names(path),
+    )
+
+
+def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
+    """Access, config and module names of a Hub model, through huggingface_hub only."""
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    api = HfApi(token=token)
+    try:
+        # auth_check, not model_info: gated repos show their metadata to anyone (HF_JOBS_API.md).
+        api.auth_check(repo_id, token=token)
+        config = _read_json(Path(hf_hub_download(repo_id, "config.json", token=token)))
+    except GatedRepoError:
+        return ModelFacts(ref=repo_id, local=False, access="gated", detail="the repo is gated and this token has no access")
+    except RepositoryNotFoundError:
+        return ModelFacts(ref=repo_id, local=False, access="not_found", detail="no such repo, or it is private to others")
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        return ModelFacts(ref=repo_id, local=False, access="unverified", detail=_one_line(exc))
+    return ModelFacts(
+        ref=repo_id,
+        local=False,
+        access="ok",
+        config=config,
+        has_chat_template=_hub_has_chat_template(repo_id, token),
+        module_names=_hub_module_names(api, repo_id),
+    )
+
+
+def _has_chat_template(path: Path) -> bool:
+    if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
+        return True
+    tokenizer_config = _read_json(path / "tokenizer_config.json") or {}
+    return bool(tokenizer_config.get("chat_template"))
+
+
+def _hub_has_chat_template(repo_id: str, token: str | None) -> bool | None:
+    from huggingface_hub import HfApi
+
+    try:
+        files = set(HfApi(token=token).list_repo_files(repo_id))
+    except Exception:  # noqa: BLE001 - an unknown answer is reported as None, never a crash
+        return None
+    if {"chat_template.jinja", "chat_template.json"} & files:
+        return True
+    if "tokenizer_config.json" not in files:
+        return False
+    from huggingface_hub import hf_hub_download
+
+    config = _read_json(Path(hf_hub_download(repo_id, "tokenizer_config.json", token=token))) or {}
+    return bool(config.get("chat_template"))
+
+
+def _local_module_names(path: Path) -> list[str] | None:
+    index = _read_json(path / "model.safetensors.index.json")
+    if index and isinstance(index.get("weight_map"), dict):
+        return _leaf_modules(index["weight_map"])
+    names: list[str] = []
+    for shard in sorted(path.glob("*.safetensors")):
+        header = _safetensors_header(shard)
+        if header is None:
+            return None
+        names.extend(k for k in header if k != "__metadata__")
+    return _leaf_modules(names) if names else None
+
+
+def _hub_module_names(api: Any, repo_id: str) -> list[str] | None:
+    try:
+        meta = api.get_safetensors_metadata(repo_id)
+    except Exception:  # noqa: BLE001 - not a safetensors repo, or unreachable: unknown
+        return None
+    return _leaf_modules(meta.weight_map)
+
+
+def _safetensors_header(path: Path) -> dict[str, Any] | None:
+    # The format is an 8-byte little-endian length, then that many bytes of JSON: reading it
+    # by hand avoids importing torch (or safetensors) into the server just to list names.
+    try:
+        with path.open("rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            if length > _HEADER_LIMIT:
+                return None
+            return json.loads(f.read(length))
+    except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _leaf_modules(weight_names: Any) -> list[str]:
+    """'model.layers.0.self_attn.q_proj.weight' → 'q_proj'."""
+    leaves = set()
+    for name in weight_names:
+        parts = str(name).split(".")
+        if len(parts) >= 2:
+            leaves.add(parts[-2])
+    return sorted(leaves)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
