@@ -82,6 +82,11 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     assert missing.returncode == 2 and "Fix:" in missing.stderr and "Traceback" not in missing.stderr
     rejected = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", "/nope.jsonl")
     assert rejected.returncode == 1 and "dataset.missing" in rejected.stdout
+    checked = cli("preflight", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset),
+                  "--set", "max_lenght=64")
+    assert checked.returncode == 1 and "Did you mean 'max_length'" in checked.stdout and "```" not in checked.stdout
+    clean = cli("preflight", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset))
+    assert clean.returncode == 0 and "would be accepted" in clean.stdout
 
 
 def test_streamable_http_transport(tmp_path):

@@ -46,20 +46,16 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     submit = sub.add_parser("submit", help="submit a training job (the submit tool)")
-    submit.add_argument("--method", required=True, choices=["sft"])
-    submit.add_argument("--model", required=True)
-    submit.add_argument("--dataset", required=True)
-    submit.add_argument("--backend", default="local", choices=["local"])
-    submit.add_argument("--flavor")
-    submit.add_argument("--timeout", help="e.g. 45m, 2h, or seconds")
-    submit.add_argument("--hyperparameters", type=_json_object, default={}, help="JSON object of TRL config names")
-    submit.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
-                        help="one hyperparameter (repeatable); VALUE is read as JSON when it parses")
-    submit.add_argument("--output")
-    submit.add_argument("--dry-run", action="store_true")
-    submit.add_argument("--force", action="store_true")
+    _job_arguments(submit)
+    submit.add_argument("--dry-run", action="store_true", help="render and check only; print the script too")
+    submit.add_argument("--force", action="store_true", help="submit despite blocking findings (recorded)")
     _json_flag(submit)
     submit.set_defaults(handler=_submit)
+
+    preflight = sub.add_parser("preflight", help="run every preflight check for a job without submitting it")
+    _job_arguments(preflight)
+    _json_flag(preflight)
+    preflight.set_defaults(handler=_preflight)
 
     ps = sub.add_parser("ps", help="list jobs (the ps tool)")
     ps.add_argument("--status", choices=["queued", "starting", "running", "succeeded", "failed", "cancelled"])
@@ -85,6 +81,20 @@ def _parser() -> argparse.ArgumentParser:
     _json_flag(cancel)
     cancel.set_defaults(handler=lambda a: _emit(a, _service().cancel(a.job_id)))
     return parser
+
+
+def _job_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", required=True, choices=["sft"])
+    p.add_argument("--model", required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--backend", default="local", choices=["local"])
+    p.add_argument("--flavor")
+    p.add_argument("--timeout", help="e.g. 45m, 2h, or seconds")
+    p.add_argument("--hyperparameters", type=_json_object, default={}, help="JSON object of TRL config names")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="one hyperparameter (repeatable); VALUE is read as JSON when it parses")
+    p.add_argument("--output")
+    p.add_argument("--dataset-mapping", type=_json_object, help="JSON mapping proposed by validate-dataset")
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
@@ -125,13 +135,13 @@ def _override(item: str) -> tuple[str, Any]:
         return name.strip(), raw
 
 
-def _submit(args: argparse.Namespace) -> int:
+def _spec(args: argparse.Namespace):  # noqa: ANN202 - JobSpec, imported lazily
     from jobtrail.models import JobSpec
     from jobtrail.timefmt import parse_duration
 
     hyperparameters = dict(args.hyperparameters)
     hyperparameters.update(_override(item) for item in args.overrides)
-    spec = JobSpec(
+    return JobSpec(
         method=args.method,
         model=args.model,
         dataset=args.dataset,
@@ -139,11 +149,21 @@ def _submit(args: argparse.Namespace) -> int:
         flavor=args.flavor,
         timeout_s=parse_duration(args.timeout),
         hyperparameters=hyperparameters,
+        dataset_mapping=args.dataset_mapping,
         output=args.output,
     )
-    result = _service().submit(spec, dry_run=args.dry_run, force=args.force)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    result = _service().submit(_spec(args), dry_run=args.dry_run, force=args.force)
     _emit(args, result)
     return 1 if result.status == "rejected" else 0
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    result = _service().submit(_spec(args), dry_run=True).model_copy(update={"script": None})
+    _emit(args, result)
+    return 1 if any(f.severity == "error" for f in result.findings) else 0
 
 
 def _logs(args: argparse.Namespace) -> int:

@@ -42,10 +42,14 @@ class SubmitResult(BaseModel):
             tail = ["", "Fix them and call submit again (force=true submits anyway and is recorded)."]
             return "\n".join(head + findings_markdown(self.findings) + tail)
         if self.status == "dry_run":
-            verdict = "would be refused" if errors else "would be accepted"
-            head = [f"Dry run: nothing submitted; the job {verdict}. script sha256 {self.script_sha256[:12]}"]
+            if errors:
+                verdict = f"{len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."
+            else:
+                verdict = f"the job would be accepted (script sha256 {self.script_sha256[:12]})."
+            head = [f"Dry run, nothing submitted: {verdict}"]
             body = findings_markdown(self.findings) or ["No findings."]
-            return "\n".join(head + body + ["", "```python", self.script or "", "```"])
+            script = ["", "```python", self.script, "```"] if self.script else []
+            return "\n".join(head + body + script)
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
         if self.forced:
             lines.append("Forced past preflight errors; the receipt records it.")

@@ -90,6 +90,10 @@ def build_server(service: JobService) -> MCPServer:
             Field(description="TRL/transformers config names, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, 'max_length': 1024}. peft='none' for full fine-tuning."),
         ] = None,
         output: Annotated[str | None, Field(description="Where the trained model goes: a directory for the local backend.")] = None,
+        dataset_mapping: Annotated[
+            dict[str, Any] | None,
+            Field(description="Turns another data shape into a TRL format; validate_dataset proposes it, e.g. {'kind': 'rename', 'columns': {'question': 'prompt', 'answer': 'completion'}}."),
+        ] = None,
         dry_run: Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")] = False,
         force: Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")] = False,
     ) -> Annotated[CallToolResult, SubmitResult]:
@@ -101,6 +105,7 @@ def build_server(service: JobService) -> MCPServer:
             flavor=flavor,
             timeout_s=parse_duration(timeout),
             hyperparameters=hyperparameters or {},
+            dataset_mapping=dataset_mapping,
             output=output,
         )
         return result(service.submit(spec, dry_run=dry_run, force=force))

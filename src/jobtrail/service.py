@@ -82,8 +82,8 @@ class JobService:
         snapshot = config_json(config) if config else ""
         base = dict(
             findings=findings,
-            script_sha256=sha256_text(script),
-            config_sha256=sha256_text(snapshot),
+            script_sha256=sha256_text(script) if script else "",
+            config_sha256=sha256_text(snapshot) if snapshot else "",
             backend=spec.backend,
         )
         if dry_run:
