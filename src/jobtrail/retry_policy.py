@@ -1,0 +1,146 @@
+"""Retries spend from a budget tied to the termination reason (DESIGN.md 'Retries'). Pure.
+
+Given a run's attempt history and the caller's proposed changes, `decide` says whether a new
+attempt may start, whether it resumes from the last committed checkpoint, after what delay,
+and, when it refuses, the diagnosis and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobtrail.models import TerminationReason as R
+
+
+@dataclass(frozen=True)
+class Budget:
+    retries: int
+    resume: bool  # continue from the last committed checkpoint
+    backoff_s: float = 0.0  # first delay; doubles with each retry for the same reason
+    charged: bool = True  # counts toward the storm guard (preemption is not the config's fault)
+
+
+BUDGETS: dict[R, Budget] = {
+    # Transient failures are not the config's fault either; with the storm guard on, two in a
+    # row would stop the run and the budget of 3 could never be spent.
+    R.INFRA_TRANSIENT: Budget(3, resume=True, backoff_s=30.0, charged=False),
+    R.PREEMPTED: Budget(5, resume=True, charged=False),
+    R.LOST: Budget(5, resume=True, charged=False),
+    R.TIMEOUT: Budget(2, resume=True),
+    R.OOM: Budget(2, resume=True),
+    R.EVAL_FAILED: Budget(2, resume=True),
+    R.HUB_ERROR: Budget(2, resume=True),
+}
+NEVER = {
+    R.BAD_INPUT: "Fix the data (validate_dataset shows what is wrong), then submit a new job.",
+    R.CONFIG_ERROR: "Fix the argument named in the message, then submit a new job.",
+    R.DEPENDENCY_ERROR: "Install the missing package in the job's environment (pip install 'jobtrail[train]'), then submit again.",
+    R.AUTH_ERROR: "Set HF_TOKEN to a token with access (accept gated models' terms first), then submit again.",
+}
+# Hyperparameters whose change alters the memory a step needs.
+MEMORY_SHAPE_KEYS = ("per_device_train_batch_size", "max_length", "gradient_checkpointing", "peft")
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    number: int
+    reason: R | None
+    config_sha256: str
+    last_step: int | None  # the last step the attempt logged
+    start_step: int | None  # the step it resumed from (None: from scratch)
+
+
+@dataclass(frozen=True)
+class Decision:
+    retry: bool
+    message: str
+    fix: str | None = None
+    resume: bool = False
+    delay_s: float = 0.0
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+def decide(
+    history: list[AttemptFacts],
+    hyperparameters: dict[str, Any],
+    changes: dict[str, Any] | None,
+    *,
+    automatic: bool = False,
+) -> Decision:
+    """May the run start another attempt? `history` is oldest first and its last entry ended."""
+    last = history[-1]
+    reason = last.reason
+    if reason is None:
+        return Decision(False, "The latest attempt has not ended yet.", "Wait for it, or cancel it first.")
+    if reason is R.SUCCEEDED:
+        return Decision(False, "The job already succeeded; there is nothing to retry.",
+                        "Submit a new job to train further.")
+    if reason is R.CANCELLED:
+        if automatic:
+            return Decision(False, "It was cancelled on request; automatic retries leave it stopped.")
+        return Decision(True, "Resuming the cancelled job from its last committed checkpoint.", resume=True,
+                        changes=dict(changes or {}))
+    if reason in NEVER:
+        return Decision(False, f"Not retried: {reason.value} does not go away by trying again.", NEVER[reason])
+    budget = BUDGETS.get(reason)
+    if budget is None:
+        return Decision(False, f"Not retried automatically: the cause ({reason.value}) is unknown.",
+                        "Read the log (logs) and the receipt (inspect); retry(job_id, changes=...) once you know the fix.")
+    used = _used(history, reason)
+    if used >= budget.retries:
+        return Decision(False, f"The retry budget for {reason.value} is spent ({used} of {budget.retries}).",
+                        "Look at why it keeps happening (inspect, logs) before spending more.")
+    if budget.charged and _storm(history):
+        return Decision(False, f"The same config failed twice with {reason.value}: a retry storm is not progress.",
+                        "Change the config (retry with changes=...) or fix the cause first.")
+    if reason is R.TIMEOUT and not _advanced(last):
+        return Decision(False, "The last attempt timed out without advancing a step; resuming would time out again.",
+                        "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.")
+    merged = dict(changes or {})
+    if reason is R.OOM:
+        proposal = propose_memory_change(hyperparameters)
+        if not _changes_memory_shape(merged, hyperparameters):
+            if not automatic:
+                return Decision(False, "Not retried: the same memory shape would run out of memory again.",
+                                f"retry with changes={proposal} (or shorter max_length, peft, a bigger flavor).")
+            merged.update(proposal)
+    delay = budget.backoff_s * (2**used)
+    return Decision(True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).",
+                    resume=budget.resume, delay_s=delay, changes=merged)
+
+
+def propose_memory_change(hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """Halve the micro-batch and double accumulation (same effective batch); else checkpoint activations."""
+    batch = int(hyperparameters.get("per_device_train_batch_size", 2))
+    if batch > 1:
+        accumulation = int(hyperparameters.get("gradient_accumulation_steps", 1))
+        return {"per_device_train_batch_size": batch // 2, "gradient_accumulation_steps": accumulation * 2}
+    if hyperparameters.get("gradient_checkpointing") is False:
+        return {"gradient_checkpointing": True}
+    max_length = int(hyperparameters.get("max_length", 1024))
+    return {"max_length": max(128, max_length // 2)}
+
+
+def _changes_memory_shape(changes: dict[str, Any], current: dict[str, Any]) -> bool:
+    if "flavor" in changes:
+        return True
+    return any(k in changes and changes[k] != current.get(k) for k in MEMORY_SHAPE_KEYS)
+
+
+def _used(history: list[AttemptFacts], reason: R) -> int:
+    """Retries already spent on `reason`: attempts that followed an attempt ending that way."""
+    return sum(1 for before in history[:-1] if before.reason is reason)
+
+
+def _storm(history: list[AttemptFacts]) -> bool:
+    if len(history) < 2:
+        return False
+    a, b = history[-2], history[-1]
+    return a.reason is b.reason and a.config_sha256 == b.config_sha256
+
+
+def _advanced(attempt: AttemptFacts) -> bool:
+    if attempt.last_step is None:
+        return False
+    return attempt.last_step > (attempt.start_step or 0)

@@ -1,0 +1,94 @@
+"""Retry budgets and the storm guard, for every termination reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobtrail.models import TerminationReason as R
+from jobtrail.retry_policy import BUDGETS, NEVER, AttemptFacts, decide, propose_memory_change
+
+
+def attempt(n: int, reason: R | None, sha: str = "A", last_step: int | None = 10, start: int | None = None) -> AttemptFacts:
+    return AttemptFacts(number=n, reason=reason, config_sha256=sha, last_step=last_step, start_step=start)
+
+
+HYPER = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
+
+
+def test_every_reason_has_a_rule():
+    covered = set(BUDGETS) | set(NEVER) | {R.SUCCEEDED, R.CANCELLED, R.UNKNOWN}
+    assert covered == set(R)
+
+
+@pytest.mark.parametrize("reason", sorted(NEVER, key=str))
+def test_never_retried_reasons_answer_with_the_fix(reason):
+    decision = decide([attempt(1, reason)], HYPER, None)
+    assert not decision.retry and decision.fix
+    assert not decide([attempt(1, reason)], HYPER, {"learning_rate": 1e-5}).retry
+
+
+@pytest.mark.parametrize("reason", [R.PREEMPTED, R.LOST, R.INFRA_TRANSIENT, R.TIMEOUT, R.EVAL_FAILED, R.HUB_ERROR])
+def test_budgeted_reasons_retry_until_the_budget_is_spent(reason):
+    budget = BUDGETS[reason]
+    history = [attempt(1, reason, sha="A")]
+    first = decide(history, HYPER, None)
+    assert first.retry and first.resume == budget.resume
+    # Spend the budget with distinct configs so only the budget (not the storm guard) stops it.
+    history = [attempt(i + 1, reason, sha=f"C{i}", last_step=10 * (i + 1), start=10 * i) for i in range(budget.retries + 1)]
+    spent = decide(history, HYPER, None)
+    assert not spent.retry and "budget" in spent.message
+
+
+def test_backoff_doubles_for_transient_failures():
+    delays = [decide([attempt(i + 1, R.INFRA_TRANSIENT) for i in range(n)], HYPER, None).delay_s for n in (1, 2, 3)]
+    assert delays == [30.0, 60.0, 120.0]
+
+
+def test_storm_guard_stops_the_same_config_failing_twice_for_the_same_reason():
+    storm = decide([attempt(1, R.TIMEOUT, "A", 10, 0), attempt(2, R.TIMEOUT, "A", 20, 10)], HYPER, None)
+    assert not storm.retry and "storm" in storm.message
+    changed = decide([attempt(1, R.TIMEOUT, "A", 10, 0), attempt(2, R.TIMEOUT, "B", 20, 10)], HYPER, None)
+    assert changed.retry
+
+
+def test_preemption_is_not_charged_to_the_storm_guard():
+    history = [attempt(1, R.PREEMPTED), attempt(2, R.PREEMPTED), attempt(3, R.PREEMPTED)]
+    assert decide(history, HYPER, None).retry
+
+
+def test_timeout_resumes_only_if_the_attempt_advanced():
+    assert decide([attempt(1, R.TIMEOUT, last_step=5, start=None)], HYPER, None).retry
+    stuck = decide([attempt(2, R.TIMEOUT, last_step=40, start=40)], HYPER, None)
+    assert not stuck.retry and "timeout" in stuck.fix
+    never_started = decide([attempt(1, R.TIMEOUT, last_step=None)], HYPER, None)
+    assert not never_started.retry
+
+
+def test_oom_needs_a_changed_memory_shape():
+    refused = decide([attempt(1, R.OOM)], HYPER, None)
+    assert not refused.retry and "per_device_train_batch_size" in refused.fix
+    same = decide([attempt(1, R.OOM)], HYPER, {"learning_rate": 1e-5})
+    assert not same.retry
+    smaller = decide([attempt(1, R.OOM)], HYPER, {"per_device_train_batch_size": 2})
+    assert smaller.retry and smaller.changes == {"per_device_train_batch_size": 2}
+    assert decide([attempt(1, R.OOM)], HYPER, {"flavor": "a100-large"}).retry
+    automatic = decide([attempt(1, R.OOM)], HYPER, None, automatic=True)
+    assert automatic.retry and automatic.changes == {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4}
+
+
+def test_memory_proposals_keep_the_effective_batch_then_shrink_activations():
+    assert propose_memory_change({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}) == {
+        "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
+    assert propose_memory_change({"per_device_train_batch_size": 1, "gradient_checkpointing": False}) == {
+        "gradient_checkpointing": True}
+    assert propose_memory_change({"per_device_train_batch_size": 1, "max_length": 2048}) == {"max_length": 1024}
+
+
+def test_succeeded_unknown_running_and_cancelled():
+    assert not decide([attempt(1, R.SUCCEEDED)], HYPER, None).retry
+    unknown = decide([attempt(1, R.UNKNOWN)], HYPER, None)
+    assert not unknown.retry and "logs" in unknown.fix
+    assert not decide([attempt(1, None)], HYPER, None).retry
+    cancelled = decide([attempt(1, R.CANCELLED)], HYPER, None)
+    assert cancelled.retry and cancelled.resume
+    assert not decide([attempt(1, R.CANCELLED)], HYPER, None, automatic=True).retry
