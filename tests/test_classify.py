@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from jobtrail.classify import classify
+from jobtrail.classify import classify, explain
 from jobtrail.models import ExitRecord, TerminationReason as R
 
 
@@ -47,3 +52,51 @@ def test_evidence_is_the_line_that_decided():
 def test_cancel_beats_the_jobs_own_account():
     verdict = classify(_exit(1), {"reason": "unknown"}, [], cancel_requested=True)
     assert verdict.reason is R.CANCELLED
+
+
+CORPUS = sorted((Path(__file__).parent / "failure_logs").glob("*.log"))
+
+
+def _case(path: Path) -> tuple[str, dict[str, int]]:
+    """A corpus file: optional '#exit_code: N' / '#signal: N' header lines, then the log tail."""
+    header: dict[str, int] = {}
+    body = []
+    for line in path.read_text().splitlines():
+        if line.startswith(("#exit_code:", "#signal:")):
+            key, value = line[1:].split(":")
+            header[key] = int(value)
+        else:
+            body.append(line)
+    return "\n".join(body), header
+
+
+def test_the_corpus_is_large_and_covers_the_reasons():
+    assert len(CORPUS) >= 25
+    expected = {p.name.split("--")[0] for p in CORPUS}
+    assert expected >= {"oom", "auth_error", "hub_error", "bad_input", "config_error", "dependency_error",
+                        "infra_transient", "preempted", "succeeded", "timeout", "eval_failed", "unknown"}
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_log_is_classified(path):
+    text, header = _case(path)
+    verdict = explain(text, header.get("exit_code"), header.get("signal"))
+    assert verdict.reason.value == path.name.split("--")[0], verdict
+    assert verdict.message
+
+
+def test_explain_cli_prints_reason_message_and_evidence(tmp_path):
+    text, _ = _case(Path(__file__).parent / "failure_logs" / "dependency_error--missing-module.log")
+    log = tmp_path / "job.log"
+    log.write_text(text)
+    out = subprocess.run([sys.executable, "-m", "jobtrail.cli", "explain", str(log), "--json"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    data = json.loads(out.stdout)
+    assert data == {"reason": "dependency_error", "message": "A dependency is missing or failed to install.",
+                    "evidence": "ModuleNotFoundError: No module named 'peft'"}
+    human = subprocess.run([sys.executable, "-m", "jobtrail.cli", "explain", str(log), "--exit-code", "1"],
+                           capture_output=True, text=True, timeout=60, check=True)
+    assert human.stdout.startswith("dependency_error:")
+    missing = subprocess.run([sys.executable, "-m", "jobtrail.cli", "explain", str(tmp_path / "nope.log")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "Fix:" in missing.stderr

@@ -13,7 +13,10 @@ import signal as signals
 from dataclasses import dataclass
 from typing import Any
 
+from jobtrail import events
 from jobtrail.models import ExitRecord, TerminationReason as R
+
+TAIL_LINES = 400  # how much of a log's end the patterns look at
 
 
 @dataclass(frozen=True)
@@ -23,19 +26,33 @@ class Verdict:
     evidence: str | None = None  # the log line (or fact) that decided it
 
 
-# (reason, pattern, message). First match scanning the tail from the newest line wins.
+# (reason, pattern, message). Scanning the tail from the newest line, the first line that
+# matches any pattern decides; within a line, earlier patterns win (so a 403 while pushing
+# is hub_error before it can be auth_error, and a job timeout before a read timeout).
 LOG_PATTERNS: list[tuple[R, re.Pattern[str], str]] = [
-    (R.OOM, re.compile(r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|oom-kill|Killed process", re.I),
+    (R.TIMEOUT, re.compile(r"Job timed out|exceeded (its|the) (timeout|maximum duration)", re.I),
+     "The job ran past its timeout."),
+    (R.HUB_ERROR, re.compile(r"\b40[13]\b.*(/commit/|/preupload/|upload|push)|Failed to push|push_to_hub.*(failed|error)", re.I),
+     "Training finished but pushing the results to the Hub failed."),
+    (R.OOM, re.compile(r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|can't allocate memory|"
+                       r"oom-kill|Out of memory: Killed process|\d+ Killed\s", re.I),
      "The job ran out of memory."),
-    (R.DEPENDENCY_ERROR, re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|Failed to build"),
-     "A dependency is missing or failed to install."),
-    (R.AUTH_ERROR, re.compile(r"\b401\b.*(Unauthorized|Invalid)|GatedRepoError|gated repo|403 Forbidden", re.I),
+    (R.AUTH_ERROR, re.compile(r"GatedRepoError|Cannot access gated repo|not in the authorized list|"
+                              r"Invalid credentials in Authorization header|\b401\b.*Unauthorized|"
+                              r"LocalTokenNotFoundError|Token is required", re.I),
      "The Hub refused access (token or gated repo)."),
-    (R.CONFIG_ERROR, re.compile(r"got an unexpected keyword argument|TypeError: .*__init__\(\)"),
+    (R.DEPENDENCY_ERROR, re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|Failed to build|"
+                                    r"No solution found when resolving"),
+     "A dependency is missing or failed to install."),
+    (R.CONFIG_ERROR, re.compile(r"got an unexpected keyword argument|eval_strategy.*eval_dataset|"
+                                r"doesn't support bf16|chat_template is not set|Cannot use chat template"),
      "A configuration argument was rejected."),
-    (R.BAD_INPUT, re.compile(r"JSONDecodeError|DatasetGenerationError|KeyError: '|column .* (not|does not)", re.I),
+    (R.BAD_INPUT, re.compile(r"JSONDecodeError|DatasetGenerationError|JSON parse error|^KeyError: '|"
+                             r"Column '.*' not in the dataset", re.I),
      "The data did not have the expected shape."),
-    (R.INFRA_TRANSIENT, re.compile(r"ReadTimeout|ConnectionError|\b50[234]\b.*(Bad Gateway|Unavailable|Timeout)", re.I),
+    (R.INFRA_TRANSIENT, re.compile(r"ReadTimeout|ConnectTimeout|read operation timed out|Read timed out|"
+                                   r"Connection reset|ConnectionError|\b5\d\d Server Error|Bad Gateway|"
+                                   r"Service Unavailable|Gateway Time-?out", re.I),
      "A transient network or service failure."),
 ]
 
@@ -65,8 +82,19 @@ def classify(
         return _from_signal(signum, by_log)
     if by_log:
         return by_log
-    code = exit_record.exit_code if exit_record else None
-    return Verdict(R.UNKNOWN, f"Exited with code {code} and no recognisable cause in the log.")
+    if exit_record is None:
+        return Verdict(R.UNKNOWN, "No exit status and no recognisable cause in the log.")
+    return Verdict(R.UNKNOWN, f"Exited with code {exit_record.exit_code} and no recognisable cause in the log.")
+
+
+def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Verdict:
+    """Classify any log (a job's, or one pasted from elsewhere), as `jobtrail explain` does."""
+    lines = log_text.splitlines()
+    termination = events.termination_event([e for line in lines if (e := events.parse_line(line))])
+    exit_record = None
+    if exit_code is not None or signal is not None:
+        exit_record = ExitRecord(exit_code=exit_code, signal=signal, ended_at=0.0)
+    return classify(exit_record, termination, lines[-TAIL_LINES:])
 
 
 def _from_signal(signum: int, by_log: Verdict | None) -> Verdict:

@@ -80,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("job_id")
     _json_flag(cancel)
     cancel.set_defaults(handler=lambda a: _emit(a, _service().cancel(a.job_id)))
+    explain = sub.add_parser("explain", help="why did a job end? classify any log file")
+    explain.add_argument("logfile")
+    explain.add_argument("--exit-code", type=int, help="the process's exit code, if known")
+    explain.add_argument("--signal", type=int, help="the signal that killed it, if known")
+    _json_flag(explain)
+    explain.set_defaults(handler=_explain)
     return parser
 
 
@@ -164,6 +170,24 @@ def _preflight(args: argparse.Namespace) -> int:
     result = _service().submit(_spec(args), dry_run=True).model_copy(update={"script": None})
     _emit(args, result)
     return 1 if any(f.severity == "error" for f in result.findings) else 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from jobtrail.classify import explain
+    from jobtrail.errors import NotFoundError
+
+    path = Path(args.logfile)
+    if not path.is_file():
+        raise NotFoundError(f"No log file at {path}.", fix="Pass the path of a job log, e.g. $JOBTRAIL_HOME/runs/<job_id>/attempt-1/job.log")
+    verdict = explain(path.read_text(errors="replace"), args.exit_code, args.signal)
+    data = {"reason": verdict.reason.value, "message": verdict.message, "evidence": verdict.evidence}
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(f"{data['reason']}: {data['message']}" + (f"\nEvidence: {verdict.evidence}" if verdict.evidence else ""))
+    return 0
 
 
 def _logs(args: argparse.Namespace) -> int:

@@ -319,7 +319,7 @@ class JobService:
             return
         attempt = self._latest_attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
-        tail, _ = self._read_lines(backend, attempt.placement, None, 200) if attempt.placement else ([], 0)
+        tail, _ = self._read_lines(backend, attempt.placement, None, classify.TAIL_LINES) if attempt.placement else ([], 0)
         verdict = classify.classify(
             probe.exit,
             termination,
