@@ -80,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("job_id")
     _json_flag(cancel)
     cancel.set_defaults(handler=lambda a: _emit(a, _service().cancel(a.job_id)))
+    report = sub.add_parser("report", help="attempts, GPU-hours and cost by termination reason (the report tool)")
+    report.add_argument("--days", type=float, default=7)
+    report.add_argument("--group-by", default="termination_reason",
+                        choices=["termination_reason", "method", "backend", "flavor", "model"])
+    _json_flag(report)
+    report.set_defaults(handler=lambda a: _emit(a, _service().report(days=a.days, group_by=a.group_by)))
+
     explain = sub.add_parser("explain", help="why did a job end? classify any log file")
     explain.add_argument("logfile")
     explain.add_argument("--exit-code", type=int, help="the process's exit code, if known")

@@ -236,3 +236,29 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+class ReportRow(BaseModel):
+    termination_reason: str | None = Field(None, description="Set when grouped by termination_reason.")
+    group: str | None = Field(description="The value grouped on (reason, method, backend, flavor or model).")
+    attempts: int
+    gpu_hours: float
+    cost_usd: float
+
+
+class ReportResult(BaseModel):
+    days: float
+    group_by: str
+    rows: list[ReportRow]
+    total_attempts: int
+    total_gpu_hours: float
+    total_cost_usd: float
+
+    def to_markdown(self) -> str:
+        head = (f"{self.total_attempts} attempts ended in the last {self.days:g} days: "
+                f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}.")
+        if not self.rows:
+            return head
+        table = _table([self.group_by, "attempts", "GPU-hours", "cost"],
+                       [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows])
+        return f"{head}\n\n{table}"

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
 from jobtrail.models import JobSpec, JobStatus
-from jobtrail.results import CancelResult, InspectResult, LogsResult, PsResult, SubmitResult
+from jobtrail.results import CancelResult, InspectResult, LogsResult, PsResult, ReportResult, SubmitResult
 from jobtrail.service import JobService
 from jobtrail.timefmt import parse_duration
 
@@ -161,6 +161,23 @@ def build_server(service: JobService) -> MCPServer:
     @agent_errors
     def cancel(job_id: JobId) -> Annotated[CallToolResult, CancelResult]:
         return result(service.cancel(job_id))
+
+    @server.tool(
+        title="Report on recent attempts",
+        description=(
+            "Attempts, GPU-hours and cost of attempts that ended in the last `days`, grouped by termination_reason "
+            "(default), method, backend, flavor or model. Use it to see what failures cost."
+        ),
+        annotations=READ_ONLY,
+    )
+    @agent_errors
+    def report(
+        days: Annotated[float, Field(gt=0, description="Look back this many days.")] = 7,
+        group_by: Annotated[
+            Literal["termination_reason", "method", "backend", "flavor", "model"], Field(description="Group rows by this.")
+        ] = "termination_reason",
+    ) -> Annotated[CallToolResult, ReportResult]:
+        return result(service.report(days=days, group_by=group_by))
 
     _add_references(server)
     return server

@@ -17,7 +17,7 @@ from typing import Any
 from jobtrail import classify, events, hyperparams
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
-from jobtrail.ledger.store import ACTIVE_STATUSES, Ledger
+from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS, Ledger
 from jobtrail.models import (
     AttemptRecord,
     JobSpec,
@@ -38,6 +38,8 @@ from jobtrail.results import (
     LogsResult,
     Progress,
     PsResult,
+    ReportResult,
+    ReportRow,
     SubmitResult,
 )
 
@@ -260,6 +262,31 @@ class JobService:
             keep.extend(chunk.lines)
             offset = chunk.offset
         return list(keep), offset
+
+    def report(self, days: float = 7, group_by: str = "termination_reason") -> ReportResult:
+        if days <= 0:
+            raise InvalidRequestError(f"days={days} is not positive.", fix="Pass days=7 (or any positive number).")
+        if group_by not in REPORT_GROUPS:
+            raise InvalidRequestError(f"Cannot group by {group_by!r}.", fix=f"Use one of: {', '.join(REPORT_GROUPS)}")
+        self.refresh()
+        rows = [
+            ReportRow(
+                termination_reason=r["grp"] if group_by == "termination_reason" else None,
+                group=r["grp"],
+                attempts=r["attempts"],
+                gpu_hours=round(r["gpu_hours"], 4),
+                cost_usd=round(r["cost_usd"], 4),
+            )
+            for r in self.ledger.report(time.time() - days * 86400, group_by)
+        ]
+        return ReportResult(
+            days=days,
+            group_by=group_by,
+            rows=rows,
+            total_attempts=sum(r.attempts for r in rows),
+            total_gpu_hours=round(sum(r.gpu_hours for r in rows), 4),
+            total_cost_usd=round(sum(r.cost_usd for r in rows), 4),
+        )
 
     # --- cancel -----------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +34,14 @@ _JSON_COLUMNS = {
     "summary": "summary_json",
 }
 ACTIVE_STATUSES = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
+# report(group_by=...) → the SQL expression it groups on (a whitelist: never interpolate input).
+REPORT_GROUPS = {
+    "termination_reason": "a.termination_reason",
+    "method": "r.method",
+    "backend": "a.backend",
+    "flavor": "COALESCE(a.flavor, a.backend)",
+    "model": "r.model",
+}
 
 
 class Ledger:
@@ -196,6 +203,18 @@ class Ledger:
         rows = self._conn().execute(sql + " ORDER BY seq", params).fetchall()
         return [json.loads(row[0]) for row in rows]
 
+    def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
+        """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
+        column = REPORT_GROUPS[group_by]
+        rows = self._conn().execute(
+            f"SELECT {column} AS grp, COUNT(*) AS attempts,"
+            " COALESCE(SUM(a.gpu_seconds), 0) / 3600.0 AS gpu_hours, COALESCE(SUM(a.cost_usd), 0) AS cost_usd"
+            " FROM attempts a JOIN runs r ON r.run_id = a.run_id"
+            " WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
+            (since,),
+        ).fetchall()
+        return [dict(row) for row in rows]
+
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
         rows = self._conn().execute(
             "SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,)
@@ -210,10 +229,6 @@ class Ledger:
             )
             for r in rows
         ]
-
-
-def now() -> float:
-    return time.time()
 
 
 def _encode(fields: dict[str, Any]) -> dict[str, Any]:
