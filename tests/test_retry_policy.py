@@ -32,7 +32,7 @@ def test_budgeted_reasons_retry_until_the_budget_is_spent(reason):
     budget = BUDGETS[reason]
     history = [attempt(1, reason, sha="A")]
     first = decide(history, HYPER, None)
-    assert first.retry and first.resume == budget.resume
+    assert first.retry
     # Spend the budget with distinct configs so only the budget (not the storm guard) stops it.
     history = [attempt(i + 1, reason, sha=f"C{i}", last_step=10 * (i + 1), start=10 * i) for i in range(budget.retries + 1)]
     spent = decide(history, HYPER, None)
@@ -90,5 +90,5 @@ def test_succeeded_unknown_running_and_cancelled():
     assert not unknown.retry and "logs" in unknown.fix
     assert not decide([attempt(1, None)], HYPER, None).retry
     cancelled = decide([attempt(1, R.CANCELLED)], HYPER, None)
-    assert cancelled.retry and cancelled.resume
+    assert cancelled.retry
     assert not decide([attempt(1, R.CANCELLED)], HYPER, None, automatic=True).retry

@@ -35,7 +35,7 @@ LOG_PATTERNS: list[tuple[R, re.Pattern[str], str]] = [
     (R.HUB_ERROR, re.compile(r"\b40[13]\b.*(/commit/|/preupload/|upload|push)|Failed to push|push_to_hub.*(failed|error)", re.I),
      "Training finished but pushing the results to the Hub failed."),
     (R.OOM, re.compile(r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|can't allocate memory|"
-                       r"oom-kill|Out of memory: Killed process|\d+ Killed\s", re.I),
+                       r"oom-kill|out of memory: Killed process", re.I),
      "The job ran out of memory."),
     (R.AUTH_ERROR, re.compile(r"GatedRepoError|Cannot access gated repo|not in the authorized list|"
                               r"Invalid credentials in Authorization header|\b401\b.*Unauthorized|"
@@ -101,10 +101,11 @@ def _from_signal(signum: int, by_log: Verdict | None) -> Verdict:
     name = _signal_name(signum)
     if by_log and by_log.reason is R.OOM:
         return by_log
-    if signum == signals.SIGKILL:
-        return Verdict(R.OOM, f"Killed by {name}, most often the kernel's OOM killer.", evidence=name)
-    if signum in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
-        return Verdict(R.PREEMPTED, f"Stopped by {name}, which jobtrail did not send.", evidence=name)
+    if signum in (signals.SIGKILL, signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
+        # Without OOM evidence in the log, a kill jobtrail did not send is the machine taking
+        # the job away (preemption, eviction, a reboot), which a resume can recover from.
+        return Verdict(R.PREEMPTED, f"Stopped by {name}, which jobtrail did not send, with no sign of running "
+                       "out of memory.", evidence=name)
     return by_log or Verdict(R.UNKNOWN, f"Died by {name}.", evidence=name)
 
 

@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     _job_arguments(submit)
     submit.add_argument("--dry-run", action="store_true", help="render and check only; print the script too")
     submit.add_argument("--force", action="store_true", help="submit despite blocking findings (recorded)")
+    submit.add_argument("--max-retries", type=int, default=0, help="retry automatically within the reason budgets")
     _json_flag(submit)
     submit.set_defaults(handler=_submit)
 
@@ -80,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     cancel.add_argument("job_id")
     _json_flag(cancel)
     cancel.set_defaults(handler=lambda a: _emit(a, _service().cancel(a.job_id)))
+    retry = sub.add_parser("retry", help="start a new attempt of a job within its retry budget (the retry tool)")
+    retry.add_argument("job_id")
+    retry.add_argument("--changes", type=_json_object, default={}, help="JSON object of changes")
+    retry.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
+    _json_flag(retry)
+    retry.set_defaults(handler=_retry)
+
     report = sub.add_parser("report", help="attempts, GPU-hours and cost by termination reason (the report tool)")
     report.add_argument("--days", type=float, default=7)
     report.add_argument("--group-by", default="termination_reason",
@@ -168,9 +176,17 @@ def _spec(args: argparse.Namespace):  # noqa: ANN202 - JobSpec, imported lazily
 
 
 def _submit(args: argparse.Namespace) -> int:
-    result = _service().submit(_spec(args), dry_run=args.dry_run, force=args.force)
+    result = _service().submit(_spec(args), dry_run=args.dry_run, force=args.force, max_retries=args.max_retries)
     _emit(args, result)
     return 1 if result.status == "rejected" else 0
+
+
+def _retry(args: argparse.Namespace) -> int:
+    changes = dict(args.changes)
+    changes.update(_override(item) for item in args.overrides)
+    result = _service().retry(args.job_id, changes or None)
+    _emit(args, result)
+    return 0 if result.retried else 1
 
 
 def _preflight(args: argparse.Namespace) -> int:

@@ -143,6 +143,7 @@ class RunRecord(BaseModel):
     backend: str
     flavor: str | None = None
     spec: JobSpec
+    max_retries: int = 0
 
 
 class CheckpointRecord(BaseModel):
@@ -187,3 +188,6 @@ class AttemptRecord(BaseModel):
     cancel_requested_at: float | None = None
     gpu_seconds: float | None = None
     cost_usd: float | None = None
+    spec: JobSpec | None = None  # what this attempt ran: the run's spec plus any retry changes
+    not_before: float | None = None  # a retry's backoff: do not start before this time
+    retry_note: str | None = None  # why this attempt was started

@@ -129,6 +129,7 @@ class AttemptView(BaseModel):
     cost_usd: float | None
     workdir: str | None
     output_dir: str | None
+    retry_note: str | None = Field(None, description="Why this attempt was started, for retries.")
 
 
 class Progress(BaseModel):
@@ -262,3 +263,30 @@ class ReportResult(BaseModel):
         table = _table([self.group_by, "attempts", "GPU-hours", "cost"],
                        [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows])
         return f"{head}\n\n{table}"
+
+
+class RetryResult(BaseModel):
+    job_id: str
+    retried: bool
+    attempt: int | None = Field(description="Number of the new attempt, when one was started.")
+    status: str
+    message: str
+    diagnosis: str | None = Field(None, description="Why the last attempt ended, when the retry was refused.")
+    fix: str | None = None
+    changes: dict[str, Any] = Field(default_factory=dict)
+    resume_from: str | None = Field(None, description="The committed checkpoint the new attempt continues from.")
+    delay_s: float = 0.0
+
+    def to_markdown(self) -> str:
+        if not self.retried:
+            lines = [f"Not retried: {self.message}"]
+            if self.diagnosis:
+                lines.append(f"Diagnosis: {self.diagnosis}")
+            if self.fix:
+                lines.append(f"Fix: {self.fix}")
+            return "\n".join(lines)
+        start = f"resuming from {self.resume_from}" if self.resume_from else "starting from scratch (no committed checkpoint)"
+        wait = f" after {human_duration(self.delay_s)}" if self.delay_s else ""
+        change = f" with changes {self.changes}" if self.changes else ""
+        return (f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}\n"
+                f"Follow it: logs(job_id=\"{self.job_id}\"), inspect(job_id=\"{self.job_id}\").")

@@ -1,8 +1,9 @@
 """Retries spend from a budget tied to the termination reason (DESIGN.md 'Retries'). Pure.
 
 Given a run's attempt history and the caller's proposed changes, `decide` says whether a new
-attempt may start, whether it resumes from the last committed checkpoint, after what delay,
-and, when it refuses, the diagnosis and the fix.
+attempt may start, after what delay and with which changes, and, when it refuses, the fix.
+Every attempt of a run shares its output directory, so a new attempt always continues from
+the newest committed checkpoint (the job runtime finds and verifies it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from jobtrail.models import TerminationReason as R
 @dataclass(frozen=True)
 class Budget:
     retries: int
-    resume: bool  # continue from the last committed checkpoint
     backoff_s: float = 0.0  # first delay; doubles with each retry for the same reason
     charged: bool = True  # counts toward the storm guard (preemption is not the config's fault)
 
@@ -24,13 +24,13 @@ class Budget:
 BUDGETS: dict[R, Budget] = {
     # Transient failures are not the config's fault either; with the storm guard on, two in a
     # row would stop the run and the budget of 3 could never be spent.
-    R.INFRA_TRANSIENT: Budget(3, resume=True, backoff_s=30.0, charged=False),
-    R.PREEMPTED: Budget(5, resume=True, charged=False),
-    R.LOST: Budget(5, resume=True, charged=False),
-    R.TIMEOUT: Budget(2, resume=True),
-    R.OOM: Budget(2, resume=True),
-    R.EVAL_FAILED: Budget(2, resume=True),
-    R.HUB_ERROR: Budget(2, resume=True),
+    R.INFRA_TRANSIENT: Budget(3, backoff_s=30.0, charged=False),
+    R.PREEMPTED: Budget(5, charged=False),
+    R.LOST: Budget(5, charged=False),
+    R.TIMEOUT: Budget(2),
+    R.OOM: Budget(2),
+    R.EVAL_FAILED: Budget(2),
+    R.HUB_ERROR: Budget(2),
 }
 NEVER = {
     R.BAD_INPUT: "Fix the data (validate_dataset shows what is wrong), then submit a new job.",
@@ -56,7 +56,6 @@ class Decision:
     retry: bool
     message: str
     fix: str | None = None
-    resume: bool = False
     delay_s: float = 0.0
     changes: dict[str, Any] = field(default_factory=dict)
 
@@ -79,7 +78,7 @@ def decide(
     if reason is R.CANCELLED:
         if automatic:
             return Decision(False, "It was cancelled on request; automatic retries leave it stopped.")
-        return Decision(True, "Resuming the cancelled job from its last committed checkpoint.", resume=True,
+        return Decision(True, "Resuming the cancelled job from its last committed checkpoint.",
                         changes=dict(changes or {}))
     if reason in NEVER:
         return Decision(False, f"Not retried: {reason.value} does not go away by trying again.", NEVER[reason])
@@ -107,7 +106,7 @@ def decide(
             merged.update(proposal)
     delay = budget.backoff_s * (2**used)
     return Decision(True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).",
-                    resume=budget.resume, delay_s=delay, changes=merged)
+                    delay_s=delay, changes=merged)
 
 
 def propose_memory_change(hyperparameters: dict[str, Any]) -> dict[str, Any]:

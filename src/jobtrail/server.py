@@ -21,7 +21,15 @@ from pydantic import BaseModel, Field
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
 from jobtrail.models import JobSpec, JobStatus
-from jobtrail.results import CancelResult, InspectResult, LogsResult, PsResult, ReportResult, SubmitResult
+from jobtrail.results import (
+    CancelResult,
+    InspectResult,
+    LogsResult,
+    PsResult,
+    ReportResult,
+    RetryResult,
+    SubmitResult,
+)
 from jobtrail.service import JobService
 from jobtrail.timefmt import parse_duration
 
@@ -96,6 +104,9 @@ def build_server(service: JobService) -> MCPServer:
         ] = None,
         dry_run: Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")] = False,
         force: Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")] = False,
+        max_retries: Annotated[
+            int, Field(ge=0, le=10, description="Retry automatically up to this many times, within each failure reason's budget.")
+        ] = 0,
     ) -> Annotated[CallToolResult, SubmitResult]:
         spec = JobSpec(
             method=method,
@@ -108,7 +119,7 @@ def build_server(service: JobService) -> MCPServer:
             dataset_mapping=dataset_mapping,
             output=output,
         )
-        return result(service.submit(spec, dry_run=dry_run, force=force))
+        return result(service.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries))
 
     @server.tool(
         title="List jobs",
@@ -161,6 +172,26 @@ def build_server(service: JobService) -> MCPServer:
     @agent_errors
     def cancel(job_id: JobId) -> Annotated[CallToolResult, CancelResult]:
         return result(service.cancel(job_id))
+
+    @server.tool(
+        title="Retry a job",
+        description=(
+            "Start a new attempt of a failed, timed-out or cancelled job. It continues from the last committed "
+            "checkpoint and spends from the budget for the last failure's reason: preempted/lost/timeout resume; "
+            "oom needs a changed memory shape (the refusal proposes one); bad_input, config, dependency and auth "
+            "errors are not retried but answered with the diagnosis and the fix."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True),
+    )
+    @agent_errors
+    def retry(
+        job_id: JobId,
+        changes: Annotated[
+            dict[str, Any] | None,
+            Field(description="Hyperparameters (and timeout, flavor, dataset_mapping) to change, e.g. {'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 8}."),
+        ] = None,
+    ) -> Annotated[CallToolResult, RetryResult]:
+        return result(service.retry(job_id, changes))
 
     @server.tool(
         title="Report on recent attempts",

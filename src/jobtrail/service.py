@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobtrail import classify, events, hyperparams
+from jobtrail import classify, events, hyperparams, retry_policy
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS, Ledger
@@ -30,6 +30,7 @@ from jobtrail.models import (
 from jobtrail.preflight import checks
 from jobtrail.preflight.checks import looks_local
 from jobtrail.render import config_json, render_script, sha256_text
+from jobtrail.timefmt import parse_duration
 from jobtrail.results import (
     AttemptView,
     CancelResult,
@@ -40,6 +41,7 @@ from jobtrail.results import (
     PsResult,
     ReportResult,
     ReportRow,
+    RetryResult,
     SubmitResult,
 )
 
@@ -68,7 +70,9 @@ class JobService:
 
     # --- submit -----------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, *, dry_run: bool = False, force: bool = False) -> SubmitResult:
+    def submit(
+        self, spec: JobSpec, *, dry_run: bool = False, force: bool = False, max_retries: int = 0
+    ) -> SubmitResult:
         backend = self._backend(spec.backend)
         spec = _normalise(spec)
         run_id = _new_run_id()
@@ -103,6 +107,7 @@ class JobService:
             backend=spec.backend,
             flavor=spec.flavor,
             spec=spec,
+            max_retries=max_retries,
         )
         attempt = AttemptRecord(
             attempt_id=f"{run_id}/1",
@@ -119,6 +124,7 @@ class JobService:
             script_sha256=sha256_text(script),
             forced=force and blocked,
             findings=findings,
+            spec=spec,
         )
         self.ledger.add_run(run, attempt)
         self._dispatch()
@@ -224,6 +230,7 @@ class JobService:
             cost_usd=a.cost_usd,
             workdir=str(self._workdir(a)),
             output_dir=a.config.get("output_dir"),
+            retry_note=a.retry_note,
         )
 
     def logs(self, job_id: str, tail: int = 50, cursor: int | None = None) -> LogsResult:
@@ -287,6 +294,81 @@ class JobService:
             total_gpu_hours=round(sum(r.gpu_hours for r in rows), 4),
             total_cost_usd=round(sum(r.cost_usd for r in rows), 4),
         )
+
+    # --- retry --------------------------------------------------------------------------
+
+    def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
+        run = self._run(job_id)
+        self.refresh()
+        return self._retry(run, changes, automatic=False)
+
+    def _retry(self, run: RunRecord, changes: dict[str, Any] | None, *, automatic: bool) -> RetryResult:
+        attempts = self.ledger.attempts(run.run_id)
+        latest = attempts[-1]
+        spec = latest.spec or run.spec
+        history = [self._attempt_facts(a) for a in attempts]
+        decision = retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic)
+        if not decision.retry:
+            diagnosis = latest.termination_message
+            if diagnosis and latest.evidence and latest.evidence != "termination event":
+                diagnosis += f" (evidence: {latest.evidence})"
+            return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
+                               message=decision.message, diagnosis=diagnosis, fix=decision.fix)
+        new_spec = _apply_changes(spec, decision.changes)
+        bad = checks.blocking(checks.check_hyperparameters(new_spec))
+        if bad:
+            raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
+        config = _rebuild_config(latest.config, new_spec) if decision.changes else latest.config
+        script = render_script(new_spec.method, config) if decision.changes else latest.script
+        now = time.time()
+        attempt = AttemptRecord(
+            attempt_id=f"{run.run_id}/{latest.number + 1}",
+            run_id=run.run_id,
+            number=latest.number + 1,
+            status=JobStatus.QUEUED,
+            created_at=now,
+            backend=new_spec.backend,
+            flavor=new_spec.flavor,
+            timeout_s=new_spec.timeout_s,
+            config=config,
+            config_sha256=sha256_text(config_json(config)),
+            script=script,
+            script_sha256=sha256_text(script),
+            spec=new_spec,
+            not_before=now + decision.delay_s if decision.delay_s else None,
+            retry_note=decision.message,
+        )
+        if not self.ledger.add_attempt(attempt):
+            return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
+                               message="Another retry of this job was started at the same moment.")
+        self._dispatch()
+        return RetryResult(
+            job_id=run.run_id,
+            retried=True,
+            attempt=attempt.number,
+            status=self._latest(run.run_id).status.value,
+            message=decision.message,
+            changes=decision.changes,
+            resume_from=self._last_committed(run.run_id),
+            delay_s=decision.delay_s,
+        )
+
+    def _attempt_facts(self, a: AttemptRecord) -> retry_policy.AttemptFacts:
+        resumes = self.ledger.events(a.attempt_id, "resume")
+        return retry_policy.AttemptFacts(
+            number=a.number,
+            reason=a.termination_reason,
+            config_sha256=a.config_sha256,
+            last_step=(a.last_metrics or {}).get("step"),
+            start_step=resumes[-1].get("step") if resumes else None,
+        )
+
+    def _last_committed(self, run_id: str) -> str | None:
+        committed = [
+            c for a in self.ledger.attempts(run_id) for c in self.ledger.checkpoints(a.attempt_id)
+            if c.state == "committed" and c.step is not None and Path(c.path).name.startswith("checkpoint-")
+        ]
+        return max(committed, key=lambda c: c.step or 0).path if committed else None
 
     # --- cancel -----------------------------------------------------------------------
 
@@ -368,6 +450,15 @@ class JobService:
             gpu_seconds=_gpu_seconds(attempt, ended),
             cost_usd=0.0 if attempt.backend == "local" else None,
         )
+        if verdict.reason.status is JobStatus.FAILED:
+            self._auto_retry(attempt.run_id)
+
+    def _auto_retry(self, run_id: str) -> None:
+        """submit(max_retries=N): spend from the reason budgets without being asked."""
+        run = self.ledger.get_run(run_id)
+        if run is None or len(self.ledger.attempts(run_id)) > run.max_retries:
+            return
+        self._retry(run, None, automatic=True)
 
     def _ingest(self, backend: Backend, attempt: AttemptRecord) -> None:
         assert attempt.placement is not None
@@ -396,9 +487,12 @@ class JobService:
                 continue
             limit = backend.max_concurrent
             active = len(self.ledger.attempts_in(ACTIVE_STATUSES, name))
+            now = time.time()
             for attempt in queued:
                 if limit is not None and active >= limit:
                     break
+                if attempt.not_before and attempt.not_before > now:
+                    continue  # a retry still backing off
                 if self._launch(backend, attempt):
                     active += 1
 
@@ -479,6 +573,28 @@ def build_config(spec: JobSpec, output_dir: str, max_positions: int | None = Non
         "push_to_hub": False,
         "hub_model_id": None,
     }
+
+
+def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
+    """Retry changes: timeout, flavor and dataset_mapping are job fields; the rest are hyperparameters."""
+    update: dict[str, Any] = {}
+    hyper = dict(spec.hyperparameters)
+    for name, value in changes.items():
+        if name == "timeout":
+            update["timeout_s"] = parse_duration(value)
+        elif name in ("flavor", "dataset_mapping"):
+            update[name] = value
+        else:
+            hyper[name] = value
+    return spec.model_copy(update={**update, "hyperparameters": hyper})
+
+
+def _rebuild_config(previous: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
+    """A retry's config: the new spec, in the same output directory, keeping a capped max_length."""
+    config = build_config(spec, previous["output_dir"])
+    if "max_length" not in spec.hyperparameters:
+        config["training_args"]["max_length"] = previous["training_args"]["max_length"]
+    return config
 
 
 def _job_env(attempt: AttemptRecord) -> dict[str, str]:

@@ -83,6 +83,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0003_retries",
+        """
+        ALTER TABLE runs ADD COLUMN max_retries INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE attempts ADD COLUMN spec_json TEXT;
+        ALTER TABLE attempts ADD COLUMN not_before REAL;
+        ALTER TABLE attempts ADD COLUMN retry_note TEXT;
+        """,
+    ),
 ]
 
 

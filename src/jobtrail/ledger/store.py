@@ -32,6 +32,7 @@ _JSON_COLUMNS = {
     "data_manifest": "data_manifest_json",
     "last_metrics": "last_metrics_json",
     "summary": "summary_json",
+    "spec": "spec_json",
 }
 ACTIVE_STATUSES = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
 # report(group_by=...) → the SQL expression it groups on (a whitelist: never interpolate input).
@@ -72,8 +73,8 @@ class Ledger:
     def add_run(self, run: RunRecord, first_attempt: AttemptRecord) -> None:
         with self.transaction() as conn:
             conn.execute(
-                "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json, max_retries)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id,
                     run.created_at,
@@ -83,9 +84,20 @@ class Ledger:
                     run.backend,
                     run.flavor,
                     run.spec.model_dump_json(),
+                    run.max_retries,
                 ),
             )
             self._insert_attempt(conn, first_attempt)
+
+    def add_attempt(self, attempt: AttemptRecord) -> bool:
+        """Add the next attempt of a run; False if another process added that number first."""
+        with self.transaction() as conn:
+            if conn.execute(
+                "SELECT 1 FROM attempts WHERE run_id = ? AND number = ?", (attempt.run_id, attempt.number)
+            ).fetchone():
+                return False
+            self._insert_attempt(conn, attempt)
+            return True
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -267,5 +279,5 @@ def _attempt(row: sqlite3.Row) -> AttemptRecord:
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
-    data = {k: row[k] for k in ("run_id", "created_at", "method", "model", "dataset", "backend", "flavor")}
+    data = {k: row[k] for k in ("run_id", "created_at", "method", "model", "dataset", "backend", "flavor", "max_retries")}
     return RunRecord(**data, spec=JobSpec.model_validate_json(row["spec_json"]))

@@ -1,0 +1,95 @@
+"""Retries on real local jobs: automatic resume after preemption, refusals with the diagnosis, resume after cancel."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from jobtrail.app import build_service
+from jobtrail.errors import InvalidRequestError
+from jobtrail.models import JobSpec
+from waiting import wait_for
+
+HYPER = {"max_steps": 16, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 2,
+         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+
+
+@pytest.fixture
+def service(tmp_path):
+    return build_service(tmp_path / "home")
+
+
+def _spec(model: Path, dataset: Path, **hyper) -> JobSpec:
+    return JobSpec(method="sft", model=str(model), dataset=str(dataset), hyperparameters={**HYPER, **hyper})
+
+
+def _committed_step(service, job_id: str) -> int:
+    steps = [c.step or 0 for c in service.inspect(job_id).checkpoints
+             if c.state == "committed" and Path(c.path).name.startswith("checkpoint-")]
+    return max(steps, default=0)
+
+
+def _ended(service, job_id: str, attempts: int):
+    data = service.inspect(job_id)
+    return data if len(data.attempts) >= attempts and data.status in ("succeeded", "failed", "cancelled") else None
+
+
+def test_preempted_job_is_resumed_automatically_from_its_last_committed_checkpoint(service, tiny_model, chat_dataset):
+    job_id = service.submit(_spec(tiny_model, chat_dataset, max_steps=400), max_retries=2).job_id
+    wait_for(lambda: _committed_step(service, job_id) >= 4, 120, "a committed checkpoint")
+    placement = service.inspect(job_id).attempts[0].placement
+    os.killpg(placement.pgid, signal.SIGTERM)  # a signal jobtrail did not send: the machine taking the job away
+    first = wait_for(lambda: (a := service.inspect(job_id).attempts[0]).termination_reason and a, 60, "attempt 1 to end")
+    assert first.termination_reason == "preempted", first
+    second = wait_for(lambda: len(service.inspect(job_id).attempts) == 2 and service.inspect(job_id).attempts[1], 30,
+                      "the automatic retry")
+    assert second.retry_note and "preempted" in second.retry_note
+    wait_for(lambda: service.inspect(job_id).attempts[1].resumed_from, 120, "attempt 2 to resume")
+    resumed = service.inspect(job_id).attempts[1]
+    assert Path(resumed.resumed_from).name.startswith("checkpoint-")
+    assert int(Path(resumed.resumed_from).name.split("-")[1]) >= 4
+    service.cancel(job_id)  # the point is made; do not train 400 steps
+
+
+def test_bad_input_is_not_retried_and_the_answer_carries_the_diagnosis(service, tiny_model, tmp_path):
+    data = tmp_path / "broken.jsonl"
+    data.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{oops\n')
+    job_id = service.submit(_spec(tiny_model, data), force=True, max_retries=3).job_id
+    done = wait_for(lambda: _ended(service, job_id, 1), 120, "the job to fail")
+    assert done.termination_reason == "bad_input" and len(done.attempts) == 1  # max_retries did not retry it
+    answer = service.retry(job_id)
+    assert not answer.retried and answer.fix and "validate_dataset" in answer.fix
+    assert answer.diagnosis
+
+
+def test_cancelled_job_resumes_on_request_and_finishes(service, tiny_model, chat_dataset):
+    job_id = service.submit(_spec(tiny_model, chat_dataset)).job_id
+    wait_for(lambda: _committed_step(service, job_id) >= 4, 120, "a committed checkpoint")
+    assert service.cancel(job_id).status == "cancelled"
+    answer = service.retry(job_id)
+    assert answer.retried and answer.attempt == 2 and answer.resume_from
+    done = wait_for(lambda: _ended(service, job_id, 2), 180, "the resumed attempt")
+    assert done.status == "succeeded" and done.progress.step == 16
+    second = done.attempts[1]
+    assert second.resumed_from and second.config_sha256 == done.attempts[0].config_sha256
+    again = service.retry(job_id)
+    assert not again.retried and "already succeeded" in again.message
+
+
+def test_retry_with_changes_renders_a_new_config_and_refuses_unknown_names(service, tiny_model, chat_dataset):
+    job_id = service.submit(_spec(tiny_model, chat_dataset, max_steps=400)).job_id
+    wait_for(lambda: service.inspect(job_id).status == "running", 30, "the job to run")
+    service.cancel(job_id)
+    with pytest.raises(InvalidRequestError) as info:
+        service.retry(job_id, {"learning_rte": 1})
+    assert "learning_rate" in str(info.value)
+    assert len(service.inspect(job_id).attempts) == 1
+    changed = service.retry(job_id, {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2, "max_steps": 2})
+    assert changed.retried and changed.changes["per_device_train_batch_size"] == 1
+    done = wait_for(lambda: _ended(service, job_id, 2), 180, "the changed attempt")
+    first, second = done.attempts
+    assert second.config_sha256 != first.config_sha256
+    assert done.status == "succeeded" and done.hyperparameters["per_device_train_batch_size"] == 2  # the run's own spec
