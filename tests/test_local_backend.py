@@ -320,6 +320,27 @@ def test_reused_pids_are_neither_trusted_nor_killed(backend: LocalBackend, tmp_p
         stranger.wait(timeout=10)
 
 
+def test_a_job_that_prints_its_secrets_leaves_them_redacted_in_the_log(jobs: Jobs, backend: LocalBackend) -> None:
+    long, short = f"hf_{uuid.uuid4().hex}", "pw-12345"
+    placement = jobs.start(
+        textwrap.dedent(
+            """\
+            import os, sys
+            print("token", os.environ["HF_TOKEN"], "and", os.environ["DB_PASSWORD"])
+            sys.stderr.write("err " + os.environ["HF_TOKEN"][:4] + os.environ["HF_TOKEN"][4:] + "\\n")
+            sys.stdout.write("no newline " + os.environ["DB_PASSWORD"])
+            """
+        ),
+        secrets={"HF_TOKEN": long, "DB_PASSWORD": short},
+    )
+    assert jobs.wait_exit(placement).exit_code == 0
+    lines = backend.read_log(placement).lines
+    assert sorted(lines) == sorted(["token [REDACTED] and [REDACTED]", "err [REDACTED]", "no newline [REDACTED]"])
+    for f in Path(placement.workdir).rglob("*"):
+        if f.is_file():
+            assert long.encode() not in f.read_bytes() and short.encode() not in f.read_bytes(), f.name
+
+
 def test_secrets_reach_the_job_but_no_file_and_no_argv(jobs: Jobs, backend: LocalBackend) -> None:
     secret = f"hf_{uuid.uuid4().hex}"
     digest = hashlib.sha256(secret.encode()).hexdigest()

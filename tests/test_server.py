@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,25 @@ def test_queue_respects_the_concurrency_limit(server, tiny_model, chat_dataset):
     assert data["status"] == "cancelled"
     done = wait_for(lambda: _terminal(server, second), 180, "the second job to end")
     assert done["status"] == "succeeded"
+
+
+def test_secret_reaches_the_job_but_no_output_or_ledger_byte(server, tiny_model, chat_dataset, tmp_path, monkeypatch):
+    value = "hf_SECRETvalue_1234567890"
+    monkeypatch.setenv("JOBTRAIL_TEST_SECRET", value)
+    literal = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset),
+                                      "secrets": {"MY_TOKEN": value}})
+    assert literal.is_error and value not in literal.content[0].text and "$MY_TOKEN" in literal.content[0].text
+    # The training job itself prints the secret it received (a careless user script would):
+    # every output and the ledger must show it redacted.
+    job_id = _submit(server, tiny_model, chat_dataset, secrets={"MY_TOKEN": "$JOBTRAIL_TEST_SECRET"},
+                     hyperparameters={"run_name": "x"})
+    data = wait_for(lambda: _terminal(server, job_id), 180, "the job to end")
+    assert data["status"] == "succeeded"
+    workdir = Path(data["attempts"][0]["workdir"])
+    log = (workdir / "job.log").read_text()
+    assert value not in log  # the template never prints secrets
+    assert value not in (workdir / "script.py").read_text()
+    home = Path(os.environ["JOBTRAIL_HOME"])
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert value.encode() not in path.read_bytes(), path

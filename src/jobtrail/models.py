@@ -86,6 +86,8 @@ class JobSpec(BaseModel):
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     dataset_mapping: dict[str, Any] | None = None
     output: str | None = None
+    # NAME → "$ENV_VAR" of the server: references only, never values (see secrets.py).
+    secrets: dict[str, str] = Field(default_factory=dict)
 
 
 class Placement(BaseModel):

@@ -104,6 +104,10 @@ def build_server(service: JobService) -> MCPServer:
         ] = None,
         dry_run: Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")] = False,
         force: Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")] = False,
+        secrets: Annotated[
+            dict[str, str] | None,
+            Field(description="Secrets for the job as references to the server's environment, e.g. {'WANDB_API_KEY': '$WANDB_API_KEY'}; values are never accepted, stored or shown."),
+        ] = None,
         max_retries: Annotated[
             int, Field(ge=0, le=10, description="Retry automatically up to this many times, within each failure reason's budget.")
         ] = 0,
@@ -118,6 +122,7 @@ def build_server(service: JobService) -> MCPServer:
             hyperparameters=hyperparameters or {},
             dataset_mapping=dataset_mapping,
             output=output,
+            secrets=secrets or {},
         )
         return result(service.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries))
 

@@ -7,14 +7,15 @@ advances jobs; state lives in the ledger and the attempt directories, never in t
 
 from __future__ import annotations
 
-import secrets as random
+import os
 import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
+from secrets import choice
 from typing import Any
 
-from jobtrail import classify, events, hyperparams, retry_policy
+from jobtrail import classify, events, hyperparams, retry_policy, secrets
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS, Ledger
@@ -30,7 +31,6 @@ from jobtrail.models import (
 from jobtrail.preflight import checks
 from jobtrail.preflight.checks import looks_local
 from jobtrail.render import config_json, render_script, sha256_text
-from jobtrail.timefmt import parse_duration
 from jobtrail.results import (
     AttemptView,
     CancelResult,
@@ -44,6 +44,7 @@ from jobtrail.results import (
     RetryResult,
     SubmitResult,
 )
+from jobtrail.timefmt import parse_duration
 
 TEMPLATE_VERSION = 1
 MAX_LINE_CHARS = 2000
@@ -74,6 +75,7 @@ class JobService:
         self, spec: JobSpec, *, dry_run: bool = False, force: bool = False, max_retries: int = 0
     ) -> SubmitResult:
         backend = self._backend(spec.backend)
+        secrets.validate(spec.secrets)
         spec = _normalise(spec)
         run_id = _new_run_id()
         output_dir = self._output_dir(spec, run_id)
@@ -245,7 +247,8 @@ class JobService:
         backend = self._backend(attempt.backend)
         lines, end = self._read_lines(backend, attempt.placement, cursor, tail)
         at_end = backend.read_log(attempt.placement, end).lines == []
-        cut = [_cut(line) for line in lines]
+        redact = self._redactor(attempt)
+        cut = [_cut(redact(line)) for line in lines]
         return LogsResult(
             job_id=run.run_id,
             attempt=attempt.number,
@@ -429,6 +432,7 @@ class JobService:
         attempt = self._latest_attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
         tail, _ = self._read_lines(backend, attempt.placement, None, classify.TAIL_LINES) if attempt.placement else ([], 0)
+        tail = [self._redactor(attempt)(line) for line in tail]
         verdict = classify.classify(
             probe.exit,
             termination,
@@ -462,12 +466,13 @@ class JobService:
 
     def _ingest(self, backend: Backend, attempt: AttemptRecord) -> None:
         assert attempt.placement is not None
+        redact = self._redactor(attempt)
         offset = attempt.log_offset
         for _ in range(_LOG_READ_LIMIT):
             chunk = backend.read_log(attempt.placement, offset)
             if not chunk.lines:
                 return
-            digest = events.digest(chunk.lines)
+            digest = events.digest([redact(line) for line in chunk.lines])
             if not self.ledger.ingest(
                 attempt.attempt_id,
                 from_offset=offset,
@@ -502,16 +507,17 @@ class JobService:
             attempt.attempt_id, expect_status=[JobStatus.QUEUED.value], status=JobStatus.STARTING
         ):
             return False
-        request = LaunchRequest(
-            attempt_id=attempt.attempt_id,
-            script=attempt.script,
-            workdir=str(self._workdir(attempt)),
-            env=_job_env(attempt),
-            timeout_s=attempt.timeout_s,
-        )
         try:
+            request = LaunchRequest(
+                attempt_id=attempt.attempt_id,
+                script=attempt.script,
+                workdir=str(self._workdir(attempt)),
+                env=_job_env(attempt),
+                secrets=self._secret_values(attempt),
+                timeout_s=attempt.timeout_s,
+            )
             placement = backend.launch(request)
-        except BackendError as exc:
+        except (BackendError, InvalidRequestError) as exc:
             self.ledger.update_attempt(
                 attempt.attempt_id,
                 status=JobStatus.FAILED,
@@ -526,6 +532,15 @@ class JobService:
         return True
 
     # --- helpers ----------------------------------------------------------------------
+
+    def _secret_values(self, attempt: AttemptRecord) -> dict[str, str]:
+        return secrets.resolve(attempt.spec.secrets if attempt.spec else {})
+
+    def _redactor(self, attempt: AttemptRecord) -> secrets.Redactor:
+        """Every secret value this attempt could have seen, so none reaches a result or the ledger."""
+        references = attempt.spec.secrets if attempt.spec else {}
+        values = [os.environ.get(ref[1:], "") for ref in references.values()]
+        return secrets.Redactor([self.hub_token or "", *values])
 
     def _backend(self, name: str) -> Backend:
         try:
@@ -616,7 +631,7 @@ def _normalise(spec: JobSpec) -> JobSpec:
 
 
 def _new_run_id() -> str:
-    return "jt-" + "".join(random.choice(_ID_ALPHABET) for _ in range(8))
+    return "jt-" + "".join(choice(_ID_ALPHABET) for _ in range(8))
 
 
 def _gpu_seconds(attempt: AttemptRecord, ended: float) -> float:

@@ -58,6 +58,8 @@ class LocalBackend:
         env = {**os.environ, **request.env, **request.secrets, "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, "-I", sv.__file__, "--workdir", str(workdir), "--python", python]
         argv += ["--grace", str(self.grace_s)]
+        if request.secrets:  # names only: the supervisor redacts their values from job.log
+            argv += ["--redact-env", ",".join(sorted(request.secrets))]
         if request.timeout_s:
             argv += ["--timeout", str(request.timeout_s)]
         try:

@@ -7,7 +7,9 @@ lives in files in the workdir, so any later server process can pick the attempt 
 
 It is started by path with `python -I`, so it runs even where jobtrail is not importable and
 nothing in the job's environment or workdir can shadow a module it imports. Secrets reach the
-job only through the environment this process inherits; argv carries no secret.
+job only through the environment this process inherits; argv carries no secret, only the
+names of the variables holding them (--redact-env): when there are any, the job's output
+goes through a pipe and every secret value is replaced before a byte reaches job.log.
 
 Files (all in the workdir):
     job.log           the job's stdout and stderr, appended
@@ -26,6 +28,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,7 @@ POLL_S = 0.1
 # a process stuck in the kernel, or a zombie nobody reaps, must not keep the attempt open.
 KILL_WAIT_S = 2.0
 _PR_SET_CHILD_SUBREAPER = 36
+_LINE_CAP = 1 << 20  # bytes of one line held back while waiting for its newline
 # Signal dispositions the job must start with, whatever this process inherited or set.
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
 
@@ -90,23 +94,61 @@ def _become_subreaper() -> None:
         pass
 
 
-def _spawn(python: str, workdir: Path) -> int:
+def _spawn(python: str, workdir: Path, secrets: list[str]) -> tuple[int, threading.Thread | None]:
+    """Start the job; with secrets to hide, its output is piped through a redacting copier."""
     log_fd = os.open(workdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    read_fd, out_fd = os.pipe() if secrets else (None, log_fd)
     try:
-        return os.posix_spawn(
+        child = os.posix_spawn(
             python,
             [python, str(workdir / SCRIPT)],
             dict(os.environ),
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, log_fd, 1),
-                (os.POSIX_SPAWN_DUP2, log_fd, 2),
+                (os.POSIX_SPAWN_DUP2, out_fd, 1),
+                (os.POSIX_SPAWN_DUP2, out_fd, 2),
             ],
             setsid=True,
             setsigdef=_DEFAULT_SIGNALS,
         )
-    finally:
+    except BaseException:
         os.close(log_fd)
+        if read_fd is not None:
+            os.close(read_fd)
+            os.close(out_fd)
+        raise
+    if read_fd is None:
+        os.close(log_fd)
+        return child, None
+    os.close(out_fd)  # the job holds the only write end: EOF arrives when its group is gone
+    copier = threading.Thread(target=_copy_redacted, args=(read_fd, log_fd, secrets), daemon=True)
+    copier.start()
+    return child, copier
+
+
+def _copy_redacted(read_fd: int, log_fd: int, secrets: list[str]) -> None:
+    # Whole lines only, so a secret split across two reads is still caught; a line longer
+    # than the cap is written in pieces (a secret is never that long).
+    values = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
+    pending = b""
+    try:
+        while chunk := os.read(read_fd, 65536):
+            pending += chunk
+            cut = pending.rfind(b"\n") + 1 if len(pending) < _LINE_CAP else len(pending)
+            if cut:
+                os.write(log_fd, _redact(pending[:cut], values))
+                pending = pending[cut:]
+        if pending:
+            os.write(log_fd, _redact(pending, values))
+    finally:
+        os.close(read_fd)
+        os.close(log_fd)
+
+
+def _redact(data: bytes, values: list[bytes]) -> bytes:
+    for value in values:  # longest first: a secret containing another is hidden whole
+        data = data.replace(value, b"[REDACTED]")
+    return data
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -188,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", required=True, help="absolute path of the job's interpreter")
     parser.add_argument("--timeout", type=float, default=None, help="seconds; none means no limit")
     parser.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
+    parser.add_argument("--redact-env", default="", help="comma-separated names of variables holding secrets")
     args = parser.parse_args(argv)
+    secrets = [os.environ.get(name, "") for name in args.redact_env.split(",") if name]
     workdir = Path(args.workdir)
 
     # Installed before the job exists, so a cancel can never find us unprepared.
@@ -198,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     _become_subreaper()
 
     try:
-        child = _spawn(args.python, workdir)
+        child, copier = _spawn(args.python, workdir, [s for s in secrets if s])
     except OSError as exc:
         with open(workdir / LOG, "a", encoding="utf-8") as log:
             log.write(f"jobtrail supervisor: could not start {args.python}: {exc}\n")
@@ -211,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     outcome = _supervise(child, args.timeout, args.grace, stop)
+    if copier is not None:
+        copier.join(timeout=KILL_WAIT_S)  # the log is complete before exit.json says it ended
     # Only a SIGTERM the server announced is a cancel; any other is the machine taking the
     # job away (the service reads that as preemption).
     cancelled = outcome.stopped_by_request and (workdir / CANCEL_MARKER).exists()
