@@ -71,3 +71,6 @@ def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from jobtrail.tinymodel import write_chat_dataset
 
     return write_chat_dataset(tmp_path_factory.mktemp("data") / "chat.jsonl")
+
+
+from hub_emulator import hub  # noqa: E402,F401 - the HF Hub + Jobs emulator fixture, for any test that asks
