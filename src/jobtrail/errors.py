@@ -30,4 +30,8 @@ class InvalidRequestError(JobtrailError):
 
 
 class BackendError(JobtrailError):
-    pass
+    """`reason` is the termination reason an attempt gets when this stops its launch."""
+
+    def __init__(self, message: str, fix: str | None = None, reason: str = "config_error") -> None:
+        super().__init__(message, fix)
+        self.reason = reason

@@ -99,6 +99,12 @@ class Placement(BaseModel):
     pgid: int | None = None
     workdir: str
     started_at: float
+    # Remote backends (HF Jobs): what only the service knows about the attempt.
+    remote_id: str | None = None
+    namespace: str | None = None
+    url: str | None = None
+    flavor: str | None = None
+    image: str | None = None
 
 
 class LaunchRequest(BaseModel):
@@ -110,6 +116,8 @@ class LaunchRequest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
     timeout_s: int | None = None
+    flavor: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
 
 
 class ExitRecord(BaseModel):
@@ -120,13 +128,15 @@ class ExitRecord(BaseModel):
     timed_out: bool = False
     cancelled: bool = False
     ended_at: float
+    message: str | None = None  # the backend's own words (an HF status message)
 
 
 class Probe(BaseModel):
     """A backend's answer to 'what is this attempt doing now?'."""
 
-    phase: Literal["running", "exited", "lost"]
+    phase: Literal["starting", "running", "exited", "lost"]
     exit: ExitRecord | None = None
+    started_at: float | None = None  # when the backend says the job began running
 
 
 class LogChunk(BaseModel):

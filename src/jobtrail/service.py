@@ -7,6 +7,7 @@ advances jobs; state lives in the ledger and the attempt directories, never in t
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import deque
@@ -46,6 +47,7 @@ from jobtrail.results import (
 )
 from jobtrail.timefmt import parse_duration
 
+log = logging.getLogger("jobtrail.service")
 TEMPLATE_VERSION = 1
 MAX_LINE_CHARS = 2000
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
@@ -424,10 +426,18 @@ class JobService:
         if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or attempt.placement is None:
             return
         backend = self._backend(attempt.backend)
-        probe = backend.probe(attempt.placement)
+        try:
+            probe = backend.probe(attempt.placement)
+        except BackendError as exc:  # the backend cannot be asked now: keep what the ledger knows
+            log.warning("could not probe %s: %s", attempt.attempt_id, exc)
+            return
         # Read the log after probing: an attempt that exited has written all of it by now.
         self._ingest(backend, attempt)
-        if probe.phase == "running":
+        if probe.phase in ("starting", "running"):
+            status = JobStatus.STARTING if probe.phase == "starting" else JobStatus.RUNNING
+            if status is not attempt.status:
+                self.ledger.update_attempt(attempt.attempt_id, expect_status=ACTIVE_STATUSES, status=status,
+                                           started_at=probe.started_at or attempt.started_at)
             return
         attempt = self._latest_attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
@@ -515,26 +525,37 @@ class JobService:
                 env=_job_env(attempt),
                 secrets=self._secret_values(attempt),
                 timeout_s=attempt.timeout_s,
+                flavor=attempt.flavor,
+                labels={
+                    "jobtrail-run": attempt.run_id,
+                    "jobtrail-attempt": str(attempt.number),
+                    "jobtrail-config-sha256": attempt.config_sha256,
+                },
             )
             placement = backend.launch(request)
         except (BackendError, InvalidRequestError) as exc:
+            reason = TerminationReason(getattr(exc, "reason", TerminationReason.CONFIG_ERROR.value))
             self.ledger.update_attempt(
                 attempt.attempt_id,
-                status=JobStatus.FAILED,
-                termination_reason=TerminationReason.CONFIG_ERROR,
-                termination_message=str(exc),
+                status=reason.status,
+                termination_reason=reason,
+                termination_message=self._redactor(attempt)(str(exc)),
                 ended_at=time.time(),
             )
             return False
         self.ledger.update_attempt(
-            attempt.attempt_id, status=JobStatus.RUNNING, placement=placement, started_at=placement.started_at
+            attempt.attempt_id, status=JobStatus.STARTING, placement=placement, started_at=placement.started_at
         )
         return True
 
     # --- helpers ----------------------------------------------------------------------
 
     def _secret_values(self, attempt: AttemptRecord) -> dict[str, str]:
-        return secrets.resolve(attempt.spec.secrets if attempt.spec else {})
+        values = secrets.resolve(attempt.spec.secrets if attempt.spec else {})
+        if attempt.backend != "local" and self.hub_token:
+            # Remote jobs push their results: they get the user's token as HF_TOKEN.
+            values.setdefault("HF_TOKEN", self.hub_token)
+        return values
 
     def _redactor(self, attempt: AttemptRecord) -> secrets.Redactor:
         """Every secret value this attempt could have seen, so none reaches a result or the ledger."""

@@ -1,0 +1,235 @@
+"""Hugging Face Jobs backend: every call goes through huggingface_hub's HfApi (no hand-written HTTP).
+
+The rendered script travels inline in the job's environment (JOBTRAIL_SCRIPT) and a tiny bash
+command writes it to a file and runs it with `uv run` in the uv image, so nothing is uploaded
+before the job starts. Logs are followed in a background thread into `job.log` in the
+attempt's local directory, resuming after the last line seen when a stream drops, so reading
+logs never waits on the network and a tool call never hangs.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from jobtrail.errors import BackendError, InvalidRequestError
+from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
+
+UV_IMAGE = "ghcr.io/astral-sh/uv:python3.12-bookworm"
+# The script is in an environment variable, so no quoting of its text is ever needed.
+COMMAND = ["bash", "-c", 'f="$(mktemp -d)/job.py" && printf "%s" "$JOBTRAIL_SCRIPT" > "$f" && exec uv run "$f"']
+LOG = "job.log"
+COMPLETE = "job.log.complete"
+FOLLOW_RETRIES = 8  # reconnects of one follower before it waits for the next read to restart it
+TERMINAL = {"COMPLETED", "ERROR", "CANCELED", "DELETED"}
+
+
+class HfJobsBackend:
+    name = "hf-jobs"
+    max_concurrent: int | None = None  # HF Jobs queues on its side
+
+    def __init__(self, token: str | None, namespace: str | None = None, api_factory: Callable[[], Any] | None = None,
+                 image: str = UV_IMAGE) -> None:
+        self._token = token
+        self._namespace = namespace
+        self._api_factory = api_factory
+        self._api: Any = None
+        self.image = image
+        self._followers: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    # --- Backend protocol -------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Placement:
+        api = self.api()
+        namespace = self.namespace()
+        Path(request.workdir).mkdir(parents=True, exist_ok=True)
+        env = {**request.env, "PYTHONUNBUFFERED": "1", "JOBTRAIL_SCRIPT": request.script, "JOBTRAIL_IMAGE": self.image}
+        try:
+            job = api.run_job(
+                image=self.image,
+                command=COMMAND,
+                env=env,
+                secrets=dict(request.secrets),
+                flavor=request.flavor or "cpu-basic",
+                timeout=request.timeout_s,
+                labels=request.labels,
+                namespace=namespace,
+            )
+        except Exception as exc:  # noqa: BLE001 - turned into an error that names the fix
+            raise _backend_error("start the job", exc) from exc
+        return Placement(
+            backend=self.name,
+            host=_host(job.url),
+            workdir=request.workdir,
+            started_at=time.time(),
+            remote_id=job.id,
+            namespace=namespace,
+            url=job.url,
+            flavor=job.flavor or request.flavor,
+            image=job.docker_image or self.image,
+        )
+
+    def probe(self, placement: Placement) -> Probe:
+        try:
+            job = self.api().inspect_job(job_id=_remote(placement), namespace=placement.namespace)
+        except Exception as exc:  # noqa: BLE001
+            if _status(exc) == 404:
+                return Probe(phase="lost")
+            raise _backend_error("read the job's status", exc) from exc
+        stage = _stage_name(job)
+        started = job.started_at.timestamp() if job.started_at else None
+        if stage == "SCHEDULING":
+            return Probe(phase="starting")
+        if stage == "RUNNING":
+            self._ensure_follower(placement)
+            return Probe(phase="running", started_at=started)
+        if stage == "DELETED":
+            return Probe(phase="lost", started_at=started)
+        ended = job.finished_at.timestamp() if job.finished_at else time.time()
+        return Probe(phase="exited", started_at=started, exit=_exit_record(stage, job.status.message, ended))
+
+    def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
+        """`offset` counts lines here (an opaque cursor to callers), not bytes."""
+        if offset < 0:
+            raise InvalidRequestError(f"Log offset {offset} is negative.", fix="Pass 0, or the cursor a previous read returned.")
+        workdir = Path(placement.workdir)
+        if not (workdir / COMPLETE).exists():
+            self._ensure_follower(placement)
+        lines = _read_lines(workdir / LOG)
+        chunk = lines[offset:] if max_lines is None else lines[offset : offset + max_lines]
+        return LogChunk(lines=chunk, offset=offset + len(chunk))
+
+    def cancel(self, placement: Placement) -> None:
+        try:
+            self.api().cancel_job(job_id=_remote(placement), namespace=placement.namespace)
+        except Exception as exc:  # noqa: BLE001
+            raise _backend_error("cancel the job", exc) from exc
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def api(self) -> Any:
+        if self._api is None:
+            if self._api_factory is not None:
+                self._api = self._api_factory()
+            else:
+                from huggingface_hub import HfApi  # imported on first use: the server starts without it
+
+                self._api = HfApi(token=self._token)
+        return self._api
+
+    def namespace(self) -> str:
+        if self._namespace is None:
+            try:
+                self._namespace = self.api().whoami()["name"]
+            except Exception as exc:  # noqa: BLE001
+                raise _backend_error("find out who the token belongs to", exc) from exc
+        return self._namespace
+
+    def _ensure_follower(self, placement: Placement) -> None:
+        key = _remote(placement)
+        with self._lock:
+            running = self._followers.get(key)
+            if running is not None and running.is_alive():
+                return
+            thread = threading.Thread(target=self._follow, args=(placement,), name=f"hf-logs-{key}", daemon=True)
+            self._followers[key] = thread
+            thread.start()
+
+    def _follow(self, placement: Placement) -> None:
+        """Append the job's log lines to job.log exactly once each, across dropped streams."""
+        workdir = Path(placement.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        api, job_id = self.api(), _remote(placement)
+        for attempt in range(FOLLOW_RETRIES):
+            try:
+                _append_new(workdir / LOG, api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=True))
+                # The client ends a followed stream quietly when it drops after the job has
+                # finished, so the end of a stream proves nothing: once the job is over, read
+                # the whole log one last time.
+                if self._stage(placement) in TERMINAL:
+                    done = api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=False)
+                    _append_new(workdir / LOG, done)
+                    (workdir / COMPLETE).touch()
+                    return
+            except Exception:  # noqa: BLE001 - a dropped stream or a hiccup: resume after the last line seen
+                pass
+            time.sleep(min(0.2 * 2.0**attempt, 5.0))
+
+    def _stage(self, placement: Placement) -> str:
+        job = self.api().inspect_job(job_id=_remote(placement), namespace=placement.namespace)
+        return _stage_name(job)
+
+
+def _append_new(path: Path, stream: Any) -> None:
+    """A log stream replays the job's log from its first line: write only what job.log lacks."""
+    have = len(_read_lines(path))
+    with path.open("a", encoding="utf-8") as log:
+        for index, line in enumerate(stream):
+            if index >= have:
+                log.write(line.rstrip("\n") + "\n")
+                log.flush()
+
+
+def _stage_name(job: Any) -> str:
+    stage = job.status.stage
+    return str(getattr(stage, "value", stage))
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def _exit_record(stage: str, message: str | None, ended: float) -> ExitRecord:
+    text = message or ""
+    if stage == "COMPLETED":
+        return ExitRecord(exit_code=0, ended_at=ended, message=message)
+    if stage == "CANCELED":
+        return ExitRecord(cancelled=True, ended_at=ended, message=message)
+    timed_out = "timed out" in text.lower() or "timeout" in text.lower()
+    code = _exit_code(text)
+    return ExitRecord(exit_code=code, timed_out=timed_out, ended_at=ended, message=message)
+
+
+def _exit_code(message: str) -> int | None:
+    found = re.search(r"exit code:?\s*(-?\d+)", message, re.I)
+    return int(found.group(1)) if found else None
+
+
+def _remote(placement: Placement) -> str:
+    if not placement.remote_id:
+        raise BackendError("This attempt has no HF Jobs id.", fix="It never reached HF Jobs; retry it.")
+    return placement.remote_id
+
+
+def _host(url: str) -> str:
+    return urlparse(url).netloc or "huggingface.co"
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _backend_error(action: str, exc: BaseException) -> BackendError:
+    status = _status(exc)
+    if status == 401:
+        return BackendError(f"HF Jobs refused to {action}: the token is invalid or expired (401).",
+                            fix="Create a token with write access at https://huggingface.co/settings/tokens and set HF_TOKEN.",
+                            reason="auth_error")
+    if status == 403:
+        return BackendError(f"HF Jobs refused to {action}: this token may not run jobs here (403).",
+                            fix="Use a token with the 'job.write' permission (or a write token) for this namespace, "
+                                "and check that the account has Jobs enabled (a PRO or Team/Enterprise plan).",
+                            reason="auth_error")
+    first = str(exc).strip().splitlines()
+    return BackendError(f"Could not {action} on HF Jobs: {type(exc).__name__}: {first[0] if first else ''}"[:400],
+                        fix="Check the network and https://status.huggingface.co, then retry.", reason="infra_transient")
