@@ -4,6 +4,8 @@ Settings come from the environment so the MCP client config can set them:
   JOBTRAIL_HOME            ledger and job directories (default ~/.jobtrail)
   JOBTRAIL_MAX_CONCURRENT  local jobs running at once (default 1; others wait queued)
   JOBTRAIL_PYTHON          interpreter that runs local jobs (default: this one)
+  HF_TOKEN                 Hugging Face token: Hub checks, HF Jobs, pushing results
+  JOBTRAIL_HF_NAMESPACE    user or org that runs HF Jobs (default: the token's user)
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from jobtrail.backends.hf_jobs import HfJobsBackend
 from jobtrail.backends.local import LocalBackend
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.store import Ledger
@@ -25,13 +28,15 @@ def home() -> Path:
 def build_service(home_dir: Path | None = None) -> JobService:
     root = home_dir or home()
     python = os.environ.get("JOBTRAIL_PYTHON") or sys.executable
+    token = os.environ.get("HF_TOKEN") or None
     local = LocalBackend(python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1))
+    hf_jobs = HfJobsBackend(token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None)
     return JobService(
         ledger=Ledger(root / "ledger.sqlite"),
-        backends={local.name: local},
+        backends={local.name: local, hf_jobs.name: hf_jobs},
         home=root,
         job_python=python,
-        hub_token=os.environ.get("HF_TOKEN") or None,
+        hub_token=token,
     )
 
 

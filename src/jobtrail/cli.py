@@ -108,7 +108,7 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", required=True, choices=["sft"])
     p.add_argument("--model", required=True)
     p.add_argument("--dataset", required=True)
-    p.add_argument("--backend", default="local", choices=["local"])
+    p.add_argument("--backend", default="local", choices=["local", "hf-jobs"])
     p.add_argument("--flavor")
     p.add_argument("--timeout", help="e.g. 45m, 2h, or seconds")
     p.add_argument("--hyperparameters", type=_json_object, default={}, help="JSON object of TRL config names")

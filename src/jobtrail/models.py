@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Method = Literal["sft"]
 METHODS: tuple[str, ...] = ("sft",)
-BackendName = Literal["local"]
+BackendName = Literal["local", "hf-jobs"]
 Severity = Literal["error", "warning", "info"]
 
 

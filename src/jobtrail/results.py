@@ -33,6 +33,7 @@ class SubmitResult(BaseModel):
     backend: str
     workdir: str | None = None
     output_dir: str | None = None
+    output_repo: str | None = Field(default=None, description="Hub repo a remote job pushes its checkpoints and model to.")
     script: str | None = Field(default=None, description="The rendered script (dry_run only).")
 
     def to_markdown(self) -> str:
@@ -51,6 +52,8 @@ class SubmitResult(BaseModel):
             script = ["", "```python", self.script, "```"] if self.script else []
             return "\n".join(head + body + script)
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
+        if self.output_repo:
+            lines.append(f"Checkpoints and the final model are pushed to https://huggingface.co/{self.output_repo} (private).")
         if self.forced:
             lines.append("Forced past preflight errors; the receipt records it.")
         lines += findings_markdown(self.findings)

@@ -90,14 +90,20 @@ def build_server(service: JobService) -> MCPServer:
         method: Annotated[Literal["sft"], Field(description="Training method. 'sft' = supervised fine-tuning.")],
         model: Annotated[str, Field(description="Local model directory (with config.json) or Hub id, e.g. 'Qwen/Qwen2.5-0.5B'.")],
         dataset: Annotated[str, Field(description="Local .jsonl/.json/.csv/.parquet file or Hub dataset id. Formats: messages, text, prompt/completion.")],
-        backend: Annotated[Literal["local"], Field(description="'local' runs on this machine (no account needed).")] = "local",
-        flavor: Annotated[str | None, Field(description="Hardware flavor for remote backends, e.g. 'a10g-large'.")] = None,
+        backend: Annotated[
+            Literal["local", "hf-jobs"],
+            Field(description="'local' runs on this machine (no account needed); 'hf-jobs' runs on Hugging Face Jobs (needs HF_TOKEN; model, dataset and output are Hub repos)."),
+        ] = "local",
+        flavor: Annotated[str | None, Field(description="HF Jobs hardware, e.g. 'a10g-large' (see the hardware tool).")] = None,
         timeout: Annotated[str | int | None, Field(description="Stop the job after this long: '45m', '2h', or seconds.")] = None,
         hyperparameters: Annotated[
             dict[str, Any] | None,
             Field(description="TRL/transformers config names, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, 'max_length': 1024}. peft='none' for full fine-tuning."),
         ] = None,
-        output: Annotated[str | None, Field(description="Where the trained model goes: a directory for the local backend.")] = None,
+        output: Annotated[
+            str | None,
+            Field(description="Where the trained model goes: a directory for 'local', a Hub repo id for 'hf-jobs' (default <user>/<model>-<method>-<date>)."),
+        ] = None,
         dataset_mapping: Annotated[
             dict[str, Any] | None,
             Field(description="Turns another data shape into a TRL format; validate_dataset proposes it, e.g. {'kind': 'rename', 'columns': {'question': 'prompt', 'answer': 'completion'}}."),

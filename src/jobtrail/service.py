@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from secrets import choice
 from typing import Any
@@ -21,6 +23,7 @@ from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS, Ledger
 from jobtrail.models import (
+    Finding,
     AttemptRecord,
     JobSpec,
     JobStatus,
@@ -49,6 +52,8 @@ from jobtrail.timefmt import parse_duration
 
 log = logging.getLogger("jobtrail.service")
 TEMPLATE_VERSION = 1
+# A remote job's working directory is its own and gone when it ends: results live on the Hub.
+REMOTE_OUTPUT_DIR = "jobtrail-output"
 MAX_LINE_CHARS = 2000
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
 _LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
@@ -80,27 +85,23 @@ class JobService:
         secrets.validate(spec.secrets)
         spec = _normalise(spec)
         run_id = _new_run_id()
-        output_dir = self._output_dir(spec, run_id)
-        facts = checks.gather_model(spec, self.hub_token)
-        positions = checks.max_positions(facts)
-        config = build_config(spec, output_dir, positions) if not checks.check_hyperparameters(spec) else None
-        script = render_script(spec.method, config) if config else ""
-        if script and backend.name == "local":
-            facts = checks.gather_requirements(facts, script, self.job_python)
-        findings = checks.run_all(spec, facts)
-        blocked = bool(checks.blocking(findings))
-        snapshot = config_json(config) if config else ""
+        plan = self._plan(spec, backend, run_id)
+        blocked = bool(checks.blocking(plan.findings))
         base = dict(
-            findings=findings,
-            script_sha256=sha256_text(script) if script else "",
-            config_sha256=sha256_text(snapshot) if snapshot else "",
+            script_sha256=sha256_text(plan.script) if plan.script else "",
+            config_sha256=sha256_text(config_json(plan.config)) if plan.config else "",
             backend=spec.backend,
+            output_repo=plan.push_to,
         )
         if dry_run:
-            return SubmitResult(job_id=None, status="dry_run", script=script, **base)
-        if blocked and (not force or config is None):
-            return SubmitResult(job_id=None, status="rejected", **base)
-        assert config is not None
+            return SubmitResult(job_id=None, status="dry_run", script=plan.script, findings=plan.findings, **base)
+        if blocked and (not force or plan.config is None):
+            return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **base)
+        assert plan.config is not None
+        if plan.push_to:
+            problem = self._create_output_repo(plan.push_to)
+            if problem:
+                return SubmitResult(job_id=None, status="rejected", findings=[*plan.findings, problem], **base)
         created = time.time()
         run = RunRecord(
             run_id=run_id,
@@ -122,26 +123,62 @@ class JobService:
             backend=spec.backend,
             flavor=spec.flavor,
             timeout_s=spec.timeout_s,
-            config=config,
-            config_sha256=sha256_text(snapshot),
-            script=script,
-            script_sha256=sha256_text(script),
+            config=plan.config,
+            config_sha256=base["config_sha256"],
+            script=plan.script,
+            script_sha256=base["script_sha256"],
             forced=force and blocked,
-            findings=findings,
+            findings=plan.findings,
             spec=spec,
         )
         self.ledger.add_run(run, attempt)
         self._dispatch()
-        current = self.ledger.get_attempt(attempt.attempt_id)
-        status = current.status.value if current else "queued"
+        current = self._latest_attempt(attempt.attempt_id)
+        status = current.status.value if current.status.value in ("queued", "starting", "running") else "running"
         return SubmitResult(
             job_id=run_id,
-            status=status if status in ("queued", "starting", "running") else "running",
+            status=status,
+            findings=plan.findings,
             forced=attempt.forced,
             workdir=str(self._workdir(attempt)),
-            output_dir=output_dir,
+            output_dir=plan.config["output_dir"],
             **base,
         )
+
+    def _plan(self, spec: JobSpec, backend: Backend, run_id: str) -> Plan:
+        """Facts → config → script → findings, for a submission or a dry run."""
+        facts = checks.gather_model(spec, self.hub_token)
+        push_to = None
+        if backend.name == "local":
+            output_dir = self._output_dir(spec, run_id)
+        else:
+            facts = checks.gather_identity(facts, self.hub_token)
+            output_dir = REMOTE_OUTPUT_DIR
+            owner = facts.identity.name if facts.identity and facts.identity.name else None
+            push_to = spec.output or (default_repo(owner, spec) if owner else None)
+        config = None
+        if not checks.check_hyperparameters(spec):
+            config = build_config(spec, output_dir, checks.max_positions(facts), push_to=push_to)
+        script = render_script(spec.method, config) if config else ""
+        if script and backend.name == "local":
+            facts = checks.gather_requirements(facts, script, self.job_python)
+        return Plan(config=config, script=script, findings=checks.run_all(spec, facts), push_to=push_to)
+
+    def _create_output_repo(self, repo_id: str) -> Finding | None:
+        """Create the push target before the job starts, so the job itself needs only push rights."""
+        from huggingface_hub import HfApi
+
+        try:
+            HfApi(token=self.hub_token).create_repo(repo_id, private=True, exist_ok=True)
+        except Exception as exc:  # noqa: BLE001 - refused as a finding with the fix
+            first = str(exc).strip().splitlines()
+            return Finding(
+                code="output.create_failed",
+                severity="error",
+                message=f"Could not create the output repo {repo_id}: {type(exc).__name__}: {first[0] if first else ''}"[:400],
+                fix="Use a token that can create repos in that namespace, or create the repo yourself and pass output=...",
+            )
+        return None
 
     def _output_dir(self, spec: JobSpec, run_id: str) -> str:
         if spec.output:
@@ -589,7 +626,23 @@ class JobService:
         return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
 
 
-def build_config(spec: JobSpec, output_dir: str, max_positions: int | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Plan:
+    config: dict[str, Any] | None  # None when the hyperparameter names are wrong
+    script: str
+    findings: list[Finding]
+    push_to: str | None  # the Hub repo a remote job pushes to
+
+
+def default_repo(owner: str, spec: JobSpec) -> str:
+    """<owner>/<model>-<method>-<date>: a new private repo per day of work, never an existing model's."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.model.rstrip("/").split("/")[-1]).strip("-")[:60] or "model"
+    return f"{owner}/{name}-{spec.method}-{time.strftime('%Y%m%d')}"
+
+
+def build_config(
+    spec: JobSpec, output_dir: str, max_positions: int | None = None, *, push_to: str | None = None
+) -> dict[str, Any]:
     """The job's config snapshot: everything the rendered script needs, nothing secret.
 
     When the caller did not choose max_length, the default is capped at the model's positions.
@@ -606,8 +659,8 @@ def build_config(spec: JobSpec, output_dir: str, max_positions: int | None = Non
         "peft": peft,
         "training_args": training_args,
         "checkpoint_retention": job["checkpoint_retention"],
-        "push_to_hub": False,
-        "hub_model_id": None,
+        "push_to_hub": push_to is not None,
+        "hub_model_id": push_to,
     }
 
 

@@ -59,6 +59,7 @@ class HfJobsBackend:
                 flavor=request.flavor or "cpu-basic",
                 timeout=request.timeout_s,
                 labels=request.labels,
+                name="jobtrail-" + request.attempt_id.replace("/", "-"),
                 namespace=namespace,
             )
         except Exception as exc:  # noqa: BLE001 - turned into an error that names the fix

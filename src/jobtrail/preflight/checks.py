@@ -18,7 +18,7 @@ from jobtrail.errors import BackendError
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import probes
 from jobtrail.preflight.architectures import is_causal_lm, is_known
-from jobtrail.preflight.probes import ModelFacts
+from jobtrail.preflight.probes import HubIdentity, ModelFacts
 
 DATA_EXTENSIONS = (".jsonl", ".json", ".csv", ".parquet")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -43,12 +43,21 @@ class Facts:
     model: ModelFacts
     missing_requirements: list[str] | None = None  # None: not checked (no script or not local)
     python_error: str | None = None  # the job's interpreter could not be run
+    identity: HubIdentity | None = None  # whoami of the token, for remote backends
+    has_token: bool = False
 
 
 def gather_model(spec: JobSpec, token: str | None = None) -> Facts:
     if looks_local(spec.model):
         return Facts(model=probes.local_model_facts(Path(spec.model).expanduser()))
     return Facts(model=probes.hub_model_facts(spec.model, token))
+
+
+def gather_identity(facts: Facts, token: str | None) -> Facts:
+    """For remote backends: whose token this is and whether it can push."""
+    if not token:
+        return replace(facts, has_token=False)
+    return replace(facts, has_token=True, identity=probes.hub_identity(token))
 
 
 def gather_requirements(facts: Facts, script: str, python: str) -> Facts:
@@ -187,6 +196,54 @@ def check_dependencies(spec: JobSpec, facts: Facts) -> list[Finding]:
                    "Install the training extra into that environment: pip install 'jobtrail[train]'")]
 
 
+# --- remote backends ----------------------------------------------------------------------
+
+
+def check_remote(spec: JobSpec, facts: Facts) -> list[Finding]:
+    if spec.backend == "local":
+        return []
+    findings = [*_remote_token(facts), *_remote_paths(spec)]
+    if spec.output and not (_HUB_ID.match(spec.output) and "/" in spec.output):
+        findings.append(_error("output.repo", f"output={spec.output!r} is not a Hub repo id; a remote job's disk is gone when it ends.",
+                               "Pass output='<your-user-or-org>/<model-name>' (it is created, private, before submission)."))
+    return findings
+
+
+def _remote_token(facts: Facts) -> list[Finding]:
+    if not facts.has_token:
+        return [_error("auth.no_token", "HF Jobs needs a Hugging Face token, and none is set for the jobtrail server.",
+                       "Create a write token at https://huggingface.co/settings/tokens and set HF_TOKEN in the server's environment.")]
+    identity = facts.identity
+    if identity is None or identity.error:
+        detail = identity.error if identity else "not checked"
+        if identity and identity.status == 401:
+            return [_error("auth.invalid", f"The Hub rejected the token ({detail}).",
+                           "Create a new token at https://huggingface.co/settings/tokens and set HF_TOKEN.")]
+        return [Finding(code="auth.unverified", severity="warning", message=f"Could not check the token ({detail}).",
+                        fix="Make sure the server can reach the Hub.")]
+    if identity.can_write_repos is False:
+        return [_error("auth.cannot_push", f"The token of {identity.name} ({identity.role}) cannot write repos, so the "
+                       "trained model could not be pushed and all training would be lost.",
+                       "Use a write token, or a fine-grained token with repo write access, as HF_TOKEN.")]
+    if identity.can_write_repos is None:
+        return [Finding(code="auth.push_unverified", severity="warning",
+                        message="The token's write access to the output repo could not be confirmed (fine-grained token).",
+                        fix="Give the token write access to the output repo's namespace, or use a write token.")]
+    return []
+
+
+def _remote_paths(spec: JobSpec) -> list[Finding]:
+    findings = []
+    if looks_local(spec.model):
+        findings.append(_error("remote.local_model", f"{spec.model} is a local path; an HF job cannot see this machine's files.",
+                               f"Push it first: hf upload <your-user>/{Path(spec.model).name} {spec.model}  then pass that id as model."))
+    if looks_local(spec.dataset):
+        name = Path(spec.dataset).stem
+        findings.append(_error("remote.local_dataset", f"{spec.dataset} is a local file; an HF job cannot see this machine's files.",
+                               f"Push it first: hf upload <your-user>/{name} {spec.dataset} --repo-type dataset  then pass that id as dataset."))
+    return findings
+
+
 Check = Callable[[JobSpec, Facts], list[Finding]]
 CHECKS: tuple[Check, ...] = (
     check_model,
@@ -195,6 +252,7 @@ CHECKS: tuple[Check, ...] = (
     check_hyperparameters,
     check_config,
     check_dependencies,
+    check_remote,
 )
 
 

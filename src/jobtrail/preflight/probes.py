@@ -30,6 +30,41 @@ class ModelFacts(BaseModel):
     module_names: list[str] | None = None  # leaf module names (q_proj, ...) from the weight names
 
 
+class HubIdentity(BaseModel):
+    """Who a token belongs to and what it may do, from whoami; `error` when it could not be asked."""
+
+    name: str | None = None
+    role: str | None = None  # "write", "read" or "fineGrained"
+    can_write_repos: bool | None = None  # None: a fine-grained token whose scopes were not listed
+    error: str | None = None
+    status: int | None = None  # HTTP status of the failure, when there was one
+
+
+def hub_identity(token: str) -> HubIdentity:
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi(token=token).whoami(token=token)
+    except Exception as exc:  # noqa: BLE001 - reported as a finding, never raised
+        response = getattr(exc, "response", None)
+        return HubIdentity(error=_one_line(exc), status=getattr(response, "status_code", None))
+    access = (info.get("auth") or {}).get("accessToken") or {}
+    role = access.get("role")
+    return HubIdentity(name=info.get("name"), role=role, can_write_repos=_can_write(role, access))
+
+
+def _can_write(role: str | None, access: dict[str, Any]) -> bool | None:
+    if role == "write":
+        return True
+    if role == "read":
+        return False
+    scoped = access.get("fineGrained", {}).get("scoped") or []
+    permissions = {p for entry in scoped for p in entry.get("permissions", [])}
+    if not scoped:
+        return None
+    return "repo.write" in permissions or "repo.content.write" in permissions
+
+
 def missing_job_requirements(script: str, python: str) -> list[str]:
     """The script's PEP 723 dependencies that the interpreter `python` does not satisfy.
 

@@ -1,0 +1,110 @@
+"""The HF Jobs backend through the real huggingface_hub client against the offline emulator."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jobtrail.backends.hf_jobs import COMPLETE, HfJobsBackend
+from jobtrail.errors import BackendError
+from jobtrail.models import LaunchRequest
+from waiting import wait_for
+
+TOKEN = "hf_alice_write_token_0123456789"
+
+
+@pytest.fixture
+def backend(hub) -> HfJobsBackend:
+    hub.add_token(TOKEN, "alice")
+    return HfJobsBackend(token=TOKEN)
+
+
+def _request(tmp_path: Path, script: str, **kw) -> LaunchRequest:
+    return LaunchRequest(attempt_id="jt-test/1", script=textwrap.dedent(script), workdir=str(tmp_path / "attempt-1"),
+                         env={"JOBTRAIL_RUN_ID": "jt-test"}, secrets={"HF_TOKEN": TOKEN},
+                         labels={"jobtrail-run": "jt-test", "jobtrail-attempt": "1", "jobtrail-config-sha256": "ab" * 32},
+                         **kw)
+
+
+def _exited(backend, placement):
+    probe = backend.probe(placement)
+    return probe if probe.phase == "exited" else None
+
+
+def _all_lines(backend, placement) -> list[str]:
+    wait_for(lambda: (Path(placement.workdir) / COMPLETE).exists() or backend.read_log(placement).lines and None, 30,
+             "the log to be complete")
+    return backend.read_log(placement).lines
+
+
+def test_inline_script_runs_with_labels_secrets_and_real_logs(backend, hub, tmp_path):
+    placement = backend.launch(_request(tmp_path, """
+        import os
+        print("hello from the job")
+        print("token matches:", os.environ["HF_TOKEN"] == %r)
+        print("run:", os.environ["JOBTRAIL_RUN_ID"])
+    """ % TOKEN, flavor="cpu-basic", timeout_s=600))
+    assert placement.backend == "hf-jobs" and placement.remote_id and placement.namespace == "alice"
+    assert placement.url.endswith(f"/jobs/alice/{placement.remote_id}") and placement.image.startswith("ghcr.io/astral-sh/uv")
+    job = hub.jobs[placement.remote_id]
+    assert job.spec["labels"] == {"jobtrail-run": "jt-test", "jobtrail-attempt": "1", "jobtrail-config-sha256": "ab" * 32,
+                                  "name": "jobtrail-jt-test-1"}
+    assert job.spec["secrets"] == {"HF_TOKEN": None} and job.spec["flavor"] == "cpu-basic"
+    assert job.spec["timeoutSeconds"] == 600 and job.spec["command"][0] == "bash"
+    assert not any("/preupload/" in path or "/commit/" in path for _, path in hub.requests), "nothing is uploaded"
+    record = wait_for(lambda: _exited(backend, placement), 60, "the job to end").exit
+    assert record.exit_code == 0 and not record.timed_out
+    lines = _all_lines(backend, placement)
+    assert [l for l in lines if not l.startswith("=====")] == ["hello from the job", "token matches: True", "run: jt-test"]
+    page = backend.read_log(placement, 1, max_lines=1)
+    assert page.lines == [lines[1]] and page.offset == 2
+
+
+def test_failure_carries_the_exit_code(backend, tmp_path):
+    placement = backend.launch(_request(tmp_path, "import sys\nprint('bad')\nsys.exit(3)\n"))
+    record = wait_for(lambda: _exited(backend, placement), 60, "the job to fail").exit
+    assert record.exit_code == 3 and not record.cancelled
+
+
+def test_cancel_ends_canceled(backend, tmp_path):
+    placement = backend.launch(_request(tmp_path, "import time\nprint('up', flush=True)\ntime.sleep(60)\n"))
+    wait_for(lambda: backend.probe(placement).phase == "running", 30, "the job to run")
+    backend.cancel(placement)
+    record = wait_for(lambda: _exited(backend, placement), 30, "the job to be cancelled").exit
+    assert record.cancelled
+
+
+def test_timeout_ends_in_error_marked_timed_out(backend, tmp_path):
+    placement = backend.launch(_request(tmp_path, "import time\ntime.sleep(60)\n", timeout_s=1))
+    record = wait_for(lambda: _exited(backend, placement), 30, "the timeout").exit
+    assert record.timed_out and "timed out" in record.message.lower()
+
+
+def test_a_dropped_log_stream_is_resumed_without_losing_or_repeating_lines(backend, hub, tmp_path):
+    hub.inject.drop_logs_after(3, times=2)
+    placement = backend.launch(_request(tmp_path, """
+        import time
+        for i in range(12):
+            print(f"line {i}", flush=True)
+            time.sleep(0.1)
+    """))
+    wait_for(lambda: _exited(backend, placement), 60, "the job to end")
+    lines = [l for l in _all_lines(backend, placement) if l.startswith("line ")]
+    assert lines == [f"line {i}" for i in range(12)]
+
+
+@pytest.mark.parametrize(("status", "words"), [(401, "invalid or expired"), (403, "job.write")])
+def test_auth_failures_name_the_fix(backend, hub, tmp_path, status, words):
+    hub.inject.jobs_auth_error(status)
+    with pytest.raises(BackendError) as info:
+        backend.launch(_request(tmp_path, "print(1)\n"))
+    assert info.value.reason == "auth_error" and words in str(info.value) and info.value.fix
+    assert TOKEN not in str(info.value)
+
+
+def test_an_unknown_job_is_lost(backend, tmp_path):
+    placement = backend.launch(_request(tmp_path, "print(1)\n"))
+    gone = placement.model_copy(update={"remote_id": "000000000000000000000000"})
+    assert backend.probe(gone).phase == "lost"
