@@ -21,12 +21,15 @@ from typing import Any
 
 # --- jobtrail:runtime ---
 from _runtime import (
+    apply_mapping,
     apply_retention,
     begin_checkpoint,
     commit_checkpoint,
     emit,
     emit_environment,
     find_resume_target,
+    mapping_problems,
+    mapping_source_columns,
     phase,
     run_job,
     sha256_file,
@@ -93,6 +96,21 @@ def load_train_dataset(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         "fingerprint": getattr(dataset, "_fingerprint", None),
     }
     return dataset, manifest
+
+
+def map_dataset(dataset: Any, mapping: dict[str, Any] | None) -> Any:
+    """Apply the job's dataset_mapping (declarative; see _runtime.apply_mapping) to every row."""
+    if not mapping:
+        return dataset
+    problems = mapping_problems(mapping)
+    if problems:
+        raise ValueError("invalid dataset_mapping: " + "; ".join(problems))
+    consumed = mapping_source_columns(mapping)
+    missing = [name for name in consumed if name not in dataset.column_names]
+    if missing:
+        raise ValueError(f"dataset_mapping needs column(s) {missing}; the dataset has {dataset.column_names}")
+    # The consumed columns go; apply_mapping returns what replaces them (and the rest unchanged).
+    return dataset.map(lambda row: apply_mapping(row, mapping), remove_columns=consumed)
 
 
 def detect_format(dataset: Any, text_field: str) -> str:
@@ -225,7 +243,7 @@ def make_callback(output_dir: Path, run_id: str, attempt_id: str, retention: int
             ckpt = output_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
                 commit_checkpoint(ckpt, state.global_step, run_id, attempt_id)
-                apply_retention(output_dir, retention)
+                apply_retention(output_dir, retention, state.global_step)
 
         def on_log(
             self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any
@@ -305,6 +323,8 @@ def main() -> None:
         peft_config = build_peft_config(CONFIG.get("peft"))
     with phase("data"):
         dataset, manifest = load_train_dataset(CONFIG["dataset"])
+        manifest["mapping"] = CONFIG["dataset"].get("mapping")
+        dataset = map_dataset(dataset, manifest["mapping"])
         manifest["format"] = detect_format(dataset, args.dataset_text_field)
     emit("data_manifest", **manifest)
     with phase("model"):

@@ -91,15 +91,32 @@ def test_chat_template_needed_for_conversational_data(facts):
     assert checks.check_chat_template(spec(), without, conversational=False) == []
 
 
-def test_dataset_file_checks(tmp_path, chat_dataset):
-    assert checks.check_dataset(spec(dataset=chat_dataset)) == []
-    assert errors(checks.check_dataset(spec(dataset=tmp_path / "no.jsonl"))) == ["dataset.missing"]
+def _dataset_findings(dataset, facts, **kw):
+    s = spec(dataset=dataset, **kw)
+    return checks.check_dataset(s, checks.gather_dataset(facts, s))
+
+
+def test_dataset_checks_come_from_validate_dataset(tmp_path, chat_dataset, facts):
+    assert errors(_dataset_findings(chat_dataset, facts)) == []
+    assert errors(_dataset_findings(tmp_path / "no.jsonl", facts)) == ["dataset.missing"]
     (tmp_path / "data.txt").write_text("x")
-    assert errors(checks.check_dataset(spec(dataset=tmp_path / "data.txt"))) == ["dataset.format"]
+    assert errors(_dataset_findings(tmp_path / "data.txt", facts)) == ["dataset.format"]
     (tmp_path / "empty.jsonl").write_text("")
-    assert errors(checks.check_dataset(spec(dataset=tmp_path / "empty.jsonl"))) == ["dataset.empty"]
-    hub = checks.check_dataset(spec(dataset="org/data"))
-    assert codes(hub) == ["dataset.unverified"] and hub[0].severity == "warning"
+    assert errors(_dataset_findings(tmp_path / "empty.jsonl", facts)) == ["dataset.empty"]
+
+
+def test_dataset_shape_needing_a_mapping_blocks_until_the_mapping_is_given(tmp_path, facts):
+    data = tmp_path / "qa.jsonl"
+    data.write_text('{"question": "2+2?", "answer": "4"}\n{"question": "3+3?", "answer": "6"}\n')
+    [finding] = [f for f in _dataset_findings(data, facts) if f.severity == "error"]
+    assert finding.code == "dataset.columns" and "dataset_mapping" in finding.fix
+    mapping = {"kind": "rename", "columns": {"question": "prompt", "answer": "completion"}}
+    assert errors(_dataset_findings(data, facts, dataset_mapping=mapping)) == []
+
+
+def test_conversational_data_needs_a_chat_template(chat_dataset, facts):
+    without = Facts(model=facts.model.model_copy(update={"has_chat_template": False}))
+    assert "model.chat_template" in errors(_dataset_findings(chat_dataset, without))
 
 
 @pytest.mark.parametrize(

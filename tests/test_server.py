@@ -14,7 +14,7 @@ from jobtrail.app import build_service
 from jobtrail.server import build_server
 from waiting import wait_for
 
-TOOLS = {"submit", "ps", "inspect", "logs", "cancel"}
+TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset"}
 
 
 def call(server, tool: str, arguments: dict[str, Any]):
@@ -46,7 +46,7 @@ def test_tools_are_typed_titled_and_annotated(server):
         tool = tools[name]
         assert tool.title and tool.description and tool.output_schema, name
         assert tool.annotations is not None, name
-    for name in ("ps", "inspect", "logs"):
+    for name in ("ps", "inspect", "logs", "report", "validate_dataset"):
         assert tools[name].annotations.read_only_hint is True
     assert tools["cancel"].annotations.destructive_hint is True
     assert tools["submit"].annotations.read_only_hint is False
@@ -204,3 +204,19 @@ def test_secret_reaches_the_job_but_no_output_or_ledger_byte(server, tiny_model,
     for path in home.rglob("*"):
         if path.is_file():
             assert value.encode() not in path.read_bytes(), path
+
+
+def test_validate_dataset_then_submit_with_the_proposed_mapping(server, tiny_model, tmp_path):
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(f'{{"question": "what is {i} plus {i}?", "answer": "{2 * i}"}}\n' for i in range(24)))
+    report = call(server, "validate_dataset", {"dataset": str(data), "method": "sft"})
+    assert not report.is_error
+    verdict = report.structured_content["methods"]["sft"]
+    assert report.structured_content["rows"] == 24 and verdict["status"] == "NEEDS_MAPPING"
+    assert "NEEDS_MAPPING" in report.content[0].text
+    rejected = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(data)})
+    assert rejected.structured_content["status"] == "rejected"
+    job_id = _submit(server, tiny_model, data, dataset_mapping=verdict["mapping"])
+    done = wait_for(lambda: _terminal(server, job_id), 180, "the mapped job")
+    assert done["status"] == "succeeded"
+    assert done["attempts"][0]["data_manifest"]["mapping"] == verdict["mapping"]

@@ -58,6 +58,15 @@ def _parser() -> argparse.ArgumentParser:
     _json_flag(preflight)
     preflight.set_defaults(handler=_preflight)
 
+    validate = sub.add_parser("validate-dataset", help="check a dataset's format for each method (the validate_dataset tool)")
+    validate.add_argument("dataset", metavar="PATH_OR_ID")
+    validate.add_argument("--method", choices=["sft", "dpo", "grpo", "reward", "kto"])
+    validate.add_argument("--split", default="train")
+    validate.add_argument("--model", help="local model directory, to measure token lengths")
+    validate.add_argument("--max-length", type=int)
+    _json_flag(validate)
+    validate.set_defaults(handler=lambda a: _emit(a, _service().validate_dataset(a.dataset, a.method, a.split, a.model, a.max_length)))
+
     ps = sub.add_parser("ps", help="list jobs (the ps tool)")
     ps.add_argument("--status", choices=["queued", "starting", "running", "succeeded", "failed", "cancelled"])
     ps.add_argument("--limit", type=int, default=20)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
 from jobtrail.models import JobSpec, JobStatus
+from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.results import (
     CancelResult,
     InspectResult,
@@ -131,6 +132,27 @@ def build_server(service: JobService) -> MCPServer:
             secrets=secrets or {},
         )
         return result(service.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries))
+
+    @server.tool(
+        title="Validate a dataset",
+        description=(
+            "Check a dataset before training: rows, columns, and for each method (sft, dpo, grpo, reward, kto) "
+            "READY, NEEDS_MAPPING (with the dataset_mapping to pass to submit) or INCOMPATIBLE, with row-level "
+            "problems and samples. With model=, token-length percentiles and rows over max_length."
+        ),
+        annotations=READ_ONLY,
+    )
+    @agent_errors
+    def validate_dataset(
+        dataset: Annotated[str, Field(description="Local .jsonl/.json/.csv/.parquet file or Hub dataset id.")],
+        method: Annotated[
+            Literal["sft", "dpo", "grpo", "reward", "kto"] | None, Field(description="Judge only this method.")
+        ] = None,
+        split: Annotated[str, Field(description="Split to read, e.g. 'train'.")] = "train",
+        model: Annotated[str | None, Field(description="Local model directory: measure token lengths with its tokenizer.")] = None,
+        max_length: Annotated[int | None, Field(ge=1, description="Count rows longer than this many tokens.")] = None,
+    ) -> Annotated[CallToolResult, DatasetReport]:
+        return result(service.validate_dataset(dataset, method, split, model, max_length))
 
     @server.tool(
         title="List jobs",

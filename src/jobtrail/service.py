@@ -33,7 +33,8 @@ from jobtrail.models import (
     TerminationReason,
 )
 from jobtrail.preflight import checks
-from jobtrail.preflight.checks import looks_local
+from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.refs import looks_local
 from jobtrail.render import config_json, render_script, sha256_text
 from jobtrail.results import (
     AttemptView,
@@ -147,7 +148,7 @@ class JobService:
 
     def _plan(self, spec: JobSpec, backend: Backend, run_id: str) -> Plan:
         """Facts → config → script → findings, for a submission or a dry run."""
-        facts = checks.gather_model(spec, self.hub_token)
+        facts = checks.gather_dataset(checks.gather_model(spec, self.hub_token), spec)
         push_to = None
         if backend.name == "local":
             output_dir = self._output_dir(spec, run_id)
@@ -336,6 +337,13 @@ class JobService:
             total_gpu_hours=round(sum(r.gpu_hours for r in rows), 4),
             total_cost_usd=round(sum(r.cost_usd for r in rows), 4),
         )
+
+    def validate_dataset(
+        self, dataset: str, method: str | None = None, split: str = "train", model: str | None = None,
+        max_length: int | None = None,
+    ) -> DatasetReport:
+        dataset, model = _local_path(dataset), _local_path(model) if model else None
+        return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)
 
     # --- retry --------------------------------------------------------------------------
 
@@ -697,11 +705,12 @@ def _job_env(attempt: AttemptRecord) -> dict[str, str]:
 
 def _normalise(spec: JobSpec) -> JobSpec:
     """Local paths become absolute, because the job runs in its own directory."""
-    updates: dict[str, Any] = {}
-    for name in ("model", "dataset"):
-        ref = getattr(spec, name).strip()
-        updates[name] = str(Path(ref).expanduser().resolve()) if looks_local(ref) else ref
-    return spec.model_copy(update=updates)
+    return spec.model_copy(update={"model": _local_path(spec.model), "dataset": _local_path(spec.dataset)})
+
+
+def _local_path(ref: str) -> str:
+    ref = ref.strip()
+    return str(Path(ref).expanduser().resolve()) if looks_local(ref) else ref
 
 
 def _new_run_id() -> str:

@@ -18,24 +18,14 @@ from jobtrail.errors import BackendError
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import probes
 from jobtrail.preflight.architectures import is_causal_lm, is_known
+from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.probes import HubIdentity, ModelFacts
+from jobtrail.refs import HUB_ID, looks_local
 
-DATA_EXTENSIONS = (".jsonl", ".json", ".csv", ".parquet")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # GPUs without bf16, and those where torch.compile costs more than it saves on short jobs.
 NO_BF16_GPUS = ("T4",)
 SLOW_COMPILE_GPUS = ("T4", "A10G")
 _FLAVOR_GPUS = {"t4": "T4", "a10g": "A10G", "l4": "L4", "l40s": "L40S", "a100": "A100", "h100": "H100", "h200": "H200"}
-
-
-def looks_local(ref: str) -> bool:
-    """A path the user meant as a file or directory, as opposed to a Hub id like 'org/name'."""
-    return (
-        ref.startswith(("/", "./", "../", "~"))
-        or ref.endswith(DATA_EXTENSIONS)
-        or Path(ref).expanduser().exists()
-        or not _HUB_ID.match(ref)
-    )
 
 
 @dataclass(frozen=True)
@@ -45,12 +35,19 @@ class Facts:
     python_error: str | None = None  # the job's interpreter could not be run
     identity: HubIdentity | None = None  # whoami of the token, for remote backends
     has_token: bool = False
+    dataset: DatasetReport | None = None
 
 
 def gather_model(spec: JobSpec, token: str | None = None) -> Facts:
     if looks_local(spec.model):
         return Facts(model=probes.local_model_facts(Path(spec.model).expanduser()))
     return Facts(model=probes.hub_model_facts(spec.model, token))
+
+
+def gather_dataset(facts: Facts, spec: JobSpec) -> Facts:
+    split = spec.hyperparameters.get("dataset_split", hyperparams.JOB_DEFAULTS["dataset_split"])
+    report = validate_dataset(spec.dataset, spec.method, split=str(split), mapping=spec.dataset_mapping)
+    return replace(facts, dataset=report)
 
 
 def gather_identity(facts: Facts, token: str | None) -> Facts:
@@ -139,21 +136,12 @@ def check_lora_targets(spec: JobSpec, facts: Facts) -> list[Finding]:
 # --- data, hyperparameters, config ------------------------------------------------------
 
 
-def check_dataset(spec: JobSpec) -> list[Finding]:
-    if not looks_local(spec.dataset):
-        return [Finding(code="dataset.unverified", severity="warning",
-                        message=f"Dataset {spec.dataset!r} is a Hub id; it was not checked here and the job downloads it.",
-                        fix="Make sure the job's machine can reach the Hub, or pass a local file.")]
-    path = Path(spec.dataset).expanduser()
-    if not path.exists():
-        return [_error("dataset.missing", f"Dataset file {spec.dataset} does not exist.",
-                       "Pass an existing .jsonl, .json, .csv or .parquet file, or a Hub dataset id.")]
-    if not path.is_file() or path.suffix.lower() not in DATA_EXTENSIONS:
-        return [_error("dataset.format", f"{spec.dataset} is not a .jsonl, .json, .csv or .parquet file.",
-                       "Convert the data to JSON Lines (one example per line) and pass that file.")]
-    if path.stat().st_size == 0:
-        return [_error("dataset.empty", f"{spec.dataset} is empty.", "Write at least one example to the file.")]
-    return []
+def check_dataset(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """validate_dataset's findings for the method, on exactly the rows the job will see (mapped)."""
+    report = facts.dataset
+    if report is None:
+        return []
+    return [*report.findings, *check_chat_template(spec, facts, report.conversational)]
 
 
 def check_hyperparameters(spec: JobSpec, facts: Facts | None = None) -> list[Finding]:
@@ -203,7 +191,7 @@ def check_remote(spec: JobSpec, facts: Facts) -> list[Finding]:
     if spec.backend == "local":
         return []
     findings = [*_remote_token(facts), *_remote_paths(spec)]
-    if spec.output and not (_HUB_ID.match(spec.output) and "/" in spec.output):
+    if spec.output and not (HUB_ID.match(spec.output) and "/" in spec.output):
         findings.append(_error("output.repo", f"output={spec.output!r} is not a Hub repo id; a remote job's disk is gone when it ends.",
                                "Pass output='<your-user-or-org>/<model-name>' (it is created, private, before submission)."))
     return findings
@@ -248,7 +236,7 @@ Check = Callable[[JobSpec, Facts], list[Finding]]
 CHECKS: tuple[Check, ...] = (
     check_model,
     check_lora_targets,
-    lambda spec, facts: check_dataset(spec),
+    check_dataset,
     check_hyperparameters,
     check_config,
     check_dependencies,
