@@ -313,6 +313,59 @@ def _remove_checkpoint(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+# --- checkpoints on the Hub (remote backends) ---------------------------------------------------
+# A remote job's disk disappears with it, so each committed checkpoint is pushed to the output
+# repo's REMOTE_CHECKPOINT folder in two commits: the files and manifest first (replacing the
+# previous checkpoint's, marker included), then the marker. Between the two, the folder has no
+# marker and readers ignore it, exactly as on disk.
+REMOTE_CHECKPOINT = "last-checkpoint"
+
+
+def push_checkpoint(ckpt_dir: Path | str, repo_id: str, step: int) -> None:
+    from huggingface_hub import HfApi
+
+    ckpt_dir, api = Path(ckpt_dir), HfApi()
+    api.upload_folder(
+        folder_path=str(ckpt_dir), path_in_repo=REMOTE_CHECKPOINT, repo_id=repo_id,
+        ignore_patterns=[MARKER_NAME], delete_patterns=["*"], commit_message=f"jobtrail: checkpoint {step} (files)",
+    )
+    api.upload_file(
+        path_or_fileobj=str(ckpt_dir / MARKER_NAME), path_in_repo=f"{REMOTE_CHECKPOINT}/{MARKER_NAME}",
+        repo_id=repo_id, commit_message=f"jobtrail: checkpoint {step} committed",
+    )
+    emit("checkpoint", state="pushed", step=step, path=str(ckpt_dir), repo=repo_id)
+
+
+def push_final(final_dir: Path | str, repo_id: str) -> None:
+    """The final model at the repo's root, where from_pretrained(repo_id) finds it."""
+    from huggingface_hub import HfApi
+
+    HfApi().upload_folder(folder_path=str(final_dir), repo_id=repo_id, ignore_patterns=[MARKER_NAME],
+                          commit_message="jobtrail: final model")
+    emit("artifact", kind="pushed_model", path=str(final_dir), repo=repo_id)
+
+
+def fetch_remote_checkpoint(repo_id: str, output_dir: Path | str) -> str | None:
+    """Bring the Hub's committed checkpoint to a fresh machine, if it verifies; its path or None."""
+    from huggingface_hub import list_repo_files, snapshot_download
+
+    if f"{REMOTE_CHECKPOINT}/{MARKER_NAME}" not in set(list_repo_files(repo_id)):
+        return None
+    staging = Path(output_dir) / ".remote-checkpoint"
+    snapshot_download(repo_id, allow_patterns=[f"{REMOTE_CHECKPOINT}/*"], local_dir=str(staging))
+    fetched = staging / REMOTE_CHECKPOINT
+    ok, why = verify_checkpoint(fetched)
+    marker = json.loads((fetched / MARKER_NAME).read_text()) if ok else {}
+    if not ok or not isinstance(marker.get("step"), int):
+        emit("checkpoint", state="discarded", path=f"{repo_id}/{REMOTE_CHECKPOINT}", why=why or "marker has no step")
+        return None
+    target = Path(output_dir) / f"checkpoint-{marker['step']}"
+    if not target.exists():
+        os.replace(fetched, target)
+    shutil.rmtree(staging, ignore_errors=True)
+    return str(target)
+
+
 # --- dataset mapping ---------------------------------------------------------------------------
 # A dataset_mapping is declarative JSON: it travels in the job's CONFIG (and so in the ledger's
 # config snapshot), the job applies it row by row, and the server's validate_dataset runs this
@@ -519,10 +572,12 @@ def _is_http(e: BaseException) -> bool:
 FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
     ("oom", lambda e, p: isinstance(e, MemoryError)
         or "OutOfMemoryError" in _names(e) or "out of memory" in str(e).lower()),
+    # Training is done when pushing fails, whatever the cause (a 403 included): only the push
+    # needs repeating, so this comes before auth_error.
+    ("hub_error", lambda e, p: p == "push"),
     ("auth_error", lambda e, p: "GatedRepoError" in _names(e)
         or ((isinstance(e, OSError | ValueError) or _is_http(e)) and bool(_AUTH_RE.search(str(e))))),
     ("dependency_error", lambda e, p: isinstance(e, ImportError)),
-    ("hub_error", lambda e, p: p == "push"),
     # HF_HUB_OFFLINE=1 with a Hub id: retrying cannot help (it is a ConnectionError subclass).
     ("config_error", lambda e, p: "OfflineModeIsEnabled" in _names(e)),
     ("infra_transient", lambda e, p: bool(_names(e) & _NETWORK_ERRORS)

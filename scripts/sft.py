@@ -27,10 +27,13 @@ from _runtime import (
     commit_checkpoint,
     emit,
     emit_environment,
+    fetch_remote_checkpoint,
     find_resume_target,
     mapping_problems,
     mapping_source_columns,
     phase,
+    push_checkpoint,
+    push_final,
     run_job,
     sha256_file,
 )
@@ -179,10 +182,8 @@ def build_training_args(config: dict[str, Any], output_dir: Path) -> Any:
         "output_dir": str(output_dir),
         "save_total_limit": None,
     }
-    if config.get("push_to_hub"):
-        kwargs.update(
-            push_to_hub=True, hub_model_id=config.get("hub_model_id"), hub_strategy="checkpoint"
-        )
+    # No Trainer push: its upload would race the commit protocol (the marker must follow the
+    # files), so the runtime pushes each committed checkpoint itself (push_checkpoint).
     return SFTConfig(**kwargs)
 
 
@@ -223,7 +224,9 @@ def load_model(config: dict[str, Any], args: Any) -> tuple[Any, Any]:
 # --- training ----------------------------------------------------------------------------------
 
 
-def make_callback(output_dir: Path, run_id: str, attempt_id: str, retention: int | None) -> Any:
+def make_callback(
+    output_dir: Path, run_id: str, attempt_id: str, retention: int | None, push_to: str | None
+) -> Any:
     """A TrainerCallback that turns Trainer events into jobtrail events and commits checkpoints."""
     from transformers import TrainerCallback
 
@@ -243,6 +246,9 @@ def make_callback(output_dir: Path, run_id: str, attempt_id: str, retention: int
             ckpt = output_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
                 commit_checkpoint(ckpt, state.global_step, run_id, attempt_id)
+                if push_to:
+                    with phase("push"):
+                        push_checkpoint(ckpt, push_to, state.global_step)
                 apply_retention(output_dir, retention, state.global_step)
 
         def on_log(
@@ -330,12 +336,16 @@ def main() -> None:
     with phase("model"):
         model, tokenizer = load_model(CONFIG, args)
 
+    push_to = CONFIG.get("hub_model_id") if CONFIG.get("push_to_hub") else None
+    if push_to:  # a fresh remote machine: the last committed checkpoint lives on the Hub
+        with phase("resume"):
+            fetch_remote_checkpoint(push_to, output_dir)
     resume_path, resume_step, skipped = find_resume_target(output_dir)
     emit("resume", checkpoint=resume_path, step=resume_step, skipped=skipped)
 
     from trl import SFTTrainer
 
-    callback = make_callback(output_dir, run_id, attempt_id, CONFIG.get("checkpoint_retention"))
+    callback = make_callback(output_dir, run_id, attempt_id, CONFIG.get("checkpoint_retention"), push_to)
     with phase("setup"):  # tokenising the dataset, wrapping the model with the adapter
         trainer = SFTTrainer(
             model=model,
@@ -349,9 +359,9 @@ def main() -> None:
         result = trainer.train(resume_from_checkpoint=resume_path)
     save_final(trainer, output_dir, run_id, attempt_id)
     emit_metrics(result.metrics, trainer.state, callback.tokens_at_start)
-    if CONFIG.get("push_to_hub"):
+    if push_to:
         with phase("push"):
-            trainer.push_to_hub()
+            push_final(output_dir / FINAL_DIR, push_to)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,97 @@
+"""The tiny-model SFT job end to end on backend="hf-jobs": the real HfApi client, the emulator runs
+the submitted script for real (downloading model and data from it and pushing checkpoints back)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobtrail.app import build_service
+from jobtrail.models import JobSpec
+from waiting import wait_for
+
+TOKEN = "hf_alice_write_secret_token_42"
+HYPER = {"max_steps": 6, "logging_steps": 1, "save_steps": 3, "per_device_train_batch_size": 2,
+         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+
+
+@pytest.fixture
+def remote(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
+    hub.add_token(TOKEN, "alice")
+    hub.add_repo("alice/tiny", files={p.name: p for p in tiny_model.iterdir() if p.is_file() and not p.name.startswith(".")})
+    hub.add_repo("alice/chat", repo_type="dataset", files={"train.jsonl": chat_dataset})
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return build_service(tmp_path / "home")
+
+
+def _spec(**kw) -> JobSpec:
+    base = dict(method="sft", model="alice/tiny", dataset="alice/chat", backend="hf-jobs", flavor="cpu-basic",
+                timeout_s=1800, hyperparameters=HYPER, output="alice/tiny-sft")
+    return JobSpec(**{**base, **kw})
+
+
+def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_secret(remote, hub, tmp_path):
+    submitted = remote.submit(_spec())
+    assert submitted.job_id, [f.model_dump() for f in submitted.findings]
+    assert submitted.output_repo == "alice/tiny-sft"
+    done = wait_for(lambda: (r := remote.inspect(submitted.job_id)).status in ("succeeded", "failed") and r, 240,
+                    "the remote job to end", interval=0.5)
+    assert done.status == "succeeded", (done.termination_message, remote.logs(submitted.job_id, tail=40).lines)
+    attempt = done.attempts[0]
+    assert attempt.placement.remote_id and attempt.placement.url and attempt.placement.flavor == "cpu-basic"
+    assert attempt.placement.image.startswith("ghcr.io/astral-sh/uv")
+    assert done.progress.step == 6 and attempt.data_manifest["kind"] == "hub"
+    job = hub.jobs[attempt.placement.remote_id]
+    assert job.spec["labels"]["jobtrail-run"] == submitted.job_id
+    assert job.spec["labels"]["jobtrail-config-sha256"] == attempt.config_sha256
+    files = set(hub.repo_files("alice/tiny-sft"))
+    assert "last-checkpoint/JOBTRAIL_COMMITTED" in files and "last-checkpoint/jobtrail_manifest.json" in files
+    assert "adapter_model.safetensors" in files
+    logs = remote.logs(submitted.job_id, tail=500)
+    assert logs.finished and any('"event":"step"' in line for line in logs.lines)
+    for path in (tmp_path / "home").rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def test_remote_preflight_refuses_local_paths_and_missing_token(remote, tiny_model, chat_dataset, monkeypatch):
+    local = remote.submit(_spec(model=str(tiny_model), dataset=str(chat_dataset)), dry_run=True)
+    codes = {f.code for f in local.findings if f.severity == "error"}
+    assert {"remote.local_model", "remote.local_dataset"} <= codes
+    fix = next(f.fix for f in local.findings if f.code == "remote.local_dataset")
+    assert "hf upload" in fix and "--repo-type dataset" in fix
+    monkeypatch.delenv("HF_TOKEN")
+    anonymous = build_service(remote.home).submit(_spec(), dry_run=True)
+    assert "auth.no_token" in {f.code for f in anonymous.findings}
+
+
+def test_read_only_token_cannot_push_so_the_job_is_refused(remote, hub, monkeypatch):
+    hub.add_token("hf_read_only_token", "bob", role="read")
+    monkeypatch.setenv("HF_TOKEN", "hf_read_only_token")
+    refused = build_service(remote.home).submit(_spec(output="bob/out"))
+    assert refused.status == "rejected" and "auth.cannot_push" in {f.code for f in refused.findings}
+
+
+def test_cancel_a_remote_job(remote):
+    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 100000})).job_id
+    wait_for(lambda: remote.inspect(job_id).status == "running", 120, "the remote job to run", interval=0.5)
+    result = remote.cancel(job_id)
+    assert result.status == "cancelled" and result.termination_reason == "cancelled"
+
+
+def test_remote_timeout_is_classified_timeout(remote):
+    job_id = remote.submit(_spec(timeout_s=3, hyperparameters={**HYPER, "max_steps": 100000})).job_id
+    done = wait_for(lambda: (r := remote.inspect(job_id)).status == "failed" and r, 120, "the timeout", interval=0.5)
+    assert done.termination_reason == "timeout"
+
+
+def test_jobs_403_ends_the_attempt_as_auth_error_with_the_fix(remote, hub):
+    hub.inject.jobs_auth_error(403)
+    job_id = remote.submit(_spec()).job_id
+    done = remote.inspect(job_id)
+    assert done.status == "failed" and done.termination_reason == "auth_error"
+    assert "job.write" in done.termination_message and TOKEN not in done.termination_message
+    answer = remote.retry(job_id)
+    assert not answer.retried and "HF_TOKEN" in answer.fix
