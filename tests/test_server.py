@@ -220,3 +220,20 @@ def test_validate_dataset_then_submit_with_the_proposed_mapping(server, tiny_mod
     done = wait_for(lambda: _terminal(server, job_id), 180, "the mapped job")
     assert done["status"] == "succeeded"
     assert done["attempts"][0]["data_manifest"]["mapping"] == verdict["mapping"]
+
+
+def test_references_are_resources_and_docs_name_every_tool(server):
+    async def go():
+        async with Client(server) as client:
+            listed = await client.list_resources()
+            page = await client.read_resource("jobtrail://references/jobs")
+            return [str(r.uri) for r in listed.resources], page
+
+    uris, page = anyio.run(go)
+    assert {"jobtrail://references/jobs", "jobtrail://references/datasets"} <= set(uris)
+    assert "termination" in page.contents[0].text
+    root = Path(__file__).resolve().parents[1]
+    readme, skill = (root / "README.md").read_text(), (root / "SKILL.md").read_text()
+    for tool in list_tools(server):
+        assert f"`{tool.name}(" in readme, f"README does not document {tool.name}"
+        assert f"{tool.name}(" in skill, f"SKILL.md does not mention {tool.name}"
