@@ -167,6 +167,10 @@ def verify_checkpoint(ckpt_dir: Path | str, *, deep: bool = True) -> tuple[bool,
         return False, f"unreadable marker: {exc}"
     if hashlib.sha256(manifest_bytes).hexdigest() != marker.get("manifest_sha256"):
         return False, "manifest does not match the marker's sha256"
+    named_step = checkpoint_step(ckpt_dir)
+    if named_step is not None and marker.get("step") != named_step:
+        # A committed checkpoint copied or renamed by hand: resuming would report the wrong step.
+        return False, f"marker says step {marker.get('step')} but the directory is checkpoint-{named_step}"
     try:
         entries = json.loads(manifest_bytes)["files"]
     except (ValueError, KeyError, TypeError) as exc:
@@ -196,7 +200,7 @@ def find_resume_target(
 
 
 def apply_retention(
-    output_dir: Path | str, keep: int | None, newest_step: int | None = None
+    output_dir: Path | str, keep: int | None, just_committed: int | None = None
 ) -> list[str]:
     """Delete committed checkpoints beyond the newest `keep`, and dead partial ones.
 
@@ -204,7 +208,7 @@ def apply_retention(
     does not verify is removed only when it is older than the newest committed checkpoint: a
     newer one may still be being written, or be evidence worth keeping. Returns removed paths.
 
-    `newest_step` is the step the caller has just committed; directories above it are left
+    `just_committed` is the step the caller has just committed; directories above it are left
     alone, uncounted: resume rejected them (or they appeared since), and the cheap check cannot
     tell a newer checkpoint corrupted in place (same sizes) from a good one, so counting it as
     the newest commit would delete the real one.
@@ -215,7 +219,7 @@ def apply_retention(
     committed: list[tuple[int, Path]] = []
     broken: list[tuple[int, Path, str]] = []
     for step, path in _checkpoints_newest_first(Path(output_dir)):
-        if newest_step is not None and step > newest_step:
+        if just_committed is not None and step > just_committed:
             continue
         ok, why = verify_checkpoint(path, deep=False)
         if ok:
