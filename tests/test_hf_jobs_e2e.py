@@ -95,3 +95,19 @@ def test_jobs_403_ends_the_attempt_as_auth_error_with_the_fix(remote, hub):
     assert "job.write" in done.termination_message and TOKEN not in done.termination_message
     answer = remote.retry(job_id)
     assert not answer.retried and "HF_TOKEN" in answer.fix
+
+
+def test_a_retried_remote_job_resumes_on_a_fresh_machine_from_the_hubs_last_checkpoint(remote, hub):
+    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 2})).job_id
+    wait_for(lambda: "last-checkpoint/JOBTRAIL_COMMITTED" in set(hub.repo_files("alice/tiny-sft")), 180,
+             "a committed checkpoint on the Hub", interval=0.5)
+    assert remote.cancel(job_id).status == "cancelled"
+    answer = remote.retry(job_id, {"max_steps": 8})
+    assert answer.retried
+    done = wait_for(lambda: (r := remote.inspect(job_id)).status in ("succeeded", "failed") and len(r.attempts) == 2 and r,
+                    240, "the resumed remote attempt", interval=0.5)
+    assert done.status == "succeeded", done.termination_message
+    second = done.attempts[1]
+    # The emulator runs each job in a fresh directory: the checkpoint can only have come from the Hub.
+    assert second.resumed_from and "checkpoint-" in second.resumed_from
+    assert done.progress.step == 8

@@ -687,8 +687,8 @@ def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
 
 
 def _rebuild_config(previous: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
-    """A retry's config: the new spec, in the same output directory, keeping a capped max_length."""
-    config = build_config(spec, previous["output_dir"])
+    """A retry's config: the new spec, with the same output (directory and Hub repo) and capped max_length."""
+    config = build_config(spec, previous["output_dir"], push_to=previous.get("hub_model_id"))
     if "max_length" not in spec.hyperparameters:
         config["training_args"]["max_length"] = previous["training_args"]["max_length"]
     return config
