@@ -43,6 +43,8 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     assert attempt.placement.remote_id and attempt.placement.url and attempt.placement.flavor == "cpu-basic"
     assert attempt.placement.image.startswith("ghcr.io/astral-sh/uv")
     assert done.progress.step == 6 and attempt.data_manifest["kind"] == "hub"
+    # Billed per minute at the flavor's live price (cpu-basic: the emulator's hardware listing).
+    assert attempt.cost_usd is not None and 0 < attempt.cost_usd < 0.01 and attempt.gpu_seconds == 0
     job = hub.jobs[attempt.placement.remote_id]
     assert job.spec["labels"]["jobtrail-run"] == submitted.job_id
     assert job.spec["labels"]["jobtrail-config-sha256"] == attempt.config_sha256
@@ -75,14 +77,15 @@ def test_read_only_token_cannot_push_so_the_job_is_refused(remote, hub, monkeypa
 
 
 def test_cancel_a_remote_job(remote):
-    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 100000})).job_id
+    # 100,000 steps would outlast the timeout (preflight says so): forced, since it is cancelled anyway.
+    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 100000}), force=True).job_id
     wait_for(lambda: remote.inspect(job_id).status == "running", 120, "the remote job to run", interval=0.5)
     result = remote.cancel(job_id)
     assert result.status == "cancelled" and result.termination_reason == "cancelled"
 
 
 def test_remote_timeout_is_classified_timeout(remote):
-    job_id = remote.submit(_spec(timeout_s=3, hyperparameters={**HYPER, "max_steps": 100000})).job_id
+    job_id = remote.submit(_spec(timeout_s=3, hyperparameters={**HYPER, "max_steps": 100000}), force=True).job_id
     done = wait_for(lambda: (r := remote.inspect(job_id)).status == "failed" and r, 120, "the timeout", interval=0.5)
     assert done.termination_reason == "timeout"
 
@@ -98,7 +101,7 @@ def test_jobs_403_ends_the_attempt_as_auth_error_with_the_fix(remote, hub):
 
 
 def test_a_retried_remote_job_resumes_on_a_fresh_machine_from_the_hubs_last_checkpoint(remote, hub):
-    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 2})).job_id
+    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 2}), force=True).job_id
     wait_for(lambda: "last-checkpoint/JOBTRAIL_COMMITTED" in set(hub.repo_files("alice/tiny-sft")), 180,
              "a committed checkpoint on the Hub", interval=0.5)
     assert remote.cancel(job_id).status == "cancelled"
@@ -111,3 +114,17 @@ def test_a_retried_remote_job_resumes_on_a_fresh_machine_from_the_hubs_last_chec
     # The emulator runs each job in a fresh directory: the checkpoint can only have come from the Hub.
     assert second.resumed_from and "checkpoint-" in second.resumed_from
     assert done.progress.step == 8
+
+
+def test_remote_preflight_estimates_memory_and_time_on_the_flavor(remote):
+    short = remote.submit(_spec(timeout_s=60, hyperparameters={**HYPER, "max_steps": 5000}), dry_run=True)
+    [finding] = [f for f in short.findings if f.code == "timeout.short"]
+    assert finding.severity == "error" and finding.fix.startswith('timeout="')
+    unset = remote.submit(_spec(timeout_s=None), dry_run=True)
+    assert "timeout.default" in {f.code for f in unset.findings}
+    no_flavor = remote.submit(_spec(flavor=None), dry_run=True)
+    assert "flavor.missing" in {f.code for f in no_flavor.findings if f.severity == "error"}
+    submitted = remote.submit(_spec(timeout_s=None))
+    run = remote.inspect(submitted.job_id)
+    assert remote.ledger.get_attempt(f"{submitted.job_id}/1").timeout_s >= 3600  # never below 1 hour
+    remote.cancel(run.job_id)

@@ -14,7 +14,7 @@ from jobtrail.app import build_service
 from jobtrail.server import build_server
 from waiting import wait_for
 
-TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset"}
+TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset", "hardware", "estimate_cost"}
 
 
 def call(server, tool: str, arguments: dict[str, Any]):
@@ -237,3 +237,19 @@ def test_references_are_resources_and_docs_name_every_tool(server):
     for tool in list_tools(server):
         assert f"`{tool.name}(" in readme, f"README does not document {tool.name}"
         assert f"{tool.name}(" in skill, f"SKILL.md does not mention {tool.name}"
+
+
+def test_hardware_and_estimate_cost_tools(server, tiny_model, chat_dataset, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the bundled snapshot answers, and says so
+    hw = call(server, "hardware", {}).structured_content
+    assert hw["source"] == "bundled" and hw["snapshot_date"]
+    a10g = next(f for f in hw["flavors"] if f["name"] == "a10g-large")
+    assert a10g["gpu"] == "A10G" and a10g["vram_gb"] == 24 and a10g["price_per_hour"] == 1.5 and a10g["bf16"]
+    est = call(server, "estimate_cost", {"model": str(tiny_model), "dataset": str(chat_dataset), "flavor": "a10g-large"})
+    data = est.structured_content
+    assert data["params"] > 0 and data["fits"]["a10g-large"] is True and data["recommended_flavor"]
+    assert set(data["memory"]) >= {"weights_gb", "trainable_gb", "gradients_gb", "optimizer_gb", "activations_gb",
+                                   "logits_gb", "overhead_gb", "total_gb"}
+    assert data["recommended_timeout"] == "1h" and "Fits a10g-large" in est.content[0].text
+    bad = call(server, "estimate_cost", {"model": str(tiny_model), "num_examples": 10, "avg_tokens": 5, "flavor": "a10g-lage"})
+    assert bad.is_error and "a10g-large" in bad.content[0].text

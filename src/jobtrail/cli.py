@@ -67,6 +67,28 @@ def _parser() -> argparse.ArgumentParser:
     _json_flag(validate)
     validate.set_defaults(handler=lambda a: _emit(a, _service().validate_dataset(a.dataset, a.method, a.split, a.model, a.max_length)))
 
+    hardware = sub.add_parser("hardware", help="HF Jobs flavors with prices (the hardware tool)")
+    _json_flag(hardware)
+    hardware.set_defaults(handler=lambda a: _emit(a, _service().hardware()))
+
+    estimate = sub.add_parser("estimate", help="memory, time and cost of a job (the estimate_cost tool)")
+    estimate.add_argument("model")
+    estimate.add_argument("--method", default="sft", choices=["sft", "dpo", "grpo", "reward", "kto"])
+    estimate.add_argument("--peft", default="lora", choices=["lora", "qlora", "none"])
+    estimate.add_argument("--dataset")
+    estimate.add_argument("--num-examples", type=int)
+    estimate.add_argument("--avg-tokens", type=float)
+    estimate.add_argument("--max-length", type=int, default=1024)
+    estimate.add_argument("--per-device-batch-size", type=int, default=1)
+    estimate.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    estimate.add_argument("--epochs", type=int, default=1)
+    estimate.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false")
+    estimate.add_argument("--flavor")
+    estimate.add_argument("--lora-r", type=int, default=16)
+    estimate.add_argument("--optimizer", default="adamw")
+    _json_flag(estimate)
+    estimate.set_defaults(handler=_estimate)
+
     ps = sub.add_parser("ps", help="list jobs (the ps tool)")
     ps.add_argument("--status", choices=["queued", "starting", "running", "succeeded", "failed", "cancelled"])
     ps.add_argument("--limit", type=int, default=20)
@@ -188,6 +210,12 @@ def _submit(args: argparse.Namespace) -> int:
     result = _service().submit(_spec(args), dry_run=args.dry_run, force=args.force, max_retries=args.max_retries)
     _emit(args, result)
     return 1 if result.status == "rejected" else 0
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    names = ("method", "peft", "dataset", "num_examples", "avg_tokens", "max_length", "per_device_batch_size",
+             "gradient_accumulation_steps", "epochs", "gradient_checkpointing", "flavor", "lora_r", "optimizer")
+    return _emit(args, _service().estimate_cost(args.model, **{name: getattr(args, name) for name in names}))
 
 
 def _retry(args: argparse.Namespace) -> int:

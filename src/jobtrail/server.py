@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
+from jobtrail.estimate import EstimateResult, HardwareResult
 from jobtrail.models import JobSpec, JobStatus
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.results import (
@@ -153,6 +154,48 @@ def build_server(service: JobService) -> MCPServer:
         max_length: Annotated[int | None, Field(ge=1, description="Count rows longer than this many tokens.")] = None,
     ) -> Annotated[CallToolResult, DatasetReport]:
         return result(service.validate_dataset(dataset, method, split, model, max_length))
+
+    @server.tool(
+        title="List hardware",
+        description="HF Jobs flavors with GPU, count, memory, price per hour, bf16 and peak TFLOPS; live from the Hub when reachable, else a bundled snapshot (source and date say which).",
+        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=True),
+    )
+    @agent_errors
+    def hardware() -> Annotated[CallToolResult, HardwareResult]:
+        return result(service.hardware())
+
+    @server.tool(
+        title="Estimate memory, time and cost",
+        description=(
+            "Before renting a GPU: parameters, a memory breakdown (weights, gradients, optimizer, activations, "
+            "logits, overhead), which flavors fit, the cheapest that does, hours, cost and a timeout with a 30% "
+            "buffer. Weights are never downloaded (config.json only). Uses measurements of earlier jobs when they exist."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=True),
+    )
+    @agent_errors
+    def estimate_cost(
+        model: Annotated[str, Field(description="Hub id or local directory with config.json.")],
+        method: Annotated[Literal["sft", "dpo", "grpo", "reward", "kto"], Field(description="Training method.")] = "sft",
+        peft: Annotated[Literal["lora", "qlora", "none"], Field(description="'qlora' = 4-bit base; 'none' = full fine-tuning.")] = "lora",
+        dataset: Annotated[str | None, Field(description="Local .jsonl file to take rows and lengths from.")] = None,
+        num_examples: Annotated[int | None, Field(ge=1, description="Rows, when no dataset is given.")] = None,
+        avg_tokens: Annotated[float | None, Field(gt=0, description="Mean tokens per row, when no dataset is given.")] = None,
+        max_length: Annotated[int, Field(ge=1)] = 1024,
+        per_device_batch_size: Annotated[int, Field(ge=1)] = 1,
+        gradient_accumulation_steps: Annotated[int, Field(ge=1)] = 1,
+        epochs: Annotated[int, Field(ge=1)] = 1,
+        gradient_checkpointing: bool = True,
+        flavor: Annotated[str | None, Field(description="Describe this flavor (default: the recommended one).")] = None,
+        lora_r: Annotated[int, Field(ge=1)] = 16,
+        optimizer: Annotated[str, Field(description="adamw, adamw_8bit, lion or sgd (TRL `optim` names are accepted too).")] = "adamw",
+    ) -> Annotated[CallToolResult, EstimateResult]:
+        return result(service.estimate_cost(
+            model, method=method, peft=peft, dataset=dataset, num_examples=num_examples, avg_tokens=avg_tokens,
+            max_length=max_length, per_device_batch_size=per_device_batch_size,
+            gradient_accumulation_steps=gradient_accumulation_steps, epochs=epochs,
+            gradient_checkpointing=gradient_checkpointing, flavor=flavor, lora_r=lora_r, optimizer=optimizer,
+        ))
 
     @server.tool(
         title="List jobs",

@@ -20,7 +20,7 @@ from typing import Any
 
 from jobtrail import classify, events, hyperparams, retry_policy, secrets
 from jobtrail.backends.base import Backend
-from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
+from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError, NotFoundError
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS, Ledger
 from jobtrail.models import (
     Finding,
@@ -32,6 +32,17 @@ from jobtrail.models import (
     RunRecord,
     TerminationReason,
 )
+from jobtrail.estimate import (
+    EstimateResult,
+    Flavor,
+    HardwareResult,
+    catalog,
+    estimate_cost,
+    hardware_report,
+    load_model_config,
+    record_measurement,
+)
+from jobtrail.estimate.params import model_shape
 from jobtrail.preflight import checks
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.refs import looks_local
@@ -76,6 +87,7 @@ class JobService:
         self.job_python = job_python
         self.hub_token = hub_token
         self.cancel_wait_s = cancel_wait_s
+        self._flavors: list[Flavor] | None = None
 
     # --- submit -----------------------------------------------------------------------
 
@@ -99,6 +111,9 @@ class JobService:
         if blocked and (not force or plan.config is None):
             return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **base)
         assert plan.config is not None
+        if spec.timeout_s is None and plan.estimate is not None:
+            # HF's default (30 minutes) kills most training: the estimate + 30% instead.
+            spec = spec.model_copy(update={"timeout_s": plan.estimate.recommended_timeout_s})
         if plan.push_to:
             problem = self._create_output_repo(plan.push_to)
             if problem:
@@ -154,6 +169,7 @@ class JobService:
             output_dir = self._output_dir(spec, run_id)
         else:
             facts = checks.gather_identity(facts, self.hub_token)
+            facts = checks.gather_estimate(facts, spec, ledger=self.ledger, api=self._hub_api())
             output_dir = REMOTE_OUTPUT_DIR
             owner = facts.identity.name if facts.identity and facts.identity.name else None
             push_to = spec.output or (default_repo(owner, spec) if owner else None)
@@ -163,7 +179,8 @@ class JobService:
         script = render_script(spec.method, config) if config else ""
         if script and backend.name == "local":
             facts = checks.gather_requirements(facts, script, self.job_python)
-        return Plan(config=config, script=script, findings=checks.run_all(spec, facts), push_to=push_to)
+        return Plan(config=config, script=script, findings=checks.run_all(spec, facts), push_to=push_to,
+                    estimate=facts.estimate)
 
     def _create_output_repo(self, repo_id: str) -> Finding | None:
         """Create the push target before the job starts, so the job itself needs only push rights."""
@@ -269,7 +286,7 @@ class JobService:
             last_metrics=a.last_metrics,
             summary=a.summary,
             gpu_seconds=a.gpu_seconds,
-            cost_usd=a.cost_usd,
+            cost_usd=a.cost_usd if a.ended_at or a.backend == "local" else self._cost(a, time.time()),
             workdir=str(self._workdir(a)),
             output_dir=a.config.get("output_dir"),
             retry_note=a.retry_note,
@@ -337,6 +354,19 @@ class JobService:
             total_gpu_hours=round(sum(r.gpu_hours for r in rows), 4),
             total_cost_usd=round(sum(r.cost_usd for r in rows), 4),
         )
+
+    def hardware(self) -> HardwareResult:
+        return hardware_report(api=self._hub_api())
+
+    def estimate_cost(self, model: str, **arguments: Any) -> EstimateResult:
+        dataset = arguments.pop("dataset", None)
+        return estimate_cost(_local_path(model), dataset=_local_path(dataset) if dataset else None,
+                             calibration=self.ledger, api=self._hub_api(), **arguments)
+
+    def _hub_api(self) -> Any:
+        from huggingface_hub import HfApi  # on first use: the server starts without it
+
+        return HfApi(token=self.hub_token)
 
     def validate_dataset(
         self, dataset: str, method: str | None = None, split: str = "train", model: str | None = None,
@@ -506,11 +536,63 @@ class JobService:
             exit_code=probe.exit.exit_code if probe.exit else None,
             signal=probe.exit.signal if probe.exit else None,
             ended_at=ended,
-            gpu_seconds=_gpu_seconds(attempt, ended),
-            cost_usd=0.0 if attempt.backend == "local" else None,
+            gpu_seconds=self._gpu_seconds(attempt, ended),
+            cost_usd=self._cost(attempt, ended),
         )
+        if verdict.reason is TerminationReason.SUCCEEDED:
+            self._calibrate(self._latest_attempt(attempt.attempt_id))
         if verdict.reason.status is JobStatus.FAILED:
             self._auto_retry(attempt.run_id)
+
+    def _flavor(self, name: str | None) -> Flavor | None:
+        if not name:
+            return None
+        if self._flavors is None:
+            self._flavors = catalog(self._hub_api())[0]  # live prices once per server, else bundled
+        return next((f for f in self._flavors if f.name == name), None)
+
+    def _cost(self, attempt: AttemptRecord, until: float) -> float | None:
+        """Per-minute billing on HF Jobs: the flavor's price × running time; local runs are free."""
+        if attempt.backend == "local":
+            return 0.0
+        flavor = self._flavor(attempt.flavor)
+        if flavor is None or attempt.started_at is None:
+            return None
+        return round(max(0.0, until - attempt.started_at) / 3600 * flavor.price_per_hour, 6)
+
+    def _gpu_seconds(self, attempt: AttemptRecord, until: float) -> float:
+        if attempt.started_at is None:
+            return 0.0
+        gpus = ((attempt.environment or {}).get("gpu") or {}).get("count") or 0
+        if attempt.backend != "local" and (flavor := self._flavor(attempt.flavor)) is not None:
+            gpus = flavor.gpu_count
+        return max(0.0, until - attempt.started_at) * gpus
+
+    def _calibrate(self, attempt: AttemptRecord) -> None:
+        """Record measured throughput and peak memory, so later estimates for the same shape use them."""
+        summary, config = attempt.summary or {}, attempt.config
+        if not summary.get("tokens_per_second") and not summary.get("peak_memory_bytes"):
+            return
+        try:
+            shape = model_shape(load_model_config(config["model"]))
+        except JobtrailError as exc:  # calibration is a bonus: never fail the attempt over it
+            log.info("no calibration for %s: %s", attempt.attempt_id, exc)
+            return
+        device = (attempt.environment or {}).get("device") or "cpu"
+        args = config.get("training_args", {})
+        record_measurement(
+            self.ledger,
+            architecture=shape.architecture,
+            params=shape.params,
+            method=config.get("template", "sft"),
+            peft=(config.get("peft") or {}).get("method", "lora"),
+            flavor=attempt.flavor or f"local-{device}",
+            tokens_per_second=summary.get("tokens_per_second"),
+            peak_memory_bytes=summary.get("peak_memory_bytes"),
+            max_length=args.get("max_length"),
+            batch=args.get("per_device_train_batch_size"),
+            attempt_id=attempt.attempt_id,
+        )
 
     def _auto_retry(self, run_id: str) -> None:
         """submit(max_retries=N): spend from the reason budgets without being asked."""
@@ -640,6 +722,7 @@ class Plan:
     script: str
     findings: list[Finding]
     push_to: str | None  # the Hub repo a remote job pushes to
+    estimate: EstimateResult | None = None
 
 
 def default_repo(owner: str, spec: JobSpec) -> str:
@@ -715,14 +798,6 @@ def _local_path(ref: str) -> str:
 
 def _new_run_id() -> str:
     return "jt-" + "".join(choice(_ID_ALPHABET) for _ in range(8))
-
-
-def _gpu_seconds(attempt: AttemptRecord, ended: float) -> float:
-    env = attempt.environment or {}
-    gpus = (env.get("gpu") or {}).get("count") or 0
-    if not gpus or attempt.started_at is None:
-        return 0.0
-    return max(0.0, ended - attempt.started_at) * gpus
 
 
 def _cut(line: str) -> tuple[str, bool]:

@@ -92,6 +92,25 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE attempts ADD COLUMN retry_note TEXT;
         """,
     ),
+    (
+        "0004_calibration",
+        """
+        CREATE TABLE calibration (
+            attempt_id        TEXT PRIMARY KEY,
+            recorded_at       REAL NOT NULL,
+            architecture      TEXT NOT NULL,
+            params            INTEGER NOT NULL,
+            method            TEXT NOT NULL,
+            peft              TEXT NOT NULL,
+            flavor            TEXT NOT NULL,
+            tokens_per_second REAL,
+            peak_memory_bytes INTEGER,
+            max_length        INTEGER,
+            batch             INTEGER
+        );
+        CREATE INDEX calibration_by_key ON calibration(architecture, params, method, peft, flavor, recorded_at);
+        """,
+    ),
 ]
 
 

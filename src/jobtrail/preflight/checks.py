@@ -7,6 +7,7 @@ with a warning; it never passes silently.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -14,18 +15,22 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail import hyperparams
-from jobtrail.errors import BackendError
+from jobtrail.errors import BackendError, JobtrailError
+from jobtrail.estimate import EstimateResult, estimate_cost
+from jobtrail.estimate.hardware import BUNDLED
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import probes
 from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.probes import HubIdentity, ModelFacts
 from jobtrail.refs import HUB_ID, looks_local
+from jobtrail.timefmt import human_duration
 
+CHARS_PER_TOKEN = 4  # without a tokenizer: the usual rule of thumb for English text and code
+TIMEOUT_BUFFER = 1.3  # the timeout must cover the estimate + 30% (DESIGN.md 'Preflight')
 # GPUs without bf16, and those where torch.compile costs more than it saves on short jobs.
 NO_BF16_GPUS = ("T4",)
 SLOW_COMPILE_GPUS = ("T4", "A10G")
-_FLAVOR_GPUS = {"t4": "T4", "a10g": "A10G", "l4": "L4", "l40s": "L40S", "a100": "A100", "h100": "H100", "h200": "H200"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class Facts:
     identity: HubIdentity | None = None  # whoami of the token, for remote backends
     has_token: bool = False
     dataset: DatasetReport | None = None
+    estimate: EstimateResult | None = None  # remote backends: memory, hours and timeout on the flavor
+    estimate_error: str | None = None
 
 
 def gather_model(spec: JobSpec, token: str | None = None) -> Facts:
@@ -48,6 +55,31 @@ def gather_dataset(facts: Facts, spec: JobSpec) -> Facts:
     split = spec.hyperparameters.get("dataset_split", hyperparams.JOB_DEFAULTS["dataset_split"])
     report = validate_dataset(spec.dataset, spec.method, split=str(split), mapping=spec.dataset_mapping)
     return replace(facts, dataset=report)
+
+
+def gather_estimate(facts: Facts, spec: JobSpec, *, ledger: Any = None, api: Any = None) -> Facts:
+    """Memory and time on the chosen flavor, from the model's config.json and the data's size."""
+    if facts.model.config is None or not spec.flavor:
+        return facts
+    h = {**hyperparams.TRAINING_DEFAULTS[spec.method], **hyperparams.PEFT_DEFAULTS, **spec.hyperparameters}
+    batch, accumulation = int(h["per_device_train_batch_size"]), int(h["gradient_accumulation_steps"])
+    report = facts.dataset
+    if int(h.get("max_steps") or -1) > 0:
+        examples, epochs = int(h["max_steps"]) * batch * accumulation, 1
+    else:
+        examples, epochs = (report.rows or report.rows_checked) if report else 0, math.ceil(float(h["num_train_epochs"]))
+    chars = report.mean_chars_per_row if report else None
+    try:
+        estimate = estimate_cost(
+            spec.model, spec.method, peft=str(h["peft"]), num_examples=max(1, examples),
+            avg_tokens=max(1.0, chars / CHARS_PER_TOKEN) if chars else float(h["max_length"]),
+            max_length=int(h["max_length"]), per_device_batch_size=batch, gradient_accumulation_steps=accumulation,
+            epochs=max(1, epochs), gradient_checkpointing=bool(h.get("gradient_checkpointing", True)),
+            flavor=spec.flavor, lora_r=int(h["lora_r"]), config=facts.model.config, calibration=ledger, api=api,
+        )
+    except JobtrailError as exc:
+        return replace(facts, estimate_error=str(exc))
+    return replace(facts, estimate=estimate)
 
 
 def gather_identity(facts: Facts, token: str | None) -> Facts:
@@ -197,6 +229,42 @@ def check_remote(spec: JobSpec, facts: Facts) -> list[Finding]:
     return findings
 
 
+def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """Remote jobs: the flavor holds the job, and the timeout covers the estimate + 30%."""
+    if spec.backend == "local":
+        return []
+    if not spec.flavor:
+        return [_error("flavor.missing", "No flavor chosen for the HF job.",
+                       "Pass flavor=... (estimate_cost recommends the cheapest that fits; hardware lists them).")]
+    if facts.estimate_error or facts.estimate is None:
+        why = facts.estimate_error or "the model's config.json could not be read"
+        return [Finding(code="estimate.unavailable", severity="warning",
+                        message=f"Memory and run time could not be estimated ({why}); the timeout and the fit were not checked.",
+                        fix="Pass a timeout with room to spare, e.g. timeout=\"4h\".")]
+    e = facts.estimate
+    findings: list[Finding] = []
+    if not e.fits.get(spec.flavor, True):
+        better = f"flavor={e.recommended_flavor!r}" if e.recommended_flavor else "a bigger flavor"
+        findings.append(_error("memory.does_not_fit",
+                               f"The job needs ~{e.memory.total_gb:.1f} GB but {spec.flavor} offers {e.usable_gb:.1f} GB usable.",
+                               f"Use {better}, or cut memory: smaller per_device_train_batch_size, shorter max_length, peft='lora'."))
+    needed = math.ceil(e.hours * 3600 * TIMEOUT_BUFFER)
+    if spec.timeout_s is None:
+        findings.append(Finding(code="timeout.default", severity="info",
+                                message=f"No timeout given: using {e.recommended_timeout} (estimate {human_duration(e.hours * 3600)} + 30%, "
+                                        "rounded up; HF's own 30-minute default kills most training).",
+                                fix=None))
+    elif spec.timeout_s < needed:
+        findings.append(_error("timeout.short",
+                               f"timeout {human_duration(spec.timeout_s)} is shorter than the estimated {human_duration(e.hours * 3600)} "
+                               f"(+30% buffer = {human_duration(needed)}).",
+                               f"timeout=\"{e.recommended_timeout}\""))
+    findings.append(Finding(code="estimate", severity="info",
+                            message=f"~{human_duration(e.hours * 3600)} on {spec.flavor}, ~${e.cost_usd:.2f}; "
+                                    f"{e.memory.total_gb:.1f} of {e.usable_gb:.1f} GB."))
+    return findings
+
+
 def _remote_token(facts: Facts) -> list[Finding]:
     if not facts.has_token:
         return [_error("auth.no_token", "HF Jobs needs a Hugging Face token, and none is set for the jobtrail server.",
@@ -241,6 +309,7 @@ CHECKS: tuple[Check, ...] = (
     check_config,
     check_dependencies,
     check_remote,
+    check_estimate,
 )
 
 
@@ -253,9 +322,9 @@ def blocking(findings: list[Finding]) -> list[Finding]:
 
 
 def flavor_gpu(flavor: str | None) -> str | None:
-    if not flavor:
-        return None
-    return _FLAVOR_GPUS.get(re.split(r"[-x]", flavor.lower(), maxsplit=1)[0])
+    """The GPU of a flavor in the bundled catalog (enough to know bf16 and compile support)."""
+    found = next((f for f in BUNDLED if f.name == flavor), None)
+    return found.gpu if found else None
 
 
 def _text_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -127,6 +127,9 @@ class DatasetReport(BaseModel):
     mapping: dict[str, Any] | None = Field(default=None, description="The dataset_mapping applied first, if any.")
     rows: int | None = Field(default=None, description="Rows in the source (None: unknown).")
     rows_checked: int = 0
+    mean_chars_per_row: float | None = Field(
+        default=None, description="Mean characters of text per row read (for size estimates without a tokenizer)."
+    )
     row_numbering: Literal["line", "row"] = "row"
     columns: list[ColumnInfo] = Field(default_factory=list)
     methods: dict[str, MethodVerdict] = Field(default_factory=dict)
@@ -1163,6 +1166,8 @@ def _judge(table: _Table, methods: tuple[str, ...], mapping: dict[str, Any] | No
     report.format = _detect_format(columns)
     report.conversational = any(columns.conversational(n) for n in ("messages", "prompt", "chosen", "completion"))
     report.rows_checked = table.examined
+    if source.rows:
+        report.mean_chars_per_row = round(sum(_text_chars(r) for r in source.rows) / len(source.rows), 1)
     report.columns = _column_infos(source.rows)
     report.samples = [_cut(row) for row in table.rows[:SAMPLE_ROWS]]
     problems: dict[tuple[int, str | None, str], RowProblem] = {}
@@ -1177,6 +1182,17 @@ def _judge(table: _Table, methods: tuple[str, ...], mapping: dict[str, Any] | No
     ordered = sorted(problems.values(), key=lambda p: p.row)
     report.problems, report.problems_total = ordered[:MAX_PROBLEMS], len(ordered)
     return report
+
+
+def _text_chars(value: Any) -> int:
+    """Characters of text in a row, however nested (message contents, prompt/completion turns)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_text_chars(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_text_chars(v) for v in value)
+    return 0
 
 
 def _judge_method(

@@ -1,0 +1,36 @@
+"""Memory, time and money of a fine-tuning job before a GPU is rented (issue 4).
+
+    hardware_report(api=None) -> HardwareResult          the flavor catalog (live or bundled)
+    estimate_cost(model, ...) -> EstimateResult          peak memory, fits, time, cost, timeout
+    load_model_config(model) -> dict                     config.json of a directory or Hub id
+    record_measurement(ledger, ...) / lookup(ledger, ...) calibration from finished attempts
+
+The models are pure (params, memory, cost); hardware, inputs and calibration do the I/O.
+Nothing here imports torch or transformers.
+"""
+
+from __future__ import annotations
+
+from jobtrail.estimate.calibration import Measurement, lookup, record_measurement
+from jobtrail.estimate.estimator import estimate_cost, hardware_report
+from jobtrail.estimate.hardware import Flavor, catalog
+from jobtrail.estimate.inputs import DataStats, dataset_stats, load_model_config
+from jobtrail.estimate.memory import MemoryBreakdown
+from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult
+
+__all__ = [
+    "DataStats",
+    "EstimateResult",
+    "Flavor",
+    "FlavorOption",
+    "HardwareResult",
+    "Measurement",
+    "MemoryBreakdown",
+    "catalog",
+    "dataset_stats",
+    "estimate_cost",
+    "hardware_report",
+    "load_model_config",
+    "lookup",
+    "record_measurement",
+]

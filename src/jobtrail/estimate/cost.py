@@ -1,0 +1,216 @@
+"""Training time and money from FLOPs. Pure.
+
+FLOPs per trained token (N = parameters that take part in a matmul, s = sequence length):
+  forward = 2N + attention (2·s·q_dim per layer: QKᵀ and AV, causal, so half the full square)
+  full fine-tuning: forward + backward (weight and input gradients: 2 × forward) ≈ 6N
+  LoRA / QLoRA: forward + input gradients only (the base is frozen) ≈ 4N; attention has no
+    weights, so its backward is the full 2 × forward in both cases
+  gradient checkpointing: + one more forward (each layer is recomputed during backward)
+  DPO: + a reference forward (TRL's default precompute_ref_log_probs=False) on chosen and
+    rejected alike; GRPO: + generating num_generations completions per prompt.
+Throughput = peak TFLOPS × EFFICIENCY × GPUs (× data-parallel scaling), combined with a host
+overhead per micro-batch (Python, autograd, kernel launches) that dominates small models.
+"""
+
+from __future__ import annotations
+
+import math
+from pydantic import BaseModel
+
+from jobtrail.estimate.memory import Device, Peft, activation_bytes, layer_activation_bytes
+from jobtrail.estimate.params import ModelShape
+
+METHODS: tuple[str, ...] = ("sft", "dpo", "grpo")
+
+# Fraction of peak FLOPS that training reaches on the FLOPs counted above (recomputation
+# included, so this is hardware FLOPs utilisation). GPU: Hugging Face Trainer + SDPA on 1-13B
+# models at batch 1-8 × 512-4096 tokens commonly lands at 30-45% of dense bf16 peak; 0.35 is
+# the middle, and full fine-tuning of a 0.8B model on an H100 (bench/estimate_vs_measured.py)
+# matched it. CPU: fitted on this project's 2-vCPU VM, one thread: a 40M-parameter model's
+# matmuls run at ~60% of the thread's 2048² fp32 matmul rate once the elementwise time below
+# is counted apart.
+EFFICIENCY: dict[Device, float] = {"cuda_bf16": 0.35, "cuda_fp16": 0.35, "cpu": 0.6}
+# bitsandbytes dequantises each 4-bit weight on every use: QLoRA steps run about 30% slower
+# than LoRA at the same shape (rule of thumb from the QLoRA paper's and PEFT's comparisons).
+QLORA_SLOWDOWN = 1.3
+# Decoding with `generate` is memory-bound: with 8 sequences per prompt about 8 FLOPs per
+# weight byte read, against ~300 at an H100's ridge point, so a few % of peak.
+GENERATION_EFFICIENCY = 0.03
+GRPO_NUM_GENERATIONS = 8  # TRL 1.16 GRPOConfig defaults
+GRPO_MAX_COMPLETION = 512
+# Data-parallel scaling on one node: DDP overlaps the gradient all-reduce with backward.
+DATA_PARALLEL_SCALING = 0.9
+# Host time per micro-batch that does not scale with tokens: Python, autograd and kernel
+# launches (forward, recompute, backward), the optimizer step, logging. GPU: measured on the
+# H100 lease machine with micro-benchmarks of Qwen2-shaped models (2 and 16 layers, LoRA and
+# full): ~12 ms per step plus ~16 ms per decoder layer with LoRA on all seven Linears (each adds
+# dropout, two skinny matmuls, a scale and an add per pass) and ~7 ms without. CPU, one thread
+# on this project's VM: a bare training loop of the demo model costs ~5 ms per LoRA layer
+# (~2.5 ms without LoRA) at 16 tokens, and the SFT job adds ~12 ms per step (logging, metrics,
+# gradient clipping, collation).
+STEP_OVERHEAD_S: dict[Device, float] = {"cuda_bf16": 0.012, "cuda_fp16": 0.012, "cpu": 0.012}
+LAYER_OVERHEAD_S: dict[tuple[Device, bool], float] = {  # (device, adapters?) → seconds per layer
+    ("cuda_bf16", True): 0.016, ("cuda_bf16", False): 0.007,
+    ("cuda_fp16", True): 0.016, ("cuda_fp16", False): 0.007,
+    ("cpu", True): 0.005, ("cpu", False): 0.0025,
+}
+# Elementwise work (norms, RoPE, activations, dropout, their gradients) scales with the
+# activations, not the FLOPs. On a CPU it costs ~3.1 ns per byte of a layer's saved
+# activations per step (fitted: the demo model's layer went from 5 to 17 ms per step between 16
+# and 512 tokens); on a GPU it is part of what EFFICIENCY leaves out.
+ACTIVATION_S_PER_BYTE: dict[Device, float] = {"cuda_bf16": 0.0, "cuda_fp16": 0.0, "cpu": 3.1e-9}
+# A GPU runs kernels while the host launches the next ones, so a step takes the longer of the
+# two plus the part that cannot overlap (loss and grad-norm .item() syncs, the optimizer
+# step): a quarter of the shorter one fitted the H100 measurements (LoRA and full, batch 4
+# and 16 × 512 tokens) within 10%. A CPU does both in turn.
+GPU_SERIAL_SHARE = 0.25
+# Around the training loop: container start and `uv` installing the torch stack (~3 min on
+# HF Jobs), downloading the bf16 weights at ~200 MB/s and uploading the result at ~100 MB/s.
+STARTUP_S = 180.0
+DOWNLOAD_GB_PER_S = 0.2
+UPLOAD_GB_PER_S = 0.1
+# Timeouts: at least 30% above the estimate (DESIGN.md), whole hours, never below one.
+TIMEOUT_BUFFER = 1.3
+
+
+class Workload(BaseModel):
+    """What the job processes: rows, their length, and how they are batched."""
+
+    examples: int
+    epochs: int
+    seq_len: float  # mean tokens per sequence the model runs (truncated; padding included)
+    real_tokens_per_example: float  # non-padding tokens per row, as TRL counts them
+    batch: int
+    gradient_accumulation_steps: int
+
+
+class TimeEstimate(BaseModel):
+    flops_per_token: float
+    tokens: int  # trained tokens, all epochs (both DPO responses; GRPO completions included)
+    generated_tokens: int
+    steps: int
+    micro_batches: int
+    tokens_per_second: float
+    step_time_s: float
+    train_s: float
+    startup_s: float
+    hours: float
+
+
+def flops_per_token(
+    shape: ModelShape, *, seq_len: float, peft: Peft, method: str, gradient_checkpointing: bool, lora_trainable: int
+) -> float:
+    """FLOPs per trained token, as the hardware executes them (recomputation included)."""
+    dense = 2.0 * shape.matmul_params
+    attention = 2.0 * shape.num_layers * seq_len * shape.q_dim
+    forward = dense + attention
+    if peft == "none":
+        backward = 2 * forward
+    else:
+        backward = dense + 2 * attention + 4.0 * lora_trainable  # + the adapters' own grads
+    total = forward + backward + (forward if gradient_checkpointing else 0.0)
+    if method == "dpo":
+        total += forward  # the reference model's forward on the same sequence
+    return total
+
+
+def estimate_time(
+    shape: ModelShape,
+    work: Workload,
+    *,
+    device: Device,
+    peft: Peft,
+    method: str,
+    gradient_checkpointing: bool,
+    lora_trainable: int,
+    peak_tflops: float,
+    gpu_count: int,
+    remote: bool = True,
+    measured_tokens_per_second: float | None = None,
+) -> TimeEstimate:
+    """Steps, throughput and wall time of the whole job on one flavor.
+
+    `measured_tokens_per_second` (calibration; TRL's count: non-padding tokens over the
+    train() runtime) replaces the FLOPs model, overheads and generation included."""
+    devices = max(gpu_count, 1)
+    sequences, generated_per_example = _sequences(method)
+    completion = GRPO_MAX_COMPLETION if method == "grpo" else 0
+    seq = work.seq_len + completion
+    fpt = flops_per_token(
+        shape, seq_len=seq, peft=peft, method=method,
+        gradient_checkpointing=gradient_checkpointing, lora_trainable=lora_trainable,
+    )
+    rows = work.examples * work.epochs
+    tokens = int(rows * sequences * (work.real_tokens_per_example + completion))
+    # A micro-batch holds `batch` examples (DPO: pairs, two sequences each); GRPO's batch counts
+    # completions, num_generations of them per prompt.
+    examples_per_micro = work.batch / GRPO_NUM_GENERATIONS if method == "grpo" else work.batch
+    micro_per_epoch = math.ceil(work.examples / (examples_per_micro * devices))
+    micro_batches = micro_per_epoch * work.epochs
+    steps = math.ceil(micro_per_epoch / work.gradient_accumulation_steps) * work.epochs
+    generated = int(rows * generated_per_example)
+    if measured_tokens_per_second:
+        train_s = tokens / measured_tokens_per_second
+    else:
+        scaling = DATA_PARALLEL_SCALING if devices > 1 else 1.0
+        flops_per_s = peak_tflops * 1e12 * EFFICIENCY[device] * devices * scaling
+        if peft == "qlora":
+            flops_per_s /= QLORA_SLOWDOWN
+        compute_s = rows * sequences * seq * fpt / flops_per_s  # padded tokens: what actually runs
+        host_s = micro_batches * _host_seconds(shape, device, peft, examples_per_micro * sequences * seq)
+        generate_s = generated * 2.0 * shape.matmul_params / (peak_tflops * 1e12 * GENERATION_EFFICIENCY * devices)
+        train_s = _combine(compute_s, host_s, device) + generate_s
+    startup = _startup_seconds(shape, peft) if remote else 0.0
+    return TimeEstimate(
+        flops_per_token=fpt,
+        tokens=tokens,
+        generated_tokens=generated,
+        steps=steps,
+        micro_batches=micro_batches,
+        tokens_per_second=tokens / train_s if train_s else 0.0,
+        step_time_s=train_s / steps if steps else 0.0,
+        train_s=train_s,
+        startup_s=startup,
+        hours=(train_s + startup) / 3600,
+    )
+
+
+def _host_seconds(shape: ModelShape, device: Device, peft: Peft, tokens: float) -> float:
+    """Per micro-batch time that FLOPs do not explain (see STEP_OVERHEAD_S and
+    ACTIVATION_S_PER_BYTE)."""
+    adapters = peft != "none"
+    elementwise = layer_activation_bytes(shape, activation_bytes(device), lora=adapters) * tokens
+    per_layer = LAYER_OVERHEAD_S[device, adapters] + elementwise * ACTIVATION_S_PER_BYTE[device]
+    return STEP_OVERHEAD_S[device] + per_layer * shape.num_layers
+
+
+def _combine(compute_s: float, host_s: float, device: Device) -> float:
+    """Wall time of device compute and host overhead: overlapped on a GPU, serial on a CPU."""
+    if device == "cpu":
+        return compute_s + host_s
+    return max(compute_s, host_s) + GPU_SERIAL_SHARE * min(compute_s, host_s)
+
+
+def _sequences(method: str) -> tuple[int, int]:
+    """(sequences trained per example, tokens generated per example)."""
+    if method == "dpo":
+        return 2, 0  # chosen and rejected
+    if method == "grpo":
+        return GRPO_NUM_GENERATIONS, GRPO_NUM_GENERATIONS * GRPO_MAX_COMPLETION
+    return 1, 0
+
+
+def _startup_seconds(shape: ModelShape, peft: Peft) -> float:
+    download = (shape.params + shape.vision_params) * 2 / 1e9 / DOWNLOAD_GB_PER_S  # bf16 checkpoint
+    upload = (shape.params * 2 / 1e9 / UPLOAD_GB_PER_S) if peft == "none" else 0.0  # adapters are small
+    return STARTUP_S + download + upload
+
+
+def cost_usd(hours: float, price_per_hour: float) -> float:
+    """HF Jobs bills by the minute."""
+    return round(math.ceil(hours * 60) * price_per_hour / 60, 2)
+
+
+def recommended_timeout_s(hours: float) -> int:
+    """TIMEOUT_BUFFER × the estimate, rounded up to whole hours, never below one hour."""
+    return max(1, math.ceil(hours * TIMEOUT_BUFFER - 1e-9)) * 3600

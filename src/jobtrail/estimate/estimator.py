@@ -1,0 +1,423 @@
+"""The estimate_cost and hardware use-cases: gather the inputs (config.json, the flavor catalog,
+data statistics, calibration measurements), run the pure models, pick a flavor."""
+
+from __future__ import annotations
+
+import difflib
+import random
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from jobtrail.errors import InvalidRequestError
+from jobtrail.estimate import calibration as calib
+from jobtrail.estimate.cost import (
+    EFFICIENCY,
+    GRPO_MAX_COMPLETION,
+    GRPO_NUM_GENERATIONS,
+    METHODS,
+    QLORA_SLOWDOWN,
+    TimeEstimate,
+    Workload,
+    cost_usd,
+    estimate_time,
+    recommended_timeout_s,
+)
+from jobtrail.estimate.hardware import Flavor, catalog, find_flavor
+from jobtrail.estimate.inputs import DataStats, dataset_stats, load_model_config
+from jobtrail.estimate.memory import (
+    CUDA_CONTEXT_GB,
+    GB,
+    HEADROOM,
+    OPTIMIZER_ALIASES,
+    OPTIMIZER_BYTES,
+    Device,
+    MemoryBreakdown,
+    device_for,
+    estimate_memory,
+)
+from jobtrail.estimate.params import ModelShape, lora_params, model_shape
+from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
+from jobtrail.timefmt import human_duration
+
+if TYPE_CHECKING:
+    from jobtrail.ledger.store import Ledger
+
+PEFTS: tuple[str, ...] = ("lora", "qlora", "none")
+MAX_OPTIONS = 5
+
+
+def hardware_report(api: Any = None) -> HardwareResult:
+    """The flavor catalog: live from the Hub when it answers, else the bundled snapshot."""
+    flavors, source, snapshot_date, note = catalog(api)
+    return HardwareResult(flavors=flavors, source=source, snapshot_date=snapshot_date, note=note)
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    peft: str
+    optimizer: str
+    max_length: int
+    batch: int
+    gradient_accumulation_steps: int
+    epochs: int
+    gradient_checkpointing: bool
+    lora_r: int
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """One flavor's memory, time and cost for this job."""
+
+    flavor: Flavor
+    device: Device
+    memory: MemoryBreakdown
+    usable_gb: float
+    time: TimeEstimate
+    cost_usd: float
+    measurement: calib.Measurement | None
+    measured_memory: bool
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total_gb <= self.usable_gb
+
+
+def estimate_cost(
+    model: str,
+    method: str = "sft",
+    peft: str = "lora",
+    dataset: str | None = None,
+    num_examples: int | None = None,
+    avg_tokens: float | None = None,
+    max_length: int = 1024,
+    per_device_batch_size: int = 1,
+    gradient_accumulation_steps: int = 1,
+    epochs: int = 1,
+    gradient_checkpointing: bool = True,
+    flavor: str | Flavor | None = None,
+    lora_r: int = 16,
+    optimizer: str = "adamw",
+    *,
+    config: dict[str, Any] | None = None,
+    calibration: Ledger | None = None,
+    api: Any = None,
+) -> EstimateResult:
+    """Memory, time and money of a fine-tuning job before any GPU is rented.
+
+    `model` is a Hub id or a local directory with config.json (or pass `config` directly);
+    `flavor` a catalog name, or a Flavor describing another machine (e.g. this host, with a
+    measured peak_tflops), which is then the only candidate. `calibration` is the ledger whose
+    measurements replace the model where they exist; `api` an HfApi for live prices.
+    """
+    request = _validate(
+        method=method, peft=peft, optimizer=optimizer, max_length=max_length, batch=per_device_batch_size,
+        gradient_accumulation_steps=gradient_accumulation_steps, epochs=epochs,
+        gradient_checkpointing=gradient_checkpointing, lora_r=lora_r,
+        num_examples=num_examples, avg_tokens=avg_tokens,
+    )
+    work, memory_seq, data_note = _workload(dataset, num_examples, avg_tokens, request)
+    flavors, source, catalog_note = _candidates(flavor, api)
+    target_name = flavor.name if isinstance(flavor, Flavor) else flavor
+    shape = model_shape(config if config is not None else load_model_config(model))
+    trainable = shape.params if request.peft == "none" else lora_params(shape, request.lora_r)
+    remote = source != "given"  # a catalog flavor is rented: start-up and upload count
+    verdicts = [
+        _judge(shape, request, work, memory_seq, trainable, f, _measurement(calibration, shape, request, f.name), remote=remote)
+        for f in flavors
+    ]
+    choices = _ranked(verdicts)
+    recommended = choices[0] if choices else None
+    target = _target(verdicts, target_name, recommended)
+    timeout_s = recommended_timeout_s(target.time.hours)
+    return EstimateResult(
+        model=model,
+        architecture=shape.architecture,
+        method=request.method,
+        peft=request.peft,
+        flavor=target.flavor.name,
+        flavor_label=memory_label(target.flavor),
+        params=shape.params,
+        trainable_params=trainable,
+        memory=target.memory,
+        usable_gb=round(target.usable_gb, 2),
+        fits={v.flavor.name: v.fits for v in verdicts},
+        recommended_flavor=recommended.flavor.name if recommended else None,
+        tokens=target.time.tokens,
+        steps=target.time.steps,
+        step_time_s=round(target.time.step_time_s, 4),
+        tokens_per_second=round(target.time.tokens_per_second, 2),
+        hours=round(target.time.hours, 4),
+        cost_usd=target.cost_usd,
+        recommended_timeout=f"{timeout_s // 3600}h",
+        recommended_timeout_s=timeout_s,
+        calibrated=target.measurement is not None,
+        catalog_source=source,
+        options=[_option(v) for v in choices[:MAX_OPTIONS]],
+        notes=_notes(target, shape, request, catalog_note),
+        assumptions=_assumptions(shape, request, memory_seq, target, data_note),
+    )
+
+
+def _validate(
+    *, method: str, peft: str, optimizer: str, max_length: int, batch: int, gradient_accumulation_steps: int,
+    epochs: int, gradient_checkpointing: bool, lora_r: int, num_examples: int | None, avg_tokens: float | None,
+) -> _Request:
+    method_ = _choice("method", method, METHODS)
+    peft_ = _choice("peft", peft, PEFTS)
+    optimizer_ = OPTIMIZER_ALIASES.get(str(optimizer).lower(), str(optimizer).lower())
+    _choice("optimizer", optimizer_, tuple(OPTIMIZER_BYTES))
+    for name, value in {
+        "max_length": max_length, "per_device_batch_size": batch,
+        "gradient_accumulation_steps": gradient_accumulation_steps, "epochs": epochs,
+        "lora_r": lora_r, "num_examples": num_examples, "avg_tokens": avg_tokens,
+    }.items():
+        _positive(name, value, optional=name in ("num_examples", "avg_tokens"), integer=name != "avg_tokens")
+    return _Request(
+        method=method_, peft=peft_, optimizer=optimizer_, max_length=max_length, batch=batch,
+        gradient_accumulation_steps=gradient_accumulation_steps, epochs=epochs,
+        gradient_checkpointing=bool(gradient_checkpointing), lora_r=lora_r,
+    )
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    normal = str(value).strip().lower()
+    if normal in allowed:
+        return normal
+    close = difflib.get_close_matches(normal, allowed, n=1, cutoff=0.5)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(f'"{a}"' for a in allowed)
+    raise InvalidRequestError(
+        f"Unknown {name} {value!r}.{hint}",
+        fix=(f'Pass {name}="{close[0]}" (one of {listed}).' if close else f"Use one of {listed}."),
+    )
+
+
+def _positive(name: str, value: Any, *, optional: bool, integer: bool) -> None:
+    if value is None and optional:
+        return
+    kind = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        example = {"avg_tokens": "512", "num_examples": "10000"}.get(name, "1")
+        raise InvalidRequestError(
+            f"{name}={value!r} must be a positive {'integer' if integer else 'number'}.",
+            fix=f"Pass {name}={example} (or another positive value).",
+        )
+
+
+def _workload(
+    dataset: str | None, num_examples: int | None, avg_tokens: float | None, request: _Request
+) -> tuple[Workload, int, str]:
+    """(workload, sequence length for the memory peak, where the numbers came from).
+
+    Explicit num_examples / avg_tokens win over the dataset's own statistics."""
+    stats = dataset_stats(dataset) if dataset else None
+    if stats is None and (num_examples is None or avg_tokens is None):
+        where = f"{dataset!r} is not a local .jsonl file, so " if dataset else ""
+        raise InvalidRequestError(
+            f"The data's size is unknown: {where}num_examples and avg_tokens are needed.",
+            fix="Pass dataset=<local .jsonl>, or num_examples=... and avg_tokens=... (validate_dataset reports both).",
+        )
+    if stats is not None and stats.rows == 0:
+        raise InvalidRequestError(f"{dataset!r} has no rows.", fix="Pass a dataset with at least one row.")
+    rows = num_examples or (stats.rows if stats else 0)
+    if avg_tokens is None and stats is not None:
+        real, padded, memory_seq = _lengths(stats, request.max_length, request.batch)
+        note = f"{stats.rows:,} rows, {real:.0f} tokens per row after truncation ({stats.source})"
+    else:
+        real = padded = min(float(avg_tokens or 0), request.max_length)
+        memory_seq = request.max_length  # the longest row is unknown: a batch may reach max_length
+        note = f"{rows:,} rows × {real:.0f} tokens as given (padding not counted)"
+    work = Workload(
+        examples=rows, epochs=request.epochs, seq_len=padded, real_tokens_per_example=real,
+        batch=request.batch, gradient_accumulation_steps=request.gradient_accumulation_steps,
+    )
+    return work, memory_seq, note
+
+
+def _lengths(stats: DataStats, max_length: int, batch: int) -> tuple[float, float, int]:
+    """(mean real tokens per row, mean padded length per row, longest row) after truncation.
+
+    Rows are padded to the longest of their batch; batches are drawn in a fixed shuffled order
+    (the Trainer shuffles), so the result is deterministic."""
+    lengths = [min(n, max_length) for n in stats.token_lengths]
+    order = lengths[:]
+    random.Random(0).shuffle(order)
+    batches = [order[i : i + batch] for i in range(0, len(order), batch)]
+    padded = sum(max(b) * len(b) for b in batches) / len(order)
+    return statistics.fmean(lengths), padded, max(lengths)
+
+
+def _candidates(flavor: str | Flavor | None, api: Any) -> tuple[list[Flavor], str, str | None]:
+    """The flavors to judge, where the catalog came from, and a note on what was left out."""
+    if isinstance(flavor, Flavor):
+        _require_speed(flavor)
+        return [flavor], "given", None
+    flavors, source, _, note = catalog(api)
+    if flavor is not None:
+        _require_speed(find_flavor(flavor, flavors))  # an unknown name fails here, with suggestions
+    unknown = [f.name for f in flavors if f.peak_tflops <= 0]
+    if unknown:  # a GPU the Hub lists but GPU_FACTS does not know: no speed to time it with
+        left_out = f"Left out {', '.join(unknown)}: GPU speed unknown to the estimator."
+        note = f"{note} {left_out}" if note else left_out
+    return [f for f in flavors if f.peak_tflops > 0], source, note
+
+
+def _require_speed(flavor: Flavor) -> None:
+    if flavor.peak_tflops <= 0:
+        raise InvalidRequestError(
+            f"Flavor {flavor.name!r} has a GPU ({flavor.gpu}) whose speed the estimator does not know.",
+            fix="Pass another flavor (hardware() lists them), or a Flavor with peak_tflops set.",
+        )
+
+
+def _measurement(ledger: Ledger | None, shape: ModelShape, request: _Request, flavor: str) -> calib.Measurement | None:
+    if ledger is None:
+        return None
+    return calib.lookup(
+        ledger, architecture=shape.architecture, params=shape.params, method=request.method,
+        peft=request.peft, flavor=flavor,
+    )
+
+
+def _judge(
+    shape: ModelShape, request: _Request, work: Workload, memory_seq: int, trainable: int,
+    flavor: Flavor, measurement: calib.Measurement | None, *, remote: bool,
+) -> _Verdict:
+    device = device_for(gpu_count=flavor.gpu_count, bf16=flavor.bf16)
+    memory = estimate_memory(
+        shape, device=device, peft=request.peft, trainable_params=trainable, optimizer=request.optimizer,
+        seq_len=memory_seq, batch=request.batch, gradient_checkpointing=request.gradient_checkpointing,
+    )
+    measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
+    if measured_peak is not None:
+        # A GPU's max_memory_allocated leaves out the CUDA context; a CPU's ru_maxrss has it all.
+        context = 0.0 if device == "cpu" else CUDA_CONTEXT_GB
+        memory = memory.model_copy(update={"total_gb": round(measured_peak / GB + context, 3)})
+    time = estimate_time(
+        shape, work, device=device, peft=request.peft, method=request.method,
+        gradient_checkpointing=request.gradient_checkpointing,
+        lora_trainable=trainable if request.peft != "none" else 0,
+        peak_tflops=flavor.peak_tflops, gpu_count=flavor.gpu_count, remote=remote,
+        measured_tokens_per_second=measurement.tokens_per_second if measurement else None,
+    )
+    device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
+    return _Verdict(
+        flavor=flavor, device=device, memory=memory, usable_gb=device_gb * HEADROOM, time=time,
+        cost_usd=cost_usd(time.hours, flavor.price_per_hour), measurement=measurement,
+        measured_memory=measured_peak is not None,
+    )
+
+
+def _same_shape(m: calib.Measurement, request: _Request) -> bool:
+    return m.max_length == request.max_length and m.batch == request.batch
+
+
+def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
+    """Flavors that fit, cheapest overall first. CPU flavors only when nothing else is offered:
+    nobody should fine-tune a language model on cpu-basic because it costs cents an hour."""
+    gpus = [v for v in verdicts if v.flavor.gpu_count]
+    pool = gpus if gpus else verdicts
+    return sorted((v for v in pool if v.fits), key=lambda v: (v.cost_usd, v.flavor.price_per_hour, v.time.hours))
+
+
+def _target(verdicts: list[_Verdict], name: str | None, recommended: _Verdict | None) -> _Verdict:
+    if name is not None:
+        return next(v for v in verdicts if v.flavor.name == name)
+    if recommended is not None:
+        return recommended
+    # Nothing fits: describe the roomiest device, so the numbers show how far off the job is.
+    return max(verdicts, key=lambda v: (v.usable_gb, -v.flavor.price_per_hour))
+
+
+def _option(v: _Verdict) -> FlavorOption:
+    return FlavorOption(
+        flavor=v.flavor.name, fits=v.fits, total_gb=v.memory.total_gb, usable_gb=round(v.usable_gb, 2),
+        hours=round(v.time.hours, 4), cost_usd=v.cost_usd, calibrated=v.measurement is not None,
+        timeout=f"{recommended_timeout_s(v.time.hours) // 3600}h",
+    )
+
+
+def _notes(target: _Verdict, shape: ModelShape, request: _Request, catalog_note: str | None) -> list[str]:
+    notes = [catalog_note] if catalog_note else []
+    if not target.fits:
+        notes.append("To need less memory: " + "; ".join(_shrink_options(request)) + ".")
+    if not shape.known:
+        notes.append(
+            f"model_type {shape.architecture!r} is not one the estimator knows; it was counted as a generic "
+            "decoder (check params against the model card)."
+        )
+    if target.device == "cuda_fp16":
+        notes.append(f"{target.flavor.gpu} has no bf16: the job trains in fp16 autocast over fp32 weights.")
+    if target.flavor.gpu_count > 1:
+        notes.append("Multi-GPU flavors are counted as data parallel: every GPU holds the whole model.")
+    return notes
+
+
+def _shrink_options(request: _Request) -> list[str]:
+    """The changes that lower this job's memory, as arguments to pass back."""
+    options = {"none": ['peft="lora"', 'peft="qlora"'], "lora": ['peft="qlora"'], "qlora": []}[request.peft]
+    if request.batch > 1:
+        options.append(
+            f"per_device_batch_size=1 with gradient_accumulation_steps={request.batch * request.gradient_accumulation_steps}"
+        )
+    if not request.gradient_checkpointing:
+        options.append("gradient_checkpointing=True")
+    if request.optimizer == "adamw" and request.peft == "none":
+        options.append('optimizer="adamw_8bit"')
+    options.append(f"max_length={request.max_length // 2}")
+    return options
+
+
+def _precision(device: Device, peft: str) -> str:
+    """How scripts/sft.py stores weights and computes on this device."""
+    if device == "cpu":
+        return "fp32 throughout (CPU)"
+    if device == "cuda_fp16":
+        return "fp16 autocast over fp32 weights (the GPU has no bf16)"
+    base = {"none": "fp32 master weights", "lora": "bf16 base", "qlora": "NF4 base, bf16 embeddings"}[peft]
+    return f"bf16 autocast, {base}" + (", fp32 adapters" if peft != "none" else "")
+
+
+def _assumptions(
+    shape: ModelShape, request: _Request, memory_seq: int, target: _Verdict, data_note: str
+) -> dict[str, Any]:
+    t = target.time
+    flavor = target.flavor
+    if target.measurement is not None and target.measurement.tokens_per_second:
+        m = target.measurement
+        throughput = (
+            f"measured {m.tokens_per_second:,.0f} tokens/s (median of {m.samples} earlier attempt(s) on {flavor.name})"
+        )
+    else:
+        devices = f" × {flavor.gpu_count} GPUs" if flavor.gpu_count > 1 else ""
+        slow = f", ÷{QLORA_SLOWDOWN} for 4-bit dequantisation" if request.peft == "qlora" else ""
+        throughput = f"{EFFICIENCY[target.device]:.0%} of {flavor.peak_tflops:g} peak TFLOPS{devices}{slow}"
+    terms = ["6N" if request.peft == "none" else "4N", "attention"]
+    terms += ["recompute 2N"] if request.gradient_checkpointing else []
+    terms += ["reference forward 2N"] if request.method == "dpo" else []
+    assumptions: dict[str, Any] = {
+        "throughput": throughput,
+        "flops_per_token": f"{t.flops_per_token:.3g} ({' + '.join(terms)}, N={shape.matmul_params:,})",
+        "data": data_note,
+        "memory_sequence": f"{request.batch} × {memory_seq} tokens per micro-batch",
+        "precision": _precision(target.device, request.peft),
+        "optimizer": f"{request.optimizer} ({OPTIMIZER_BYTES[request.optimizer]:g} bytes per trainable parameter)",
+        "gradient_checkpointing": request.gradient_checkpointing,
+        "headroom": f"{1 - HEADROOM:.0%} of device memory kept free",
+    }
+    if request.peft != "none":
+        assumptions["lora"] = f"r={request.lora_r} on every decoder Linear (all-linear), dropout > 0"
+    if request.method == "grpo":
+        assumptions["generation"] = (
+            f"{t.generated_tokens:,} tokens generated ({GRPO_NUM_GENERATIONS} completions × "
+            f"{GRPO_MAX_COMPLETION} tokens per prompt, TRL's defaults)"
+        )
+    if t.startup_s:
+        assumptions["startup"] = f"{human_duration(t.startup_s)} for container, install, weights download (and upload)"
+    if target.measured_memory and target.measurement is not None:
+        assumptions["memory_total"] = f"measured peak of attempt {target.measurement.attempt_id} (same max_length and batch)"
+    if shape.vision_params:
+        assumptions["vision_tower"] = f"{shape.vision_params:,} frozen params loaded, not adapted, not in params"
+    return assumptions

@@ -1,0 +1,205 @@
+"""The flavor catalog: what each Hugging Face Jobs machine has and costs.
+
+Live prices come from `HfApi().list_jobs_hardware()` when the Hub answers; otherwise the table
+bundled here (a snapshot of the official price list, see SNAPSHOT_DATE) is used, and the
+result says so and why. GPU facts (memory, bf16, peak dense TFLOPS) are not in the Hub's
+answer, so they come from GPU_FACTS in both cases.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from jobtrail.errors import InvalidRequestError
+
+# The date of the official price list the bundled table copies (shared/HF_JOBS_API.md).
+SNAPSHOT_DATE = "2026-11"
+
+
+class GpuFacts(BaseModel):
+    vram_gb: float = Field(description="Memory of one GPU, GB (1e9 bytes), as NVIDIA sells it.")
+    bf16: bool
+    peak_tflops: float = Field(description="Peak dense bf16 TFLOPS of one GPU (fp16 where bf16 is missing).")
+
+
+# Peak dense (not 2:4 sparse) tensor-core TFLOPS from NVIDIA's data sheets, as quoted in
+# HF_JOBS_API.md. T4 (Turing) has no bf16: its figure is fp16, which the SFT template uses there.
+# RTX PRO 6000 (Blackwell) is not in that table: 4 PFLOPS FP4 with sparsity / 8 ≈ 500 dense bf16.
+GPU_FACTS: dict[str, GpuFacts] = {
+    "T4": GpuFacts(vram_gb=16, bf16=False, peak_tflops=65),
+    "L4": GpuFacts(vram_gb=24, bf16=True, peak_tflops=121),
+    "A10G": GpuFacts(vram_gb=24, bf16=True, peak_tflops=125),
+    "L40S": GpuFacts(vram_gb=48, bf16=True, peak_tflops=362),
+    "A100": GpuFacts(vram_gb=80, bf16=True, peak_tflops=312),  # HF Jobs rents the 80 GB A100
+    "H100": GpuFacts(vram_gb=80, bf16=True, peak_tflops=989),  # SXM
+    "H200": GpuFacts(vram_gb=141, bf16=True, peak_tflops=989),
+    "RTX PRO 6000": GpuFacts(vram_gb=96, bf16=True, peak_tflops=500),
+}
+
+# A CPU flavor's "peak": fp32 matmul measured with torch on a 2-vCPU VM of this project
+# (2048² matmul ≈ 0.13 TFLOPS), scaled by vCPU count. Only a floor for tiny jobs: nobody should
+# fine-tune an LLM on cpu-basic, and the estimator never recommends a CPU flavor.
+CPU_TFLOPS_PER_VCPU = 0.065
+
+
+class Flavor(BaseModel):
+    """One machine a job can run on. Memory and TFLOPS are per GPU; gpu_count multiplies them."""
+
+    name: str
+    pretty_name: str | None = None
+    gpu: str | None = Field(None, description='GPU model, e.g. "A10G"; None for CPU-only flavors.')
+    gpu_count: int = 0
+    vram_gb: float = Field(0, description="Memory of ONE GPU in GB; 0 for CPU flavors.")
+    ram_gb: float | None = Field(None, description="Host memory in GB (what a CPU job can use).")
+    cpu: str | None = None
+    price_per_hour: float
+    bf16: bool = False
+    peak_tflops: float = Field(description="Peak dense bf16 TFLOPS per GPU (fp16 on T4); per machine on CPU flavors.")
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.gpu_count == 0
+
+
+def _gpu(name: str, gpu: str, count: int, price: float, cpu: str, ram_gb: float) -> Flavor:
+    facts = GPU_FACTS[gpu]
+    return Flavor(
+        name=name, gpu=gpu, gpu_count=count, vram_gb=facts.vram_gb, ram_gb=ram_gb, cpu=cpu,
+        price_per_hour=price, bf16=facts.bf16, peak_tflops=facts.peak_tflops,
+    )
+
+
+def _cpu(name: str, vcpus: int, ram_gb: float, price: float) -> Flavor:
+    return Flavor(
+        name=name, cpu=f"{vcpus} vCPU", ram_gb=ram_gb, price_per_hour=price,
+        peak_tflops=round(vcpus * CPU_TFLOPS_PER_VCPU, 3),
+    )
+
+
+# Prices: the official table in HF_JOBS_API.md ($/hour, snapshot SNAPSHOT_DATE). vCPU and RAM
+# follow the Hub's hardware page for the same flavors (used only for CPU jobs and display).
+BUNDLED: list[Flavor] = [
+    _cpu("cpu-basic", 2, 16, 0.01),
+    _cpu("cpu-upgrade", 8, 32, 0.03),
+    _gpu("t4-small", "T4", 1, 0.40, "4 vCPU", 15),
+    _gpu("t4-medium", "T4", 1, 0.60, "8 vCPU", 30),
+    _gpu("l4x1", "L4", 1, 0.80, "8 vCPU", 30),
+    _gpu("l4x4", "L4", 4, 3.80, "48 vCPU", 186),
+    _gpu("l40sx1", "L40S", 1, 1.80, "8 vCPU", 62),
+    _gpu("l40sx4", "L40S", 4, 8.30, "48 vCPU", 382),
+    _gpu("l40sx8", "L40S", 8, 23.50, "192 vCPU", 1534),
+    _gpu("a10g-small", "A10G", 1, 1.00, "4 vCPU", 15),
+    _gpu("a10g-large", "A10G", 1, 1.50, "12 vCPU", 46),
+    _gpu("a10g-largex2", "A10G", 2, 3.00, "24 vCPU", 92),
+    _gpu("a10g-largex4", "A10G", 4, 5.00, "48 vCPU", 184),
+    _gpu("a100-large", "A100", 1, 2.50, "12 vCPU", 142),
+    _gpu("a100x4", "A100", 4, 10.00, "48 vCPU", 568),
+    _gpu("a100x8", "A100", 8, 20.00, "96 vCPU", 1136),
+    _gpu("h200", "H200", 1, 5.00, "23 vCPU", 256),
+    _gpu("h200x2", "H200", 2, 10.00, "46 vCPU", 512),
+    _gpu("h200x4", "H200", 4, 20.00, "92 vCPU", 1024),
+    _gpu("h200x8", "H200", 8, 40.00, "184 vCPU", 2048),
+    _gpu("rtx-pro-6000", "RTX PRO 6000", 1, 2.75, "16 vCPU", 128),
+    _gpu("rtx-pro-6000x2", "RTX PRO 6000", 2, 5.50, "32 vCPU", 256),
+    _gpu("rtx-pro-6000x4", "RTX PRO 6000", 4, 11.00, "64 vCPU", 512),
+    _gpu("rtx-pro-6000x8", "RTX PRO 6000", 8, 22.00, "128 vCPU", 1024),
+]
+
+_UNIT_PER_HOUR = {"minute": 60.0, "hour": 1.0, "second": 3600.0}
+_SIZE = re.compile(r"([\d.]+)\s*([KMGT]i?B)?", re.I)
+_SIZE_TO_GB = {  # the Hub writes "46 GB"; accept binary units too
+    "kb": 1e-6, "mb": 1e-3, "gb": 1.0, "tb": 1e3,
+    "kib": 1024 / 1e9, "mib": 1024**2 / 1e9, "gib": 1024**3 / 1e9, "tib": 1024**4 / 1e9,
+}
+
+
+def catalog(api: Any = None) -> tuple[list[Flavor], str, str | None, str | None]:
+    """(flavors, source, snapshot_date, note): live from the Hub, else the bundled table.
+
+    `api` is anything with `list_jobs_hardware()` (an HfApi); None builds a default HfApi.
+    Any failure (offline, 5xx, a changed response shape) falls back, and `note` says why.
+    """
+    try:
+        if api is None:
+            from huggingface_hub import HfApi  # imported here: the server must start fast
+
+            api = HfApi()
+        flavors = [flavor_from_hub(info) for info in api.list_jobs_hardware()]
+        if not flavors:
+            raise ValueError("the Hub listed no hardware")
+        return flavors, "live", None, None
+    except Exception as exc:  # any failure at all: the bundled table still answers
+        note = f"Live prices unavailable ({type(exc).__name__}: {_first_line(exc)}); using the bundled {SNAPSHOT_DATE} table."
+        return list(BUNDLED), "bundled", SNAPSHOT_DATE, note
+
+
+def flavor_from_hub(info: Any) -> Flavor:
+    """Map a huggingface_hub JobHardwareInfo onto a Flavor, filling GPU facts by model name."""
+    price = float(info.unit_cost_usd) * _UNIT_PER_HOUR[str(info.unit_label).lower()]
+    ram_gb = _gb(info.ram)
+    accel = info.accelerator
+    if accel is None:
+        vcpus = _number(info.cpu) or 0.0  # "8 vCPU"
+        return Flavor(
+            name=info.name, pretty_name=info.pretty_name, cpu=info.cpu, ram_gb=ram_gb,
+            price_per_hour=round(price, 4), peak_tflops=round(vcpus * CPU_TFLOPS_PER_VCPU, 3),
+        )
+    count = int(accel.quantity)
+    facts = gpu_facts(str(accel.model))
+    # The Hub documents `vram` as the flavor's total; per-GPU memory comes from the GPU's facts
+    # when it is a GPU we know, else the total split evenly.
+    vram = facts.vram_gb if facts else (_gb(accel.vram) or 0) / max(count, 1)
+    return Flavor(
+        name=info.name, pretty_name=info.pretty_name, gpu=str(accel.model), gpu_count=count,
+        vram_gb=vram, ram_gb=ram_gb, cpu=info.cpu, price_per_hour=round(price, 4),
+        bf16=facts.bf16 if facts else True, peak_tflops=facts.peak_tflops if facts else 0.0,
+    )
+
+
+def find_flavor(name: str, flavors: list[Flavor]) -> Flavor:
+    """The flavor called `name`, or an InvalidRequestError that suggests the closest names."""
+    by_name = {f.name: f for f in flavors}
+    if name in by_name:
+        return by_name[name]
+    close = difflib.get_close_matches(name, list(by_name), n=3, cutoff=0.5)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise InvalidRequestError(
+        f"Unknown flavor {name!r}.{hint}",
+        fix=f'Pass flavor="{close[0]}".' if close else "Call hardware() for the list of flavors.",
+    )
+
+
+def gpu_facts(model: str) -> GpuFacts | None:
+    """GPU facts by the Hub's accelerator model name ("A10G", "A100", "L40S", "RTX PRO 6000" ...)."""
+    key = _squash(model)
+    # Longest names first: "L4" is a substring of "L40S".
+    for name in sorted(GPU_FACTS, key=len, reverse=True):
+        if _squash(name) in key:
+            return GPU_FACTS[name]
+    return None
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _gb(text: Any) -> float | None:
+    """GB in a size like "46 GB" (a bare number counts as GB); None when there is none."""
+    match = _SIZE.search(str(text or ""))
+    if not match:
+        return None
+    unit = (match.group(2) or "GB").lower()
+    return float(match.group(1)) * _SIZE_TO_GB[unit]
+
+
+def _number(text: Any) -> float | None:
+    match = re.search(r"[\d.]+", str(text or ""))
+    return float(match.group(0)) if match else None
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]

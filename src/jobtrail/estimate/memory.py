@@ -1,0 +1,184 @@
+"""Peak training memory of one device, from the model's shape and the job's shape. Pure.
+
+The peak is bounded by the sum of what lives through a training step: weights, trainable
+weights, their gradients, optimizer state, the activations saved for backward, the logits,
+and a fixed per-process overhead. Precisions follow what scripts/sft.py actually does:
+  * GPU with bf16: a LoRA base loads in bf16; full fine-tuning keeps fp32 master weights and
+    computes under bf16 autocast.
+  * GPU without bf16 (T4): fp32 weights, fp16 autocast.
+  * CPU: fp32 everything, no autocast.
+PEFT creates adapter weights in fp32 (autocast_adapter_dtype=True), so they, their gradients
+and their optimizer state are fp32 everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from jobtrail.estimate.params import ModelShape
+
+Device = Literal["cuda_bf16", "cuda_fp16", "cpu"]
+Peft = Literal["lora", "qlora", "none"]
+
+GB = 1e9  # decimal GB throughout, like GPU data sheets and the flavor table
+
+FP32, HALF = 4, 2  # bytes per element
+# bitsandbytes NF4 with double quantisation: 4 bits per weight, plus one 8-bit absmax per
+# 64-weight block (0.125 bit) and one fp32 constant per 256 blocks (0.002 bit).
+NF4_BYTES = 0.5 + (8 / 64 + 32 / (64 * 256)) / 8
+
+# Optimizer state bytes per trainable parameter: AdamW keeps two fp32 moments (8 B);
+# bitsandbytes' 8-bit AdamW two 8-bit moments (2 B, block constants ignored); Lion one fp32
+# momentum (4 B); plain SGD (TRL's "sgd", momentum 0) none.
+OPTIMIZER_BYTES: dict[str, float] = {"adamw": 8, "adamw_8bit": 2, "lion": 4, "sgd": 0}
+# TRL/transformers `optim` names → the families above.
+OPTIMIZER_ALIASES: dict[str, str] = {
+    "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adam": "adamw",
+    "adamw_bnb_8bit": "adamw_8bit", "adamw_8bit": "adamw_8bit", "paged_adamw_8bit": "adamw_8bit",
+    "lion_32bit": "lion", "paged_lion_32bit": "lion",
+}
+
+# Process overhead outside the tensors counted here.
+# GPU: the CUDA context, loaded kernels and cuBLAS/cuDNN handles, typically 0.4-0.6 GB per
+# PyTorch process on A100/H100-class GPUs with CUDA's lazy module loading (what nvidia-smi
+# shows beyond torch.cuda.memory_reserved()). torch.cuda.max_memory_allocated() leaves it out.
+CUDA_CONTEXT_GB = 0.5
+# CPU: the resident memory (ru_maxrss) of the job's Python apart from the model. Measured on
+# this project's 2-vCPU VM: torch 2.13 CPU, transformers 5.23, trl 1.16, peft and datasets
+# imported take 431 MB; SFT jobs of the ~0.1M-parameter demo model peak at 516-548 MB (the
+# dataset, tokenizer, Trainer and allocator state on top).
+CPU_RUNTIME_GB = 0.52
+
+# A job fits a device when its estimate uses at most this share of the device's memory: the
+# rest absorbs allocator fragmentation (PyTorch's caching allocator typically holds 5-10% more
+# than it has allocated at the peak) and this estimate's own error.
+HEADROOM = 0.90
+
+# LoRA dropout (jobtrail's default lora_dropout=0.05 > 0) gives every adapted Linear its own
+# dropped-out copy of the input, saved for backward with a one-byte mask per element.
+LORA_DROPOUT_MASK_BYTES = 1
+
+
+class MemoryBreakdown(BaseModel):
+    """GB (1e9 bytes) per component, for one device; total_gb is their sum."""
+
+    weights_gb: float = Field(description="Frozen weights: the base model under LoRA/QLoRA, a vision tower.")
+    trainable_gb: float = Field(description="Weights being trained: the adapters, or the whole model without PEFT.")
+    gradients_gb: float
+    optimizer_gb: float
+    activations_gb: float = Field(description="Tensors saved for backward (one layer recomputed at a time when checkpointing).")
+    logits_gb: float = Field(description="fp32 logits of one micro-batch: tokens × vocabulary × 4 bytes.")
+    overhead_gb: float = Field(description="CUDA context on a GPU; the Python/torch runtime on a CPU.")
+    total_gb: float = Field(description="Peak memory of the device: the sum of the above.")
+
+
+def device_for(*, gpu_count: int, bf16: bool) -> Device:
+    if gpu_count == 0:
+        return "cpu"
+    return "cuda_bf16" if bf16 else "cuda_fp16"
+
+
+def activation_bytes(device: Device) -> int:
+    """Bytes per activation element: autocast computes in bf16/fp16 on a GPU, fp32 on a CPU."""
+    return FP32 if device == "cpu" else HALF
+
+
+def estimate_memory(
+    shape: ModelShape,
+    *,
+    device: Device,
+    peft: Peft,
+    trainable_params: int,
+    optimizer: str,
+    seq_len: int,
+    batch: int,
+    gradient_checkpointing: bool,
+) -> MemoryBreakdown:
+    """Peak memory of one device training one micro-batch of `batch` × `seq_len` tokens.
+
+    The total is the sum of the components, which bounds the peak from above: the logits peak
+    at the loss, the recomputed layer and the gradients later in backward. The logits count as
+    fp32 [tokens × vocabulary] (DESIGN.md's preflight rule) although TRL >= 1.16 computes the
+    SFT/DPO/GRPO losses through a tiled, fused LM head that never holds them whole. Both err on
+    the safe side: on an H100, a 0.8B Qwen2-shaped model (16 × 512 tokens) peaked 10% below this
+    sum with full fine-tuning and 16% below with LoRA (torch.cuda.max_memory_allocated).
+    """
+    tokens = batch * seq_len
+    parts = {
+        "weights_gb": frozen_weight_bytes(shape, device, peft),
+        "trainable_gb": trainable_params * FP32,
+        "gradients_gb": trainable_params * FP32,  # gradients match their fp32 parameters
+        "optimizer_gb": trainable_params * OPTIMIZER_BYTES[optimizer],
+        "activations_gb": activation_total_bytes(shape, device, peft, tokens, gradient_checkpointing),
+        "logits_gb": tokens * shape.vocab_size * FP32,
+        "overhead_gb": (CPU_RUNTIME_GB if device == "cpu" else CUDA_CONTEXT_GB) * GB,
+    }
+    gb = {name: value / GB for name, value in parts.items()}
+    return MemoryBreakdown(**{k: round(v, 3) for k, v in gb.items()}, total_gb=round(sum(gb.values()), 3))
+
+
+def frozen_weight_bytes(shape: ModelShape, device: Device, peft: Peft) -> float:
+    """Weights that do not train: the base model (LoRA, QLoRA) and any vision tower."""
+    if peft == "qlora":
+        # Every Linear is NF4 (the vision tower's too); embeddings, norms and the output head
+        # stay in the compute dtype (bitsandbytes skips lm_head).
+        kept = shape.params - shape.linear_params
+        return (shape.linear_params + shape.vision_params) * NF4_BYTES + kept * _base_bytes(device)
+    base = shape.params if peft == "lora" else 0  # full fine-tuning trains the base itself
+    return (base + shape.vision_params) * _base_bytes(device)
+
+
+def _base_bytes(device: Device) -> int:
+    # sft.py loads a LoRA base in bf16 only where the GPU has bf16; elsewhere in fp32.
+    return HALF if device == "cuda_bf16" else FP32
+
+
+def activation_total_bytes(
+    shape: ModelShape, device: Device, peft: Peft, tokens: int, gradient_checkpointing: bool
+) -> float:
+    """Saved-for-backward tensors of one micro-batch.
+
+    With checkpointing (transformers checkpoints each decoder layer) only every layer's input
+    survives the forward, and one layer at a time is recomputed in full during backward.
+    """
+    e = activation_bytes(device)
+    layer = layer_activation_bytes(shape, e, lora=peft != "none") * tokens
+    cast_layer, cast_head = _autocast_copies(shape, device, peft)
+    final_norm = (FP32 + e) * shape.hidden_size * tokens
+    if gradient_checkpointing:
+        inputs = shape.num_layers * e * shape.hidden_size * tokens
+        return inputs + layer + cast_layer + final_norm + cast_head
+    return shape.num_layers * (layer + cast_layer) + final_norm + cast_head
+
+
+def layer_activation_bytes(shape: ModelShape, e: int, *, lora: bool) -> int:
+    """Bytes saved for backward per token by one decoder layer (SDPA attention: no s² matrix).
+
+    Counted from what the autograd graph of a transformers Llama-style layer keeps:
+      * each RMSNorm: its fp32 upcast input (4h) and the normalised output in the compute dtype;
+      * RoPE: q, k and their rotate_half copies; SDPA: q, k, v and its output; o_proj's
+        contiguous input: 5·q_dim + 4·kv_dim elements;
+      * a gated MLP: gate and up outputs, the activation's output and the product fed to
+        down_proj (4·I); a plain MLP: the up output and the activation (2·I);
+      * LoRA: the dropped-out input of every adapted Linear plus its byte mask.
+    """
+    h, q, kv, i = shape.hidden_size, shape.q_dim, shape.kv_dim, shape.intermediate_size
+    norms = shape.norms_per_layer * (FP32 + e) * h
+    if shape.qk_norm:
+        norms += (FP32 + e) * (q + kv)
+    attention = e * (5 * q + 4 * kv)
+    mlp = e * (4 if shape.gated_mlp else 2) * i
+    adapters = (e + LORA_DROPOUT_MASK_BYTES) * sum(a for a, _ in shape.layer_linears()) if lora else 0
+    return norms + attention + mlp + adapters
+
+
+def _autocast_copies(shape: ModelShape, device: Device, peft: Peft) -> tuple[float, float]:
+    """(per decoder layer, output head) bytes of the half-precision casts of fp32 weights that
+    autocast makes and the matmuls save for backward: full fine-tuning under bf16/fp16, and an
+    fp32 base on a T4 (fp16 autocast). QLoRA dequantises inside its own autograd function and
+    saves only the 4-bit weights; a CPU computes in fp32."""
+    if device == "cpu" or peft == "qlora" or (device == "cuda_bf16" and peft == "lora"):
+        return 0.0, 0.0
+    return shape.linear_params / shape.num_layers * HALF, shape.embedding_params * HALF

@@ -1,0 +1,149 @@
+"""Result models of the hardware and estimate_cost tools: stable structured fields plus the
+markdown an agent reads first (the verdict line, then a small table, then assumptions)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from jobtrail.estimate.hardware import Flavor
+from jobtrail.estimate.memory import MemoryBreakdown
+from jobtrail.timefmt import human_duration
+
+_MEMORY_ROWS = [
+    ("weights_gb", "weights (frozen)"),
+    ("trainable_gb", "trainable weights"),
+    ("gradients_gb", "gradients"),
+    ("optimizer_gb", "optimizer state"),
+    ("activations_gb", "activations"),
+    ("logits_gb", "logits (fp32)"),
+    ("overhead_gb", "overhead"),
+]
+
+
+class HardwareResult(BaseModel):
+    flavors: list[Flavor]
+    source: Literal["live", "bundled"] = Field(description='"live" from the Hub, or the "bundled" snapshot.')
+    snapshot_date: str | None = Field(None, description="Date of the bundled price list (bundled only).")
+    note: str | None = Field(None, description="Why live prices were not used, when they were not.")
+
+    def to_markdown(self) -> str:
+        origin = "live prices from the Hub" if self.source == "live" else f"bundled price list of {self.snapshot_date}"
+        lines = [f"{len(self.flavors)} flavors ({origin})."]
+        if self.note:
+            lines.append(self.note)
+        lines += ["", "| flavor | GPU | memory | bf16 | peak TFLOPS | $/hour |", "|---|---|---|---|---|---|"]
+        for f in sorted(self.flavors, key=lambda f: (f.gpu_count > 0, f.price_per_hour)):
+            lines.append(
+                f"| {f.name} | {_gpu_label(f)} | {memory_label(f)} | {'yes' if f.bf16 else 'no'} | "
+                f"{_tflops_label(f)} | {f.price_per_hour:.2f} |"
+            )
+        lines += ["", 'Next: estimate_cost(model=..., flavor="...") says which of these a job fits and what it costs.']
+        return "\n".join(lines)
+
+
+class FlavorOption(BaseModel):
+    """One flavor's verdict for this job."""
+
+    flavor: str
+    fits: bool
+    total_gb: float = Field(description="Peak memory per device on this flavor.")
+    usable_gb: float = Field(description="Memory per device after headroom.")
+    hours: float
+    cost_usd: float
+    timeout: str = Field(description='The timeout to submit with on this flavor, e.g. "3h".')
+    calibrated: bool
+
+
+class EstimateResult(BaseModel):
+    model: str
+    architecture: str = Field(description="model_type of the language model.")
+    method: str
+    peft: str
+    flavor: str = Field(description="The flavor that memory, hours and cost below describe.")
+    flavor_label: str = Field(description='Its memory in words, e.g. "24 GB" or "4 × 80 GB".')
+    params: int = Field(description="Total parameters of the language model, from config.json.")
+    trainable_params: int
+    memory: MemoryBreakdown
+    usable_gb: float = Field(description="The flavor's memory per device after headroom.")
+    fits: dict[str, bool] = Field(description="Flavor name → whether the job fits it, with headroom.")
+    recommended_flavor: str | None = Field(description="The cheapest GPU flavor that fits (lowest total cost).")
+    tokens: int = Field(description="Tokens trained on, all epochs (non-padding).")
+    steps: int = Field(description="Optimizer steps.")
+    step_time_s: float
+    tokens_per_second: float
+    hours: float = Field(description="Wall time, start-up and upload included.")
+    cost_usd: float
+    recommended_timeout: str = Field(description='Whole hours, e.g. "3h": ≥ 1.3 × hours, never below 1h.')
+    recommended_timeout_s: int
+    calibrated: bool = Field(description="True when measurements of earlier attempts replaced the model.")
+    catalog_source: Literal["live", "bundled", "given"]
+    options: list[FlavorOption] = Field(description="The cheapest flavors that fit, cheapest first (at most 5).")
+    notes: list[str] = Field(default_factory=list)
+    assumptions: dict[str, Any]
+
+    def to_markdown(self) -> str:
+        lines = [self._verdict()]
+        lines.append(
+            f"{self.model}: {self.architecture}, {_billions(self.params)} params, "
+            f"{_billions(self.trainable_params)} trainable ({self.method}, peft={self.peft}); "
+            f"{self.tokens:,} tokens in {self.steps:,} steps of ~{self.step_time_s:.2f}s"
+            + (" (calibrated from earlier attempts)." if self.calibrated else ".")
+        )
+        lines += ["", f"| memory on {self.flavor} | GB |", "|---|---|"]
+        lines += [f"| {label} | {getattr(self.memory, key):.2f} |" for key, label in _MEMORY_ROWS]
+        lines.append(f"| **total** | **{self.memory.total_gb:.2f}** of {self.usable_gb:.1f} usable |")
+        if self.options:
+            lines += ["", "| flavor that fits | GB | time | cost |", "|---|---|---|---|"]
+            lines += [
+                f"| {o.flavor} | {o.total_gb:.1f} | ~{human_duration(o.hours * 3600)} | ~${o.cost_usd:.2f} |"
+                for o in self.options
+            ]
+        lines += [f"! {note}" for note in self.notes]
+        lines += ["", "Assumptions: " + "; ".join(f"{k}: {v}" for k, v in self.assumptions.items()) + "."]
+        if self.fits.get(self.flavor):
+            lines.append(f'\nNext: submit with flavor="{self.flavor}", timeout="{self.recommended_timeout}".')
+        elif self.options:
+            lines.append(f'\nNext: submit with flavor="{self.options[0].flavor}", timeout="{self.options[0].timeout}".')
+        return "\n".join(lines)
+
+    def _verdict(self) -> str:
+        cost = f"~{human_duration(self.hours * 3600)}, ~${self.cost_usd:.2f}; timeout {self.recommended_timeout}"
+        need = f"{self.memory.total_gb:.1f} GB needed"
+        if self.fits.get(self.flavor):
+            return f"Fits {self.flavor} ({self.flavor_label}): {need}; {cost}"
+        if self.recommended_flavor and self.options:
+            best = self.options[0]
+            return (
+                f"Does not fit {self.flavor} ({self.flavor_label}): {need}, {self.usable_gb:.1f} GB usable. "
+                f"Cheapest that fits: {best.flavor} (~{human_duration(best.hours * 3600)}, ~${best.cost_usd:.2f})."
+            )
+        return f"Fits no flavor: {need} per device, {self.usable_gb:.1f} GB usable on the roomiest ({self.flavor})."
+
+
+def _billions(n: int) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:.2f}B"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    return f"{n / 1e3:.1f}K"
+
+
+def memory_label(f: Flavor) -> str:
+    if f.gpu_count == 0:
+        return f"{f.ram_gb:g} GB RAM" if f.ram_gb else "host RAM"
+    per_gpu = f"{f.vram_gb:g} GB"
+    return per_gpu if f.gpu_count == 1 else f"{f.gpu_count} × {per_gpu}"
+
+
+def _gpu_label(f: Flavor) -> str:
+    if f.gpu_count == 0:
+        return f"- ({f.cpu})" if f.cpu else "-"
+    return f.gpu if f.gpu_count == 1 else f"{f.gpu_count} × {f.gpu}"
+
+
+def _tflops_label(f: Flavor) -> str:
+    if f.gpu_count == 0:
+        return f"~{f.peak_tflops:g} (fp32)"
+    return f"{f.peak_tflops:g}" + ("" if f.bf16 else " (fp16)")
