@@ -53,3 +53,37 @@ def test_unreachable_hub_is_a_warning_that_says_the_check_did_not_run(hub, tiny_
     [finding] = _model_findings("org/tiny")
     assert finding.code == "model.unverified" and finding.severity == "warning"
     assert "Could not check" in finding.message
+
+
+def test_validate_dataset_reads_a_hub_dataset_through_the_emulator(hub, chat_dataset, tmp_path):
+    from jobtrail.preflight.dataset import validate_dataset
+
+    hub.add_token(TOKEN, "alice")
+    hub.add_repo("alice/chat", repo_type="dataset", files={"data/train-00000.jsonl": chat_dataset})
+    report = validate_dataset("alice/chat", "sft")
+    assert report.source == "hub" and report.rows == 64 and report.methods["sft"].status == "READY"
+    missing = validate_dataset("alice/no-such-data", "sft")
+    assert "dataset.not_found" in [f.code for f in missing.findings]
+    hub.add_repo("alice/private-data", repo_type="dataset", files={"train.jsonl": chat_dataset}, private=True,
+                 owner="bob")
+    private = validate_dataset("alice/private-data", "sft")
+    assert {f.code for f in private.findings} & {"dataset.not_found", "dataset.access"}
+
+
+def test_output_repo_must_be_a_hub_id_and_creatable(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
+    from jobtrail.app import build_service
+
+    hub.add_token(TOKEN, "alice")
+    hub.add_repo("alice/tiny", files=_files(tiny_model))
+    hub.add_repo("alice/chat", repo_type="dataset", files={"train.jsonl": chat_dataset})
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    service = build_service(tmp_path / "home")
+    spec = JobSpec(method="sft", model="alice/tiny", dataset="alice/chat", backend="hf-jobs", flavor="cpu-basic",
+                   hyperparameters={"max_steps": 2, "max_length": 64}, output="just-a-name")
+    dry = service.submit(spec, dry_run=True)
+    [finding] = [f for f in dry.findings if f.code == "output.repo"]
+    assert "<your-user-or-org>/<model-name>" in finding.fix
+    hub.inject.fail(r"^/api/repos/create", status=403, times=None, message="You don't have the rights")
+    refused = service.submit(spec.model_copy(update={"output": "someorg/out"}))
+    assert refused.status == "rejected" and "output.create_failed" in {f.code for f in refused.findings}
+    assert service.ps().jobs == []
