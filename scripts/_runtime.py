@@ -586,6 +586,9 @@ FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
     ("config_error", lambda e, p: "OfflineModeIsEnabled" in _names(e)),
     ("infra_transient", lambda e, p: bool(_names(e) & _NETWORK_ERRORS)
         or (_is_http(e) and bool(_TRANSIENT_RE.search(str(e))))),
+    # A user's GRPO reward function failing is a bug in code the job was given: the same config
+    # would fail the same way, so it is no data problem and nothing a retry can fix.
+    ("config_error", lambda e, p: p == "reward"),
     ("bad_input", lambda e, p: bool(_names(e) & _DATA_ERRORS)),
     ("bad_input", lambda e, p: p == "data" and isinstance(e, ValueError | KeyError | OSError | TypeError)),
     ("config_error", lambda e, p: isinstance(e, TypeError) and "unexpected keyword argument" in str(e)),

@@ -58,11 +58,16 @@ def test_event_lines_are_parsed_and_folded():
     assert digest.checkpoints[0].state == "committed" and digest.checkpoints[0].step == 2
 
 
-def test_bundled_trl_field_list_matches_installed_trl():
+@pytest.mark.parametrize(
+    ("method", "config_class"),
+    [("sft", "SFTConfig"), ("dpo", "DPOConfig"), ("grpo", "GRPOConfig"), ("reward", "RewardConfig"), ("kto", "KTOConfig")],
+)
+def test_bundled_trl_field_list_matches_installed_trl(method, config_class):
     import trl  # the train extra is part of the test environment
 
-    names = {f.name for f in dataclasses.fields(trl.SFTConfig) if f.init and not f.name.startswith("_")}
-    assert names == set(hyperparams.trl_fields("sft")), "regenerate src/jobtrail/trl_config_fields.json"
+    cls = getattr(trl, config_class)
+    names = {f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
+    assert names == set(hyperparams.trl_fields(method)), "regenerate src/jobtrail/trl_config_fields.json"
 
 
 def test_unknown_hyperparameter_gets_a_did_you_mean():

@@ -119,6 +119,21 @@ def _parser() -> argparse.ArgumentParser:
     _json_flag(retry)
     retry.set_defaults(handler=_retry)
 
+    evaluate = sub.add_parser("evaluate", help="evaluate a job's checkpoint or a model (the evaluate tool)")
+    evaluate.add_argument("dataset")
+    target = evaluate.add_mutually_exclusive_group(required=True)
+    target.add_argument("--job-id")
+    target.add_argument("--model")
+    evaluate.add_argument("--split")
+    evaluate.add_argument("--checkpoint")
+    evaluate.add_argument("--metrics", nargs="+", choices=["loss", "perplexity", "exact_match", "pairwise_accuracy"])
+    evaluate.add_argument("--max-new-tokens", type=int, default=64)
+    evaluate.add_argument("--temperature", type=float, default=0.0)
+    _json_flag(evaluate)
+    evaluate.set_defaults(handler=lambda a: _emit(a, _service().evaluate(
+        a.dataset, job_id=a.job_id, model=a.model, split=a.split, checkpoint=a.checkpoint, metrics=a.metrics,
+        max_new_tokens=a.max_new_tokens, temperature=a.temperature)))
+
     report = sub.add_parser("report", help="attempts, GPU-hours and cost by termination reason (the report tool)")
     report.add_argument("--days", type=float, default=7)
     report.add_argument("--group-by", default="termination_reason",
@@ -136,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _job_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", required=True, choices=["sft"])
+    p.add_argument("--method", required=True, choices=["sft", "dpo", "grpo", "reward", "kto"])
     p.add_argument("--model", required=True)
     p.add_argument("--dataset", required=True)
     p.add_argument("--backend", default="local", choices=["local", "hf-jobs"])
@@ -147,6 +162,8 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
                    help="one hyperparameter (repeatable); VALUE is read as JSON when it parses")
     p.add_argument("--output")
     p.add_argument("--dataset-mapping", type=_json_object, help="JSON mapping proposed by validate-dataset")
+    p.add_argument("--reward-file", help="GRPO: Python file with the reward function")
+    p.add_argument("--reward-function", help="GRPO: the function's name in --reward-file")
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
@@ -203,6 +220,8 @@ def _spec(args: argparse.Namespace):  # noqa: ANN202 - JobSpec, imported lazily
         hyperparameters=hyperparameters,
         dataset_mapping=args.dataset_mapping,
         output=args.output,
+        reward_file=args.reward_file,
+        reward_function=args.reward_function,
     )
 
 

@@ -12,7 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from jobtrail.method_checks import training_defaults
 from jobtrail.models import Finding
+from jobtrail.rewards import REWARD_HYPERPARAMETERS
 
 # jobtrail's own knobs, which TRL does not have, with their defaults.
 PEFT_DEFAULTS: dict[str, Any] = {
@@ -33,20 +35,6 @@ MANAGED: dict[str, str] = {
     "resume_from_checkpoint": "jobtrail resumes from the newest committed checkpoint by itself",
 }
 
-TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "sft": {
-        "learning_rate": 2e-4,
-        "num_train_epochs": 1,
-        "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 4,
-        "logging_steps": 10,
-        "save_strategy": "steps",
-        "save_steps": 100,
-        "max_length": 1024,
-        "seed": 42,
-        "report_to": "none",
-    }
-}
 
 
 @cache
@@ -56,7 +44,8 @@ def trl_fields(method: str) -> frozenset[str]:
 
 
 def known_names(method: str) -> set[str]:
-    return (set(trl_fields(method)) | set(PEFT_DEFAULTS) | set(JOB_DEFAULTS)) - set(MANAGED)
+    extras = set(REWARD_HYPERPARAMETERS) if method == "grpo" else set()
+    return (set(trl_fields(method)) | set(PEFT_DEFAULTS) | set(JOB_DEFAULTS) | extras) - set(MANAGED)
 
 
 def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
@@ -83,21 +72,25 @@ def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
                     fix=f"Rename it to {close[0]!r}." if close else "Remove it; names follow TRL's config fields.",
                 )
             )
-    if hyperparameters.get("peft", "lora") not in ("lora", "none"):
+    if hyperparameters.get("peft", "lora") not in ("lora", "qlora", "none"):
         findings.append(
             Finding(
                 code="hyperparameters.peft",
                 severity="error",
                 message=f"peft={hyperparameters['peft']!r} is not supported.",
-                fix='Use peft="lora" (adapter training) or peft="none" (full fine-tuning).',
+                fix='Use peft="lora" (adapter), "qlora" (adapter on a 4-bit base, CUDA only) or "none" (full fine-tuning).',
             )
         )
     return findings
 
 
 def split(method: str, hyperparameters: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Defaults + user values → (training_args for TRL, peft block, jobtrail job options)."""
-    merged = {**TRAINING_DEFAULTS[method], **PEFT_DEFAULTS, **JOB_DEFAULTS, **hyperparameters}
+    """Defaults + user values → (training_args for TRL, peft block, jobtrail job options).
+
+    GRPO's reward knobs are not TRL arguments: build_config moves them into the rewards block."""
+    merged = {**training_defaults(method), **PEFT_DEFAULTS, **JOB_DEFAULTS, **hyperparameters}
+    for name in REWARD_HYPERPARAMETERS:
+        merged.pop(name, None)
     peft = {
         "method": merged.pop("peft"),
         "r": merged.pop("lora_r"),

@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Method = Literal["sft"]
-METHODS: tuple[str, ...] = ("sft",)
+Method = Literal["sft", "dpo", "grpo", "reward", "kto", "evaluate"]
+# What submit trains with; "evaluate" runs are started by the evaluate tool.
+METHODS: tuple[str, ...] = ("sft", "dpo", "grpo", "reward", "kto")
 BackendName = Literal["local", "hf-jobs"]
 Severity = Literal["error", "warning", "info"]
 
@@ -88,6 +89,9 @@ class JobSpec(BaseModel):
     output: str | None = None
     # NAME → "$ENV_VAR" of the server: references only, never values (see secrets.py).
     secrets: dict[str, str] = Field(default_factory=dict)
+    # GRPO: a Python file whose function scores completions (checked, then inlined in the script).
+    reward_file: str | None = None
+    reward_function: str | None = None
 
 
 class Placement(BaseModel):

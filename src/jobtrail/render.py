@@ -1,9 +1,12 @@
 """Job config → one self-contained PEP 723 script. Pure and deterministic.
 
-A template in scripts/ is an ordinary Python file that runs as it is (next to scripts/_runtime.py).
-Rendering touches exactly two marked blocks and nothing else:
+A template in scripts/ is an ordinary Python file that runs as it is (next to the job runtime
+modules, scripts/_runtime.py and scripts/_training.py). Rendering touches two marked blocks and,
+for a QLoRA job, the header's dependency list, and nothing else:
 
-    # --- jobtrail:runtime ---      the `from _runtime import ...` line becomes the runtime source
+    # --- jobtrail:runtime ---      the `from _module import ...` lines become those modules'
+                                   sources (and the modules they import, in the same way), each
+                                   inlined once, dependencies first
     # --- jobtrail:config ---       the example CONFIG becomes the job's config as one JSON literal
 
 so the rendered script never imports jobtrail and runs anywhere its header's dependencies exist.
@@ -21,6 +24,11 @@ from jobtrail.errors import InvalidRequestError
 
 RUNTIME_MODULE = "_runtime.py"
 _BLOCK = r"(?ms)^# --- jobtrail:{name} ---\n.*?^# --- end jobtrail:{name} ---\n"
+_RUNTIME_IMPORT = re.compile(r"(?m)^from (_\w+) import\b")
+_DEPENDENCIES_LINE = re.compile(r"(?m)^# dependencies = \[(.*)\]$")
+# QLoRA loads 4-bit weights through bitsandbytes, which only GPU jobs can use: the header asks for
+# it only then, so CPU jobs never need it installed (transformers 5.23 wants at least 0.46.1).
+QLORA_REQUIREMENT = "bitsandbytes>=0.46.1"
 
 
 def scripts_dir() -> Path:
@@ -33,6 +41,12 @@ def scripts_dir() -> Path:
         "The job templates (scripts/) are missing from this installation.",
         fix="Reinstall jobtrail: pip install --force-reinstall jobtrail",
     )
+
+
+def template_names(templates: Path | None = None) -> list[str]:
+    """The job templates in scripts/: every .py file but the runtime modules (named _*)."""
+    root = templates or scripts_dir()
+    return sorted(p.stem for p in root.glob("*.py") if not p.name.startswith("_"))
 
 
 def config_json(config: dict[str, Any]) -> str:
@@ -49,17 +63,53 @@ def render_script(template: str, config: dict[str, Any], *, templates: Path | No
     root = templates or scripts_dir()
     path = root / f"{template}.py"
     if not path.is_file():
-        raise InvalidRequestError(f"No job template named {template!r}.", fix="Use one of: sft")
+        raise InvalidRequestError(
+            f"No job template named {template!r}.", fix=f"Use one of: {', '.join(template_names(root))}"
+        )
     source = path.read_text()
-    runtime = (root / RUNTIME_MODULE).read_text()
-    source = _replace_block(source, "runtime", _runtime_block(runtime))
+    source = _replace_block(source, "runtime", _runtime_block(source, root))
+    if (config.get("peft") or {}).get("method") == "qlora":
+        source = _add_requirement(source, QLORA_REQUIREMENT)
     snapshot = config_json(config)
     return _replace_block(source, "config", f"CONFIG: dict = json.loads({snapshot!r})\n")
 
 
-def _runtime_block(runtime_source: str) -> str:
-    body = runtime_source.rstrip() + "\n"
-    return f"# Inlined from scripts/{RUNTIME_MODULE}: events and the checkpoint commit protocol.\n{body}"
+def _runtime_block(template_source: str, root: Path) -> str:
+    """The sources of the runtime modules the template imports, dependencies first, each once."""
+    order: list[str] = []
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if name in order:
+            return
+        if name in chain:
+            raise InvalidRequestError(f"Job runtime modules import each other in a cycle: {' -> '.join((*chain, name))}.")
+        path = root / f"{name}.py"
+        if not path.is_file():
+            raise InvalidRequestError(f"The job runtime module scripts/{name}.py is missing.", fix="Reinstall jobtrail.")
+        for dependency in _RUNTIME_IMPORT.findall(_block_text(path.read_text(), "runtime")):
+            visit(dependency, (*chain, name))
+        order.append(name)
+
+    for name in _RUNTIME_IMPORT.findall(_block_text(template_source, "runtime")):
+        visit(name, ())
+    return "".join(_inlined(name, (root / f"{name}.py").read_text()) for name in order)
+
+
+def _inlined(name: str, module_source: str) -> str:
+    # A module's own `from _other import ...` block goes: _other is inlined before it.
+    body = re.sub(_BLOCK.format(name="runtime"), "", module_source).rstrip() + "\n"
+    return f"# Inlined from scripts/{name}.py (the job runtime).\n{body}"
+
+
+def _add_requirement(source: str, requirement: str) -> str:
+    if len(_DEPENDENCIES_LINE.findall(source)) != 1:
+        raise InvalidRequestError("Template header must list its dependencies on one '# dependencies = [...]' line.")
+    return _DEPENDENCIES_LINE.sub(lambda m: f"# dependencies = [{m.group(1)}, {json.dumps(requirement)}]", source, count=1)
+
+
+def _block_text(source: str, name: str) -> str:
+    found = re.findall(_BLOCK.format(name=name), source)
+    return found[0] if len(found) == 1 else ""
 
 
 def _replace_block(source: str, name: str, body: str) -> str:

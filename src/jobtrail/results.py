@@ -158,6 +158,9 @@ class InspectResult(BaseModel):
     last_metrics: dict[str, Any] | None
     checkpoints: list[CheckpointRecord]
     attempts: list[AttemptView]
+    evaluations: list[dict[str, Any]] = Field(
+        default_factory=list, description="Evaluations of this job's checkpoints: checkpoint, state, metrics, provenance."
+    )
 
     def to_markdown(self) -> str:
         latest = self.attempts[-1]
@@ -192,6 +195,9 @@ class InspectResult(BaseModel):
                 f"Environment: python {env.get('python')}, torch {pk.get('torch')}, trl {pk.get('trl')}, "
                 f"device {env.get('device')}."
             )
+        for ev in self.evaluations:
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in ev["metrics"].items()) or ev["state"]
+            lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {shown}.")
         if not self.status_is_terminal:
             lines.append(f"\nNext: logs(job_id=\"{self.job_id}\") to watch it; cancel(job_id=\"{self.job_id}\") to stop it.")
         return "\n".join(lines)
@@ -293,3 +299,15 @@ class RetryResult(BaseModel):
         change = f" with changes {self.changes}" if self.changes else ""
         return (f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}\n"
                 f"Follow it: logs(job_id=\"{self.job_id}\"), inspect(job_id=\"{self.job_id}\").")
+
+
+class EvaluateResult(BaseModel):
+    job_id: str = Field(description="The evaluation job's id: follow it with logs/inspect.")
+    status: str
+    evaluates: str = Field(description="The job id or model evaluated.")
+    checkpoint: str = Field(description="'base', or the checkpoint/adapter evaluated.")
+    backend: str
+
+    def to_markdown(self) -> str:
+        return (f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] on {self.backend}.\n"
+                f"Follow it: inspect(job_id=\"{self.job_id}\"); its record also appears in inspect of the evaluated job.")

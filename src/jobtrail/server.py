@@ -25,6 +25,7 @@ from jobtrail.models import JobSpec, JobStatus
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.results import (
     CancelResult,
+    EvaluateResult,
     InspectResult,
     LogsResult,
     PsResult,
@@ -89,7 +90,10 @@ def build_server(service: JobService) -> MCPServer:
     )
     @agent_errors
     def submit(
-        method: Annotated[Literal["sft"], Field(description="Training method. 'sft' = supervised fine-tuning.")],
+        method: Annotated[
+            Literal["sft", "dpo", "grpo", "reward", "kto"],
+            Field(description="sft: supervised fine-tuning; dpo: preference pairs; grpo: RL with reward functions; reward: a reward model; kto: unpaired preferences."),
+        ],
         model: Annotated[str, Field(description="Local model directory (with config.json) or Hub id, e.g. 'Qwen/Qwen2.5-0.5B'.")],
         dataset: Annotated[str, Field(description="Local .jsonl/.json/.csv/.parquet file or Hub dataset id. Formats: messages, text, prompt/completion.")],
         backend: Annotated[
@@ -100,7 +104,7 @@ def build_server(service: JobService) -> MCPServer:
         timeout: Annotated[str | int | None, Field(description="Stop the job after this long: '45m', '2h', or seconds.")] = None,
         hyperparameters: Annotated[
             dict[str, Any] | None,
-            Field(description="TRL/transformers config names, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, 'max_length': 1024}. peft='none' for full fine-tuning."),
+            Field(description="TRL config names for the method, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, 'max_length': 1024}; peft='none' (full) or 'qlora'; GRPO: reward_funcs=['exact_match', 'format', 'numeric_match', 'length'], num_generations."),
         ] = None,
         output: Annotated[
             str | None,
@@ -112,6 +116,12 @@ def build_server(service: JobService) -> MCPServer:
         ] = None,
         dry_run: Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")] = False,
         force: Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")] = False,
+        reward_file: Annotated[
+            str | None, Field(description="GRPO: a Python file defining the reward function (checked, then inlined).")
+        ] = None,
+        reward_function: Annotated[
+            str | None, Field(description="GRPO: the function's name in reward_file, taking (prompts, completions, **kwargs).")
+        ] = None,
         secrets: Annotated[
             dict[str, str] | None,
             Field(description="Secrets for the job as references to the server's environment, e.g. {'WANDB_API_KEY': '$WANDB_API_KEY'}; values are never accepted, stored or shown."),
@@ -131,6 +141,8 @@ def build_server(service: JobService) -> MCPServer:
             dataset_mapping=dataset_mapping,
             output=output,
             secrets=secrets or {},
+            reward_file=reward_file,
+            reward_function=reward_function,
         )
         return result(service.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries))
 
@@ -268,6 +280,34 @@ def build_server(service: JobService) -> MCPServer:
         ] = None,
     ) -> Annotated[CallToolResult, RetryResult]:
         return result(service.retry(job_id, changes))
+
+    @server.tool(
+        title="Evaluate a model or a job's checkpoint",
+        description=(
+            "Run an evaluation job (same backend as the job): loss/perplexity on held-out data, exact match for "
+            "question-answer data (greedy generation), pairwise accuracy for preference data. Give job_id (its final "
+            "model, or checkpoint= one of its committed checkpoints) or model (a base model). The record keeps the "
+            "evaluator's script sha256 and package versions, the task set's sha256 and rows, decoding parameters, "
+            "raw outputs and sampled failures; inspect of the evaluated job lists it."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True),
+    )
+    @agent_errors
+    def evaluate(
+        dataset: Annotated[str, Field(description="Held-out data: a local file or Hub dataset id.")],
+        job_id: Annotated[str | None, Field(description="Evaluate this job's final model (or checkpoint=...).")] = None,
+        model: Annotated[str | None, Field(description="Or evaluate this model (local dir or Hub id) as it is.")] = None,
+        split: Annotated[str | None, Field(description="Split of a Hub dataset (default 'test').")] = None,
+        checkpoint: Annotated[str | None, Field(description="A committed checkpoint of the job: name (checkpoint-40), step or path.")] = None,
+        metrics: Annotated[
+            list[Literal["loss", "perplexity", "exact_match", "pairwise_accuracy"]] | None,
+            Field(description="Default: chosen from the data's format."),
+        ] = None,
+        max_new_tokens: Annotated[int, Field(ge=1, le=4096)] = 64,
+        temperature: Annotated[float, Field(ge=0.0, le=2.0, description="0 = greedy (reproducible).")] = 0.0,
+    ) -> Annotated[CallToolResult, EvaluateResult]:
+        return result(service.evaluate(dataset, job_id=job_id, model=model, split=split, checkpoint=checkpoint,
+                                       metrics=metrics, max_new_tokens=max_new_tokens, temperature=temperature))
 
     @server.tool(
         title="Report on recent attempts",

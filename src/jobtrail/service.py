@@ -43,13 +43,16 @@ from jobtrail.estimate import (
     record_measurement,
 )
 from jobtrail.estimate.params import model_shape
+from jobtrail.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord, eval_config
 from jobtrail.preflight import checks
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.refs import looks_local
 from jobtrail.render import config_json, render_script, sha256_text
+from jobtrail.rewards import rewards_config
 from jobtrail.results import (
     AttemptView,
     CancelResult,
+    EvaluateResult,
     InspectResult,
     JobRow,
     LogsResult,
@@ -174,7 +177,8 @@ class JobService:
             owner = facts.identity.name if facts.identity and facts.identity.name else None
             push_to = spec.output or (default_repo(owner, spec) if owner else None)
         config = None
-        if not checks.check_hyperparameters(spec):
+        # A config needs valid names and, for GRPO, a reward file it can read.
+        if not checks.check_hyperparameters(spec) and not checks.blocking(checks.check_method_rules(spec, facts)):
             config = build_config(spec, output_dir, checks.max_positions(facts), push_to=push_to)
         script = render_script(spec.method, config) if config else ""
         if script and backend.name == "local":
@@ -257,6 +261,7 @@ class JobService:
             last_metrics=latest.last_metrics,
             checkpoints=[c for v in views for c in v.checkpoints],
             attempts=views,
+            evaluations=self.ledger.evals_of(run.run_id),
         )
 
     def _attempt_view(self, a: AttemptRecord) -> AttemptView:
@@ -374,6 +379,66 @@ class JobService:
     ) -> DatasetReport:
         dataset, model = _local_path(dataset), _local_path(model) if model else None
         return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)
+
+    # --- evaluate ---------------------------------------------------------------------
+
+    def evaluate(
+        self, dataset: str, *, job_id: str | None = None, model: str | None = None, split: str | None = None,
+        checkpoint: str | None = None, metrics: list[str] | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        temperature: float = 0.0,
+    ) -> EvaluateResult:
+        """An evaluation job on the evaluated job's backend; its record is tied to the checkpoint."""
+        if (job_id is None) == (model is None):
+            raise InvalidRequestError("Give exactly one of job_id or model.",
+                                      fix='evaluate(job_id="jt-...", dataset=...) or evaluate(model="org/name", dataset=...)')
+        target, backend_name, base, adapter, label = None, "local", model, None, "base"
+        if job_id is not None:
+            target = self._run(job_id)
+            self.refresh()
+            base, adapter, label = self._evaluated_checkpoint(target, checkpoint)
+            backend_name = target.backend
+        assert base is not None
+        run_id = _new_run_id()
+        output_dir = str(self.home / "runs" / run_id / "output") if backend_name == "local" else REMOTE_OUTPUT_DIR
+        config = eval_config(_local_path(base), _local_path(dataset), output_dir=output_dir, adapter=adapter,
+                             checkpoint_label=label, metrics=metrics, max_new_tokens=max_new_tokens,
+                             temperature=temperature, split=split)
+        script = render_script("evaluate", config)
+        spec = JobSpec(method="evaluate", model=config["model"], dataset=config["dataset"]["source"], backend=backend_name,
+                       flavor=target.flavor if target else None)
+        now = time.time()
+        run = RunRecord(run_id=run_id, created_at=now, method="evaluate", model=spec.model, dataset=spec.dataset,
+                        backend=backend_name, flavor=spec.flavor, spec=spec)
+        attempt = AttemptRecord(
+            attempt_id=f"{run_id}/1", run_id=run_id, number=1, status=JobStatus.QUEUED, created_at=now,
+            backend=backend_name, flavor=spec.flavor, config=config, config_sha256=sha256_text(config_json(config)),
+            script=script, script_sha256=sha256_text(script), spec=spec,
+        )
+        self.ledger.add_run(run, attempt)
+        self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, label)
+        self._dispatch()
+        return EvaluateResult(job_id=run_id, status=self._latest(run_id).status.value,
+                              evaluates=target.run_id if target else str(model), checkpoint=label, backend=backend_name)
+
+    def _evaluated_checkpoint(self, run: RunRecord, checkpoint: str | None) -> tuple[str, str, str]:
+        """(base model, adapter dir, label) for a job's final model or one of its committed checkpoints."""
+        latest = self._latest(run.run_id)
+        if not latest.status.is_terminal and checkpoint is None:
+            raise InvalidRequestError(f"{run.run_id} is still {latest.status.value}: its final model does not exist yet.",
+                                      fix="Wait for it to succeed, or pass checkpoint= (a committed one, see inspect).")
+        if run.backend != "local":
+            repo = latest.config.get("hub_model_id")
+            return latest.config["model"], repo, checkpoint or "final"
+        output = Path(latest.config["output_dir"])
+        if checkpoint is None:
+            return latest.config["model"], str(output / "final"), "final"
+        committed = [c for a in self.ledger.attempts(run.run_id) for c in self.ledger.checkpoints(a.attempt_id)
+                     if c.state == "committed"]
+        for c in committed:
+            if checkpoint in (c.path, Path(c.path).name, str(c.step)):
+                return latest.config["model"], c.path, Path(c.path).name
+        names = ", ".join(sorted({Path(c.path).name for c in committed})) or "none yet"
+        raise NotFoundError(f"{run.run_id} has no committed checkpoint {checkpoint!r}.", fix=f"Use one of: {names}.")
 
     # --- retry --------------------------------------------------------------------------
 
@@ -539,7 +604,11 @@ class JobService:
             gpu_seconds=self._gpu_seconds(attempt, ended),
             cost_usd=self._cost(attempt, ended),
         )
-        if verdict.reason is TerminationReason.SUCCEEDED:
+        if attempt.config.get("template") == "evaluate":
+            record = EvalRecord.from_events(self.ledger.events(attempt.attempt_id, "eval"))
+            state = record.state if record and record.state != "started" else "failed"
+            self.ledger.finish_eval(attempt.attempt_id, state, record.model_dump(mode="json") if record else None)
+        elif verdict.reason is TerminationReason.SUCCEEDED:
             self._calibrate(self._latest_attempt(attempt.attempt_id))
         if verdict.reason.status is JobStatus.FAILED:
             self._auto_retry(attempt.run_id)
@@ -739,9 +808,9 @@ def build_config(
     When the caller did not choose max_length, the default is capped at the model's positions.
     """
     training_args, peft, job = hyperparams.split(spec.method, spec.hyperparameters)
-    if max_positions and "max_length" not in spec.hyperparameters:
+    if max_positions and "max_length" in training_args and "max_length" not in spec.hyperparameters:
         training_args["max_length"] = min(training_args["max_length"], max_positions)
-    return {
+    config = {
         "template": spec.method,
         "template_version": TEMPLATE_VERSION,
         "model": spec.model,
@@ -753,6 +822,10 @@ def build_config(
         "push_to_hub": push_to is not None,
         "hub_model_id": push_to,
     }
+    if spec.method == "grpo":
+        user = {"file": spec.reward_file, "function": spec.reward_function or "reward"} if spec.reward_file else None
+        config["rewards"] = rewards_config(spec.hyperparameters, user)
+    return config
 
 
 def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
@@ -772,7 +845,7 @@ def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
 def _rebuild_config(previous: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
     """A retry's config: the new spec, with the same output (directory and Hub repo) and capped max_length."""
     config = build_config(spec, previous["output_dir"], push_to=previous.get("hub_model_id"))
-    if "max_length" not in spec.hyperparameters:
+    if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"]:
         config["training_args"]["max_length"] = previous["training_args"]["max_length"]
     return config
 
@@ -788,7 +861,10 @@ def _job_env(attempt: AttemptRecord) -> dict[str, str]:
 
 def _normalise(spec: JobSpec) -> JobSpec:
     """Local paths become absolute, because the job runs in its own directory."""
-    return spec.model_copy(update={"model": _local_path(spec.model), "dataset": _local_path(spec.dataset)})
+    update = {"model": _local_path(spec.model), "dataset": _local_path(spec.dataset)}
+    if spec.reward_file:
+        update["reward_file"] = str(Path(spec.reward_file).expanduser().resolve())
+    return spec.model_copy(update=update)
 
 
 def _local_path(ref: str) -> str:

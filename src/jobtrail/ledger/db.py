@@ -111,6 +111,24 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX calibration_by_key ON calibration(architecture, params, method, peft, flavor, recorded_at);
         """,
     ),
+    (
+        "0005_evals",
+        """
+        CREATE TABLE evals (
+            eval_attempt_id   TEXT PRIMARY KEY REFERENCES attempts(attempt_id),
+            target_run_id     TEXT REFERENCES runs(run_id),
+            checkpoint        TEXT NOT NULL,
+            state             TEXT NOT NULL,
+            created_at        REAL NOT NULL,
+            finished_at       REAL,
+            metrics_json      TEXT,
+            task_set_sha256   TEXT,
+            evaluator_sha256  TEXT,
+            record_json       TEXT
+        );
+        CREATE INDEX evals_by_target ON evals(target_run_id, task_set_sha256);
+        """,
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -226,6 +227,49 @@ class Ledger:
             (since,),
         ).fetchall()
         return [dict(row) for row in rows]
+
+    # --- evaluations ------------------------------------------------------------------
+
+    def add_eval(self, eval_attempt_id: str, target_run_id: str | None, checkpoint: str) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO evals (eval_attempt_id, target_run_id, checkpoint, state, created_at) VALUES (?, ?, ?, ?, ?)",
+                (eval_attempt_id, target_run_id, checkpoint, "queued", time.time()),
+            )
+
+    def finish_eval(self, eval_attempt_id: str, state: str, record: dict[str, Any] | None) -> None:
+        record = record or {}
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE evals SET state = ?, finished_at = ?, metrics_json = ?, task_set_sha256 = ?,"
+                " evaluator_sha256 = ?, record_json = ? WHERE eval_attempt_id = ?",
+                (
+                    state,
+                    time.time(),
+                    json.dumps(record.get("metrics") or {}),
+                    (record.get("task_set") or {}).get("revision_or_sha256"),
+                    (record.get("evaluator") or {}).get("script_sha256"),
+                    json.dumps(record) if record else None,
+                    eval_attempt_id,
+                ),
+            )
+
+    def evals_of(self, target_run_id: str) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            "SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,)
+        ).fetchall()
+        return [
+            {
+                "eval_job_id": r["eval_attempt_id"].split("/")[0],
+                "checkpoint": r["checkpoint"],
+                "state": r["state"],
+                "metrics": json.loads(r["metrics_json"]) if r["metrics_json"] else {},
+                "task_set_sha256": r["task_set_sha256"],
+                "evaluator_sha256": r["evaluator_sha256"],
+                "record": json.loads(r["record_json"]) if r["record_json"] else None,
+            }
+            for r in rows
+        ]
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
         rows = self._conn().execute(

@@ -18,7 +18,9 @@ from jobtrail import hyperparams
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
 from jobtrail.estimate.hardware import BUNDLED
+from jobtrail.method_checks import check_method, training_defaults
 from jobtrail.models import Finding, JobSpec
+from jobtrail.rewards import check_reward_file
 from jobtrail.preflight import probes
 from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
@@ -61,7 +63,7 @@ def gather_estimate(facts: Facts, spec: JobSpec, *, ledger: Any = None, api: Any
     """Memory and time on the chosen flavor, from the model's config.json and the data's size."""
     if facts.model.config is None or not spec.flavor:
         return facts
-    h = {**hyperparams.TRAINING_DEFAULTS[spec.method], **hyperparams.PEFT_DEFAULTS, **spec.hyperparameters}
+    h = {**training_defaults(spec.method), **hyperparams.PEFT_DEFAULTS, **spec.hyperparameters}
     batch, accumulation = int(h["per_device_train_batch_size"]), int(h["gradient_accumulation_steps"])
     report = facts.dataset
     if int(h.get("max_steps") or -1) > 0:
@@ -178,6 +180,15 @@ def check_dataset(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 def check_hyperparameters(spec: JobSpec, facts: Facts | None = None) -> list[Finding]:
     return hyperparams.check_names(spec.method, spec.hyperparameters)
+
+
+def check_method_rules(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """GRPO's batch arithmetic and rewards, DPO/KTO betas, a user reward file that must parse."""
+    user = {"function": spec.reward_function} if spec.reward_file else None
+    findings = check_method(spec.method, spec.hyperparameters, user)
+    if spec.reward_file:
+        findings += check_reward_file(Path(spec.reward_file), spec.reward_function or "reward")
+    return findings
 
 
 def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
@@ -306,6 +317,7 @@ CHECKS: tuple[Check, ...] = (
     check_lora_targets,
     check_dataset,
     check_hyperparameters,
+    check_method_rules,
     check_config,
     check_dependencies,
     check_remote,

@@ -1,0 +1,396 @@
+"""jobtrail job-side training glue, shared by every training template (sft, dpo, grpo, reward, kto).
+
+What a template does not own lives here: the job's start events, loading and mapping the data,
+precision and LoRA/QLoRA settings, loading the model (causal LM or a reward head), the callback
+that turns Trainer events into jobtrail events and commits checkpoints, resume, the final model,
+the metrics event and the Hub push. A template keeps only what differs per method: its TRL config
+and trainer classes, the data formats it accepts, and method inputs such as GRPO's rewards.
+
+render.py inlines this file after scripts/_runtime.py (whose names it uses) into every rendered
+script that imports it; the `jobtrail:runtime` block below is dropped there. Like _runtime.py it
+is standard-library only at import time and has no `from __future__` import: heavy packages are
+imported inside functions, after the environment event, so a missing one ends the job with a
+`dependency_error` termination event rather than a bare crash.
+"""
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# --- jobtrail:runtime ---
+from _runtime import (
+    apply_mapping,
+    apply_retention,
+    begin_checkpoint,
+    commit_checkpoint,
+    emit,
+    emit_environment,
+    fetch_remote_checkpoint,
+    find_resume_target,
+    mapping_problems,
+    mapping_source_columns,
+    phase,
+    push_checkpoint,
+    push_final,
+    sha256_file,
+)
+# --- end jobtrail:runtime ---
+
+FILE_LOADERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+FINAL_DIR = "final"
+PEFT_METHODS = ("lora", "qlora", "none")
+
+
+# --- the job -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """One attempt of one run: its config, identity and output directory."""
+
+    config: dict[str, Any]
+    run_id: str
+    attempt_id: str
+    output_dir: Path
+
+    @property
+    def push_to(self) -> str | None:
+        """The Hub repo that receives checkpoints and the final model (remote backends)."""
+        return self.config.get("hub_model_id") if self.config.get("push_to_hub") else None
+
+
+def start_job(config: dict[str, Any], template: str, template_version: int) -> Job:
+    """Emit `start` and `environment` (before any heavy import) and create the output dir."""
+    run_id = os.environ.get("JOBTRAIL_RUN_ID", "local")
+    attempt_id = os.environ.get("JOBTRAIL_ATTEMPT_ID", "local-1")
+    emit("start", template=config.get("template", template),
+         template_version=config.get("template_version", template_version),
+         run_id=run_id, attempt_id=attempt_id)
+    emit_environment()
+    output_dir = Path(config["output_dir"]).expanduser().resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    return Job(config, run_id, attempt_id, output_dir)
+
+
+# --- data --------------------------------------------------------------------------------------
+
+
+def prepare_dataset(job: Job, detect_format: Callable[[Any], str]) -> Any:
+    """Load and map the training split, name its format, and emit `data_manifest`.
+
+    `detect_format` is the template's: it returns the format's name or raises a ValueError that
+    says which columns the method needs (a bad_input termination, since this is the data phase).
+    """
+    spec = job.config["dataset"]
+    with phase("data"):
+        dataset, manifest = load_train_dataset(spec)
+        manifest["mapping"] = spec.get("mapping")
+        dataset = map_dataset(dataset, manifest["mapping"])
+        if len(dataset) == 0:
+            raise ValueError("dataset has no rows")
+        manifest["format"] = detect_format(dataset)
+    emit("data_manifest", **manifest)
+    return dataset
+
+
+def load_train_dataset(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Load the training split and describe it for the `data_manifest` event."""
+    import datasets
+
+    source, split = str(spec["source"]), spec.get("split") or "train"
+    path = Path(source).expanduser()
+    if path.suffix.lower() in FILE_LOADERS and not path.is_file():
+        raise FileNotFoundError(f"dataset file not found: {source}")
+    if path.is_file():
+        loader = FILE_LOADERS.get(path.suffix.lower())
+        if loader is None:
+            supported = ", ".join(sorted(FILE_LOADERS))
+            raise ValueError(f"unsupported dataset file type {path.suffix!r}; use one of {supported}")
+        # A single data file always loads as the "train" split.
+        dataset = datasets.load_dataset(loader, data_files=str(path), split="train")
+        origin = {"kind": "file", "sha256": sha256_file(path), "split": "train"}
+    else:
+        revision = spec.get("revision")
+        dataset = datasets.load_dataset(source, split=split, revision=revision)
+        kind = "dir" if path.is_dir() else "hub"
+        origin = {"kind": kind, "revision": revision or _hub_revision(source, kind), "split": split}
+    manifest = {
+        "source": source,
+        **origin,
+        "rows": len(dataset),
+        "columns": list(dataset.column_names),
+        "fingerprint": getattr(dataset, "_fingerprint", None),
+    }
+    return dataset, manifest
+
+
+def map_dataset(dataset: Any, mapping: dict[str, Any] | None) -> Any:
+    """Apply the job's dataset_mapping (declarative; see _runtime.apply_mapping) to every row."""
+    if not mapping:
+        return dataset
+    problems = mapping_problems(mapping)
+    if problems:
+        raise ValueError("invalid dataset_mapping: " + "; ".join(problems))
+    consumed = mapping_source_columns(mapping)
+    missing = [name for name in consumed if name not in dataset.column_names]
+    if missing:
+        raise ValueError(f"dataset_mapping needs column(s) {missing}; the dataset has {dataset.column_names}")
+    # The consumed columns go; apply_mapping returns what replaces them (and the rest unchanged).
+    return dataset.map(lambda row: apply_mapping(row, mapping), remove_columns=consumed)
+
+
+def preference_format(dataset: Any, method: str) -> str:
+    """Paired preference rows (DPO, reward modelling): 'chosen' and 'rejected', 'prompt' optional."""
+    columns = set(dataset.column_names)
+    if not {"chosen", "rejected"} <= columns:
+        raise ValueError(
+            f"dataset columns {sorted(columns)} fit no {method} format: need 'chosen' and 'rejected' "
+            "(and optionally 'prompt')"
+        )
+    return "preference" if "prompt" in columns else "preference_implicit_prompt"
+
+
+def _hub_revision(repo_id: str, kind: str) -> str | None:
+    """The dataset's commit sha on the Hub, when it can be asked; None otherwise."""
+    if kind != "hub":
+        return None
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(repo_id).sha
+    except Exception:  # offline, private, or an old hub client: the manifest says "unknown"
+        return None
+
+
+# --- config and model ----------------------------------------------------------------------------
+
+
+def precision_defaults() -> dict[str, Any]:
+    """bf16 where the GPU has it, fp16 on older GPUs, fp32 on CPU (TRL's bf16 default raises there)."""
+    import torch
+
+    if torch.cuda.is_available():
+        if torch.cuda.is_bf16_supported():
+            return {"bf16": True, "fp16": False}
+        return {"bf16": False, "fp16": True}
+    return {"use_cpu": True, "bf16": False, "fp16": False}
+
+
+def build_training_args(config_class: type, config: dict[str, Any], output_dir: Path) -> Any:
+    """The method's TRL config from CONFIG: explicit training_args win, except what the runtime owns."""
+    explicit = dict(config.get("training_args") or {})
+    explicit.pop("model_init_kwargs", None)  # used when loading the model (load_model)
+    precision = precision_defaults()
+    if {"bf16", "fp16"} & set(explicit):  # the caller chose a precision: add no second one
+        precision = {k: v for k, v in precision.items() if k not in ("bf16", "fp16")}
+    kwargs: dict[str, Any] = {
+        **precision,
+        "report_to": "none",
+        "disable_tqdm": True,  # the step events are the progress report; bars only clutter logs
+        "include_num_input_tokens_seen": "non_padding",  # tokens for step events and tokens/s
+        **explicit,
+        # Owned by the runtime: retention follows the commit protocol (Trainer's own rotation
+        # could delete the newest committed checkpoint), and the output dir is the job's.
+        "output_dir": str(output_dir),
+        "save_total_limit": None,
+    }
+    # No Trainer push: its upload would race the commit protocol (the marker must follow the
+    # files), so the runtime pushes each committed checkpoint itself (push_checkpoint).
+    return config_class(**kwargs)
+
+
+def build_peft_config(spec: dict[str, Any] | None, task_type: str = "CAUSAL_LM") -> Any:
+    """A LoRA config for "lora" and "qlora", None (full fine-tuning) for "none".
+
+    task_type "SEQ_CLS" (reward models) makes PEFT train and save the new score head too.
+    QLoRA is refused here, in the config phase, when there is no CUDA GPU: bitsandbytes' 4-bit
+    kernels need one, and failing before the data loads keeps the diagnosis first and cheap.
+    """
+    spec = spec or {"method": "none"}
+    method = spec.get("method", "none")
+    if method not in PEFT_METHODS:
+        raise ValueError(f"unknown peft method {method!r}; use 'lora', 'qlora' or 'none'")
+    if method == "none":
+        return None
+    if method == "qlora":
+        _require_cuda_for_qlora()
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type=task_type,
+        r=spec.get("r", 16),
+        lora_alpha=spec.get("alpha", 32),
+        lora_dropout=spec.get("dropout", 0.05),
+        target_modules=spec.get("target_modules", "all-linear"),
+    )
+
+
+def _require_cuda_for_qlora() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(
+            "QLoRA (peft method 'qlora') needs a CUDA GPU: its 4-bit NF4 weights run on bitsandbytes' "
+            "CUDA kernels, and this machine has none. Use a GPU flavor, or peft 'lora' on CPU."
+        )
+
+
+def load_model(config: dict[str, Any], args: Any, *, reward_head: bool = False) -> tuple[Any, Any]:
+    """Model and tokenizer, loaded here (not by the trainer) so failures carry the 'model' phase.
+
+    reward_head: a sequence-classification model with one output (the reward score) on top of
+    the base model, as TRL's RewardTrainer expects; otherwise a causal LM.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    init_kwargs = dict((config.get("training_args") or {}).get("model_init_kwargs") or {})
+    peft_method = (config.get("peft") or {}).get("method")
+    # An adapter's base can live in bf16 (only the adapter trains); full fine-tuning keeps fp32
+    # master weights and lets autocast do the bf16 math.
+    adapter = peft_method in ("lora", "qlora")
+    init_kwargs.setdefault("dtype", torch.bfloat16 if (args.bf16 and adapter) else torch.float32)
+    if peft_method == "qlora":
+        init_kwargs.setdefault("quantization_config", four_bit_config(args))
+    if reward_head:
+        model = AutoModelForSequenceClassification.from_pretrained(config["model"], num_labels=1, **init_kwargs)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(config["model"], **init_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(config["model"], revision=init_kwargs.get("revision"))
+    return model, tokenizer
+
+
+def four_bit_config(args: Any) -> Any:
+    """QLoRA's quantization: 4-bit NF4 with double quantization, computing in the run's precision."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16 if args.bf16 else torch.float16,
+    )
+
+
+# --- training ----------------------------------------------------------------------------------
+
+
+def resume_point(job: Job) -> str | None:
+    """The newest committed checkpoint to resume from (fetched from the Hub on a fresh machine)."""
+    if job.push_to:  # a fresh remote machine: the last committed checkpoint lives on the Hub
+        with phase("resume"):
+            fetch_remote_checkpoint(job.push_to, job.output_dir)
+    resume_path, resume_step, skipped = find_resume_target(job.output_dir)
+    emit("resume", checkpoint=resume_path, step=resume_step, skipped=skipped)
+    return resume_path
+
+
+def make_callback(job: Job, step_metrics: tuple[str, ...] = ()) -> Any:
+    """A TrainerCallback that turns Trainer events into jobtrail events and commits checkpoints.
+
+    step_metrics: the method's own log keys (e.g. GRPO's "reward") that step events carry in a
+    `metrics` object, next to the loss every method reports.
+    """
+    from transformers import TrainerCallback
+
+    output_dir, retention, push_to = job.output_dir, job.config.get("checkpoint_retention"), job.push_to
+
+    class JobtrailCallback(TrainerCallback):
+        tokens_at_start = 0  # tokens seen before this attempt (a resumed state carries them)
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.tokens_at_start = state.num_input_tokens_seen or 0
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            # DefaultFlowCallback (which runs first) has decided; the save follows this hook.
+            if control.should_save and state.is_world_process_zero:
+                begin_checkpoint(output_dir / f"checkpoint-{state.global_step}", state.global_step)
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            # Called after Trainer wrote weights, optimizer, scheduler, RNG and trainer state.
+            ckpt = output_dir / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
+                commit_checkpoint(ckpt, state.global_step, job.run_id, job.attempt_id)
+                if push_to:
+                    with phase("push"):
+                        push_checkpoint(ckpt, push_to, state.global_step)
+                apply_retention(output_dir, retention, state.global_step)
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any
+        ) -> None:
+            # Eval logs and the final summary are not steps; other ranks would repeat rank 0.
+            if not logs or "loss" not in logs or not state.is_world_process_zero:
+                return
+            extra = {name: logs[name] for name in step_metrics if name in logs}
+            emit(
+                "step",
+                step=state.global_step,
+                loss=logs["loss"],
+                learning_rate=logs.get("learning_rate"),
+                grad_norm=logs.get("grad_norm"),
+                epoch=logs.get("epoch"),
+                tokens=state.num_input_tokens_seen or None,
+                **({"metrics": extra} if extra else {}),
+            )
+
+    return JobtrailCallback()
+
+
+def train_and_finish(job: Job, trainer: Any, callback: Any, resume_path: str | None) -> None:
+    """Train (from resume_path), then the final model, the metrics event and the Hub push."""
+    with phase("train"):
+        result = trainer.train(resume_from_checkpoint=resume_path)
+    save_final(trainer, job)
+    emit_metrics(result.metrics, trainer.state, callback.tokens_at_start)
+    if job.push_to:
+        with phase("push"):
+            push_final(job.output_dir / FINAL_DIR, job.push_to)
+
+
+def save_final(trainer: Any, job: Job) -> Path:
+    """Write the final model (or adapter) + tokenizer to output_dir/final and commit it."""
+    final = job.output_dir / FINAL_DIR
+    step = trainer.state.global_step
+    is_main = trainer.is_world_process_zero()
+    if is_main:
+        if final.exists():  # an earlier attempt's final model: this attempt's replaces it
+            shutil.rmtree(final)
+        begin_checkpoint(final, step)
+    trainer.save_model(str(final))  # every rank (sharded saves); writes the tokenizer too
+    if is_main:
+        commit_checkpoint(final, step, job.run_id, job.attempt_id)
+        emit("artifact", kind="final_model", path=str(final))
+    return final
+
+
+def peak_memory_bytes() -> int | None:
+    import torch
+
+    if torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated())
+    try:
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+    except (ImportError, OSError):
+        return None
+
+
+def emit_metrics(train_metrics: dict[str, Any], state: Any, tokens_at_start: int) -> None:
+    """The `metrics` event; throughput counts this attempt only (train() reports no tokens/s)."""
+    runtime = train_metrics.get("train_runtime")
+    tokens = (state.num_input_tokens_seen or 0) - tokens_at_start
+    emit(
+        "metrics",
+        train_runtime=runtime,
+        train_loss=train_metrics.get("train_loss"),
+        global_step=state.global_step,
+        train_samples_per_second=train_metrics.get("train_samples_per_second"),
+        tokens_per_second=round(tokens / runtime, 3) if tokens > 0 and runtime else None,
+        peak_memory_bytes=peak_memory_bytes(),
+    )

@@ -1,0 +1,333 @@
+"""The evaluation job (scripts/evaluate.py), rendered and run for real on CPU.
+
+One module fixture trains a LoRA adapter (scripts/sft.py) while the evaluations that need no
+adapter run beside it, then evaluates the adapter: every job is a real subprocess on the
+offline tiny model, and tests read their `JOBTRAIL {...}` events. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from jobtrail.evals import EvalRecord, delta, eval_config
+from jobtrail.render import render_script, scripts_dir
+from jobtrail.tinymodel import write_chat_dataset
+
+JOB_TIMEOUT_S = 240
+TRAIN_STEPS = 16
+EVENT_PREFIX = "JOBTRAIL "
+
+
+@dataclass
+class JobRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    script: Path
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        cut = len(EVENT_PREFIX)
+        return [json.loads(line[cut:]) for line in self.stdout.splitlines() if line.startswith(EVENT_PREFIX)]
+
+    def evals(self, state: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["event"] == "eval" and e["state"] == state]
+
+    @property
+    def termination(self) -> dict[str, Any]:
+        assert self.events and self.events[-1]["event"] == "termination", self.describe()
+        return self.events[-1]
+
+    def describe(self) -> str:
+        return f"rc={self.returncode}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
+
+    def finished(self) -> dict[str, Any]:
+        """The finished eval event of a job that succeeded."""
+        assert self.returncode == 0 and self.termination["reason"] == "succeeded", self.describe()
+        (event,) = self.evals("finished")
+        return event
+
+
+Job = tuple[subprocess.Popen[str], Path]  # the process and its script
+
+
+def start(template: str, config: dict[str, Any], workdir: Path, env: dict[str, str]) -> Job:
+    workdir.mkdir(parents=True, exist_ok=True)
+    script = workdir / "job.py"
+    script.write_text(render_script(template, config))
+    # One torch thread per job: the tiny model gains nothing from more, and jobs run side by side.
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=workdir, env={**env, "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, script
+
+
+def finish(job: Job) -> JobRun:
+    proc, script = job
+    try:
+        stdout, stderr = proc.communicate(timeout=JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"job did not finish in {JOB_TIMEOUT_S}s\n{stdout[-2000:]}\n{stderr[-2000:]}")
+    return JobRun(proc.returncode, stdout, stderr, script)
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def training_config(template: str, model: Path, dataset: Path, output_dir: Path) -> dict[str, Any]:
+    """A few LoRA steps (sft or reward) with a learning rate high enough that the loss clearly drops."""
+    return {
+        "template": template, "template_version": 1, "model": str(model),
+        "dataset": {"source": str(dataset), "split": "train"}, "output_dir": str(output_dir),
+        "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
+        "training_args": {"max_steps": TRAIN_STEPS, "learning_rate": 2e-2, "per_device_train_batch_size": 4,
+                          "save_steps": TRAIN_STEPS, "logging_steps": 1, "max_length": 64, "seed": 0},
+        "checkpoint_retention": 1, "push_to_hub": False, "hub_model_id": None,
+    }
+
+
+COLOURS = {"apple": "red", "sky": "blue", "grass": "green", "snow": "white", "coal": "black", "lemon": "yellow"}
+
+
+def qa_rows() -> list[dict[str, Any]]:
+    return [{"question": f"What color is the {thing}?", "answer": colour} for thing, colour in COLOURS.items()]
+
+
+def preference_rows() -> list[dict[str, Any]]:
+    wrong = dict(zip(COLOURS, list(COLOURS.values())[1:] + list(COLOURS.values())[:1], strict=True))
+    return [
+        {"prompt": f"What color is the {thing}?", "chosen": f" The {thing} is {colour}.",
+         "rejected": f" The {thing} is {wrong[thing]}."}
+        for thing, colour in COLOURS.items()
+    ]
+
+
+def top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_rendered_evaluator_is_self_contained_and_shadows_no_runtime_name(tmp_path: Path) -> None:
+    config = eval_config("/models/tiny", "/data/held_out.jsonl", output_dir=str(tmp_path))
+    text = render_script("evaluate", config)
+    ast.parse(text)
+    assert "from _runtime" not in text and "from _training" not in text and "import jobtrail" not in text
+    assert text.count("def verify_checkpoint(") == 1 and text.count("def load_train_dataset(") == 1
+    scripts = scripts_dir()
+    runtime = top_level_names(scripts / "_runtime.py") | top_level_names(scripts / "_training.py")
+    assert not top_level_names(scripts / "evaluate.py") & runtime
+
+
+def test_evaluator_imports_without_heavy_packages(job_env: dict[str, str]) -> None:
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
+        "heavy = {'torch', 'transformers', 'datasets', 'peft'} & set(sys.modules); assert not heavy, heavy; "
+        "assert evaluate.CONFIG['template'] == 'evaluate'"
+    )
+    subprocess.run([sys.executable, "-c", code, str(scripts_dir())], env=job_env, check=True, timeout=60)
+
+
+# --- the template's own rules, in process (its module level imports only the standard library) ------
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> ModuleType:
+    """scripts/evaluate.py as a module (its runtime imports resolve next to it, as when run from scripts/)."""
+    sys.path.insert(0, str(scripts_dir()))
+    try:
+        spec = importlib.util.spec_from_file_location("jobtrail_evaluate_template", scripts_dir() / "evaluate.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(scripts_dir()))
+
+
+def test_metrics_follow_the_data_when_not_asked_for(evaluator: ModuleType) -> None:
+    def chosen(columns: list[str], row: dict[str, Any]) -> list[str]:
+        fmt = evaluator.data_format(columns)
+        return evaluator.choose_metrics(None, fmt, [evaluator.to_example(row, fmt, 0)], reward_head=False)
+
+    chat = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}
+    assert chosen(["messages"], chat) == ["loss", "perplexity"]
+    short_answer = {"question": "2+2?", "answer": 4}
+    assert chosen(["question", "answer"], short_answer) == ["loss", "perplexity", "exact_match"]
+    essay = {"prompt": "Write.", "completion": " ".join(["word"] * 40)}
+    assert chosen(["prompt", "completion"], essay) == ["loss", "perplexity"]  # long answers never match exactly
+    pair = {"prompt": "Q", "chosen": "a", "rejected": "b"}
+    assert chosen(["prompt", "chosen", "rejected"], pair) == ["pairwise_accuracy"]
+    with pytest.raises(ValueError, match="fit no evaluation format"):
+        evaluator.data_format(["input", "output"])
+
+
+@pytest.mark.parametrize(
+    ("metric", "fmt", "reward_head", "words"),
+    [
+        ("exact_match", "text", False, "plain 'text' rows"),
+        ("pairwise_accuracy", "messages", False, "needs preference pairs"),
+        ("loss", "preference", False, "use pairwise_accuracy"),
+        ("perplexity", "messages", True, "reward model"),
+    ],
+)
+def test_metrics_that_do_not_fit_are_refused(evaluator: ModuleType, metric: str, fmt: str, reward_head: bool,
+                                             words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        evaluator.choose_metrics([metric], fmt, [], reward_head)
+
+
+def test_only_a_verified_commit_is_evaluated(evaluator: ModuleType, tmp_path: Path) -> None:
+    runtime = sys.modules["_runtime"]
+    plain = tmp_path / "plain-model"
+    plain.mkdir()
+    assert evaluator.describe_checkpoint({"model": str(plain)}) == {
+        "label": str(plain), "model": str(plain), "adapter": None, "manifest_sha256": None, "step": None}
+
+    ckpt = tmp_path / "checkpoint-3"
+    ckpt.mkdir()
+    (ckpt / "adapter_model.safetensors").write_bytes(b"weights")
+    with pytest.raises(ValueError, match="not a verified commit"):  # partial: no marker yet
+        evaluator.describe_checkpoint({"model": "base", "adapter": str(ckpt)})
+    marker = runtime.commit_checkpoint(ckpt, 3, "run-1", "att-1")
+    described = evaluator.describe_checkpoint({"model": "base", "adapter": str(ckpt), "checkpoint_label": "step 3"})
+    assert (described["label"], described["step"]) == ("step 3", 3)
+    assert described["manifest_sha256"] == marker["manifest_sha256"]
+    (ckpt / "adapter_model.safetensors").write_bytes(b"WEIGHTS")  # same size, other bytes
+    with pytest.raises(ValueError, match="sha256 mismatch"):
+        evaluator.describe_checkpoint({"model": "base", "adapter": str(ckpt)})
+
+
+def test_answers_match_regardless_of_case_spacing_and_full_stop(evaluator: ModuleType) -> None:
+    assert evaluator.normalize_answer("  The Sky is  BLUE. ") == evaluator.normalize_answer("the sky is blue")
+    assert evaluator.normalize_answer("blue") != evaluator.normalize_answer("blue-green")
+
+
+# --- real evaluation jobs ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_dataset: Path,
+         job_env: dict[str, str]) -> dict[str, JobRun]:
+    """Every evaluation of this module, run side by side (they are mostly import-bound)."""
+    root = tmp_path_factory.mktemp("evaluate")
+    held_out = write_chat_dataset(root / "held_out.jsonl", rows=12, seed=1)
+    qa = write_jsonl(root / "qa.jsonl", qa_rows())
+    pairs = write_jsonl(root / "pairs.jsonl", preference_rows())
+    broken = write_jsonl(root / "broken.jsonl", [{"messages": [{"role": "user", "content": "no answer"}]}])
+    model = str(tiny_model)
+
+    def evaluation(name: str, dataset: Path, **kwargs: Any) -> Job:
+        config = eval_config(model, str(dataset), output_dir=str(root / name / "out"), max_new_tokens=8, **kwargs)
+        return start("evaluate", config, root / name, job_env)
+
+    trainings = {
+        template: start(template, training_config(template, tiny_model, data, root / template / "out"),
+                        root / template, job_env)
+        for template, data in (("sft", chat_dataset), ("reward", pairs))
+    }
+    jobs = {
+        "base": evaluation("base", held_out),
+        "qa": evaluation("qa", qa),
+        "pairs": evaluation("pairs", pairs),
+        "broken_rows": evaluation("broken_rows", broken),
+        "bad_metric": start("evaluate", {**eval_config(model, str(held_out), output_dir=str(root / "bad" / "out")),
+                                         "metrics": ["bleu"]}, root / "bad", job_env),
+    }
+    for training in trainings.values():
+        trained = finish(training)
+        assert trained.returncode == 0, trained.describe()
+    jobs["trained"] = evaluation("trained", held_out, adapter=str(root / "sft" / "out" / "final"))
+    jobs["reward_model"] = evaluation("reward_model", pairs, adapter=str(root / "reward" / "out" / "final"))
+    return {name: finish(job) for name, job in jobs.items()}
+
+
+def test_base_model_loss_and_perplexity_on_chat_data(runs: dict[str, JobRun]) -> None:
+    finished = runs["base"].finished()
+    assert finished["checkpoint"]["label"] == "base" and finished["checkpoint"]["adapter"] is None
+    assert set(finished["metrics"]) == {"loss", "perplexity"}  # chat data: no exact_match unasked
+    loss, perplexity = finished["metrics"]["loss"], finished["metrics"]["perplexity"]
+    assert loss > 0 and perplexity == pytest.approx(2.718281828 ** loss, rel=1e-6)
+    manifest = next(e for e in runs["base"].events if e["event"] == "data_manifest")
+    assert (manifest["format"], manifest["rows"]) == ("messages", 12)
+
+
+def test_trained_adapter_beats_base_and_records_full_provenance(runs: dict[str, JobRun], tiny_model: Path) -> None:
+    base, trained = (EvalRecord.from_events(runs[name].events) for name in ("base", "trained"))
+    assert base and trained and base.state == trained.state == "finished"
+    assert delta(base, trained)["loss"] < 0, (base.metrics, trained.metrics)
+
+    run = runs["trained"]
+    assert trained.evaluator
+    assert trained.evaluator.script_sha256 == hashlib.sha256(run.script.read_bytes()).hexdigest()
+    assert trained.evaluator.template == "evaluate" and trained.evaluator.packages["transformers"]
+    assert trained.task_set and trained.task_set.rows == 12 and trained.task_set.split == "train"
+    held_out = Path(trained.task_set.dataset)
+    assert trained.task_set.revision_or_sha256 == hashlib.sha256(held_out.read_bytes()).hexdigest()
+    assert trained.decoding and (trained.decoding.temperature, trained.decoding.do_sample) == (0.0, False)
+    assert (trained.decoding.max_new_tokens, trained.decoding.seed, trained.decoding.top_k) == (8, 42, 0)
+    checkpoint = trained.checkpoint
+    assert checkpoint and checkpoint.adapter and checkpoint.label == checkpoint.adapter
+    assert checkpoint.model == str(tiny_model) and checkpoint.step == TRAIN_STEPS
+    committed = json.loads((Path(checkpoint.adapter) / "JOBTRAIL_COMMITTED").read_text())
+    assert checkpoint.manifest_sha256 == committed["manifest_sha256"]
+    assert base.checkpoint and base.checkpoint.manifest_sha256 is None  # the base model has no commit
+    assert trained.started_at and trained.finished_at and trained.started_at <= trained.finished_at
+
+    assert trained.raw_outputs and trained.raw_outputs_sha256
+    raw = Path(trained.raw_outputs).read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == trained.raw_outputs_sha256
+    lines = [json.loads(line) for line in raw.decode().splitlines()]
+    assert len(lines) == 12 and all({"prompt", "reference", "loss", "tokens"} <= set(line) for line in lines)
+
+
+def test_exact_match_on_question_answer_data(runs: dict[str, JobRun]) -> None:
+    finished = runs["qa"].finished()
+    # A random tiny model answers nonsense: the record is under test, not the score.
+    assert set(finished["metrics"]) == {"loss", "perplexity", "exact_match"}
+    assert 0.0 <= finished["metrics"]["exact_match"] <= 1.0
+    lines = [json.loads(line) for line in Path(finished["raw_outputs"]).read_text().splitlines()]
+    assert len(lines) == len(qa_rows()) and all(isinstance(line["output"], str) for line in lines)
+    assert [line["reference"] for line in lines] == [row["answer"] for row in qa_rows()]
+    failing = [line for line in lines if not line["correct"]]
+    assert len(finished["sampled_failures"]) == min(5, len(failing))
+    assert all(failure["correct"] is False for failure in finished["sampled_failures"])
+
+
+@pytest.mark.parametrize(("name", "scorer"), [("pairs", "log_likelihood"), ("reward_model", "reward_head")])
+def test_pairwise_accuracy_on_preference_data(runs: dict[str, JobRun], name: str, scorer: str) -> None:
+    finished = runs[name].finished()
+    assert list(finished["metrics"]) == ["pairwise_accuracy"] and finished["scorer"] == scorer
+    lines = [json.loads(line) for line in Path(finished["raw_outputs"]).read_text().splitlines()]
+    assert len(lines) == len(preference_rows())
+    assert all(line["correct"] == (line["chosen_score"] > line["rejected_score"]) for line in lines)
+    assert finished["metrics"]["pairwise_accuracy"] == sum(line["correct"] for line in lines) / len(lines)
+
+
+@pytest.mark.parametrize(("name", "words"), [("broken_rows", "ending with the assistant"), ("bad_metric", "bleu")])
+def test_crashing_evaluator_ends_eval_failed(runs: dict[str, JobRun], name: str, words: str) -> None:
+    run = runs[name]
+    assert run.returncode != 0 and run.termination["reason"] == "eval_failed", run.describe()
+    assert words in run.termination["message"]
+    record = EvalRecord.from_events(run.events)
+    assert record and record.state == "failed" and words in (record.failure or "")
+    assert record.failure_cause  # the general reading of the error, kept for the diagnosis

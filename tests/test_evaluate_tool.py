@@ -1,0 +1,68 @@
+"""evaluate(): evaluation jobs tied to a job's checkpoints, with provenance in the ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobtrail.app import build_service
+from jobtrail.errors import InvalidRequestError, NotFoundError
+from jobtrail.models import JobSpec
+from jobtrail.tinymodel import write_chat_dataset
+from waiting import wait_for
+
+HYPER = {"max_steps": 8, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 4,
+         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 2e-2}
+
+
+def _ended(service, job_id):
+    data = service.inspect(job_id)
+    return data if data.status in ("succeeded", "failed", "cancelled") else None
+
+
+def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, tiny_model, chat_dataset):
+    service = build_service(tmp_path / "home")
+    heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
+    trained = service.submit(JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER))
+    assert wait_for(lambda: _ended(service, trained.job_id), 180, "training").status == "succeeded"
+
+    base = service.evaluate(str(heldout), model=str(tiny_model))
+    final = service.evaluate(str(heldout), job_id=trained.job_id)
+    middle = service.evaluate(str(heldout), job_id=trained.job_id, checkpoint="checkpoint-4")
+    for ev in (base, final, middle):
+        assert wait_for(lambda: _ended(service, ev.job_id), 180, "an evaluation").status == "succeeded"
+
+    records = {e["checkpoint"]: e for e in service.inspect(trained.job_id).evaluations}
+    assert set(records) == {"final", "checkpoint-4"}
+    final_record = records["final"]["record"]
+    assert records["final"]["state"] == "finished" and "loss" in records["final"]["metrics"]
+    assert len(final_record["evaluator"]["script_sha256"]) == 64 and final_record["evaluator"]["packages"]["torch"]
+    assert final_record["task_set"]["rows"] == 12 and len(final_record["task_set"]["revision_or_sha256"]) == 64
+    assert final_record["decoding"]["temperature"] == 0.0 and Path(final_record["raw_outputs"]).is_file()
+    assert final_record["checkpoint"]["manifest_sha256"]
+    base_loss = service.ledger.events(f"{base.job_id}/1", "eval")[-1]["metrics"]["loss"]
+    assert records["final"]["metrics"]["loss"] < base_loss  # training helped on held-out data
+
+    # "Which checkpoint of this run scored best on task set X, with which evaluator?" — one query.
+    task_set = final_record["task_set"]["revision_or_sha256"]
+    best = service.ledger._conn().execute(
+        "SELECT checkpoint, evaluator_sha256 FROM evals WHERE target_run_id = ? AND task_set_sha256 = ? AND state = 'finished'"
+        " ORDER BY json_extract(metrics_json, '$.loss') LIMIT 1", (trained.job_id, task_set)).fetchone()
+    assert best[0] in ("final", "checkpoint-4") and best[1] == final_record["evaluator"]["script_sha256"]
+
+
+def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_path, tiny_model, chat_dataset):
+    service = build_service(tmp_path / "home")
+    trained = service.submit(JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset),
+                                     hyperparameters={**HYPER, "max_steps": 2}))
+    assert wait_for(lambda: _ended(service, trained.job_id), 180, "training").status == "succeeded"
+    failing = service.evaluate(str(chat_dataset), job_id=trained.job_id, metrics=["pairwise_accuracy"])
+    done = wait_for(lambda: _ended(service, failing.job_id), 180, "the evaluation")
+    assert done.status == "failed" and done.termination_reason == "eval_failed"
+    job = service.inspect(trained.job_id)
+    assert job.status == "succeeded" and job.evaluations[0]["state"] == "failed"
+    with pytest.raises(NotFoundError):
+        service.evaluate(str(chat_dataset), job_id=trained.job_id, checkpoint="checkpoint-999")
+    with pytest.raises(InvalidRequestError):
+        service.evaluate(str(chat_dataset))

@@ -1,0 +1,469 @@
+"""Issue 7's templates: dpo, grpo, reward and kto trained for real on CPU, GRPO's rewards (built-in
+and a user's reward file), checking a reward file before submission, and the method rules.
+
+Jobs are rendered with jobtrail.render from a config built the way the server builds one
+(`method_config` below shows the integration), and run as subprocesses against the offline tiny
+model, side by side; their `JOBTRAIL {...}` events are the evidence. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from jobtrail import hyperparams
+from jobtrail.method_checks import check_method, training_defaults
+from jobtrail.render import render_script, scripts_dir
+from jobtrail.rewards import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS, check_reward_file, rewards_config
+from test_job_side import JobRun, run_jobs, succeeded
+
+SCRIPTS = scripts_dir()
+METHODS = ("dpo", "grpo", "reward", "kto")
+RUNTIME_MODULES = ("_runtime.py", "_training.py")
+# Small and fast: 2 steps, a checkpoint at each, tiny sequences; GRPO makes 2 completions per prompt.
+FAST = {"max_steps": 2, "save_steps": 1, "logging_steps": 1, "learning_rate": 1e-3, "seed": 0,
+        "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "lora_r": 4, "lora_alpha": 8}
+FAST_BY_METHOD: dict[str, dict[str, Any]] = {
+    "dpo": {"max_length": 48},
+    "reward": {"max_length": 48},
+    "kto": {"max_length": 48},
+    "grpo": {"num_generations": 2, "max_completion_length": 8},
+}
+USER_REWARD = '''"""Rewards short answers that name a number word."""
+import re
+
+NUMBER_WORDS = frozenset({"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"})
+WORD = re.compile(r"[a-z]+")
+
+
+def names_a_number(prompts, completions, answer, **kwargs):
+    return [float(bool(NUMBER_WORDS & set(WORD.findall(str(c).lower())))) for c in completions]
+
+
+if __name__ == "__main__":
+    print(names_a_number(["q"], ["It is two."], ["two"]))
+'''
+WRONG_LENGTH_REWARD = "def broken(completions, **kwargs):\n    return [1.0]\n"
+
+
+# --- building and running jobs -------------------------------------------------------------------
+
+
+def method_config(
+    method: str,
+    model: Path,
+    dataset: Path,
+    output_dir: Path,
+    hyperparameters: dict[str, Any],
+    user_reward: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A job config in the CONFIG contract, built the way service.build_config should for `method`:
+    training_defaults(method) under the user's values, jobtrail's peft/job knobs split off, and for
+    GRPO the reward knobs moved from training_args into the `rewards` block."""
+    merged = {**training_defaults(method), **hyperparams.PEFT_DEFAULTS, **hyperparams.JOB_DEFAULTS, **hyperparameters}
+    peft = {"method": merged.pop("peft"), "r": merged.pop("lora_r"), "alpha": merged.pop("lora_alpha"),
+            "dropout": merged.pop("lora_dropout"), "target_modules": merged.pop("lora_target_modules")}
+    job = {name: merged.pop(name) for name in hyperparams.JOB_DEFAULTS}
+    training_args = {k: v for k, v in merged.items() if k not in REWARD_HYPERPARAMETERS}
+    config = {
+        "template": method,
+        "template_version": 1,
+        "model": str(model),
+        "dataset": {"source": str(dataset), "split": job["dataset_split"], "mapping": None},
+        "output_dir": str(output_dir),
+        "peft": peft,
+        "training_args": training_args,
+        "checkpoint_retention": job["checkpoint_retention"],
+        "push_to_hub": False,
+        "hub_model_id": None,
+    }
+    if method == "grpo":
+        config["rewards"] = rewards_config(hyperparameters, user_reward)
+    return config
+
+
+def job(
+    workdir: Path, method: str, model: Path, dataset: Path, env: dict[str, str],
+    user_reward: dict[str, Any] | None = None, **hyperparameters: Any,
+) -> tuple[Path, dict[str, str]]:
+    """(script, env) for run_jobs: a fast job of `method` training into workdir/out."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    hyper = {**FAST, **FAST_BY_METHOD[method], **hyperparameters}
+    config = method_config(method, model, dataset, workdir / "out", hyper, user_reward)
+    script = workdir / "job.py"
+    script.write_text(render_script(method, config))
+    return script, env
+
+
+def _toy_pairs() -> list[tuple[str, str, str]]:
+    """(prompt, good answer, bad answer) from the tiny model's toy world."""
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    return [(f"What comes after {w}?", words[(i + 1) % 10], words[(i + 5) % 10]) for i, w in enumerate(words)]
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny datasets in TRL's formats: preference pairs, unpaired with a boolean label, prompt-only."""
+    root, pairs = tmp_path_factory.mktemp("method-data"), _toy_pairs()
+    return {
+        "pairs": _write_jsonl(root / "pairs.jsonl", [
+            {"prompt": p, "chosen": f" After it comes {good}.", "rejected": f" After it comes {bad}."}
+            for p, good, bad in pairs
+        ]),
+        "unpaired": _write_jsonl(root / "unpaired.jsonl", [
+            {"prompt": p, "completion": f" It is {good if i % 2 else bad}.", "label": bool(i % 2)}
+            for i, (p, good, bad) in enumerate(pairs)
+        ]),
+        "prompts": _write_jsonl(root / "prompts.jsonl", [{"prompt": p, "answer": good} for p, good, _ in pairs]),
+    }
+
+
+def _runtime_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("methods_job_runtime", SCRIPTS / "_runtime.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, data: dict[str, Path], job_env: dict[str, str]
+) -> dict[str, tuple[JobRun, Path]]:
+    """Every method trained side by side, plus two jobs that must fail the right way."""
+    root = tmp_path_factory.mktemp("method-runs")
+    reward_file = root / "reward_fn.py"
+    reward_file.write_text(USER_REWARD)
+    assert not [f for f in check_reward_file(reward_file, "names_a_number") if f.severity == "error"]
+    broken_file = root / "broken.py"
+    broken_file.write_text(WRONG_LENGTH_REWARD)
+    jobs = {
+        "dpo": job(root / "dpo", "dpo", tiny_model, data["pairs"], job_env),
+        "reward": job(root / "reward", "reward", tiny_model, data["pairs"], job_env),
+        "kto": job(root / "kto", "kto", tiny_model, data["unpaired"], job_env),
+        "grpo": job(root / "grpo", "grpo", tiny_model, data["prompts"], job_env,
+                    reward_funcs=["exact_match", "length"], reward_length_target=4),
+        "grpo_user": job(root / "grpo_user", "grpo", tiny_model, data["prompts"], job_env,
+                         user_reward={"file": reward_file, "function": "names_a_number"}, max_steps=1),
+        "grpo_broken_reward": job(root / "grpo_broken", "grpo", tiny_model, data["prompts"], job_env,
+                                  user_reward={"file": broken_file, "function": "broken"}),
+        "qlora_on_cpu": job(root / "qlora", "dpo", tiny_model, data["pairs"], job_env, peft="qlora"),
+    }
+    results = run_jobs(*jobs.values())
+    return {name: (run, script.parent / "out") for (name, (script, _)), run in zip(jobs.items(), results, strict=True)}
+
+
+# --- real runs -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "template", "data_format", "steps"),
+    [
+        ("dpo", "dpo", "preference", [1, 2]),
+        ("reward", "reward", "preference", [1, 2]),
+        ("kto", "kto", "unpaired_preference", [1, 2]),
+        ("grpo", "grpo", "prompt_only", [1, 2]),
+        ("grpo_user", "grpo", "prompt_only", [1]),
+    ],
+)
+def test_each_method_trains_to_a_committed_checkpoint(
+    runs: dict[str, tuple[JobRun, Path]], name: str, template: str, data_format: str, steps: list[int]
+) -> None:
+    run, out = runs[name]
+    succeeded(run)
+    assert [e["event"] for e in run.events[:2]] == ["start", "environment"]
+    assert run.one("start")["template"] == template
+    assert run.one("data_manifest")["format"] == data_format
+    assert run.one("resume")["checkpoint"] is None
+    assert run.steps() == steps and all(isinstance(e["loss"], float) for e in run.named("step"))
+    rt = _runtime_module()
+    last = out / f"checkpoint-{steps[-1]}"
+    assert [e["path"] for e in run.named("checkpoint", state="committed")][-2:] == [str(last), str(out / "final")]
+    assert rt.verify_checkpoint(last) == (True, "ok") and rt.find_resume_target(out)[1] == steps[-1]
+    assert (last / "optimizer.pt").is_file() and (out / "final" / "adapter_model.safetensors").is_file()
+    assert run.one("artifact")["kind"] == "final_model"
+    assert run.one("metrics")["global_step"] == steps[-1]
+
+
+def test_grpo_resumes_from_its_newest_committed_checkpoint(
+    runs: dict[str, tuple[JobRun, Path]], tmp_path: Path, tiny_model: Path, data: dict[str, Path],
+    job_env: dict[str, str],
+) -> None:
+    shutil.copytree(runs["grpo"][1], tmp_path / "out")
+    second = job(tmp_path, "grpo", tiny_model, data["prompts"], {**job_env, "JOBTRAIL_ATTEMPT_ID": "att-2"},
+                 reward_funcs=["exact_match", "length"], reward_length_target=4, max_steps=3)
+    (run,) = run_jobs(second)
+    succeeded(run)
+    assert run.one("resume")["checkpoint"] == str(tmp_path / "out" / "checkpoint-2")
+    assert run.steps() == [3] and run.one("metrics")["global_step"] == 3
+
+
+def test_grpo_step_events_carry_the_rewards(runs: dict[str, tuple[JobRun, Path]]) -> None:
+    for name in ("grpo", "grpo_user"):
+        run, _ = runs[name]
+        assert all("reward" in e["metrics"] for e in run.named("step")), run.describe()
+    assert all("rewards/accuracies" in e["metrics"] for e in runs["dpo"][0].named("step"))
+
+
+def test_reward_model_has_a_one_output_classification_head(runs: dict[str, tuple[JobRun, Path]]) -> None:
+    _, out = runs["reward"]
+    adapter = json.loads((out / "final" / "adapter_config.json").read_text())
+    assert adapter["task_type"] == "SEQ_CLS"
+    assert "score" in (adapter.get("modules_to_save") or [])  # the new head is trained and saved
+
+
+def test_a_failing_user_reward_is_a_config_error(runs: dict[str, tuple[JobRun, Path]]) -> None:
+    run, _ = runs["grpo_broken_reward"]
+    assert run.returncode != 0 and run.termination["reason"] == "config_error", run.describe()
+    assert "'broken'" in run.termination["message"] and "list of 2" in run.termination["message"]
+
+
+def test_qlora_on_cpu_fails_fast_with_the_reason(runs: dict[str, tuple[JobRun, Path]]) -> None:
+    run, _ = runs["qlora_on_cpu"]
+    term = run.termination
+    assert term["reason"] == "config_error" and "QLoRA" in term["message"] and "CUDA GPU" in term["message"]
+    assert not run.named("data_manifest")  # refused in the config phase, before any data was read
+
+
+# --- templates -----------------------------------------------------------------------------------
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+@pytest.mark.parametrize("method", ("sft", *METHODS))
+def test_templates_render_self_contained_without_shadowing_the_runtime(method: str, tmp_path: Path) -> None:
+    config = method_config(method, Path("/m"), Path("/d.jsonl"), tmp_path, {"reward_funcs": ["format"]}
+                           if method == "grpo" else {})
+    text = render_script(method, config)
+    ast.parse(text)
+    assert "from _runtime" not in text and "from _training" not in text and "jobtrail:runtime ---\n#" in text
+    assert text.count("def commit_checkpoint(") == 1 and text.count("def make_callback(") == 1
+    assert "bitsandbytes" not in text.split("# ///\n")[0]  # the header: CPU jobs never need it
+    runtime = [_top_level_names(SCRIPTS / name) for name in RUNTIME_MODULES]
+    assert not runtime[0] & runtime[1]
+    assert not _top_level_names(SCRIPTS / f"{method}.py") & (runtime[0] | runtime[1])
+
+
+def test_qlora_jobs_ask_for_bitsandbytes(tmp_path: Path) -> None:
+    config = method_config("kto", Path("/m"), Path("/d.jsonl"), tmp_path, {"peft": "qlora"})
+    header = render_script("kto", config).split("# ///\n")[0]
+    assert '"bitsandbytes>=0.46.1"]' in header
+
+
+def test_templates_import_without_heavy_packages(job_env: dict[str, str]) -> None:
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dpo, grpo, reward, kto; "
+        "heavy = {'torch', 'transformers', 'trl', 'datasets', 'peft'} & set(sys.modules); assert not heavy, heavy; "
+        "assert [m.CONFIG['template'] for m in (dpo, grpo, reward, kto)] == ['dpo', 'grpo', 'reward', 'kto']"
+    )
+    subprocess.run([sys.executable, "-c", code, str(SCRIPTS)], env=job_env, check=True, timeout=60)
+
+
+# --- built-in rewards (job side) -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def grpo_template() -> ModuleType:
+    """scripts/grpo.py as a module (its runtime imports resolve next to it, as when run from scripts/)."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec = importlib.util.spec_from_file_location("jobtrail_grpo_template", SCRIPTS / "grpo.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def test_server_knows_the_job_side_builtin_rewards(grpo_template: ModuleType) -> None:
+    assert tuple(grpo_template.BUILTIN_REWARDS) == BUILTIN_REWARDS
+    assert grpo_template.CONFIG["rewards"]["format_regex"] == REWARD_HYPERPARAMETERS["reward_format_regex"]
+
+
+def test_builtin_rewards_score_completions(grpo_template: ModuleType) -> None:
+    funcs = grpo_template.build_reward_funcs(rewards_config({"reward_funcs": list(BUILTIN_REWARDS),
+                                                             "reward_length_target": 4}))
+    assert [f.__name__ for f in funcs] == list(BUILTIN_REWARDS)  # TRL logs rewards/<name>/mean
+    exact, numeric, fmt, length = funcs
+    chat = [[{"role": "assistant", "content": "<think>hm</think> <answer>Two.</answer>"}]]
+    assert exact(prompts=["q"] * 3, completions=["two", "It is three", chat[0]], answer=["Two", "two", "two"]) == [1.0, 0.0, 1.0]
+    assert exact(prompts=["q"], completions=["x"], solution=["x"]) == [1.0]
+    assert numeric(prompts=["q"] * 3, completions=["so 1,000.0", "<answer>41</answer>", "none"],
+                   answer=["1000", "42", "7"]) == [1.0, 0.0, 0.0]
+    assert numeric(prompts=["q"], completions=["5"], answer=["no number"]) == [None]
+    assert fmt(prompts=["q"] * 3, completions=["<think>a\nb</think>\n<answer>c</answer>", "c", chat[0]]) == [1.0, 0.0, 1.0]
+    assert length(prompts=["q"] * 3, completions=["", "", ""], completion_ids=[[1] * 4, [1] * 2, [1] * 9]) == [1.0, 0.5, 0.0]
+    with pytest.raises(ValueError, match="unknown built-in reward"):
+        grpo_template.build_reward_funcs({"builtin": ["exact"], "user": None})
+
+
+def test_user_reward_runs_in_its_own_namespace_and_is_checked(grpo_template: ModuleType) -> None:
+    source = "CONFIG = 'mine'\ndef main(completions, **kwargs):\n    return [len(c) for c in completions]\n"
+    func = grpo_template.load_user_reward({"function": "main", "source": source})
+    assert func(prompts=["a"], completions=["abc"]) == [3] and grpo_template.CONFIG["template"] == "grpo"
+    bad = grpo_template.load_user_reward({"function": "broken", "source": WRONG_LENGTH_REWARD})
+    with pytest.raises(TypeError, match="list of 2"):
+        bad(prompts=["a", "b"], completions=["x", "y"])
+    with pytest.raises(ValueError, match="failed to load: SyntaxError"):
+        grpo_template.load_user_reward({"function": "f", "source": "def f(:\n"})
+
+
+# --- reward files (server side) ------------------------------------------------------------------
+
+
+def _reward_file(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "reward.py"
+    path.write_text(source)
+    return path
+
+
+def _codes(tmp_path: Path, source: str, function: str = "score") -> list[tuple[str, str]]:
+    return [(f.code, f.severity) for f in check_reward_file(_reward_file(tmp_path, source), function)]
+
+
+def test_a_valid_reward_file_passes(tmp_path: Path) -> None:
+    assert _codes(tmp_path, USER_REWARD, "names_a_number") == [("reward_file.columns", "warning")]  # `answer`
+    source = (
+        '"""Doc."""\nfrom __future__ import annotations\nimport math\nimport numpy as np\n'
+        "SCALE: float = 2 ** -1\nNAMES = {'a': (1, 2), **{}}\nLABEL = f'{SCALE}'\nFLAG = math.pi\nclip = lambda x: x\n\n"
+        "class Helper:\n    pass\n\n"
+        "def score(completions, prompts=None, *, answer=None, **kwargs):\n    return [SCALE for _ in completions]\n"
+    )
+    assert _codes(tmp_path, source) == []
+    assert _codes(tmp_path, "def score(completions, **kwargs):\n    return [0.0] * len(completions)\n") == []
+
+
+@pytest.mark.parametrize(
+    ("source", "code"),
+    [
+        ("def score(completions, **kwargs:\n    return []\n", "reward_file.syntax"),
+        ("def other(completions, **kwargs):\n    return []\n", "reward_file.function_missing"),
+        ("class score:\n    pass\n", "reward_file.function_missing"),
+        ("def score(prompts, completions):\n    return []\n", "reward_file.signature"),  # no **kwargs
+        ("def score(prompts, **kwargs):\n    return []\n", "reward_file.signature"),  # no completions
+        ("def score(completions, /, **kwargs):\n    return []\n", "reward_file.signature"),
+        ("async def score(completions, **kwargs):\n    return []\n", "reward_file.signature"),
+        ("print('loading')\ndef score(completions, **kwargs):\n    return []\n", "reward_file.top_level"),
+        ("import json\nDATA = json.load(open('x'))\ndef score(completions, **kwargs):\n    return []\n",
+         "reward_file.top_level"),
+        ("for i in range(3):\n    pass\ndef score(completions, **kwargs):\n    return []\n", "reward_file.top_level"),
+        ("from .helpers import weight\ndef score(completions, **kwargs):\n    return []\n", "reward_file.import"),
+    ],
+)
+def test_an_invalid_reward_file_is_refused(tmp_path: Path, source: str, code: str) -> None:
+    findings = check_reward_file(_reward_file(tmp_path, source), "score")
+    assert [f.code for f in findings if f.severity == "error"] == [code]
+    assert all(f.fix for f in findings)
+
+
+def test_reward_file_problems_say_why(tmp_path: Path) -> None:
+    [missing] = check_reward_file(tmp_path / "nope.py", "score")
+    assert missing.code == "reward_file.missing"
+    [top] = check_reward_file(_reward_file(tmp_path, "x = open('f')\ndef score(completions, **kwargs):\n  return []\n"), "score")
+    assert "Line 1" in top.message and "before training" in top.message
+    [imp] = check_reward_file(_reward_file(tmp_path, "import sympy\ndef score(completions, **kwargs):\n  return []\n"), "score")
+    assert (imp.code, imp.severity) == ("reward_file.import", "warning") and "sympy" in imp.message
+    [sig] = check_reward_file(_reward_file(tmp_path, "def score(completions):\n  return []\n"), "score")
+    assert "**kwargs" in sig.message and "def score(prompts, completions, **kwargs)" in sig.fix
+
+
+def test_rewards_config_carries_the_source(tmp_path: Path) -> None:
+    path = _reward_file(tmp_path, USER_REWARD)
+    block = rewards_config({"reward_funcs": "format", "max_steps": 3}, {"file": path, "function": "names_a_number"})
+    assert block == {"builtin": ["format"], "user": {"function": "names_a_number", "source": USER_REWARD},
+                     "format_regex": REWARD_HYPERPARAMETERS["reward_format_regex"], "length_target": 256}
+
+
+# --- method rules --------------------------------------------------------------------------------
+
+GOOD_GRPO = {"reward_funcs": ["exact_match"]}
+
+
+@pytest.mark.parametrize(
+    ("method", "hyperparameters", "user", "code"),
+    [
+        ("grpo", GOOD_GRPO, None, None),
+        ("grpo", {}, {"function": "f"}, None),
+        ("grpo", {}, None, "grpo.rewards_missing"),
+        ("grpo", {"reward_funcs": ["exact_macth"]}, None, "grpo.reward_unknown"),
+        ("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 3},
+         None, "grpo.num_generations"),
+        ("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 3},
+         None, None),
+        ("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1},
+         None, "grpo.generation_batch_small"),
+        ("grpo", {**GOOD_GRPO, "num_generations": 1}, None, "grpo.num_generations"),
+        ("grpo", {**GOOD_GRPO, "generation_batch_size": 6}, None, "grpo.generation_batch"),  # per-device batch is 4
+        ("grpo", {**GOOD_GRPO, "generation_batch_size": 12, "steps_per_generation": 3}, None, "grpo.generation_batch"),
+        ("grpo", {**GOOD_GRPO, "eval_strategy": "steps", "per_device_eval_batch_size": 6}, None, "grpo.eval_batch"),
+        ("grpo", {**GOOD_GRPO, "eval_strategy": "steps", "per_device_eval_batch_size": 8}, None, None),
+        ("grpo", {**GOOD_GRPO, "auto_find_batch_size": True}, None, "grpo.auto_find_batch_size"),
+        ("grpo", {**GOOD_GRPO, "temperature": 0.0}, None, "grpo.temperature"),
+        ("grpo", {**GOOD_GRPO, "reward_weights": [1.0, 2.0]}, None, "grpo.reward_weights"),
+        ("grpo", {**GOOD_GRPO, "reward_weights": [1.0, 2.0]}, {"function": "f"}, None),
+        ("grpo", {"reward_funcs": ["format"], "reward_format_regex": "(<answer>"}, None, "grpo.format_regex"),
+        ("grpo", {"reward_funcs": ["length"], "reward_length_target": 0}, None, "grpo.length_target"),
+        ("grpo", {"reward_funcs": ["length", "length"]}, None, "grpo.reward_duplicate"),
+        ("dpo", {"beta": 0.1}, None, None),
+        ("dpo", {"beta": 0}, None, "dpo.beta"),
+        ("dpo", {"label_smoothing": 0.6}, None, "dpo.label_smoothing"),
+        ("kto", {"beta": 0.05}, None, None),
+        ("kto", {"beta": -1.0}, None, "kto.beta"),
+        ("kto", {"per_device_train_batch_size": 1}, None, "kto.batch_size"),
+        ("kto", {"per_device_train_batch_size": 1, "loss_type": "apo_zero_unpaired"}, None, None),
+        ("kto", {"train_sampling_strategy": "random"}, None, "kto.sampling"),
+        ("kto", {"undesirable_weight": 0}, None, "kto.undesirable_weight"),
+        ("reward", {"center_rewards_coefficient": 0.01}, None, None),
+        ("reward", {"center_rewards_coefficient": -1}, None, "reward.center_rewards"),
+        ("dpo", {"reward_funcs": ["exact_match"]}, None, "rewards.not_grpo"),
+        ("sft", {}, {"function": "f"}, "rewards.not_grpo"),
+        ("sft", {}, None, None),
+    ],
+)
+def test_method_rules(method: str, hyperparameters: dict[str, Any], user: dict[str, Any] | None, code: str | None) -> None:
+    findings = check_method(method, hyperparameters, user)
+    assert [f.code for f in findings] == ([code] if code else []), findings
+    assert all(f.fix for f in findings)
+
+
+def test_grpo_batch_fix_names_exact_values() -> None:
+    [finding] = check_method("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4,
+                                      "gradient_accumulation_steps": 3})
+    assert "per_device_train_batch_size (4) x gradient_accumulation_steps (3) on 1 process = 12" in finding.message
+    assert finding.fix == ("Set gradient_accumulation_steps=4, or per_device_train_batch_size=8, "
+                           "or num_generations=4 or 6 or 12.")
+    [unknown] = check_method("grpo", {"reward_funcs": ["exact_macth"]})
+    assert "Did you mean 'exact_match'?" in unknown.message
+
+
+@pytest.mark.parametrize("method", ("sft", *METHODS))
+def test_training_defaults_are_valid_trl_fields_and_pass_the_rules(method: str) -> None:
+    defaults = training_defaults(method)
+    assert set(defaults) <= hyperparams.trl_fields(method)
+    extra = GOOD_GRPO if method == "grpo" else {}
+    assert check_method(method, {**defaults, **extra}) == []
+    assert hyperparams.check_names(method, defaults) == []
