@@ -66,3 +66,14 @@ def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_pat
         service.evaluate(str(chat_dataset), job_id=trained.job_id, checkpoint="checkpoint-999")
     with pytest.raises(InvalidRequestError):
         service.evaluate(str(chat_dataset))
+
+
+def test_submit_with_eval_dataset_measures_base_before_and_final_after(tmp_path, tiny_model, chat_dataset):
+    service = build_service(tmp_path / "home")
+    heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
+    job = service.submit(JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER,
+                                 eval_dataset=str(heldout)))
+    done = wait_for(lambda: (r := service.inspect(job.job_id)).eval_delta is not None and r, 300,
+                    "both evaluations and the delta")
+    assert [e["checkpoint"] for e in done.evaluations] == ["base", "final"]
+    assert done.eval_delta["loss"] < 0 and "Change from the base model" in done.to_markdown()

@@ -162,6 +162,7 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
                    help="one hyperparameter (repeatable); VALUE is read as JSON when it parses")
     p.add_argument("--output")
     p.add_argument("--dataset-mapping", type=_json_object, help="JSON mapping proposed by validate-dataset")
+    p.add_argument("--eval-dataset", help="held-out data: evaluate the base model before and the final model after")
     p.add_argument("--reward-file", help="GRPO: Python file with the reward function")
     p.add_argument("--reward-function", help="GRPO: the function's name in --reward-file")
 
@@ -222,6 +223,7 @@ def _spec(args: argparse.Namespace):  # noqa: ANN202 - JobSpec, imported lazily
         output=args.output,
         reward_file=args.reward_file,
         reward_function=args.reward_function,
+        eval_dataset=args.eval_dataset,
     )
 
 

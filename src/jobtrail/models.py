@@ -92,6 +92,7 @@ class JobSpec(BaseModel):
     # GRPO: a Python file whose function scores completions (checked, then inlined in the script).
     reward_file: str | None = None
     reward_function: str | None = None
+    eval_dataset: str | None = None  # evaluated with the base model before and the final model after
 
 
 class Placement(BaseModel):

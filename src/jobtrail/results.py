@@ -161,6 +161,9 @@ class InspectResult(BaseModel):
     evaluations: list[dict[str, Any]] = Field(
         default_factory=list, description="Evaluations of this job's checkpoints: checkpoint, state, metrics, provenance."
     )
+    eval_delta: dict[str, float] | None = Field(
+        None, description="submit(eval_dataset=...): final − base per metric, once both evaluations finished."
+    )
 
     def to_markdown(self) -> str:
         latest = self.attempts[-1]
@@ -198,6 +201,8 @@ class InspectResult(BaseModel):
         for ev in self.evaluations:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in ev["metrics"].items()) or ev["state"]
             lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {shown}.")
+        if self.eval_delta:
+            lines.append("Change from the base model: " + ", ".join(f"{k} {v:+.4g}" for k, v in self.eval_delta.items()) + ".")
         if not self.status_is_terminal:
             lines.append(f"\nNext: logs(job_id=\"{self.job_id}\") to watch it; cancel(job_id=\"{self.job_id}\") to stop it.")
         return "\n".join(lines)

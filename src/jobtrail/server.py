@@ -116,6 +116,9 @@ def build_server(service: JobService) -> MCPServer:
         ] = None,
         dry_run: Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")] = False,
         force: Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")] = False,
+        eval_dataset: Annotated[
+            str | None, Field(description="Held-out data: the base model is evaluated before training and the final model after; inspect shows the delta.")
+        ] = None,
         reward_file: Annotated[
             str | None, Field(description="GRPO: a Python file defining the reward function (checked, then inlined).")
         ] = None,
@@ -143,6 +146,7 @@ def build_server(service: JobService) -> MCPServer:
             secrets=secrets or {},
             reward_file=reward_file,
             reward_function=reward_function,
+            eval_dataset=eval_dataset,
         )
         return result(service.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries))
 

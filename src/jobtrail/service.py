@@ -43,7 +43,7 @@ from jobtrail.estimate import (
     record_measurement,
 )
 from jobtrail.estimate.params import model_shape
-from jobtrail.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord, eval_config
+from jobtrail.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord, delta, eval_config
 from jobtrail.preflight import checks
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.refs import looks_local
@@ -151,6 +151,9 @@ class JobService:
             spec=spec,
         )
         self.ledger.add_run(run, attempt)
+        if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
+            self._start_eval(spec.eval_dataset, base=spec.model, adapter=None, label="base", target=run,
+                             backend_name=spec.backend)
         self._dispatch()
         current = self._latest_attempt(attempt.attempt_id)
         status = current.status.value if current.status.value in ("queued", "starting", "running") else "running"
@@ -261,7 +264,8 @@ class JobService:
             last_metrics=latest.last_metrics,
             checkpoints=[c for v in views for c in v.checkpoints],
             attempts=views,
-            evaluations=self.ledger.evals_of(run.run_id),
+            evaluations=(evaluations := self.ledger.evals_of(run.run_id)),
+            eval_delta=_eval_delta(evaluations),
         )
 
     def _attempt_view(self, a: AttemptRecord) -> AttemptView:
@@ -398,6 +402,14 @@ class JobService:
             base, adapter, label = self._evaluated_checkpoint(target, checkpoint)
             backend_name = target.backend
         assert base is not None
+        return self._start_eval(dataset, base=base, adapter=adapter, label=label, target=target, backend_name=backend_name,
+                                split=split, metrics=metrics, max_new_tokens=max_new_tokens, temperature=temperature)
+
+    def _start_eval(
+        self, dataset: str, *, base: str, adapter: str | None, label: str, target: RunRecord | None, backend_name: str,
+        split: str | None = None, metrics: list[str] | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        temperature: float = 0.0,
+    ) -> EvaluateResult:
         run_id = _new_run_id()
         output_dir = str(self.home / "runs" / run_id / "output") if backend_name == "local" else REMOTE_OUTPUT_DIR
         config = eval_config(_local_path(base), _local_path(dataset), output_dir=output_dir, adapter=adapter,
@@ -418,7 +430,7 @@ class JobService:
         self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, label)
         self._dispatch()
         return EvaluateResult(job_id=run_id, status=self._latest(run_id).status.value,
-                              evaluates=target.run_id if target else str(model), checkpoint=label, backend=backend_name)
+                              evaluates=target.run_id if target else base, checkpoint=label, backend=backend_name)
 
     def _evaluated_checkpoint(self, run: RunRecord, checkpoint: str | None) -> tuple[str, str, str]:
         """(base model, adapter dir, label) for a job's final model or one of its committed checkpoints."""
@@ -610,6 +622,7 @@ class JobService:
             self.ledger.finish_eval(attempt.attempt_id, state, record.model_dump(mode="json") if record else None)
         elif verdict.reason is TerminationReason.SUCCEEDED:
             self._calibrate(self._latest_attempt(attempt.attempt_id))
+            self._evaluate_after_training(attempt.run_id)
         if verdict.reason.status is JobStatus.FAILED:
             self._auto_retry(attempt.run_id)
 
@@ -662,6 +675,17 @@ class JobService:
             batch=args.get("per_device_train_batch_size"),
             attempt_id=attempt.attempt_id,
         )
+
+    def _evaluate_after_training(self, run_id: str) -> None:
+        """submit(eval_dataset=...): the final model is measured on the same data as the base."""
+        run = self.ledger.get_run(run_id)
+        if run is None or not run.spec.eval_dataset:
+            return
+        if any(e["checkpoint"] == "final" for e in self.ledger.evals_of(run_id)):
+            return  # another process got here first
+        base, adapter, label = self._evaluated_checkpoint(run, None)
+        self._start_eval(run.spec.eval_dataset, base=base, adapter=adapter, label=label, target=run,
+                         backend_name=run.backend)
 
     def _auto_retry(self, run_id: str) -> None:
         """submit(max_retries=N): spend from the reason budgets without being asked."""
@@ -828,6 +852,14 @@ def build_config(
     return config
 
 
+def _eval_delta(evaluations: list[dict[str, Any]]) -> dict[str, float] | None:
+    """final − base on the same task set, when both evaluations finished (lower loss is better)."""
+    done = {e["checkpoint"]: e for e in evaluations if e["state"] == "finished" and e["record"]}
+    if "base" not in done or "final" not in done or done["base"]["task_set_sha256"] != done["final"]["task_set_sha256"]:
+        return None
+    return delta(EvalRecord.model_validate(done["base"]["record"]), EvalRecord.model_validate(done["final"]["record"]))
+
+
 def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
     """Retry changes: timeout, flavor and dataset_mapping are job fields; the rest are hyperparameters."""
     update: dict[str, Any] = {}
@@ -864,6 +896,8 @@ def _normalise(spec: JobSpec) -> JobSpec:
     update = {"model": _local_path(spec.model), "dataset": _local_path(spec.dataset)}
     if spec.reward_file:
         update["reward_file"] = str(Path(spec.reward_file).expanduser().resolve())
+    if spec.eval_dataset:
+        update["eval_dataset"] = _local_path(spec.eval_dataset)
     return spec.model_copy(update=update)
 
 
