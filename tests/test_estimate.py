@@ -493,8 +493,8 @@ def test_catalog_falls_back_to_the_bundled_snapshot_on_any_failure():
 # --- calibration --------------------------------------------------------------------------------
 
 
-def test_calibration_migration_is_appended_last():
-    assert MIGRATIONS[-1][0].endswith("_calibration")
+def test_calibration_has_a_named_migration_of_its_own():
+    assert [name for name, _ in MIGRATIONS if name.endswith("_calibration")] == ["0004_calibration"]
 
 
 def test_calibration_round_trip_and_estimates_that_use_it(tmp_path):

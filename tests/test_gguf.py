@@ -21,6 +21,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from jobtrail.gguf import (
 )
 from jobtrail.models import Finding
 from jobtrail.render import render_script, scripts_dir
+from hub_emulator import HubEmulator
 from test_job_side import JobRun, parse_events, succeeded
 
 SCRIPTS = scripts_dir()
@@ -50,6 +52,7 @@ LLAMA_CPP_CACHE = (
 SDIST = LLAMA_CPP_CACHE / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
 FIRST_BUILD_TIMEOUT_S = 1500  # a cold cache downloads 77 MB and builds llama-quantize (~5 min on 2 cores)
 JOB_TIMEOUT_S = 300
+HUB_TOKEN, HUB_REPO = "hf_gguf_writer", "alice/tiny-gguf"
 
 
 def codes(findings: list[Finding]) -> dict[str, Finding]:
@@ -286,6 +289,7 @@ def test_trained_adapter_converts_to_three_verified_files(conversion: JobRun, sf
     source = run.one("source")
     assert source["adapter"] and source["committed_checkpoint"] and source["path"] == str(sft_adapter)
     assert run.one("merged")["base_model"]
+    assert run.one("converted")["pre_tokenizer_supplied"] is True  # the tiny BPE has no known hash
     f16_tensors = None
     for quantization, artifact in artifacts.items():
         path = Path(artifact["path"])
@@ -345,18 +349,32 @@ def _read_gguf(path: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def gguf_hub() -> Iterator[HubEmulator]:
+    """A Hub emulator for the module, where alice may push."""
+    with HubEmulator() as emulator:
+        emulator.add_token(HUB_TOKEN, "alice")
+        yield emulator
+        assert not emulator.errors, "Hub emulator bugs:\n" + "\n".join(emulator.errors)
+
+
+@pytest.fixture(scope="module")
 def follow_ups(conversion: JobRun, tiny256: Path, tmp_path_factory: pytest.TempPathFactory,
-               job_env: dict[str, str]) -> dict[str, JobRun]:
-    """Jobs run once the cache is warm, side by side: what must not rebuild, and what must refuse."""
+               job_env: dict[str, str], gguf_hub: HubEmulator) -> dict[str, JobRun]:
+    """Jobs run once the cache is warm, side by side: what must not rebuild (and pushes, as on a
+    remote backend), and what must refuse."""
     root = tmp_path_factory.mktemp("follow-ups")
     fancy = root / "fancy-model"
     shutil.copytree(tiny256, fancy)
     config = json.loads((fancy / "config.json").read_text())
     (fancy / "config.json").write_text(json.dumps({**config, "architectures": ["FancyNewForCausalLM"]}))
+    online = {k: v for k, v in job_env.items() if k != "HF_HUB_OFFLINE"}
     jobs = {
-        "cached": (render_conversion(root / "cached", tiny256, quantizations=["Q8_0"], pre_tokenizer="qwen2"), job_env),
+        "cached": (render_conversion(root / "cached", tiny256, quantizations=["Q8_0"], pre_tokenizer="qwen2",
+                                     push_to_hub=True, hub_model_id=HUB_REPO),
+                   {**online, "HF_ENDPOINT": gguf_hub.url, "HF_TOKEN": HUB_TOKEN}),
         "no_pre_tokenizer": (render_conversion(root / "no-pre", tiny256, quantizations=[]), job_env),
-        "unsupported": (render_conversion(root / "fancy", fancy, quantizations=["Q8_0"], pre_tokenizer="qwen2"), job_env),
+        "unsupported": (render_conversion(root / "fancy", fancy, quantizations=["Q8_0"], pre_tokenizer="qwen2"),
+                        job_env),
         # An empty cache and no build tools on PATH: nothing to build llama-quantize with.
         "no_cmake": (render_conversion(root / "no-cmake", tiny256, cache_dir=root / "empty-cache"),
                      {**job_env, "PATH": str(root / "empty-path")}),
@@ -371,6 +389,19 @@ def test_quantize_build_is_cached_between_jobs(follow_ups: dict[str, JobRun]) ->
     assert run.one("llama_cpp_build")["cached"] is True
     assert run.one("source")["adapter"] is False  # a full model converts without merging
     assert set(_gguf_artifacts(run)) == {"F16", "Q8_0"}
+
+
+@pytest.mark.timeout(FIRST_BUILD_TIMEOUT_S + 300)
+def test_push_uploads_the_files_and_a_model_card(follow_ups: dict[str, JobRun], gguf_hub: HubEmulator) -> None:
+    run = succeeded(follow_ups["cached"])
+    (pushed,) = run.named("artifact", kind="pushed_gguf")
+    files = gguf_hub.repo_files(HUB_REPO)
+    assert pushed["repo"] == HUB_REPO and set(pushed["files"]) == {"tiny-gguf-F16.gguf", "tiny-gguf-Q8_0.gguf"}
+    assert set(files) >= {"tiny-gguf-F16.gguf", "tiny-gguf-Q8_0.gguf", "README.md"}
+    for artifact in _gguf_artifacts(run).values():
+        assert hashlib.sha256(files[Path(artifact["path"]).name]).hexdigest() == artifact["sha256"]
+    card = files["README.md"].decode()
+    assert f"llama-cli -hf {HUB_REPO}:Q8_0" in card and f"ollama run hf.co/{HUB_REPO}:Q8_0" in card
 
 
 @pytest.mark.timeout(FIRST_BUILD_TIMEOUT_S + 300)
@@ -400,18 +431,20 @@ def test_missing_cmake_is_a_dependency_error_with_the_fix(follow_ups: dict[str, 
 def test_resized_embeddings_are_merged_first(tiny_model: Path, tmp_path: Path, job_env: dict[str, str]) -> None:
     """An adapter trained with two added tokens (embeddings saved, as PEFT does): the template's
     merge resizes the base first and matches PEFT's own merge; without saved embeddings it refuses."""
-    code = f"""
-import sys; sys.path.insert(0, {str(SCRIPTS)!r})
+    code = """
+import sys
 from pathlib import Path
+scripts, base, tmp = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+sys.path.insert(0, scripts)
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 import convert_gguf as job
 
 def adapter(dest, save_embeddings):
-    tokenizer = AutoTokenizer.from_pretrained({str(tiny_model)!r})
+    tokenizer = AutoTokenizer.from_pretrained(base)
     tokenizer.add_tokens(["<|tool|>", "<|result|>"])
-    model = AutoModelForCausalLM.from_pretrained({str(tiny_model)!r})
+    model = AutoModelForCausalLM.from_pretrained(base)
     model.resize_token_embeddings(len(tokenizer))
     saved = ["embed_tokens"] if save_embeddings else None
     peft = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], modules_to_save=saved))
@@ -419,21 +452,22 @@ def adapter(dest, save_embeddings):
     tokenizer.save_pretrained(dest)
     return peft, tokenizer
 
-peft, tokenizer = adapter({str(tmp_path / "resized")!r}, True)
-merged = job.merge_adapter(job.Source(Path({str(tmp_path / "resized")!r}), {str(tiny_model)!r}), Path({str(tmp_path / "merged")!r}))
+peft, tokenizer = adapter(tmp / "resized", True)
+merged = job.merge_adapter(job.Source(tmp / "resized", base), tmp / "merged")
 ids = torch.tensor([[1, 5, len(tokenizer) - 1]])
 reloaded = AutoModelForCausalLM.from_pretrained(merged)
 assert (peft.merge_and_unload()(ids).logits - reloaded(ids).logits).abs().max() < 1e-5
-adapter({str(tmp_path / "untrained")!r}, False)
+adapter(tmp / "untrained", False)
 try:
-    job.merge_adapter(job.Source(Path({str(tmp_path / "untrained")!r}), {str(tiny_model)!r}), Path({str(tmp_path / "m2")!r}))
+    job.merge_adapter(job.Source(tmp / "untrained", base), tmp / "merged-untrained")
 except job.ConversionRefused as exc:
     print("REFUSED", exc)
 """
-    out = subprocess.run([sys.executable, "-c", code], env=job_env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code, str(SCRIPTS), str(tiny_model), str(tmp_path)],
+                         env=job_env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     events = parse_events(out.stdout)
-    assert [e for e in events if e["event"] == "embeddings_resized"][0]["adapter_rows"] == 802
+    assert next(e for e in events if e["event"] == "embeddings_resized")["adapter_rows"] == 802
     assert "REFUSED" in out.stdout and "modules_to_save" in out.stdout
 
 
