@@ -134,6 +134,17 @@ def _parser() -> argparse.ArgumentParser:
         a.dataset, job_id=a.job_id, model=a.model, split=a.split, checkpoint=a.checkpoint, metrics=a.metrics,
         max_new_tokens=a.max_new_tokens, temperature=a.temperature)))
 
+    convert = sub.add_parser("convert-gguf", help="convert a job's model or a directory to GGUF (the convert_gguf tool)")
+    convert.add_argument("source", help="job id, model/adapter directory or Hub id")
+    convert.add_argument("--quantizations", nargs="+", default=["Q4_K_M"])
+    convert.add_argument("--output")
+    convert.add_argument("--backend", default="local", choices=["local", "hf-jobs"])
+    convert.add_argument("--checkpoint")
+    convert.add_argument("--pre-tokenizer")
+    _json_flag(convert)
+    convert.set_defaults(handler=lambda a: _emit(a, _service().convert_gguf(
+        a.source, a.quantizations, output=a.output, backend=a.backend, checkpoint=a.checkpoint, pre_tokenizer=a.pre_tokenizer)))
+
     report = sub.add_parser("report", help="attempts, GPU-hours and cost by termination reason (the report tool)")
     report.add_argument("--days", type=float, default=7)
     report.add_argument("--group-by", default="termination_reason",

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Method = Literal["sft", "dpo", "grpo", "reward", "kto", "evaluate"]
-# What submit trains with; "evaluate" runs are started by the evaluate tool.
+Method = Literal["sft", "dpo", "grpo", "reward", "kto", "evaluate", "convert_gguf"]
+# What submit trains with; "evaluate" and "convert_gguf" runs are started by their own tools.
 METHODS: tuple[str, ...] = ("sft", "dpo", "grpo", "reward", "kto")
 BackendName = Literal["local", "hf-jobs"]
 Severity = Literal["error", "warning", "info"]

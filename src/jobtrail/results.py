@@ -161,6 +161,9 @@ class InspectResult(BaseModel):
     evaluations: list[dict[str, Any]] = Field(
         default_factory=list, description="Evaluations of this job's checkpoints: checkpoint, state, metrics, provenance."
     )
+    artifacts: list[dict[str, Any]] = Field(
+        default_factory=list, description="Files the job produced: final model, GGUF files (path, quantization, bytes, sha256), llama.cpp version."
+    )
     eval_delta: dict[str, float] | None = Field(
         None, description="submit(eval_dataset=...): final − base per metric, once both evaluations finished."
     )
@@ -201,6 +204,9 @@ class InspectResult(BaseModel):
         for ev in self.evaluations:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in ev["metrics"].items()) or ev["state"]
             lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {shown}.")
+        for art in self.artifacts:
+            if art.get("kind") == "gguf":
+                lines.append(f"GGUF {art.get('quantization')}: {art.get('path')} ({art.get('bytes', 0) / 1e6:.1f} MB, sha256 {str(art.get('sha256'))[:12]}).")
         if self.eval_delta:
             lines.append("Change from the base model: " + ", ".join(f"{k} {v:+.4g}" for k, v in self.eval_delta.items()) + ".")
         if not self.status_is_terminal:
@@ -316,3 +322,24 @@ class EvaluateResult(BaseModel):
     def to_markdown(self) -> str:
         return (f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] on {self.backend}.\n"
                 f"Follow it: inspect(job_id=\"{self.job_id}\"); its record also appears in inspect of the evaluated job.")
+
+
+class ConvertResult(BaseModel):
+    job_id: str | None = Field(description="The conversion job's id; None when preflight refused it.")
+    status: str
+    findings: list[Finding]
+    source: str = Field(description="What is converted: an adapter/model directory or a Hub id.")
+    quantizations: list[str]
+    output_dir: str | None = None
+    output_repo: str | None = None
+
+    def to_markdown(self) -> str:
+        if self.job_id is None:
+            errors = [f for f in self.findings if f.severity == "error"]
+            head = [f"Not converted: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
+            return "\n".join(head + findings_markdown(self.findings))
+        where = self.output_repo or self.output_dir
+        lines = [f"Conversion **{self.job_id}** ({self.status}): {self.source} → F16 + {', '.join(self.quantizations)} in {where}."]
+        lines += findings_markdown(self.findings)
+        lines.append(f"Follow it: logs(job_id=\"{self.job_id}\"); inspect lists each file with its size and sha256 when it ends.")
+        return "\n".join(lines)

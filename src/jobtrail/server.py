@@ -25,6 +25,7 @@ from jobtrail.models import JobSpec, JobStatus
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.results import (
     CancelResult,
+    ConvertResult,
     EvaluateResult,
     InspectResult,
     LogsResult,
@@ -312,6 +313,28 @@ def build_server(service: JobService) -> MCPServer:
     ) -> Annotated[CallToolResult, EvaluateResult]:
         return result(service.evaluate(dataset, job_id=job_id, model=model, split=split, checkpoint=checkpoint,
                                        metrics=metrics, max_new_tokens=max_new_tokens, temperature=temperature))
+
+    @server.tool(
+        title="Convert to GGUF",
+        description=(
+            "Turn a trained adapter or model into GGUF files for llama.cpp, Ollama and LM Studio: merge the LoRA "
+            "adapter, convert with llama.cpp's converter to F16 (always kept), quantize (Q4_K_M, Q5_K_M, Q8_0, ...), "
+            "and verify every file (read back; F16/Q8_0 logits compared with the merged model). source: a job id "
+            "(its final model, or checkpoint=...), a local model/adapter directory, or a Hub id. Runs as a job."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True),
+    )
+    @agent_errors
+    def convert_gguf(
+        source: Annotated[str, Field(description="A jobtrail job id, a local model/adapter directory, or a Hub id.")],
+        quantizations: Annotated[list[str], Field(description="e.g. ['Q4_K_M', 'Q8_0']; F16 is always produced.")] = ["Q4_K_M"],  # noqa: B006 - pydantic copies defaults
+        output: Annotated[str | None, Field(description="local: a directory; hf-jobs: the Hub repo to upload to.")] = None,
+        backend: Annotated[Literal["local", "hf-jobs"], Field(description="Where the conversion runs.")] = "local",
+        checkpoint: Annotated[str | None, Field(description="With a job id: a committed checkpoint instead of the final model.")] = None,
+        pre_tokenizer: Annotated[str | None, Field(description="llama.cpp pre-tokenizer name for a tokenizer it does not recognise, e.g. 'qwen2'.")] = None,
+    ) -> Annotated[CallToolResult, ConvertResult]:
+        return result(service.convert_gguf(source, quantizations, output=output, backend=backend,
+                                           checkpoint=checkpoint, pre_tokenizer=pre_tokenizer))
 
     @server.tool(
         title="Report on recent attempts",

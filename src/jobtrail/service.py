@@ -18,7 +18,7 @@ from pathlib import Path
 from secrets import choice
 from typing import Any
 
-from jobtrail import classify, events, hyperparams, retry_policy, secrets
+from jobtrail import classify, events, gguf, hyperparams, retry_policy, secrets
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError, NotFoundError
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS, Ledger
@@ -44,7 +44,7 @@ from jobtrail.estimate import (
 )
 from jobtrail.estimate.params import model_shape
 from jobtrail.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord, delta, eval_config
-from jobtrail.preflight import checks
+from jobtrail.preflight import checks, probes
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.refs import looks_local
 from jobtrail.render import config_json, render_script, sha256_text
@@ -52,6 +52,7 @@ from jobtrail.rewards import rewards_config
 from jobtrail.results import (
     AttemptView,
     CancelResult,
+    ConvertResult,
     EvaluateResult,
     InspectResult,
     JobRow,
@@ -264,6 +265,7 @@ class JobService:
             last_metrics=latest.last_metrics,
             checkpoints=[c for v in views for c in v.checkpoints],
             attempts=views,
+            artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
             evaluations=(evaluations := self.ledger.evals_of(run.run_id)),
             eval_delta=_eval_delta(evaluations),
         )
@@ -418,15 +420,7 @@ class JobService:
         script = render_script("evaluate", config)
         spec = JobSpec(method="evaluate", model=config["model"], dataset=config["dataset"]["source"], backend=backend_name,
                        flavor=target.flavor if target else None)
-        now = time.time()
-        run = RunRecord(run_id=run_id, created_at=now, method="evaluate", model=spec.model, dataset=spec.dataset,
-                        backend=backend_name, flavor=spec.flavor, spec=spec)
-        attempt = AttemptRecord(
-            attempt_id=f"{run_id}/1", run_id=run_id, number=1, status=JobStatus.QUEUED, created_at=now,
-            backend=backend_name, flavor=spec.flavor, config=config, config_sha256=sha256_text(config_json(config)),
-            script=script, script_sha256=sha256_text(script), spec=spec,
-        )
-        self.ledger.add_run(run, attempt)
+        attempt = self._add_job(run_id, spec, config, script, target)
         self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, label)
         self._dispatch()
         return EvaluateResult(job_id=run_id, status=self._latest(run_id).status.value,
@@ -451,6 +445,67 @@ class JobService:
                 return latest.config["model"], c.path, Path(c.path).name
         names = ", ".join(sorted({Path(c.path).name for c in committed})) or "none yet"
         raise NotFoundError(f"{run.run_id} has no committed checkpoint {checkpoint!r}.", fix=f"Use one of: {names}.")
+
+    # --- convert to GGUF ---------------------------------------------------------------
+
+    def convert_gguf(
+        self, source: str, quantizations: list[str] | None = None, output: str | None = None, backend: str = "local",
+        checkpoint: str | None = None, pre_tokenizer: str | None = None,
+    ) -> ConvertResult:
+        """A conversion job: merge, convert to F16, quantize, verify (scripts/convert_gguf.py)."""
+        self._backend(backend)
+        quants = list(quantizations or gguf.DEFAULT_QUANTIZATIONS)
+        target = self.ledger.get_run(source.strip())
+        if target is not None:
+            self.refresh()
+            _, resolved, _ = self._evaluated_checkpoint(target, checkpoint)
+            backend = target.backend
+        else:
+            resolved = _local_path(source)
+        findings = gguf.check_conversion(gguf.conversion_facts(resolved), quants, pre_tokenizer)
+        run_id = _new_run_id()
+        if backend == "local":
+            output_dir = Path(output).expanduser().resolve() if output else self.home / "runs" / run_id / "output"
+            cache = Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or self.home / "cache" / "llama.cpp")
+            push_to = None
+        else:
+            if not output or "/" not in output:
+                findings.append(Finding(code="output.repo", severity="error",
+                                        message="A remote conversion needs a Hub repo to upload the GGUF files to.",
+                                        fix="Pass output='<your-user-or-org>/<model>-GGUF'."))
+            output_dir, cache, push_to = Path(REMOTE_OUTPUT_DIR), Path("/tmp/jobtrail-llama-cpp"), output
+        config = gguf.conversion_config(resolved, output_dir=output_dir, cache_dir=cache / gguf.LLAMA_CPP_PYTHON_VERSION,
+                                        quantizations=quants, pre_tokenizer=pre_tokenizer,
+                                        push_to_hub=push_to is not None, hub_model_id=push_to)
+        script = render_script("convert_gguf", config)
+        if backend == "local":
+            missing = probes.missing_job_requirements(script, self.job_python)
+            if missing:
+                findings.append(Finding(code="dependencies.missing", severity="error",
+                                        message=f"The job's Python lacks: {', '.join(missing)}.",
+                                        fix="pip install 'jobtrail[train,gguf]' into that environment."))
+        base = dict(findings=findings, source=resolved, quantizations=quants, output_repo=push_to)
+        if checks.blocking(findings):
+            return ConvertResult(job_id=None, status="rejected", **base)
+        spec = JobSpec(method="convert_gguf", model=resolved, dataset="", backend=backend, output=output)
+        self._add_job(run_id, spec, config, script)
+        self._dispatch()
+        return ConvertResult(job_id=run_id, status=self._latest(run_id).status.value,
+                             output_dir=str(output_dir) if backend == "local" else None, **base)
+
+    def _add_job(self, run_id: str, spec: JobSpec, config: dict[str, Any], script: str, target: RunRecord | None = None) -> AttemptRecord:
+        """A tool-started job (evaluation, conversion): one queued attempt, no preflight of training's."""
+        now = time.time()
+        flavor = spec.flavor or (target.flavor if target else None)
+        run = RunRecord(run_id=run_id, created_at=now, method=spec.method, model=spec.model, dataset=spec.dataset,
+                        backend=spec.backend, flavor=flavor, spec=spec)
+        attempt = AttemptRecord(
+            attempt_id=f"{run_id}/1", run_id=run_id, number=1, status=JobStatus.QUEUED, created_at=now,
+            backend=spec.backend, flavor=flavor, timeout_s=spec.timeout_s, config=config,
+            config_sha256=sha256_text(config_json(config)), script=script, script_sha256=sha256_text(script), spec=spec,
+        )
+        self.ledger.add_run(run, attempt)
+        return attempt
 
     # --- retry --------------------------------------------------------------------------
 
@@ -884,8 +939,8 @@ def _rebuild_config(previous: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
 
 def _job_env(attempt: AttemptRecord) -> dict[str, str]:
     env = {"JOBTRAIL_RUN_ID": attempt.run_id, "JOBTRAIL_ATTEMPT_ID": attempt.attempt_id}
-    config = attempt.config
-    if attempt.backend == "local" and looks_local(config["model"]) and looks_local(config["dataset"]["source"]):
+    spec = attempt.spec
+    if attempt.backend == "local" and spec and looks_local(spec.model) and (not spec.dataset or looks_local(spec.dataset)):
         # Nothing to fetch: keep the libraries from phoning the Hub (and hanging when offline).
         env["HF_HUB_OFFLINE"] = "1"
     return env

@@ -1,0 +1,54 @@
+"""convert_gguf through the MCP tool surface: a job's trained adapter becomes verified GGUF files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from jobtrail.app import build_service
+from jobtrail.gguf import LLAMA_CPP_PYTHON_VERSION
+from jobtrail.models import JobSpec
+from jobtrail.server import build_server
+from test_gguf import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE
+from waiting import wait_for
+
+
+@pytest.mark.timeout(FIRST_BUILD_TIMEOUT_S + 600)
+def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, chat_dataset, job_env, monkeypatch):
+    # The same llama.cpp cache as tests/test_gguf.py, so the quantizer is built once per machine.
+    monkeypatch.setenv("JOBTRAIL_LLAMA_CPP_CACHE", str(LLAMA_CPP_CACHE.parent))
+    model = tmp_path / "tiny256"
+    code = ("import sys; from pathlib import Path; from jobtrail.tinymodel import build_tiny_model; "
+            "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)")
+    subprocess.run([sys.executable, "-c", code, str(model)], env=job_env, check=True, timeout=300)
+    service = build_service(tmp_path / "home")
+    job = service.submit(JobSpec(method="sft", model=str(model), dataset=str(chat_dataset),
+                                 hyperparameters={"max_steps": 2, "max_length": 64, "logging_steps": 1}))
+    assert wait_for(lambda: (r := service.inspect(job.job_id)).status != "running" and r.status != "queued" and r, 180,
+                    "training").status == "succeeded"
+    server = build_server(service)
+
+    async def call(arguments):
+        async with Client(server) as client:
+            return await client.call_tool("convert_gguf", arguments)
+
+    refused = anyio.run(call, {"source": job.job_id, "quantizations": ["Q9_Z"]})
+    assert refused.structured_content["job_id"] is None and "gguf.quantization_unknown" in refused.content[0].text
+    started = anyio.run(call, {"source": job.job_id, "quantizations": ["Q8_0"], "pre_tokenizer": "qwen2"})
+    conversion = started.structured_content
+    assert conversion["job_id"] and conversion["source"].endswith("/output/final")
+    done = wait_for(lambda: (r := service.inspect(conversion["job_id"])).status in ("succeeded", "failed") and r,
+                    FIRST_BUILD_TIMEOUT_S + 300, "the conversion", interval=1.0)
+    assert done.status == "succeeded", (done.termination_message, service.logs(conversion["job_id"], tail=30).lines)
+    files = {a["quantization"]: a for a in done.artifacts if a.get("kind") == "gguf"}
+    assert set(files) == {"F16", "Q8_0"}
+    for art in files.values():
+        assert Path(art["path"]).is_file() and len(art["sha256"]) == 64 and art["bytes"] > 0
+    llama = [a for a in done.artifacts if a.get("kind") == "llama_cpp"]
+    assert llama and llama[0]["version"] == LLAMA_CPP_PYTHON_VERSION
+    assert "GGUF Q8_0" in done.to_markdown()
