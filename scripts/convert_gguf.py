@@ -22,7 +22,7 @@ import ast
 import gc
 import importlib.metadata
 import importlib.util
-import json  # the rendered config block is `CONFIG: dict = json.loads(...)`
+import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 import os
 import re
 import shutil

@@ -10,7 +10,7 @@ of the weights is loaded. Runs as it is from scripts/ or rendered by jobtrail, l
 prints the same `JOBTRAIL {...}` events; step events also carry DPO's reward accuracy and margin.
 """
 
-import json  # the rendered config block is `CONFIG: dict = json.loads(...)`
+import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 from typing import Any
 
 # --- jobtrail:runtime ---

@@ -15,7 +15,7 @@ Runs as it is from scripts/ or rendered by jobtrail, like sft.py, and prints the
 """
 
 import functools
-import json  # the rendered config block is `CONFIG: dict = json.loads(...)`
+import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 import linecache
 import math
 import numbers

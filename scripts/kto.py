@@ -11,7 +11,7 @@ by jobtrail, like sft.py, and prints the same `JOBTRAIL {...}` events; step even
 KTO's KL estimate.
 """
 
-import json  # the rendered config block is `CONFIG: dict = json.loads(...)`
+import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 from typing import Any
 
 # --- jobtrail:runtime ---

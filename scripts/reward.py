@@ -11,7 +11,7 @@ a 'prompt'). Runs as it is from scripts/ or rendered by jobtrail, like sft.py, a
 `JOBTRAIL {...}` events; step events also carry the pairwise accuracy and margin.
 """
 
-import json  # the rendered config block is `CONFIG: dict = json.loads(...)`
+import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 from typing import Any
 
 # --- jobtrail:runtime ---

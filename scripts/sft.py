@@ -13,7 +13,7 @@ Heavy packages are imported inside functions, after the environment event, so th
 or broken one ends the job with a `dependency_error` termination event instead of a bare crash.
 """
 
-import json  # the rendered config block is `CONFIG: dict = json.loads(...)`
+import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 from typing import Any
 
 # --- jobtrail:runtime ---

@@ -239,8 +239,8 @@ def test_references_are_resources_and_docs_name_every_tool(server):
         assert f"{tool.name}(" in skill, f"SKILL.md does not mention {tool.name}"
 
 
-def test_hardware_and_estimate_cost_tools(server, tiny_model, chat_dataset, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the bundled snapshot answers, and says so
+def test_hardware_and_estimate_cost_tools(server, tiny_model, chat_dataset, hub):
+    hub.inject.fail(r"^/api/jobs/hardware", status=503, times=None)  # no live prices: the bundled snapshot answers
     hw = call(server, "hardware", {}).structured_content
     assert hw["source"] == "bundled" and hw["snapshot_date"]
     a10g = next(f for f in hw["flavors"] if f["name"] == "a10g-large")

@@ -8,7 +8,6 @@ with a warning; it never passes silently.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path

@@ -1,0 +1,282 @@
+"""Keeping the ledger in step with the backends: read new log lines into events, notice exits
+and classify them, start queued attempts while a backend has room, and price what ran.
+
+JobService inherits this; every tool call (and the server's poller) calls `refresh()`. State
+lives in the ledger and the backends, never in this object, so any number of processes can
+refresh the same ledger: every change is a compare-and-set (see ledger/store.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jobtrail import classify, events, secrets
+from jobtrail.backends.base import Backend
+from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError, NotFoundError
+from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
+from jobtrail.estimate.params import model_shape
+from jobtrail.ledger.store import ACTIVE_STATUSES, Ledger
+from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, Placement, RunRecord, TerminationReason
+from jobtrail.refs import looks_local
+
+log = logging.getLogger("jobtrail.tracking")
+_LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
+
+
+class LedgerTracking:
+    ledger: Ledger
+    backends: Mapping[str, Backend]
+    home: Path
+    hub_token: str | None
+    _flavors: list[Flavor] | None
+
+    def _hub_api(self) -> Any:
+        from huggingface_hub import HfApi  # on first use: the server starts without it
+
+        return HfApi(token=self.hub_token)
+
+    def refresh(self) -> None:
+        for attempt in self.ledger.attempts_in(ACTIVE_STATUSES):
+            self._refresh_attempt(attempt)
+        self._dispatch()
+
+    def _refresh_attempt(self, attempt: AttemptRecord) -> None:
+        if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or attempt.placement is None:
+            return
+        backend = self._backend(attempt.backend)
+        try:
+            probe = backend.probe(attempt.placement)
+        except BackendError as exc:  # the backend cannot be asked now: keep what the ledger knows
+            log.warning("could not probe %s: %s", attempt.attempt_id, exc)
+            return
+        # Read the log after probing: an attempt that exited has written all of it by now.
+        self._ingest(backend, attempt)
+        if probe.phase in ("starting", "running"):
+            status = JobStatus.STARTING if probe.phase == "starting" else JobStatus.RUNNING
+            if status is not attempt.status:
+                self.ledger.update_attempt(attempt.attempt_id, expect_status=ACTIVE_STATUSES, status=status,
+                                           started_at=probe.started_at or attempt.started_at)
+            return
+        attempt = self._latest_attempt(attempt.attempt_id)
+        termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
+        tail, _ = self._read_lines(backend, attempt.placement, None, classify.TAIL_LINES) if attempt.placement else ([], 0)
+        tail = [self._redactor(attempt)(line) for line in tail]
+        verdict = classify.classify(
+            probe.exit,
+            termination,
+            tail,
+            cancel_requested=attempt.cancel_requested_at is not None,
+            lost=probe.phase == "lost",
+        )
+        ended = probe.exit.ended_at if probe.exit else time.time()
+        self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=ACTIVE_STATUSES,
+            status=verdict.reason.status,
+            termination_reason=verdict.reason,
+            termination_message=verdict.message,
+            evidence=verdict.evidence,
+            exit_code=probe.exit.exit_code if probe.exit else None,
+            signal=probe.exit.signal if probe.exit else None,
+            ended_at=ended,
+            gpu_seconds=self._gpu_seconds(attempt, ended),
+            cost_usd=self._cost(attempt, ended),
+        )
+        self._attempt_ended(self._latest_attempt(attempt.attempt_id), verdict.reason)
+
+    def _attempt_ended(self, attempt: AttemptRecord, reason: TerminationReason) -> None:
+        """Hook for what follows an ending (records, retries); the service fills it in."""
+
+    def _flavor(self, name: str | None) -> Flavor | None:
+        if not name:
+            return None
+        if self._flavors is None:
+            self._flavors = catalog(self._hub_api())[0]  # live prices once per server, else bundled
+        return next((f for f in self._flavors if f.name == name), None)
+
+    def _cost(self, attempt: AttemptRecord, until: float) -> float | None:
+        """Per-minute billing on HF Jobs: the flavor's price × running time; local runs are free."""
+        if attempt.backend == "local":
+            return 0.0
+        flavor = self._flavor(attempt.flavor)
+        if flavor is None or attempt.started_at is None:
+            return None
+        return round(max(0.0, until - attempt.started_at) / 3600 * flavor.price_per_hour, 6)
+
+    def _gpu_seconds(self, attempt: AttemptRecord, until: float) -> float:
+        if attempt.started_at is None:
+            return 0.0
+        gpus = ((attempt.environment or {}).get("gpu") or {}).get("count") or 0
+        if attempt.backend != "local" and (flavor := self._flavor(attempt.flavor)) is not None:
+            gpus = flavor.gpu_count
+        return max(0.0, until - attempt.started_at) * gpus
+
+    def _calibrate(self, attempt: AttemptRecord) -> None:
+        """Record measured throughput and peak memory, so later estimates for the same shape use them."""
+        summary, config = attempt.summary or {}, attempt.config
+        if not summary.get("tokens_per_second") and not summary.get("peak_memory_bytes"):
+            return
+        try:
+            shape = model_shape(load_model_config(config["model"]))
+        except JobtrailError as exc:  # calibration is a bonus: never fail the attempt over it
+            log.info("no calibration for %s: %s", attempt.attempt_id, exc)
+            return
+        device = (attempt.environment or {}).get("device") or "cpu"
+        args = config.get("training_args", {})
+        record_measurement(
+            self.ledger,
+            architecture=shape.architecture,
+            params=shape.params,
+            method=config.get("template", "sft"),
+            peft=(config.get("peft") or {}).get("method", "lora"),
+            flavor=attempt.flavor or f"local-{device}",
+            tokens_per_second=summary.get("tokens_per_second"),
+            peak_memory_bytes=summary.get("peak_memory_bytes"),
+            max_length=args.get("max_length"),
+            batch=args.get("per_device_train_batch_size"),
+            attempt_id=attempt.attempt_id,
+        )
+
+    def _ingest(self, backend: Backend, attempt: AttemptRecord) -> None:
+        assert attempt.placement is not None
+        redact = self._redactor(attempt)
+        offset = attempt.log_offset
+        for _ in range(_LOG_READ_LIMIT):
+            chunk = backend.read_log(attempt.placement, offset)
+            if not chunk.lines:
+                return
+            digest = events.digest([redact(line) for line in chunk.lines])
+            if not self.ledger.ingest(
+                attempt.attempt_id,
+                from_offset=offset,
+                to_offset=chunk.offset,
+                events=digest.events,
+                fields=digest.fields,
+                checkpoints=digest.checkpoints,
+            ):
+                return  # another process is ingesting this attempt
+            offset = chunk.offset
+
+    def _dispatch(self) -> None:
+        """Start queued attempts while their backend has room."""
+        for name, backend in self.backends.items():
+            queued = self.ledger.attempts_in([JobStatus.QUEUED.value], name)
+            if not queued:
+                continue
+            limit = backend.max_concurrent
+            active = len(self.ledger.attempts_in(ACTIVE_STATUSES, name))
+            now = time.time()
+            for attempt in queued:
+                if limit is not None and active >= limit:
+                    break
+                if attempt.not_before and attempt.not_before > now:
+                    continue  # a retry still backing off
+                if self._launch(backend, attempt):
+                    active += 1
+
+    def _launch(self, backend: Backend, attempt: AttemptRecord) -> bool:
+        # Claim first, so two processes never launch the same attempt.
+        if not self.ledger.update_attempt(
+            attempt.attempt_id, expect_status=[JobStatus.QUEUED.value], status=JobStatus.STARTING
+        ):
+            return False
+        try:
+            request = LaunchRequest(
+                attempt_id=attempt.attempt_id,
+                script=attempt.script,
+                workdir=str(self._workdir(attempt)),
+                env=_job_env(attempt),
+                secrets=self._secret_values(attempt),
+                timeout_s=attempt.timeout_s,
+                flavor=attempt.flavor,
+                labels={
+                    "jobtrail-run": attempt.run_id,
+                    "jobtrail-attempt": str(attempt.number),
+                    "jobtrail-config-sha256": attempt.config_sha256,
+                },
+            )
+            placement = backend.launch(request)
+        except (BackendError, InvalidRequestError) as exc:
+            reason = TerminationReason(getattr(exc, "reason", TerminationReason.CONFIG_ERROR.value))
+            self.ledger.update_attempt(
+                attempt.attempt_id,
+                status=reason.status,
+                termination_reason=reason,
+                termination_message=self._redactor(attempt)(str(exc)),
+                ended_at=time.time(),
+            )
+            return False
+        self.ledger.update_attempt(
+            attempt.attempt_id, status=JobStatus.STARTING, placement=placement, started_at=placement.started_at
+        )
+        return True
+
+    def _secret_values(self, attempt: AttemptRecord) -> dict[str, str]:
+        values = secrets.resolve(attempt.spec.secrets if attempt.spec else {})
+        if attempt.backend != "local" and self.hub_token:
+            # Remote jobs push their results: they get the user's token as HF_TOKEN.
+            values.setdefault("HF_TOKEN", self.hub_token)
+        return values
+
+    def _redactor(self, attempt: AttemptRecord) -> secrets.Redactor:
+        """Every secret value this attempt could have seen, so none reaches a result or the ledger."""
+        references = attempt.spec.secrets if attempt.spec else {}
+        values = [os.environ.get(ref[1:], "") for ref in references.values()]
+        return secrets.Redactor([self.hub_token or "", *values])
+
+    def _backend(self, name: str) -> Backend:
+        try:
+            return self.backends[name]
+        except KeyError:
+            raise InvalidRequestError(
+                f"Unknown backend {name!r}.", fix=f"Use one of: {', '.join(sorted(self.backends))}"
+            ) from None
+
+    def _run(self, job_id: str) -> RunRecord:
+        run = self.ledger.get_run(job_id.strip())
+        if run is None:
+            raise NotFoundError(f"No job with id {job_id!r}.", fix="Call ps to list job ids (they look like 'jt-4f9k2m7q').")
+        return run
+
+    def _latest(self, run_id: str) -> AttemptRecord:
+        return self.ledger.attempts(run_id)[-1]
+
+    def _latest_attempt(self, attempt_id: str) -> AttemptRecord:
+        found = self.ledger.get_attempt(attempt_id)
+        assert found is not None
+        return found
+
+    def _workdir(self, attempt: AttemptRecord) -> Path:
+        return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
+
+
+
+    def _read_lines(self, backend: Backend, placement: Placement, cursor: int | None, count: int) -> tuple[list[str], int]:
+        """From `cursor`: the next `count` lines. Without one: the last `count` lines."""
+        if cursor is not None:
+            chunk = backend.read_log(placement, cursor, max_lines=count)
+            return chunk.lines, chunk.offset
+        keep: deque[str] = deque(maxlen=count)
+        offset = 0
+        for _ in range(_LOG_READ_LIMIT):
+            chunk = backend.read_log(placement, offset)
+            if not chunk.lines:
+                break
+            keep.extend(chunk.lines)
+            offset = chunk.offset
+        return list(keep), offset
+
+
+def _job_env(attempt: AttemptRecord) -> dict[str, str]:
+    env = {"JOBTRAIL_RUN_ID": attempt.run_id, "JOBTRAIL_ATTEMPT_ID": attempt.attempt_id}
+    spec = attempt.spec
+    if attempt.backend == "local" and spec and looks_local(spec.model) and (not spec.dataset or looks_local(spec.dataset)):
+        # Nothing to fetch: keep the libraries from phoning the Hub (and hanging when offline).
+        env["HF_HUB_OFFLINE"] = "1"
+    return env
