@@ -16,18 +16,18 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from waiting import wait_for
 
 import jobtrail
 from jobtrail.backends.local import MAX_LOG_CHUNK, LocalBackend
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
 
-T = TypeVar("T")
 
 # Prepended to job scripts that must wait for the test before going on.
 WAIT_FOR_RELEASE = textwrap.dedent(
@@ -50,17 +50,6 @@ WITH_GRANDCHILD = textwrap.dedent(
     time.sleep(60)
     """
 )
-
-
-def wait_for(condition: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def alive(pid: int) -> bool:

@@ -9,7 +9,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+def wait_for(check: Callable[[], T], timeout: float = 10.0, what: str = "a condition", interval: float = 0.1) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = check()
