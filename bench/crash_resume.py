@@ -27,7 +27,7 @@ from crash_harness import (  # noqa: E402 - found through the path above
     run_uninterrupted,
     run_with_kills,
 )
-from jobtrail.tinymodel import build_tiny_model, write_chat_dataset  # noqa: E402
+from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset  # noqa: E402
 
 
 def offline_env(root: Path) -> dict[str, str]:

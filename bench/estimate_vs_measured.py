@@ -40,11 +40,11 @@ from typing import Any
 import torch
 
 from jobtrail.app import build_service
-from jobtrail.demo import prepare
+from jobtrail.demo.run import prepare
 from jobtrail.estimate import EstimateResult, Flavor, estimate_cost
 from jobtrail.estimate.hardware import gpu_facts
 from jobtrail.models import JobSpec
-from jobtrail.tinymodel import build_tiny_model
+from jobtrail.demo.tinymodel import build_tiny_model
 
 DEADLINE_S = 900
 POLL_S = 1.0  # gentle: on a 2-core machine a busy poller slows the job it measures

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from jobtrail.app import build_service
-from jobtrail.demo import prepare
+from jobtrail.demo.run import prepare
 from jobtrail.models import JobSpec
 
 

@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 async def once(home: str) -> float:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "jobtrail.cli", "serve"], env={**os.environ, "JOBTRAIL_HOME": home}
+        command=sys.executable, args=["-m", "jobtrail", "serve"], env={**os.environ, "JOBTRAIL_HOME": home}
     )
     started = time.perf_counter()
     async with Client(params) as client:

@@ -79,7 +79,7 @@ RewardFunc = Callable[..., list[float | None]]
 # TRL calls each reward with keyword arguments: prompts, completions, completion_ids,
 # trainer_state, and one list per dataset column; each returns one float (or None: no opinion)
 # per completion. Completions are strings, or lists of messages for conversational prompts.
-# The names here are the ones hyperparameters["reward_funcs"] accepts (jobtrail.rewards checks them).
+# The names here are the ones hyperparameters["reward_funcs"] accepts (jobtrail.preflight.reward_file checks them).
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")

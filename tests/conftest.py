@@ -52,14 +52,14 @@ def job_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 _BUILD_TINY_MODEL = (
-    "import sys; from pathlib import Path; from jobtrail.tinymodel import build_tiny_model; "
+    "import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
     "build_tiny_model(Path(sys.argv[1]))"
 )
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
-    """A tiny random-init Qwen2 + BPE tokenizer (jobtrail.tinymodel), built once per session."""
+    """A tiny random-init Qwen2 + BPE tokenizer (jobtrail.demo.tinymodel), built once per session."""
     dest = tmp_path_factory.mktemp("tiny-model") / "model"
     subprocess.run([sys.executable, "-c", _BUILD_TINY_MODEL, str(dest)], env=job_env, check=True, timeout=300)
     return dest
@@ -68,7 +68,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]
 @pytest.fixture(scope="session")
 def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """64 rows of toy chat data in `messages` format (jsonl)."""
-    from jobtrail.tinymodel import write_chat_dataset
+    from jobtrail.demo.tinymodel import write_chat_dataset
 
     return write_chat_dataset(tmp_path_factory.mktemp("data") / "chat.jsonl")
 

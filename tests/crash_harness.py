@@ -39,7 +39,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from jobtrail.render import render_script, scripts_dir
+from jobtrail.templates.render import render_script, scripts_dir
 
 EVENT_PREFIX = "JOBTRAIL "
 SAVE_STEPS = 3

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail.classify import classify, explain
+from jobtrail.outcomes.classify import classify, explain
 from jobtrail.models import ExitRecord, TerminationReason as R
 
 
@@ -90,14 +90,14 @@ def test_explain_cli_prints_reason_message_and_evidence(tmp_path):
     text, _ = _case(Path(__file__).parent / "failure_logs" / "dependency_error--missing-module.log")
     log = tmp_path / "job.log"
     log.write_text(text)
-    out = subprocess.run([sys.executable, "-m", "jobtrail.cli", "explain", str(log), "--json"],
+    out = subprocess.run([sys.executable, "-m", "jobtrail", "explain", str(log), "--json"],
                          capture_output=True, text=True, timeout=60, check=True)
     data = json.loads(out.stdout)
     assert data == {"reason": "dependency_error", "message": "A dependency is missing or failed to install.",
                     "evidence": "ModuleNotFoundError: No module named 'peft'"}
-    human = subprocess.run([sys.executable, "-m", "jobtrail.cli", "explain", str(log), "--exit-code", "1"],
+    human = subprocess.run([sys.executable, "-m", "jobtrail", "explain", str(log), "--exit-code", "1"],
                            capture_output=True, text=True, timeout=60, check=True)
     assert human.stdout.startswith("dependency_error:")
-    missing = subprocess.run([sys.executable, "-m", "jobtrail.cli", "explain", str(tmp_path / "nope.log")],
+    missing = subprocess.run([sys.executable, "-m", "jobtrail", "explain", str(tmp_path / "nope.log")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "Fix:" in missing.stderr

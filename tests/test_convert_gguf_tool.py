@@ -11,9 +11,9 @@ import pytest
 from mcp import Client
 
 from jobtrail.app import build_service
-from jobtrail.gguf import LLAMA_CPP_PYTHON_VERSION
+from jobtrail.preflight.conversion import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.models import JobSpec
-from jobtrail.server import build_server
+from jobtrail.surface.server import build_server
 from test_gguf import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE
 from waiting import wait_for
 
@@ -23,7 +23,7 @@ def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, ch
     # The same llama.cpp cache as tests/test_gguf.py, so the quantizer is built once per machine.
     monkeypatch.setenv("JOBTRAIL_LLAMA_CPP_CACHE", str(LLAMA_CPP_CACHE.parent))
     model = tmp_path / "tiny256"
-    code = ("import sys; from pathlib import Path; from jobtrail.tinymodel import build_tiny_model; "
+    code = ("import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
             "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)")
     subprocess.run([sys.executable, "-c", code, str(model)], env=job_env, check=True, timeout=300)
     service = build_service(tmp_path / "home")

@@ -27,9 +27,9 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec
 from jobtrail.preflight import dataset as ds
 from jobtrail.preflight.dataset import DATASET_METHODS, DatasetReport, validate_dataset
-from jobtrail.render import render_script
-from jobtrail.service import build_config
-from jobtrail.tinymodel import write_chat_dataset, write_prompt_completion_dataset
+from jobtrail.templates.render import render_script
+from jobtrail.service.facade import build_config
+from jobtrail.demo.tinymodel import write_chat_dataset, write_prompt_completion_dataset
 
 VERDICT = {"R": "READY", "N": "NEEDS_MAPPING", "I": "INCOMPATIBLE"}
 EVENT_PREFIX = "JOBTRAIL "

@@ -1,4 +1,4 @@
-"""jobtrail.evals: the evaluate job's CONFIG, and its record rebuilt from `eval` events (pure)."""
+"""jobtrail.outcomes.evals: the evaluate job's CONFIG, and its record rebuilt from `eval` events (pure)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.evals import EVAL_METRICS, EvalRecord, delta, eval_config
-from jobtrail.render import scripts_dir
+from jobtrail.outcomes.evals import EVAL_METRICS, EvalRecord, delta, eval_config
+from jobtrail.templates.render import scripts_dir
 
 EVALUATOR = {"template": "evaluate", "template_version": 1, "script_sha256": "ab" * 32,
              "packages": {"torch": "2.13.0", "trl": None}}

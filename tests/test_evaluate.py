@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from jobtrail.evals import EvalRecord, delta, eval_config
-from jobtrail.render import render_script, scripts_dir
-from jobtrail.tinymodel import write_chat_dataset
+from jobtrail.outcomes.evals import EvalRecord, delta, eval_config
+from jobtrail.templates.render import render_script, scripts_dir
+from jobtrail.demo.tinymodel import write_chat_dataset
 
 JOB_TIMEOUT_S = 240
 TRAIN_STEPS = 16

@@ -8,7 +8,7 @@ import anyio
 from mcp import Client
 
 from jobtrail.app import build_service
-from jobtrail.server import build_server
+from jobtrail.surface.server import build_server
 
 JUNK_VALUES = [None, "", " ", -1, 0, 10**12, 3.7, True, [], {}, ["x"], {"a": {"b": [1]}}, "x" * 20000,
                "../../etc/passwd", "jt-\u0000nul", "💥" * 50, "/dev/null", "org/", "a/b/c/d"]

@@ -1,4 +1,4 @@
-"""Issue 8, convert_gguf: the preflight (jobtrail.gguf) and the real job.
+"""Issue 8, convert_gguf: the preflight (jobtrail.preflight.conversion) and the real job.
 
 The job test does what the issue's "How we will know" says: a tiny Qwen2 (hidden size 256, so
 K-quants apply) is trained by a jobtrail LoRA SFT job, and scripts/convert_gguf.py, rendered and
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from jobtrail.gguf import (
+from jobtrail.preflight.conversion import (
     LLAMA_CPP_PYTHON_VERSION,
     FACTS_FILE,
     check_conversion,
@@ -40,7 +40,7 @@ from jobtrail.gguf import (
     normalize_quantizations,
 )
 from jobtrail.models import Finding
-from jobtrail.render import render_script, scripts_dir
+from jobtrail.templates.render import render_script, scripts_dir
 from hub_emulator import HubEmulator
 from test_job_side import JobRun, parse_events, succeeded
 
@@ -244,7 +244,7 @@ def render_conversion(workdir: Path, source: Path, **options: Any) -> Path:
 def tiny256(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
     """The tiny Qwen2 at hidden size 256 / intermediate 512: every row fills whole K-quant blocks."""
     dest = tmp_path_factory.mktemp("tiny256") / "model"
-    code = ("import sys; from pathlib import Path; from jobtrail.tinymodel import build_tiny_model; "
+    code = ("import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
             "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)")
     subprocess.run([sys.executable, "-c", code, str(dest)], env=job_env, check=True, timeout=300)
     return dest

@@ -10,7 +10,7 @@ HEAVY = ("torch", "transformers", "trl", "datasets", "peft", "accelerate")
 
 def test_server_import_pulls_in_no_training_libraries():
     code = (
-        "import sys, jobtrail.server, jobtrail.app, jobtrail.cli;"
+        "import sys, jobtrail.surface.server, jobtrail.app, jobtrail.surface.cli;"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -1,6 +1,6 @@
 """The job side: scripts/_runtime.py and the rendered SFT template, run for real on CPU.
 
-Job tests render scripts/sft.py with jobtrail.render, run the script in a subprocess against the
+Job tests render scripts/sft.py with jobtrail.templates.render, run the script in a subprocess against the
 offline tiny model, and read its `JOBTRAIL {...}` event lines; nothing is mocked.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from jobtrail.render import render_script, scripts_dir
-from jobtrail.tinymodel import write_prompt_completion_dataset, write_text_dataset
+from jobtrail.templates.render import render_script, scripts_dir
+from jobtrail.demo.tinymodel import write_prompt_completion_dataset, write_text_dataset
 
 SCRIPTS = scripts_dir()
 JOB_TIMEOUT_S = 240

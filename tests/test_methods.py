@@ -1,7 +1,7 @@
 """Issue 7's templates: dpo, grpo, reward and kto trained for real on CPU, GRPO's rewards (built-in
 and a user's reward file), checking a reward file before submission, and the method rules.
 
-Jobs are rendered with jobtrail.render from a config built the way the server builds one
+Jobs are rendered with jobtrail.templates.render from a config built the way the server builds one
 (`method_config` below shows the integration), and run as subprocesses against the offline tiny
 model, side by side; their `JOBTRAIL {...}` events are the evidence. Nothing is mocked.
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from jobtrail import hyperparams
-from jobtrail.method_checks import check_method, training_defaults
-from jobtrail.render import render_script, scripts_dir
-from jobtrail.rewards import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS, check_reward_file, rewards_config
+from jobtrail.preflight import hyperparams
+from jobtrail.preflight.methods import check_method, training_defaults
+from jobtrail.templates.render import render_script, scripts_dir
+from jobtrail.preflight.reward_file import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS, check_reward_file, rewards_config
 from test_job_side import JobRun, run_jobs, succeeded
 
 SCRIPTS = scripts_dir()

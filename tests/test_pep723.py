@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail import pep723
+from jobtrail.templates import pep723
 from jobtrail.errors import BackendError, InvalidRequestError
 
 GOOD = textwrap.dedent(

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail.preflight import checks
-from jobtrail.preflight.checks import Facts
+from jobtrail.util.data import data_path
+from jobtrail.preflight import rules as checks
+from jobtrail.preflight.rules import Facts
 from jobtrail.preflight.probes import ModelFacts, local_model_facts
-from jobtrail.render import render_script
+from jobtrail.templates.render import render_script
 from jobtrail.models import JobSpec
-from jobtrail.service import build_config
+from jobtrail.service.facade import build_config
 
 
 def spec(model: Path | str = "/m", dataset: Path | str = "/d.jsonl", **kw) -> JobSpec:
@@ -164,6 +165,6 @@ def test_bundled_architecture_table_matches_installed_transformers():
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    table = json.loads((Path(checks.__file__).with_name("transformers_architectures.json")).read_text())
+    table = json.loads(data_path("transformers_architectures.json").read_text())
     assert set(table["model_types"]) == set(CONFIG_MAPPING_NAMES)
     assert set(table["causal_lm_model_types"]) == set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobtrail.models import JobSpec
-from jobtrail.preflight import checks
-from jobtrail.preflight.checks import Facts
+from jobtrail.preflight import rules as checks
+from jobtrail.preflight.rules import Facts
 from jobtrail.preflight.probes import hub_model_facts
 
 TOKEN = "hf_user_write_token"

@@ -12,7 +12,7 @@ from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord, TerminationReason
-from jobtrail.server import build_server
+from jobtrail.surface.server import build_server
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 DAY = 86400.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobtrail.models import TerminationReason as R
-from jobtrail.retry_policy import BUDGETS, NEVER, AttemptFacts, decide, propose_memory_change
+from jobtrail.outcomes.retry import BUDGETS, NEVER, AttemptFacts, decide, propose_memory_change
 
 
 def attempt(n: int, reason: R | None, sha: str = "A", last_step: int | None = 10, start: int | None = None) -> AttemptFacts:

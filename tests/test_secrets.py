@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.secrets import REDACTED, Redactor, resolve, validate
+from jobtrail.service.secrets import REDACTED, Redactor, resolve, validate
 
 
 def test_only_references_to_the_environment_are_accepted():

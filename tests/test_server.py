@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from jobtrail.app import build_service
-from jobtrail.server import build_server
+from jobtrail.surface.server import build_server
 from waiting import wait_for
 
 TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset", "hardware", "estimate_cost"}

@@ -22,7 +22,7 @@ HYPER = {"max_steps": 12, "logging_steps": 1, "save_steps": 4, "per_device_train
 
 def _params(home) -> StdioServerParameters:
     env = {**os.environ, "JOBTRAIL_HOME": str(home)}
-    return StdioServerParameters(command=sys.executable, args=["-m", "jobtrail.cli", "serve"], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "jobtrail", "serve"], env=env)
 
 
 async def _session(home, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
@@ -70,7 +70,7 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     env = {**os.environ, "JOBTRAIL_HOME": str(tmp_path / "home")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jobtrail.cli", *args], env=env, text=True, capture_output=True, timeout=60)
+        return subprocess.run([sys.executable, "-m", "jobtrail", *args], env=env, text=True, capture_output=True, timeout=60)
 
     dry = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset),
               "--set", "max_steps=2", "--dry-run", "--json")
@@ -96,7 +96,7 @@ def test_streamable_http_transport(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "JOBTRAIL_HOME": str(tmp_path / "home")}
-    server = subprocess.Popen([sys.executable, "-m", "jobtrail.cli", "serve", "--http", "--port", str(port)], env=env,
+    server = subprocess.Popen([sys.executable, "-m", "jobtrail", "serve", "--http", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         def accepting() -> bool:

@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from jobtrail import events, hyperparams
+from jobtrail.outcomes import events
+from jobtrail.preflight import hyperparams
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec, JobStatus, TerminationReason
-from jobtrail.render import config_json, render_script, sha256_text
-from jobtrail.service import build_config
-from jobtrail.timefmt import human_duration, parse_duration
+from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.service.facade import build_config
+from jobtrail.util.timefmt import human_duration, parse_duration
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("45m", 2700), ("2h", 7200), ("1h30m", 5400), (90, 90), ("120", 120), ("1.5h", 5400)])
@@ -67,7 +68,7 @@ def test_bundled_trl_field_list_matches_installed_trl(method, config_class):
 
     cls = getattr(trl, config_class)
     names = {f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
-    assert names == set(hyperparams.trl_fields(method)), "regenerate src/jobtrail/trl_config_fields.json"
+    assert names == set(hyperparams.trl_fields(method)), "regenerate src/jobtrail/data/trl_config_fields.json"
 
 
 def test_unknown_hyperparameter_gets_a_did_you_mean():

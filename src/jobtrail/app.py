@@ -18,7 +18,7 @@ from jobtrail.backends.hf_jobs import HfJobsBackend
 from jobtrail.backends.local import LocalBackend
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.store import Ledger
-from jobtrail.service import JobService
+from jobtrail.service.facade import JobService
 
 
 def home() -> Path:

@@ -38,7 +38,7 @@ from jobtrail.estimate.memory import (
 )
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
-from jobtrail.timefmt import human_duration
+from jobtrail.util.timefmt import human_duration
 
 if TYPE_CHECKING:
     from jobtrail.ledger.store import Ledger

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from jobtrail.estimate.hardware import Flavor
 from jobtrail.estimate.memory import MemoryBreakdown
-from jobtrail.timefmt import human_duration
+from jobtrail.util.timefmt import human_duration
 
 _MEMORY_ROWS = [
     ("weights_gb", "weights (frozen)"),

@@ -6,14 +6,14 @@ transformers); a test compares it with the installed version so it cannot drift 
 
 from __future__ import annotations
 
-import json
 from functools import cache
-from pathlib import Path
+
+from jobtrail.util.data import load_table
 
 
 @cache
 def _table() -> dict[str, frozenset[str]]:
-    data = json.loads(Path(__file__).with_name("transformers_architectures.json").read_text())
+    data = load_table("transformers_architectures.json")
     return {"known": frozenset(data["model_types"]), "causal_lm": frozenset(data["causal_lm_model_types"])}
 
 

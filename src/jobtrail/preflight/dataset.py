@@ -39,8 +39,8 @@ from pydantic import BaseModel, Field
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import Finding
-from jobtrail.refs import DATA_EXTENSIONS, looks_local
-from jobtrail.render import RUNTIME_MODULE, scripts_dir
+from jobtrail.util.refs import DATA_EXTENSIONS, looks_local
+from jobtrail.templates.render import RUNTIME_MODULE, scripts_dir
 
 DATASET_METHODS: tuple[str, ...] = ("sft", "dpo", "grpo", "reward", "kto")
 Status = Literal["READY", "NEEDS_MAPPING", "INCOMPATIBLE"]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from jobtrail import pep723
+from jobtrail.templates import pep723
 
 Access = Literal["ok", "gated", "not_found", "unverified"]
 _HEADER_LIMIT = 100 * 1024 * 1024  # a safetensors header larger than this is not one

@@ -16,16 +16,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobtrail import classify, events, secrets
+from jobtrail.outcomes import classify
+from jobtrail.outcomes import events
+from jobtrail.service import secrets
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError, NotFoundError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
 from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES, Ledger
 from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, Placement, RunRecord, TerminationReason
-from jobtrail.refs import looks_local
+from jobtrail.util.refs import looks_local
 
-log = logging.getLogger("jobtrail.tracking")
+log = logging.getLogger("jobtrail.service.tracker")
 _LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
 
 

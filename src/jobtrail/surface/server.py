@@ -23,7 +23,7 @@ from jobtrail.errors import JobtrailError
 from jobtrail.estimate import EstimateResult, HardwareResult
 from jobtrail.models import JobSpec, JobStatus
 from jobtrail.preflight.dataset import DatasetReport
-from jobtrail.results import (
+from jobtrail.surface.results import (
     CancelResult,
     ConvertResult,
     EvaluateResult,
@@ -34,10 +34,10 @@ from jobtrail.results import (
     RetryResult,
     SubmitResult,
 )
-from jobtrail.service import JobService
-from jobtrail.timefmt import parse_duration
+from jobtrail.service.facade import JobService
+from jobtrail.util.timefmt import parse_duration
 
-log = logging.getLogger("jobtrail.server")
+log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
 
 INSTRUCTIONS = """jobtrail runs fine-tuning jobs (TRL) on this machine or on Hugging Face Jobs.
@@ -359,7 +359,7 @@ def build_server(service: JobService) -> MCPServer:
 
 def _add_references(server: MCPServer) -> None:
     """Serve each references/*.md page as a resource, so agents can read them on demand."""
-    from jobtrail.render import scripts_dir
+    from jobtrail.templates.render import scripts_dir
 
     root = scripts_dir().parent / "references"
     for page in sorted(root.glob("*.md")):

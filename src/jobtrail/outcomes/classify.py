@@ -13,7 +13,7 @@ import signal as signals
 from dataclasses import dataclass
 from typing import Any
 
-from jobtrail import events
+from jobtrail.outcomes import events
 from jobtrail.models import ExitRecord, TerminationReason as R
 
 TAIL_LINES = 400  # how much of a log's end the patterns look at

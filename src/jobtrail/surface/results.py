@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from jobtrail.models import CheckpointRecord, Finding, Placement
-from jobtrail.timefmt import ago, human_duration
+from jobtrail.util.timefmt import ago, human_duration
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
 

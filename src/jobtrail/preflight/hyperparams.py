@@ -12,9 +12,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jobtrail.method_checks import training_defaults
+from jobtrail.preflight.methods import training_defaults
 from jobtrail.models import Finding
-from jobtrail.rewards import REWARD_HYPERPARAMETERS
+from jobtrail.util.data import load_table
+from jobtrail.preflight.reward_file import REWARD_HYPERPARAMETERS
 
 # jobtrail's own knobs, which TRL does not have, with their defaults.
 PEFT_DEFAULTS: dict[str, Any] = {
@@ -39,7 +40,7 @@ MANAGED: dict[str, str] = {
 
 @cache
 def trl_fields(method: str) -> frozenset[str]:
-    data = json.loads((Path(__file__).with_name("trl_config_fields.json")).read_text())
+    data = load_table("trl_config_fields.json")
     return frozenset(data[method])
 
 

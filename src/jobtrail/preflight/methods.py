@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from jobtrail.models import Finding
-from jobtrail.rewards import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS
+from jobtrail.preflight.reward_file import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS
 
 METHODS: tuple[str, ...] = ("sft", "dpo", "grpo", "reward", "kto")
 # TRL 1.16's own defaults for the values the rules read, where jobtrail sets none.

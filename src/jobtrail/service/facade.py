@@ -17,7 +17,10 @@ from pathlib import Path
 from secrets import choice
 from typing import Any
 
-from jobtrail import gguf, hyperparams, retry_policy, secrets
+from jobtrail.preflight import conversion as gguf
+from jobtrail.preflight import hyperparams
+from jobtrail.outcomes import retry as retry_policy
+from jobtrail.service import secrets
 from jobtrail.backends.base import Backend
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import REPORT_GROUPS, Ledger
@@ -36,13 +39,14 @@ from jobtrail.estimate import (
     estimate_cost,
     hardware_report,
 )
-from jobtrail.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord, delta, eval_config
-from jobtrail.preflight import checks, probes
+from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord, delta, eval_config
+from jobtrail.preflight import rules as checks
+from jobtrail.preflight import probes
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
-from jobtrail.refs import looks_local
-from jobtrail.render import config_json, render_script, sha256_text
-from jobtrail.rewards import rewards_config
-from jobtrail.results import (
+from jobtrail.util.refs import looks_local
+from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.preflight.reward_file import rewards_config
+from jobtrail.surface.results import (
     AttemptView,
     CancelResult,
     ConvertResult,
@@ -57,10 +61,10 @@ from jobtrail.results import (
     RetryResult,
     SubmitResult,
 )
-from jobtrail.timefmt import parse_duration
-from jobtrail.tracking import LedgerTracking
+from jobtrail.util.timefmt import parse_duration
+from jobtrail.service.tracker import LedgerTracking
 
-log = logging.getLogger("jobtrail.service")
+log = logging.getLogger("jobtrail.service.facade")
 TEMPLATE_VERSION = 1
 # A remote job's working directory is its own and gone when it ends: results live on the Hub.
 REMOTE_OUTPUT_DIR = "jobtrail-output"

@@ -18,7 +18,7 @@ DEADLINE_S = 900
 
 
 def prepare(root: Path) -> tuple[Path, Path]:
-    from jobtrail.tinymodel import build_tiny_model, write_chat_dataset
+    from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset
 
     demo = root / "demo"
     model = build_tiny_model(demo / "tiny-qwen2")
@@ -45,7 +45,7 @@ def run_demo(*, prepare_only: bool, steps: int, as_json: bool) -> int:
 async def _drive(model: Path, dataset: Path, steps: int, quiet: bool) -> dict[str, Any]:
     from mcp import Client
 
-    from jobtrail.server import build_server
+    from jobtrail.surface.server import build_server
 
     server = build_server(build_service())
     async with Client(server) as client:
@@ -90,7 +90,7 @@ async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, 
 
 
 def _print_progress(lines: list[str]) -> None:
-    from jobtrail.events import parse_line
+    from jobtrail.outcomes.events import parse_line
 
     for line in lines:
         event = parse_line(line)

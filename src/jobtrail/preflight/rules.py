@@ -13,19 +13,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jobtrail import hyperparams
+from jobtrail.preflight import hyperparams
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
 from jobtrail.estimate.hardware import BUNDLED
-from jobtrail.method_checks import check_method, training_defaults
+from jobtrail.preflight.methods import check_method, training_defaults
 from jobtrail.models import Finding, JobSpec
-from jobtrail.rewards import check_reward_file
+from jobtrail.preflight.reward_file import check_reward_file
 from jobtrail.preflight import probes
 from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.probes import HubIdentity, ModelFacts
-from jobtrail.refs import HUB_ID, looks_local
-from jobtrail.timefmt import human_duration
+from jobtrail.util.refs import HUB_ID, looks_local
+from jobtrail.util.timefmt import human_duration
 
 CHARS_PER_TOKEN = 4  # without a tokenizer: the usual rule of thumb for English text and code
 TIMEOUT_BUFFER = 1.3  # the timeout must cover the estimate + 30% (DESIGN.md 'Preflight')

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.models import Finding
-from jobtrail.refs import looks_local
+from jobtrail.util.data import data_path
+from jobtrail.util.refs import looks_local
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # the sdist whose converter and quantize sources jobs build
-FACTS_FILE = Path(__file__).with_name("gguf_converter.json")
+FACTS_FILE = data_path("gguf_converter.json")
 BASE_QUANTIZATION = "F16"  # the converter's output, always kept: every other file derives from it
 DEFAULT_QUANTIZATIONS = ("Q4_K_M",)
 QK_K = 256  # K-quant (and most IQ) super-block: rows of other widths fall back to other types
@@ -107,7 +108,7 @@ def derive_converter_facts(sdist: Path) -> dict[str, Any]:
 def write_converter_facts(sdist: Path) -> None:
     """Regenerate gguf_converter.json after changing LLAMA_CPP_PYTHON_VERSION:
     pip download --no-deps --no-binary :all: llama-cpp-python==VERSION, then
-    python -c "import sys, pathlib, jobtrail.gguf as g; g.write_converter_facts(pathlib.Path(sys.argv[1]))" SDIST
+    python -c "import sys, pathlib, jobtrail.preflight.conversion as g; g.write_converter_facts(pathlib.Path(sys.argv[1]))" SDIST
     """
     facts = derive_converter_facts(sdist)
     FACTS_FILE.write_text(json.dumps(facts, indent=1, ensure_ascii=False) + "\n")

@@ -218,7 +218,7 @@ def _override(item: str) -> tuple[str, Any]:
 
 def _spec(args: argparse.Namespace):  # noqa: ANN202 - JobSpec, imported lazily
     from jobtrail.models import JobSpec
-    from jobtrail.timefmt import parse_duration
+    from jobtrail.util.timefmt import parse_duration
 
     hyperparameters = dict(args.hyperparameters)
     hyperparameters.update(_override(item) for item in args.overrides)
@@ -267,7 +267,7 @@ def _preflight(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from jobtrail.classify import explain
+    from jobtrail.outcomes.classify import explain
     from jobtrail.errors import NotFoundError
 
     path = Path(args.logfile)
@@ -298,7 +298,7 @@ def _logs(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from jobtrail.app import build_service
-    from jobtrail.server import build_server
+    from jobtrail.surface.server import build_server
 
     service = build_service()
     _start_poller(service)
@@ -325,7 +325,7 @@ def _start_poller(service: Any, interval_s: float = 1.0) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from jobtrail.demo import run_demo
+    from jobtrail.demo.run import run_demo
 
     return run_demo(prepare_only=args.prepare, steps=args.steps, as_json=args.json)
 

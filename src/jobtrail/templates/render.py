@@ -33,7 +33,7 @@ QLORA_REQUIREMENT = "bitsandbytes>=0.46.1"
 
 def scripts_dir() -> Path:
     """scripts/ inside an installed wheel, else the source checkout's top-level scripts/."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]
     for candidate in (here / "scripts", here.parents[1] / "scripts"):
         if (candidate / RUNTIME_MODULE).is_file():
             return candidate
