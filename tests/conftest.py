@@ -73,4 +73,4 @@ def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_chat_dataset(tmp_path_factory.mktemp("data") / "chat.jsonl")
 
 
-from hub_emulator import hub  # noqa: E402,F401 - the HF Hub + Jobs emulator fixture, for any test that asks
+from support.hub_emulator import hub  # noqa: E402,F401 - the HF Hub + Jobs emulator fixture, for any test that asks

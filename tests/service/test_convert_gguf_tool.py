@@ -14,8 +14,8 @@ from jobtrail.app import build_service
 from jobtrail.preflight.conversion import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.models import JobSpec
 from jobtrail.surface.server import build_server
-from test_gguf import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE
-from waiting import wait_for
+from support.jobs import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE
+from support.waiting import wait_for
 
 
 @pytest.mark.timeout(FIRST_BUILD_TIMEOUT_S + 600)

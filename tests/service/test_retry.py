@@ -11,7 +11,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec
-from waiting import wait_for
+from support.waiting import wait_for
 
 HYPER = {"max_steps": 16, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 2,
          "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}

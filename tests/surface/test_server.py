@@ -12,7 +12,7 @@ from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
-from waiting import wait_for
+from support.waiting import wait_for
 
 TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset", "hardware", "estimate_cost"}
 
@@ -232,7 +232,7 @@ def test_references_are_resources_and_docs_name_every_tool(server):
     uris, page = anyio.run(go)
     assert {"jobtrail://references/jobs", "jobtrail://references/datasets"} <= set(uris)
     assert "termination" in page.contents[0].text
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     readme, skill = (root / "README.md").read_text(), (root / "SKILL.md").read_text()
     for tool in list_tools(server):
         assert f"`{tool.name}(" in readme, f"README does not document {tool.name}"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-INSPECTOR = Path(__file__).resolve().parents[1] / ".tools" / "node_modules" / ".bin" / "mcp-inspector"
+INSPECTOR = Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / ".bin" / "mcp-inspector"
 
 
 def _inspector(home: Path, *args: str) -> dict:

@@ -14,7 +14,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from waiting import wait_for
+from support.waiting import wait_for
 
 HYPER = {"max_steps": 12, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 2,
          "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}

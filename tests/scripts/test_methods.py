@@ -24,7 +24,7 @@ from jobtrail.preflight import hyperparams
 from jobtrail.preflight.methods import check_method, training_defaults
 from jobtrail.templates.render import render_script, scripts_dir
 from jobtrail.preflight.reward_file import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS, check_reward_file, rewards_config
-from test_job_side import JobRun, run_jobs, succeeded
+from support.jobs import JobRun, run_jobs, succeeded
 
 SCRIPTS = scripts_dir()
 METHODS = ("dpo", "grpo", "reward", "kto")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import shutil
 import struct
 import subprocess
@@ -41,16 +40,11 @@ from jobtrail.preflight.conversion import (
 )
 from jobtrail.models import Finding
 from jobtrail.templates.render import render_script, scripts_dir
-from hub_emulator import HubEmulator
-from test_job_side import JobRun, parse_events, succeeded
+from support.hub_emulator import HubEmulator
+from support.jobs import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE, JobRun, parse_events, succeeded
 
 SCRIPTS = scripts_dir()
-LLAMA_CPP_CACHE = (
-    Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or Path.home() / ".cache" / "jobtrail-test" / "llama.cpp")
-    / LLAMA_CPP_PYTHON_VERSION
-)
 SDIST = LLAMA_CPP_CACHE / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
-FIRST_BUILD_TIMEOUT_S = 1500  # a cold cache downloads 77 MB and builds llama-quantize (~5 min on 2 cores)
 JOB_TIMEOUT_S = 300
 HUB_TOKEN, HUB_REPO = "hf_gguf_writer", "alice/tiny-gguf"
 

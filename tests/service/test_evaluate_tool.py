@@ -10,7 +10,7 @@ from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec
 from jobtrail.demo.tinymodel import write_chat_dataset
-from waiting import wait_for
+from support.waiting import wait_for
 
 HYPER = {"max_steps": 8, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 4,
          "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 2e-2}

@@ -20,8 +20,8 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.utils import get_session
-from hub_emulator import HubEmulator, hub  # noqa: F401  (hub is the fixture)
-from waiting import wait_for
+from support.hub_emulator import HubEmulator, hub  # noqa: F401  (hub is the fixture)
+from support.waiting import wait_for
 
 NS = "alice"
 

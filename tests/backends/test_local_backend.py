@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import wait_for
+from support.waiting import wait_for
 
 import jobtrail
 from jobtrail.backends.local import MAX_LOG_CHUNK, LocalBackend

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from crash_harness import (
+from support.crash_harness import (
     DECOY_STEP,
     LOSS_TOLERANCE,
     load_runtime,

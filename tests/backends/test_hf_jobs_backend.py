@@ -10,7 +10,7 @@ import pytest
 from jobtrail.backends.hf_jobs import COMPLETE, HfJobsBackend
 from jobtrail.errors import BackendError
 from jobtrail.models import LaunchRequest
-from waiting import wait_for
+from support.waiting import wait_for
 
 TOKEN = "hf_alice_write_token_0123456789"
 

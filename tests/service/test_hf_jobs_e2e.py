@@ -3,13 +3,12 @@ the submitted script for real (downloading model and data from it and pushing ch
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from waiting import wait_for
+from support.waiting import wait_for
 
 TOKEN = "hf_alice_write_secret_token_42"
 HYPER = {"max_steps": 6, "logging_steps": 1, "save_steps": 3, "per_device_train_batch_size": 2,

@@ -9,7 +9,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from waiting import wait_for
+from support.waiting import wait_for
 
 FAST = {"max_steps": 2, "save_steps": 1, "logging_steps": 1, "learning_rate": 1e-3, "per_device_train_batch_size": 2,
         "gradient_accumulation_steps": 1, "lora_r": 4, "lora_alpha": 8}

@@ -11,10 +11,10 @@ import anyio
 from mcp import Client
 
 from jobtrail.app import build_service
-from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord, TerminationReason
+from jobtrail.models import AttemptRecord, JobSpec, RunRecord, TerminationReason
 from jobtrail.surface.server import build_server
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 DAY = 86400.0
 
 

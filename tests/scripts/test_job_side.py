@@ -7,153 +7,35 @@ offline tiny model, and read its `JOBTRAIL {...}` event lines; nothing is mocked
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from jobtrail.templates.render import render_script, scripts_dir
+from jobtrail.templates.render import render_script
 from jobtrail.demo.tinymodel import write_prompt_completion_dataset, write_text_dataset
 
-SCRIPTS = scripts_dir()
-JOB_TIMEOUT_S = 240
-EVENT_PREFIX = "JOBTRAIL "
-
-
-# --- helpers -----------------------------------------------------------------------------------
-
-
-@dataclass
-class JobRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    def named(self, name: str, **match: Any) -> list[dict[str, Any]]:
-        return [
-            e for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in match.items())
-        ]
-
-    def one(self, name: str) -> dict[str, Any]:
-        found = self.named(name)
-        assert len(found) == 1, f"expected one {name!r} event, got {found}\n{self.describe()}"
-        return found[0]
-
-    @property
-    def termination(self) -> dict[str, Any]:
-        assert self.events and self.events[-1]["event"] == "termination", self.describe()
-        return self.events[-1]
-
-    def steps(self) -> list[int]:
-        return [e["step"] for e in self.named("step")]
-
-    def describe(self) -> str:
-        return f"rc={self.returncode}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
-
-
-def parse_events(stdout: str) -> list[dict[str, Any]]:
-    prefix = len(EVENT_PREFIX)
-    return [json.loads(line[prefix:]) for line in stdout.splitlines() if line.startswith(EVENT_PREFIX)]
-
-
-@dataclass
-class JobKit:
-    """Renders small SFT jobs against the session's tiny model and runs them."""
-
-    model: Path
-    chat_dataset: Path
-    env: dict[str, str]
-
-    def config(
-        self, output_dir: Path, *, dataset: Path | None = None, retention: int = 2, **training_args: Any
-    ) -> dict[str, Any]:
-        """A small, fast job config in the server's CONFIG contract."""
-        return {
-            "template": "sft",
-            "template_version": 1,
-            "model": str(self.model),
-            "dataset": {"source": str(dataset or self.chat_dataset), "split": "train"},
-            "output_dir": str(output_dir),
-            "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
-            "training_args": {
-                "max_steps": 6,
-                "learning_rate": 5e-3,
-                "per_device_train_batch_size": 2,
-                "save_steps": 2,
-                "logging_steps": 1,
-                "max_length": 64,
-                "seed": 0,
-                **training_args,
-            },
-            "checkpoint_retention": retention,
-            "push_to_hub": False,
-            "hub_model_id": None,
-        }
-
-    def job(
-        self, workdir: Path, *, env: dict[str, str] | None = None, **config: Any
-    ) -> tuple[Path, dict[str, str]]:
-        """(script, env) for run_jobs: renders a job whose output dir is workdir/out."""
-        workdir.mkdir(parents=True, exist_ok=True)
-        script = workdir / "job.py"
-        script.write_text(render_script("sft", self.config(workdir / "out", **config)))
-        return script, {**self.env, **(env or {})}
-
-
-def start_job(script: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    # One torch thread per job: the tiny model gains nothing from more, and jobs run side by side.
-    return subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=script.parent,
-        env={**env, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finish_job(proc: subprocess.Popen[str]) -> JobRun:
-    try:
-        stdout, stderr = proc.communicate(timeout=JOB_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
-        pytest.fail(f"job did not finish in {JOB_TIMEOUT_S}s\n{stdout[-2000:]}\n{stderr[-2000:]}")
-    return JobRun(proc.returncode, stdout, stderr, parse_events(stdout))
-
-
-def run_jobs(*jobs: tuple[Path, dict[str, str]]) -> list[JobRun]:
-    """Run jobs side by side (they are mostly import-bound) and wait for all of them."""
-    procs = [start_job(script, env) for script, env in jobs]
-    return [finish_job(p) for p in procs]
-
-
-def succeeded(run: JobRun) -> JobRun:
-    assert run.returncode == 0 and run.termination["reason"] == "succeeded", run.describe()
-    return run
-
-
-def marker(ckpt: Path) -> dict[str, Any]:
-    return json.loads((ckpt / "JOBTRAIL_COMMITTED").read_text())
+from support.jobs import (
+    SCRIPTS,
+    JobKit,
+    JobRun,
+    load_script_module,
+    marker,
+    parse_events,
+    run_jobs,
+    succeeded,
+)
 
 
 @pytest.fixture(scope="module")
 def rt() -> ModuleType:
-    """scripts/_runtime.py imported as a module, exactly the source render.py inlines."""
-    spec = importlib.util.spec_from_file_location("jobtrail_job_runtime", SCRIPTS / "_runtime.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script_module("_runtime")
 
 
 @pytest.fixture(scope="module")
