@@ -1,9 +1,10 @@
 """Crash-and-resume bench: SIGKILL a local SFT job at N random moments and audit every resume.
 
-Runs tests/crash_harness.py (the suite runs it with 20 trials) on the offline tiny model: an
-uninterrupted reference run, N killed attempts in one output directory with decoy checkpoints
-planted along the way, and a last attempt to completion. Exits 1 on any violation or when the
-final loss curve strays from the reference by more than the harness's tolerance.
+Runs tests/support/crash_harness.py (tests/service/test_crash_resume.py runs it with 20 trials)
+on the offline tiny model: an uninterrupted reference run, N killed attempts in one output
+directory with decoy checkpoints planted along the way, and a last attempt to completion. Exits 1
+on any violation or when the final loss curve strays from the reference by more than the
+harness's tolerance.
 
 Usage: python bench/crash_resume.py [--trials N] [--seed S] [--workdir DIR]
 (each trial is one job start, ~5 s of imports on a 2-core machine; 100 trials took 11 minutes)
@@ -18,16 +19,17 @@ import tempfile
 import time
 from pathlib import Path
 
+# The harness lives with the tests (tests/support), which are not an installed package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from crash_harness import (  # noqa: E402 - found through the path above
+from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset
+from support.crash_harness import (
     LOSS_TOLERANCE,
     max_steps_for,
     render_job,
     run_uninterrupted,
     run_with_kills,
 )
-from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset  # noqa: E402
 
 
 def offline_env(root: Path) -> dict[str, str]:

@@ -27,6 +27,7 @@ Usage: python bench/estimate_vs_measured.py [--steps N] [--only NAME]
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import statistics
@@ -41,10 +42,10 @@ import torch
 
 from jobtrail.app import build_service
 from jobtrail.demo.run import prepare
+from jobtrail.demo.tinymodel import build_tiny_model
 from jobtrail.estimate import EstimateResult, Flavor, estimate_cost
 from jobtrail.estimate.hardware import gpu_facts
 from jobtrail.models import JobSpec
-from jobtrail.demo.tinymodel import build_tiny_model
 
 DEADLINE_S = 900
 POLL_S = 1.0  # gentle: on a 2-core machine a busy poller slows the job it measures
@@ -66,7 +67,9 @@ CPU_SHAPES = [
     Shape("small-full", dict(hidden_size=512, intermediate_size=1536, num_layers=8, num_heads=8, num_kv_heads=2,
                              vocab_size=32000), "none", batch=4, max_length=256, default=False),
 ]
-_QWEN2_770M = dict(hidden_size=2048, intermediate_size=5632, num_layers=16, num_heads=16, num_kv_heads=4, vocab_size=32000)
+_QWEN2_770M = dict(
+    hidden_size=2048, intermediate_size=5632, num_layers=16, num_heads=16, num_kv_heads=4, vocab_size=32000
+)
 GPU_SHAPES = [  # the demo model is too small to say anything on a GPU
     Shape("770m-lora", _QWEN2_770M, "lora", batch=16, max_length=512),
     Shape("770m-full", _QWEN2_770M, "none", batch=16, max_length=512),
@@ -140,7 +143,7 @@ def run_job(home: Path, model: Path, dataset: Path, shape: Shape, steps: int) ->
     attempt = result.attempts[-1]
     summary = dict(attempt.summary or {})
     times = [e["time"] for e in service.ledger.events(attempt.attempt_id, "step")]
-    intervals = [b - a for a, b in zip(times[1:], times[2:])]
+    intervals = [b - a for a, b in itertools.pairwise(times[1:])]
     summary["step_time_s"] = statistics.quantiles(intervals, n=4)[0]
     return summary
 
@@ -176,7 +179,9 @@ def main() -> int:
     parser.add_argument("--only", help="run only the shape with this name")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
-    shapes = [s for s in (GPU_SHAPES if cuda else CPU_SHAPES) if args.only == s.name or (args.only is None and s.default)]
+    shapes = [
+        s for s in (GPU_SHAPES if cuda else CPU_SHAPES) if args.only == s.name or (args.only is None and s.default)
+    ]
     if not cuda:
         os.environ["OMP_NUM_THREADS"] = "1"  # the jobs inherit it
         torch.set_num_threads(1)

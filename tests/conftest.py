@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+# The HF Hub + Jobs emulator's `hub` fixture, for any test that asks for it.
+pytest_plugins = ["support.hub_emulator"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -72,5 +74,3 @@ def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     return write_chat_dataset(tmp_path_factory.mktemp("data") / "chat.jsonl")
 
-
-from support.hub_emulator import hub  # noqa: E402,F401 - the HF Hub + Jobs emulator fixture, for any test that asks

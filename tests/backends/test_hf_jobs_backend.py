@@ -22,10 +22,15 @@ def backend(hub) -> HfJobsBackend:
 
 
 def _request(tmp_path: Path, script: str, **kw) -> LaunchRequest:
-    return LaunchRequest(attempt_id="jt-test/1", script=textwrap.dedent(script), workdir=str(tmp_path / "attempt-1"),
-                         env={"JOBTRAIL_RUN_ID": "jt-test"}, secrets={"HF_TOKEN": TOKEN},
-                         labels={"jobtrail-run": "jt-test", "jobtrail-attempt": "1", "jobtrail-config-sha256": "ab" * 32},
-                         **kw)
+    return LaunchRequest(
+        attempt_id="jt-test/1",
+        script=textwrap.dedent(script),
+        workdir=str(tmp_path / "attempt-1"),
+        env={"JOBTRAIL_RUN_ID": "jt-test"},
+        secrets={"HF_TOKEN": TOKEN},
+        labels={"jobtrail-run": "jt-test", "jobtrail-attempt": "1", "jobtrail-config-sha256": "ab" * 32},
+        **kw,
+    )
 
 
 def _exited(backend, placement):
@@ -34,30 +39,41 @@ def _exited(backend, placement):
 
 
 def _all_lines(backend, placement) -> list[str]:
-    wait_for(lambda: (Path(placement.workdir) / COMPLETE).exists() or backend.read_log(placement).lines and None, 30,
-             "the log to be complete")
+    def complete() -> bool:
+        if (Path(placement.workdir) / COMPLETE).exists():
+            return True
+        backend.read_log(placement)  # keeps a log follower running until the log is complete
+        return False
+
+    wait_for(complete, 30, "the log to be complete")
     return backend.read_log(placement).lines
 
 
 def test_inline_script_runs_with_labels_secrets_and_real_logs(backend, hub, tmp_path):
-    placement = backend.launch(_request(tmp_path, """
+    placement = backend.launch(_request(tmp_path, f"""
         import os
         print("hello from the job")
-        print("token matches:", os.environ["HF_TOKEN"] == %r)
+        print("token matches:", os.environ["HF_TOKEN"] == {TOKEN!r})
         print("run:", os.environ["JOBTRAIL_RUN_ID"])
-    """ % TOKEN, flavor="cpu-basic", timeout_s=600))
+    """, flavor="cpu-basic", timeout_s=600))
     assert placement.backend == "hf-jobs" and placement.remote_id and placement.namespace == "alice"
-    assert placement.url.endswith(f"/jobs/alice/{placement.remote_id}") and placement.image.startswith("ghcr.io/astral-sh/uv")
+    assert placement.url.endswith(f"/jobs/alice/{placement.remote_id}")
+    assert placement.image.startswith("ghcr.io/astral-sh/uv")
     job = hub.jobs[placement.remote_id]
-    assert job.spec["labels"] == {"jobtrail-run": "jt-test", "jobtrail-attempt": "1", "jobtrail-config-sha256": "ab" * 32,
-                                  "name": "jobtrail-jt-test-1"}
+    assert job.spec["labels"] == {
+        "jobtrail-run": "jt-test",
+        "jobtrail-attempt": "1",
+        "jobtrail-config-sha256": "ab" * 32,
+        "name": "jobtrail-jt-test-1",
+    }
     assert job.spec["secrets"] == {"HF_TOKEN": None} and job.spec["flavor"] == "cpu-basic"
     assert job.spec["timeoutSeconds"] == 600 and job.spec["command"][0] == "bash"
     assert not any("/preupload/" in path or "/commit/" in path for _, path in hub.requests), "nothing is uploaded"
     record = wait_for(lambda: _exited(backend, placement), 60, "the job to end").exit
     assert record.exit_code == 0 and not record.timed_out
     lines = _all_lines(backend, placement)
-    assert [l for l in lines if not l.startswith("=====")] == ["hello from the job", "token matches: True", "run: jt-test"]
+    printed = [line for line in lines if not line.startswith("=====")]
+    assert printed == ["hello from the job", "token matches: True", "run: jt-test"]
     page = backend.read_log(placement, 1, max_lines=1)
     assert page.lines == [lines[1]] and page.offset == 2
 
@@ -91,7 +107,7 @@ def test_a_dropped_log_stream_is_resumed_without_losing_or_repeating_lines(backe
             time.sleep(0.1)
     """))
     wait_for(lambda: _exited(backend, placement), 60, "the job to end")
-    lines = [l for l in _all_lines(backend, placement) if l.startswith("line ")]
+    lines = [line for line in _all_lines(backend, placement) if line.startswith("line ")]
     assert lines == [f"line {i}" for i in range(12)]
 
 

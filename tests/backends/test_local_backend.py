@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.waiting import wait_for
 
 import jobtrail
 from jobtrail.backends.local import MAX_LOG_CHUNK, LocalBackend
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
-
+from support.waiting import wait_for
 
 # Prepended to job scripts that must wait for the test before going on.
 WAIT_FOR_RELEASE = textwrap.dedent(

@@ -20,7 +20,8 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.utils import get_session
-from support.hub_emulator import HubEmulator, hub  # noqa: F401  (hub is the fixture)
+
+from support.hub_emulator import HubEmulator
 from support.waiting import wait_for
 
 NS = "alice"

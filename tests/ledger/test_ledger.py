@@ -12,7 +12,9 @@ from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus,
 
 def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, AttemptRecord]:
     spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
-    run = RunRecord(run_id=run_id, created_at=1.0, method="sft", model="/m", dataset="/d.jsonl", backend="local", spec=spec)
+    run = RunRecord(
+        run_id=run_id, created_at=1.0, method="sft", model="/m", dataset="/d.jsonl", backend="local", spec=spec
+    )
     attempt = AttemptRecord(
         attempt_id=f"{run_id}/1", run_id=run_id, number=1, status=JobStatus.QUEUED, created_at=1.0,
         backend="local", config={"a": 1}, config_sha256="c" * 64, script="print(1)", script_sha256="s" * 64,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail.outcomes.classify import classify, explain
 from jobtrail.models import ExitRecord, TerminationReason as R
+from jobtrail.outcomes.classify import classify, explain
 
 
 def _exit(code=None, signal=None, **kw) -> ExitRecord:
@@ -32,7 +32,13 @@ def _exit(code=None, signal=None, **kw) -> ExitRecord:
         (_exit(None, 15), None, ["training..."], {}, R.PREEMPTED),
         (_exit(143), None, [], {}, R.PREEMPTED),
         (_exit(1), None, ["ModuleNotFoundError: No module named 'trl'"], {}, R.DEPENDENCY_ERROR),
-        (_exit(1), None, ["TypeError: SFTConfig.__init__() got an unexpected keyword argument 'max_seq_length'"], {}, R.CONFIG_ERROR),
+        (
+            _exit(1),
+            None,
+            ["TypeError: SFTConfig.__init__() got an unexpected keyword argument 'max_seq_length'"],
+            {},
+            R.CONFIG_ERROR,
+        ),
         (_exit(1), None, ["json.decoder.JSONDecodeError: Expecting value: line 1 column 1"], {}, R.BAD_INPUT),
         (_exit(1), None, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], {}, R.OOM),
         (_exit(1), None, ["something odd"], {}, R.UNKNOWN),

@@ -8,7 +8,9 @@ from jobtrail.models import TerminationReason as R
 from jobtrail.outcomes.retry import BUDGETS, NEVER, AttemptFacts, decide, propose_memory_change
 
 
-def attempt(n: int, reason: R | None, sha: str = "A", last_step: int | None = 10, start: int | None = None) -> AttemptFacts:
+def attempt(
+    n: int, reason: R | None, sha: str = "A", last_step: int | None = 10, start: int | None = None
+) -> AttemptFacts:
     return AttemptFacts(number=n, reason=reason, config_sha256=sha, last_step=last_step, start_step=start)
 
 
@@ -34,7 +36,9 @@ def test_budgeted_reasons_retry_until_the_budget_is_spent(reason):
     first = decide(history, HYPER, None)
     assert first.retry
     # Spend the budget with distinct configs so only the budget (not the storm guard) stops it.
-    history = [attempt(i + 1, reason, sha=f"C{i}", last_step=10 * (i + 1), start=10 * i) for i in range(budget.retries + 1)]
+    history = [
+        attempt(i + 1, reason, sha=f"C{i}", last_step=10 * (i + 1), start=10 * i) for i in range(budget.retries + 1)
+    ]
     spent = decide(history, HYPER, None)
     assert not spent.retry and "budget" in spent.message
 

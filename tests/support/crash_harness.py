@@ -13,7 +13,7 @@ no decoy, it is not older than the last commit any attempt announced, and traini
 chosen step + 1. The final loss curve (for each step, the last loss logged for it) is compared
 with an uninterrupted run of the same script in a fresh directory.
 
-Used by tests/test_crash_resume.py (20 trials) and bench/crash_resume.py (more).
+Used by tests/service/test_crash_resume.py (20 trials) and bench/crash_resume.py (more).
 Synchronisation is by reading the job's event stream line by line; every wait is bounded.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import itertools
 import json
 import os
 import queue
@@ -227,9 +228,9 @@ def event_kind(event: dict[str, Any]) -> Trigger | None:
     """step, or writing/committed of a checkpoint-N directory (the final model is not one)."""
     if event["event"] == "step":
         return "step"
-    if event["event"] == "checkpoint" and Path(event["path"]).name.startswith("checkpoint-"):
-        if event["state"] in ("writing", "committed"):
-            return event["state"]
+    is_checkpoint = event["event"] == "checkpoint" and Path(event["path"]).name.startswith("checkpoint-")
+    if is_checkpoint and event["state"] in ("writing", "committed"):
+        return event["state"]
     return None
 
 
@@ -377,7 +378,7 @@ def run_uninterrupted(job: CrashJob) -> Reference:
 def measure_timings(events: list[dict[str, Any]]) -> Timings:
     """Median gap between step events, and median writing → committed time of a checkpoint."""
     step_times = [e["time"] for e in events if e["event"] == "step"]
-    gaps = [b - a for a, b in zip(step_times, step_times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(step_times)]
     writing = {e["step"]: e["time"] for e in events if event_kind(e) == "writing"}
     saves = [e["time"] - writing[e["step"]] for e in events if event_kind(e) == "committed"]
     return Timings(statistics.median(gaps), statistics.median(saves))

@@ -107,7 +107,7 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -123,7 +123,7 @@ ROLES = frozenset({"write", "read", "fineGrained"})
 FINE_GRAINED_DEFAULT = ("repo.content.read", "job.write")  # can run jobs, cannot push
 
 # name, pretty name, vCPU, RAM GB, accelerator (model, count, VRAM GB per unit) or None, $/hour.
-# Prices are HF_JOBS_API.md's official table; CPU/RAM figures are the public spec sheet's.
+# Prices are HF Jobs' published price table; CPU/RAM figures are the public spec sheet's.
 _HARDWARE: tuple[tuple[str, str, int, int, tuple[str, int, int] | None, float], ...] = (
     ("cpu-basic", "CPU Basic", 2, 16, None, 0.01),
     ("cpu-upgrade", "CPU Upgrade", 8, 32, None, 0.03),
@@ -154,12 +154,37 @@ _HARDWARE: tuple[tuple[str, str, int, int, tuple[str, int, int] | None, float], 
 _EXTRA_FLAVORS = frozenset({"cpu-performance", "cpu-xl"})
 
 # `uv run` options that consume the next argument (the shim skips them to find the target).
-_UV_VALUE_OPTIONS = (
-    "--with --with-editable --with-requirements -w -p --python --index --default-index --index-url -i "
-    "--extra-index-url --find-links -f --env-file --directory --project --group --extra --only-group "
-    "--no-group --config-file --cache-dir --python-preference --prerelease --resolution "
-    "--index-strategy --keyring-provider --exclude-newer --link-mode"
-).split()
+_UV_VALUE_OPTIONS = [
+    "--with",
+    "--with-editable",
+    "--with-requirements",
+    "-w",
+    "-p",
+    "--python",
+    "--index",
+    "--default-index",
+    "--index-url",
+    "-i",
+    "--extra-index-url",
+    "--find-links",
+    "-f",
+    "--env-file",
+    "--directory",
+    "--project",
+    "--group",
+    "--extra",
+    "--only-group",
+    "--no-group",
+    "--config-file",
+    "--cache-dir",
+    "--python-preference",
+    "--prerelease",
+    "--resolution",
+    "--index-strategy",
+    "--keyring-provider",
+    "--exclude-newer",
+    "--link-mode",
+]
 
 _UV_SHIM = '''"""Stand-in for `uv` inside emulated jobs: `uv run [options] TARGET [ARGS...]` with this Python."""
 import os, sys, tempfile, urllib.error, urllib.parse, urllib.request
@@ -219,7 +244,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _iso(moment: datetime, *, micro: bool = False) -> str:
@@ -932,7 +957,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.hub.track(self.connection, add=False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
+    def log_message(self, format: str, *args: Any) -> None:
         """Silent: tests read `hub.requests` instead of stderr noise."""
 
     def do_GET(self) -> None:
@@ -953,7 +978,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._route()
         except _Disconnected:
             self.close_connection = True
-        except Exception:  # an emulator bug: report it to the test and answer 500
+        except Exception:  # noqa: BLE001 - an emulator bug: report it to the test and answer 500
             self.hub.errors.append(traceback.format_exc())
             with contextlib.suppress(_Disconnected):
                 self._error(500, "Hub emulator error")

@@ -12,13 +12,16 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi, JobInfo
 
 UV_IMAGE = "ghcr.io/astral-sh/uv:python3.12-bookworm"
 # The script is in an environment variable, so no quoting of its text is ever needed.
@@ -33,12 +36,10 @@ class HfJobsBackend:
     name = "hf-jobs"
     max_concurrent: int | None = None  # HF Jobs queues on its side
 
-    def __init__(self, token: str | None, namespace: str | None = None, api_factory: Callable[[], Any] | None = None,
-                 image: str = UV_IMAGE) -> None:
+    def __init__(self, token: str | None, namespace: str | None = None, image: str = UV_IMAGE) -> None:
         self._token = token
         self._namespace = namespace
-        self._api_factory = api_factory
-        self._api: Any = None
+        self._api: HfApi | None = None
         self.image = image
         self._followers: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
@@ -62,7 +63,7 @@ class HfJobsBackend:
                 name="jobtrail-" + request.attempt_id.replace("/", "-"),
                 namespace=namespace,
             )
-        except Exception as exc:  # noqa: BLE001 - turned into an error that names the fix
+        except Exception as exc:
             raise _backend_error("start the job", exc) from exc
         return Placement(
             backend=self.name,
@@ -79,7 +80,7 @@ class HfJobsBackend:
     def probe(self, placement: Placement) -> Probe:
         try:
             job = self.api().inspect_job(job_id=_remote(placement), namespace=placement.namespace)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if _status(exc) == 404:
                 return Probe(phase="lost")
             raise _backend_error("read the job's status", exc) from exc
@@ -98,7 +99,9 @@ class HfJobsBackend:
     def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
         """`offset` counts lines here (an opaque cursor to callers), not bytes."""
         if offset < 0:
-            raise InvalidRequestError(f"Log offset {offset} is negative.", fix="Pass 0, or the cursor a previous read returned.")
+            raise InvalidRequestError(
+                f"Log offset {offset} is negative.", fix="Pass 0, or the cursor a previous read returned."
+            )
         workdir = Path(placement.workdir)
         if not (workdir / COMPLETE).exists():
             self._ensure_follower(placement)
@@ -109,26 +112,23 @@ class HfJobsBackend:
     def cancel(self, placement: Placement) -> None:
         try:
             self.api().cancel_job(job_id=_remote(placement), namespace=placement.namespace)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise _backend_error("cancel the job", exc) from exc
 
     # --- helpers ------------------------------------------------------------------------
 
-    def api(self) -> Any:
+    def api(self) -> HfApi:
         if self._api is None:
-            if self._api_factory is not None:
-                self._api = self._api_factory()
-            else:
-                from huggingface_hub import HfApi  # imported on first use: the server starts without it
+            from huggingface_hub import HfApi  # imported on first use: the server starts without it
 
-                self._api = HfApi(token=self._token)
+            self._api = HfApi(token=self._token)
         return self._api
 
     def namespace(self) -> str:
         if self._namespace is None:
             try:
                 self._namespace = self.api().whoami()["name"]
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise _backend_error("find out who the token belongs to", exc) from exc
         return self._namespace
 
@@ -149,7 +149,8 @@ class HfJobsBackend:
         api, job_id = self.api(), _remote(placement)
         for attempt in range(FOLLOW_RETRIES):
             try:
-                _append_new(workdir / LOG, api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=True))
+                followed = api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=True)
+                _append_new(workdir / LOG, followed)
                 # The client ends a followed stream quietly when it drops after the job has
                 # finished, so the end of a stream proves nothing: once the job is over, read
                 # the whole log one last time.
@@ -167,7 +168,7 @@ class HfJobsBackend:
         return _stage_name(job)
 
 
-def _append_new(path: Path, stream: Any) -> None:
+def _append_new(path: Path, stream: Iterable[str]) -> None:
     """A log stream replays the job's log from its first line: write only what job.log lacks."""
     have = len(_read_lines(path))
     with path.open("a", encoding="utf-8") as log:
@@ -177,7 +178,7 @@ def _append_new(path: Path, stream: Any) -> None:
                 log.flush()
 
 
-def _stage_name(job: Any) -> str:
+def _stage_name(job: JobInfo) -> str:
     stage = job.status.stage
     return str(getattr(stage, "value", stage))
 
@@ -223,14 +224,19 @@ def _status(exc: BaseException) -> int | None:
 def _backend_error(action: str, exc: BaseException) -> BackendError:
     status = _status(exc)
     if status == 401:
-        return BackendError(f"HF Jobs refused to {action}: the token is invalid or expired (401).",
-                            fix="Create a token with write access at https://huggingface.co/settings/tokens and set HF_TOKEN.",
-                            reason="auth_error")
+        return BackendError(
+            f"HF Jobs refused to {action}: the token is invalid or expired (401).",
+            fix="Create a token with write access at https://huggingface.co/settings/tokens and set HF_TOKEN.",
+            reason="auth_error",
+        )
     if status == 403:
         return BackendError(f"HF Jobs refused to {action}: this token may not run jobs here (403).",
                             fix="Use a token with the 'job.write' permission (or a write token) for this namespace, "
                                 "and check that the account has Jobs enabled (a PRO or Team/Enterprise plan).",
                             reason="auth_error")
     first = str(exc).strip().splitlines()
-    return BackendError(f"Could not {action} on HF Jobs: {type(exc).__name__}: {first[0] if first else ''}"[:400],
-                        fix="Check the network and https://status.huggingface.co, then retry.", reason="infra_transient")
+    return BackendError(
+        f"Could not {action} on HF Jobs: {type(exc).__name__}: {first[0] if first else ''}"[:400],
+        fix="Check the network and https://status.huggingface.co, then retry.",
+        reason="infra_transient",
+    )

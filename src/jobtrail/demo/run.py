@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from jobtrail.app import build_service, home
 from jobtrail.errors import JobtrailError
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 DEADLINE_S = 900
 
@@ -33,7 +36,10 @@ def run_demo(*, prepare_only: bool, steps: int, as_json: bool) -> int:
     started = time.monotonic()
     model, dataset = prepare(root)
     if prepare_only:
-        print(json.dumps({"model": str(model), "dataset": str(dataset)}) if as_json else f"model: {model}\ndataset: {dataset}")
+        if as_json:
+            print(json.dumps({"model": str(model), "dataset": str(dataset)}))
+        else:
+            print(f"model: {model}\ndataset: {dataset}")
         return 0
     if not as_json:
         print(f"Tiny model and data ready in {time.monotonic() - started:.1f}s under {root / 'demo'}")
@@ -69,10 +75,11 @@ async def _drive(model: Path, dataset: Path, steps: int, quiet: bool) -> dict[st
             raise JobtrailError("The demo job was not submitted: " + json.dumps(submitted["findings"]))
         if not quiet:
             print(f"Submitted {job_id}; following its log:")
-        cursor = None
+        cursor: int | None = None
         deadline = time.monotonic() + DEADLINE_S
         while time.monotonic() < deadline:
-            page = await _call(client, "logs", {"job_id": job_id, "tail": 200, **({"cursor": cursor} if cursor is not None else {})})
+            since: dict[str, int] = {"cursor": cursor} if cursor is not None else {}
+            page = await _call(client, "logs", {"job_id": job_id, "tail": 200, **since})
             cursor = page["cursor"]
             if not quiet:
                 _print_progress(page["lines"])
@@ -82,7 +89,7 @@ async def _drive(model: Path, dataset: Path, steps: int, quiet: bool) -> dict[st
         return await _call(client, "inspect", {"job_id": job_id})
 
 
-async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     if result.is_error:
         raise JobtrailError(" ".join(getattr(c, "text", "") for c in result.content))
@@ -106,6 +113,7 @@ def _receipt_text(r: dict[str, Any]) -> str:
     committed = [c for c in r["checkpoints"] if c["state"] == "committed" and not c["path"].endswith("/final")]
     manifest = attempt.get("data_manifest") or {}
     progress = r["progress"]
+    placement = attempt.get("placement")
     lines = [
         "",
         f"Receipt for {r['job_id']}",
@@ -118,8 +126,8 @@ def _receipt_text(r: dict[str, Any]) -> str:
         f"  config sha256       {attempt['config_sha256']}",
         f"  script sha256       {attempt['script_sha256']}",
         f"  data manifest       {manifest.get('source')} rows={manifest.get('rows')} sha256={manifest.get('sha256')}",
-        f"  placement           {attempt['placement']['backend']} host={attempt['placement']['host']} pid={attempt['placement']['pid']}"
-        if attempt.get("placement") else "  placement           -",
+        f"  placement           {placement['backend']} host={placement['host']} pid={placement['pid']}"
+        if placement else "  placement           -",
         f"  duration            {attempt['duration_s']:.1f}s" if attempt.get("duration_s") else "",
         "",
         f"More: jobtrail inspect {r['job_id']}   ·   jobtrail logs {r['job_id']}",

@@ -17,7 +17,11 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from transformers import Qwen2Tokenizer
 
 COMPLETE_MARKER = ".jobtrail-complete"
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -86,7 +90,7 @@ def build_tiny_model(
             num_layers=num_layers,
             num_heads=num_heads,
             num_kv_heads=num_kv_heads,
-            token_ids={t: hf_tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS},
+            token_ids=_special_token_ids(hf_tokenizer),
             seed=seed,
         )
         _check_round_trip(tokenizer, staging)
@@ -129,7 +133,7 @@ def _corpus(seed: int) -> list[str]:
     return lines
 
 
-def _train_tokenizer(vocab_size: int, seed: int) -> Any:
+def _train_tokenizer(vocab_size: int, seed: int) -> Tokenizer:
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
@@ -151,15 +155,19 @@ def _train_tokenizer(vocab_size: int, seed: int) -> Any:
     return tokenizer
 
 
-def _save_tokenizer(tokenizer: Any, out: Path) -> Any:
+def _save_tokenizer(tokenizer: Tokenizer, out: Path) -> Qwen2Tokenizer:
     """Wrap the trained BPE as Qwen2Tokenizer (what AutoTokenizer picks for qwen2) and save it."""
     from transformers import Qwen2Tokenizer
 
     model = json.loads(tokenizer.to_str())["model"]
-    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    merges: list[tuple[str, str]] = []
+    for merge in model["merges"]:  # "left right" in older tokenizers' JSON, ["left", "right"] in newer
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        merges.append((left, right))
+    # transformers annotates `merges` as list[str], yet hands it to tokenizers' BPE, which takes pairs.
     hf_tokenizer = Qwen2Tokenizer(
         vocab=model["vocab"],
-        merges=merges,
+        merges=merges,  # type: ignore[arg-type]
         unk_token=ENDOFTEXT,
         eos_token=IM_END,
         pad_token=ENDOFTEXT,
@@ -169,6 +177,16 @@ def _save_tokenizer(tokenizer: Any, out: Path) -> Any:
     hf_tokenizer.chat_template = CHAT_TEMPLATE
     hf_tokenizer.save_pretrained(out)
     return hf_tokenizer
+
+
+def _special_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for token in SPECIAL_TOKENS:
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if not isinstance(token_id, int):  # one token in gives one id out; the signature covers lists too
+            raise RuntimeError(f"the tokenizer has no single id for {token!r}: {token_id!r}")
+        ids[token] = token_id
+    return ids
 
 
 def _save_model(
@@ -207,7 +225,7 @@ def _save_model(
     model.save_pretrained(out)  # safetensors is the default (and only) format in transformers 5
 
 
-def _check_round_trip(tokenizer: Any, out: Path) -> None:
+def _check_round_trip(tokenizer: Tokenizer, out: Path) -> None:
     """AutoTokenizer must give the same ids as the trained tokenizer, or training data differs."""
     from transformers import AutoTokenizer
 

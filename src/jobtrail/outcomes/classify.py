@@ -1,4 +1,4 @@
-"""Why did an attempt end? Pure rules, in order of trust (DESIGN.md 'States and reasons'):
+"""Why did an attempt end? Pure rules, in order of trust:
 
 1. what jobtrail itself did (a cancel it sent, a timeout it enforced);
 2. the job's own termination event;
@@ -13,8 +13,8 @@ import signal as signals
 from dataclasses import dataclass
 from typing import Any
 
-from jobtrail.outcomes import events
 from jobtrail.models import ExitRecord, TerminationReason as R
+from jobtrail.outcomes import events
 
 TAIL_LINES = 400  # how much of a log's end the patterns look at
 
@@ -26,34 +26,46 @@ class Verdict:
     evidence: str | None = None  # the log line (or fact) that decided it
 
 
-# (reason, pattern, message). Scanning the tail from the newest line, the first line that
-# matches any pattern decides; within a line, earlier patterns win (so a 403 while pushing
-# is hub_error before it can be auth_error, and a job timeout before a read timeout).
-LOG_PATTERNS: list[tuple[R, re.Pattern[str], str]] = [
-    (R.TIMEOUT, re.compile(r"Job timed out|exceeded (its|the) (timeout|maximum duration)", re.I),
-     "The job ran past its timeout."),
-    (R.HUB_ERROR, re.compile(r"\b40[13]\b.*(/commit/|/preupload/|upload|push)|Failed to push|push_to_hub.*(failed|error)", re.I),
-     "Training finished but pushing the results to the Hub failed."),
-    (R.OOM, re.compile(r"CUDA out of memory|OutOfMemoryError|Cannot allocate memory|can't allocate memory|"
-                       r"oom-kill|out of memory: Killed process", re.I),
-     "The job ran out of memory."),
-    (R.AUTH_ERROR, re.compile(r"GatedRepoError|Cannot access gated repo|not in the authorized list|"
-                              r"Invalid credentials in Authorization header|\b401\b.*Unauthorized|"
-                              r"LocalTokenNotFoundError|Token is required", re.I),
-     "The Hub refused access (token or gated repo)."),
-    (R.DEPENDENCY_ERROR, re.compile(r"ModuleNotFoundError|ImportError|No matching distribution|Failed to build|"
-                                    r"No solution found when resolving"),
-     "A dependency is missing or failed to install."),
-    (R.CONFIG_ERROR, re.compile(r"got an unexpected keyword argument|eval_strategy.*eval_dataset|"
-                                r"doesn't support bf16|chat_template is not set|Cannot use chat template"),
-     "A configuration argument was rejected."),
-    (R.BAD_INPUT, re.compile(r"JSONDecodeError|DatasetGenerationError|JSON parse error|^KeyError: '|"
-                             r"Column '.*' not in the dataset", re.I),
-     "The data did not have the expected shape."),
-    (R.INFRA_TRANSIENT, re.compile(r"ReadTimeout|ConnectTimeout|read operation timed out|Read timed out|"
-                                   r"Connection reset|ConnectionError|\b5\d\d Server Error|Bad Gateway|"
-                                   r"Service Unavailable|Gateway Time-?out", re.I),
-     "A transient network or service failure."),
+@dataclass(frozen=True)
+class LogRule:
+    reason: R
+    message: str
+    pattern: re.Pattern[str]
+
+
+def _rule(reason: R, message: str, *alternatives: str, ignore_case: bool = True) -> LogRule:
+    return LogRule(reason, message, re.compile("|".join(alternatives), re.IGNORECASE if ignore_case else 0))
+
+
+# Scanning the tail from the newest line, the first line that matches any rule decides; within
+# a line, earlier rules win (so a 403 while pushing is hub_error before it can be auth_error,
+# and a job timeout before a read timeout).
+LOG_RULES: list[LogRule] = [
+    _rule(R.TIMEOUT, "The job ran past its timeout.",
+          r"Job timed out", r"exceeded (its|the) (timeout|maximum duration)"),
+    _rule(R.HUB_ERROR, "Training finished but pushing the results to the Hub failed.",
+          r"\b40[13]\b.*(/commit/|/preupload/|upload|push)", r"Failed to push", r"push_to_hub.*(failed|error)"),
+    _rule(R.OOM, "The job ran out of memory.",
+          r"CUDA out of memory", r"OutOfMemoryError", r"Cannot allocate memory", r"can't allocate memory",
+          r"oom-kill", r"out of memory: Killed process"),
+    _rule(R.AUTH_ERROR, "The Hub refused access (token or gated repo).",
+          r"GatedRepoError", r"Cannot access gated repo", r"not in the authorized list",
+          r"Invalid credentials in Authorization header", r"\b401\b.*Unauthorized", r"LocalTokenNotFoundError",
+          r"Token is required"),
+    # Case matters for the next two: their words are Python's and the installers' exact spelling.
+    _rule(R.DEPENDENCY_ERROR, "A dependency is missing or failed to install.",
+          r"ModuleNotFoundError", r"ImportError", r"No matching distribution", r"Failed to build",
+          r"No solution found when resolving", ignore_case=False),
+    _rule(R.CONFIG_ERROR, "A configuration argument was rejected.",
+          r"got an unexpected keyword argument", r"eval_strategy.*eval_dataset", r"doesn't support bf16",
+          r"chat_template is not set", r"Cannot use chat template", ignore_case=False),
+    _rule(R.BAD_INPUT, "The data did not have the expected shape.",
+          r"JSONDecodeError", r"DatasetGenerationError", r"JSON parse error", r"^KeyError: '",
+          r"Column '.*' not in the dataset"),
+    _rule(R.INFRA_TRANSIENT, "A transient network or service failure.",
+          r"ReadTimeout", r"ConnectTimeout", r"read operation timed out", r"Read timed out", r"Connection reset",
+          r"ConnectionError", r"\b5\d\d Server Error", r"Bad Gateway", r"Service Unavailable",
+          r"Gateway Time-?out"),
 ]
 
 
@@ -121,9 +133,9 @@ def _signal_of(exit_record: ExitRecord | None) -> int | None:
 
 def _from_log(lines: list[str]) -> Verdict | None:
     for line in reversed(lines):
-        for reason, pattern, message in LOG_PATTERNS:
-            if pattern.search(line):
-                return Verdict(reason, message, evidence=line.strip()[:500])
+        for rule in LOG_RULES:
+            if rule.pattern.search(line):
+                return Verdict(rule.reason, rule.message, evidence=line.strip()[:500])
     return None
 
 

@@ -1,4 +1,4 @@
-"""Retries spend from a budget tied to the termination reason (DESIGN.md 'Retries'). Pure.
+"""Retries spend from a budget tied to the termination reason. Pure.
 
 Given a run's attempt history and the caller's proposed changes, `decide` says whether a new
 attempt may start, after what delay and with which changes, and, when it refuses, the fix.
@@ -35,7 +35,9 @@ BUDGETS: dict[R, Budget] = {
 NEVER = {
     R.BAD_INPUT: "Fix the data (validate_dataset shows what is wrong), then submit a new job.",
     R.CONFIG_ERROR: "Fix the argument named in the message, then submit a new job.",
-    R.DEPENDENCY_ERROR: "Install the missing package in the job's environment (pip install 'jobtrail[train]'), then submit again.",
+    R.DEPENDENCY_ERROR: (
+        "Install the missing package in the job's environment (pip install 'jobtrail[train]'), then submit again."
+    ),
     R.AUTH_ERROR: "Set HF_TOKEN to a token with access (accept gated models' terms first), then submit again.",
 }
 # Hyperparameters whose change alters the memory a step needs.
@@ -84,8 +86,11 @@ def decide(
         return Decision(False, f"Not retried: {reason.value} does not go away by trying again.", NEVER[reason])
     budget = BUDGETS.get(reason)
     if budget is None:
-        return Decision(False, f"Not retried automatically: the cause ({reason.value}) is unknown.",
-                        "Read the log (logs) and the receipt (inspect); retry(job_id, changes=...) once you know the fix.")
+        return Decision(
+            False,
+            f"Not retried automatically: the cause ({reason.value}) is unknown.",
+            "Read the log (logs) and the receipt (inspect); retry(job_id, changes=...) once you know the fix.",
+        )
     used = _used(history, reason)
     if used >= budget.retries:
         return Decision(False, f"The retry budget for {reason.value} is spent ({used} of {budget.retries}).",

@@ -27,14 +27,16 @@ def parse_duration(value: str | int | float | None) -> int | None:
                 f"Cannot read the duration {value!r}.", fix='Write it like "45m", "2h", "1h30m" or a number of seconds.'
             )
     if seconds <= 0:
-        raise InvalidRequestError(f"The duration {value!r} is not positive.", fix='Give a positive duration, e.g. "2h".')
-    return int(round(seconds))
+        raise InvalidRequestError(
+            f"The duration {value!r} is not positive.", fix='Give a positive duration, e.g. "2h".'
+        )
+    return round(seconds)
 
 
 def human_duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
     minutes, secs = divmod(seconds, 60)
