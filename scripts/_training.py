@@ -1,10 +1,11 @@
-"""jobtrail job-side training glue, shared by every training template (sft, dpo, grpo, reward, kto).
+"""jobtrail job-side training runtime, shared by every training template (sft, dpo, grpo, reward, kto).
 
-What a template does not own lives here: the job's start events, loading and mapping the data,
-precision and LoRA/QLoRA settings, loading the model (causal LM or a reward head), the callback
-that turns Trainer events into jobtrail events and commits checkpoints, resume, the final model,
-the metrics event and the Hub push. A template keeps only what differs per method: its TRL config
-and trainer classes, the data formats it accepts, and method inputs such as GRPO's rewards.
+A template declares only what differs per method, as a `Method`: its TRL config and trainer
+classes, how it recognises its data formats, the metrics its step events carry, and method inputs
+such as GRPO's reward functions; `train(CONFIG, method)` does the rest, the same way for every
+method: the job's start events, loading and mapping the data, precision and LoRA/QLoRA settings,
+loading the model (causal LM or a reward head), the callback that turns Trainer events into
+jobtrail events and commits checkpoints, resume, the final model, the metrics event and the Hub push.
 
 render.py inlines this file after scripts/_runtime.py (whose names it uses) into every rendered
 script that imports it; the `jobtrail:runtime` block below is dropped there. Like _runtime.py it
@@ -37,11 +38,78 @@ from _runtime import (
     push_final,
     sha256_file,
 )
+
 # --- end jobtrail:runtime ---
 
 FILE_LOADERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 FINAL_DIR = "final"
 PEFT_METHODS = ("lora", "qlora", "none")
+TRAINING_TEMPLATE_VERSION = 1  # the start event's, for a CONFIG that names none
+
+
+# --- the method ----------------------------------------------------------------------------------
+
+
+def no_trainer_inputs(config: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Method:
+    """What one training method brings to `train`; everything else is the same for every method."""
+
+    name: str  # the template's name (the start event's, for a CONFIG that names none)
+    trl_config: str  # TRL's config class, e.g. "SFTConfig": imported from trl once the job runs
+    trl_trainer: str  # TRL's trainer class, e.g. "SFTTrainer"
+    # (mapped dataset, CONFIG) → the name of the rows' format, or a ValueError saying which columns
+    # the method needs (a bad_input termination: it runs in the data phase).
+    detect_format: Callable[[Any, dict[str, Any]], str]
+    step_metrics: tuple[str, ...] = ()  # the method's own log keys that step events carry
+    # A one-output sequence-classification model (the reward score) with a SEQ_CLS adapter,
+    # instead of a causal LM.
+    reward_head: bool = False
+    # CONFIG → extra keyword arguments for the trainer (e.g. GRPO's reward_funcs), built in the
+    # config phase so a bad one fails before the data loads.
+    trainer_inputs: Callable[[dict[str, Any]], dict[str, Any]] = no_trainer_inputs
+
+
+def train(config: dict[str, Any], method: Method) -> None:
+    """One training job, start to end: events, data, model, the TRL trainer, checkpoints, final model."""
+    job = start_job(config, method.name, TRAINING_TEMPLATE_VERSION)
+    with phase("config"):
+        import trl
+
+        args = build_training_args(getattr(trl, method.trl_config), config, job.output_dir)
+        peft_config = build_peft_config(config.get("peft"), task_type="SEQ_CLS" if method.reward_head else "CAUSAL_LM")
+        trainer_inputs = method.trainer_inputs(config)
+    dataset = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
+    with phase("model"):
+        model, tokenizer = load_model(config, args, reward_head=method.reward_head)
+    resume_path = resume_point(job)
+
+    trainer_class = getattr(trl, method.trl_trainer)
+    callback = make_callback(job, method.step_metrics)
+    with phase("setup"):  # tokenising the data, wrapping the model with the adapter
+        trainer = trainer_class(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                                peft_config=peft_config, callbacks=[callback], **trainer_inputs)
+    train_and_finish(job, trainer, callback, resume_path)
+
+
+def example_config(template: str, model: str, dataset: str, **training_args: Any) -> dict[str, Any]:
+    """The CONFIG a template trains with when run as it is from scripts/ (a rendered job carries
+    its own in that place): the server's CONFIG contract, with a LoRA adapter and a short run."""
+    return {
+        "template": template,
+        "template_version": TRAINING_TEMPLATE_VERSION,
+        "model": model,
+        "dataset": {"source": dataset, "split": "train"},
+        "output_dir": f"outputs/{template}",
+        "peft": {"method": "lora", "r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"},
+        "training_args": {"max_steps": 20, "save_steps": 10, "logging_steps": 1, "seed": 42, **training_args},
+        "checkpoint_retention": 2,
+        "push_to_hub": False,
+        "hub_model_id": None,
+    }
 
 
 # --- the job -----------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from _runtime import (
     verify_checkpoint,
 )
 from _training import load_train_dataset, map_dataset, start_job
+
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---

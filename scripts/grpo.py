@@ -25,51 +25,24 @@ from typing import Any
 
 # --- jobtrail:runtime ---
 from _runtime import phase, run_job
-from _training import (
-    build_peft_config,
-    build_training_args,
-    load_model,
-    make_callback,
-    prepare_dataset,
-    resume_point,
-    start_job,
-    train_and_finish,
-)
+from _training import Method, example_config, train
+
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = {
-    "template": "grpo",
-    "template_version": 1,
-    "model": "Qwen/Qwen2.5-0.5B-Instruct",
-    "dataset": {"source": "trl-lib/DeepMath-103K", "split": "train"},
-    "output_dir": "outputs/grpo",
-    "peft": {"method": "lora", "r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"},
-    "training_args": {
-        "max_steps": 20,
-        "learning_rate": 1e-5,
-        "per_device_train_batch_size": 4,
-        "gradient_accumulation_steps": 2,
-        "num_generations": 4,
-        "max_completion_length": 256,
-        "save_steps": 10,
-        "logging_steps": 1,
-        "seed": 42,
-    },
+CONFIG: dict = example_config(
+    "grpo", "Qwen/Qwen2.5-0.5B-Instruct", "trl-lib/DeepMath-103K", learning_rate=1e-5,
+    per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=4, max_completion_length=256,
+) | {
     "rewards": {
         "builtin": ["numeric_match", "format"],
         "user": None,
         "format_regex": r"<think>.*?</think>\s*<answer>.*?</answer>",
         "length_target": 256,
     },
-    "checkpoint_retention": 2,
-    "push_to_hub": False,
-    "hub_model_id": None,
 }
 # --- end jobtrail:config ---
 
-TEMPLATE_VERSION = 1
-STEP_METRICS = ("reward", "reward_std")
 REFERENCE_COLUMNS = ("answer", "solution")  # where exact_match and numeric_match look, in order
 USER_REWARD_FILE = "user_reward.py"  # the name tracebacks give the user's reward source
 RewardFunc = Callable[..., list[float | None]]
@@ -206,8 +179,8 @@ def load_user_reward(user: dict[str, Any]) -> RewardFunc:
     # Registered so tracebacks through the user's code show its lines.
     linecache.cache[USER_REWARD_FILE] = (len(source), None, source.splitlines(keepends=True), USER_REWARD_FILE)
     namespace: dict[str, Any] = {"__name__": "jobtrail_user_reward"}
-    try:
-        exec(compile(source, USER_REWARD_FILE, "exec"), namespace)  # noqa: S102 - the user's own reward code
+    try:  # exec: running the user's own reward code is the point
+        exec(compile(source, USER_REWARD_FILE, "exec"), namespace)
     except Exception as exc:  # an ImportError in the chain still classifies as dependency_error
         raise ValueError(f"the reward file failed to load: {type(exc).__name__}: {exc}") from exc
     func = namespace.get(name)
@@ -241,8 +214,9 @@ def _checked(func: RewardFunc, name: str) -> RewardFunc:
 # --- the job -----------------------------------------------------------------------------------
 
 
-def detect_format(dataset: Any, settings: dict[str, Any]) -> str:
+def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     """Prompt-only rows, with the reference column the chosen rewards need."""
+    settings = config.get("rewards") or {}
     columns = set(dataset.column_names)
     if "prompt" not in columns:
         raise ValueError(
@@ -258,35 +232,10 @@ def detect_format(dataset: Any, settings: dict[str, Any]) -> str:
     return "prompt_only"
 
 
-def main() -> None:
-    job = start_job(CONFIG, "grpo", TEMPLATE_VERSION)
-    settings = CONFIG.get("rewards") or {}
-    with phase("config"):
-        from trl import GRPOConfig
-
-        args = build_training_args(GRPOConfig, CONFIG, job.output_dir)
-        peft_config = build_peft_config(CONFIG.get("peft"))
-        reward_funcs = build_reward_funcs(settings)
-    dataset = prepare_dataset(job, lambda rows: detect_format(rows, settings))
-    with phase("model"):
-        model, tokenizer = load_model(CONFIG, args)
-    resume_path = resume_point(job)
-
-    from trl import GRPOTrainer
-
-    callback = make_callback(job, STEP_METRICS)
-    with phase("setup"):  # wrapping the model with the adapter
-        trainer = GRPOTrainer(
-            model=model,
-            reward_funcs=reward_funcs,
-            args=args,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=[callback],
-        )
-    train_and_finish(job, trainer, callback, resume_path)
-
+GRPO = Method(
+    "grpo", "GRPOConfig", "GRPOTrainer", detect_format, step_metrics=("reward", "reward_std"),
+    trainer_inputs=lambda config: {"reward_funcs": build_reward_funcs(config.get("rewards") or {})},
+)
 
 if __name__ == "__main__":
-    run_job(main)
+    run_job(lambda: train(CONFIG, GRPO))

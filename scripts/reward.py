@@ -12,80 +12,24 @@ a 'prompt'). Runs as it is from scripts/ or rendered by jobtrail, like sft.py, a
 """
 
 import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
-from typing import Any
 
 # --- jobtrail:runtime ---
-from _runtime import phase, run_job
-from _training import (
-    build_peft_config,
-    build_training_args,
-    load_model,
-    make_callback,
-    preference_format,
-    prepare_dataset,
-    resume_point,
-    start_job,
-    train_and_finish,
-)
+from _runtime import run_job
+from _training import Method, example_config, preference_format, train
+
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = {
-    "template": "reward",
-    "template_version": 1,
-    "model": "Qwen/Qwen2.5-0.5B-Instruct",
-    "dataset": {"source": "trl-lib/ultrafeedback_binarized", "split": "train"},
-    "output_dir": "outputs/reward",
-    "peft": {"method": "lora", "r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"},
-    "training_args": {
-        "max_steps": 20,
-        "learning_rate": 1e-4,
-        "per_device_train_batch_size": 2,
-        "save_steps": 10,
-        "logging_steps": 1,
-        "max_length": 512,
-        "seed": 42,
-    },
-    "checkpoint_retention": 2,
-    "push_to_hub": False,
-    "hub_model_id": None,
-}
+CONFIG: dict = example_config(
+    "reward", "Qwen/Qwen2.5-0.5B-Instruct", "trl-lib/ultrafeedback_binarized",
+    learning_rate=1e-4, per_device_train_batch_size=2, max_length=512,
+)
 # --- end jobtrail:config ---
 
-TEMPLATE_VERSION = 1
-STEP_METRICS = ("accuracy", "margin")
-
-
-def detect_format(dataset: Any) -> str:
-    return preference_format(dataset, "reward modelling")
-
-
-def main() -> None:
-    job = start_job(CONFIG, "reward", TEMPLATE_VERSION)
-    with phase("config"):
-        from trl import RewardConfig
-
-        args = build_training_args(RewardConfig, CONFIG, job.output_dir)
-        peft_config = build_peft_config(CONFIG.get("peft"), task_type="SEQ_CLS")
-    dataset = prepare_dataset(job, detect_format)
-    with phase("model"):
-        model, tokenizer = load_model(CONFIG, args, reward_head=True)
-    resume_path = resume_point(job)
-
-    from trl import RewardTrainer
-
-    callback = make_callback(job, STEP_METRICS)
-    with phase("setup"):  # tokenising the pairs, wrapping the model with the adapter
-        trainer = RewardTrainer(
-            model=model,
-            args=args,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=[callback],
-        )
-    train_and_finish(job, trainer, callback, resume_path)
-
+REWARD = Method(
+    "reward", "RewardConfig", "RewardTrainer", lambda rows, config: preference_format(rows, "reward modelling"),
+    step_metrics=("accuracy", "margin"), reward_head=True,
+)
 
 if __name__ == "__main__":
-    run_job(main)
+    run_job(lambda: train(CONFIG, REWARD))

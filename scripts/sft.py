@@ -9,56 +9,31 @@ script rendered by jobtrail, where the runtime (_runtime.py, _training.py) and t
 are inlined. It prints `JOBTRAIL {...}` event lines (start, environment, data_manifest, resume,
 step, checkpoint, artifact, metrics, termination) from which the server rebuilds the receipt.
 
-Heavy packages are imported inside functions, after the environment event, so that a missing
-or broken one ends the job with a `dependency_error` termination event instead of a bare crash.
+Everything but the data formats is the shared `train` of _training.py. Heavy packages are
+imported there inside functions, after the environment event, so that a missing or broken one
+ends the job with a `dependency_error` termination event instead of a bare crash.
 """
 
 import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 from typing import Any
 
 # --- jobtrail:runtime ---
-from _runtime import phase, run_job
-from _training import (
-    build_peft_config,
-    build_training_args,
-    load_model,
-    make_callback,
-    prepare_dataset,
-    resume_point,
-    start_job,
-    train_and_finish,
-)
+from _runtime import run_job
+from _training import Method, example_config, train
+
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = {
-    "template": "sft",
-    "template_version": 1,
-    "model": "Qwen/Qwen2.5-0.5B",
-    "dataset": {"source": "trl-lib/Capybara", "split": "train"},
-    "output_dir": "outputs/sft",
-    "peft": {"method": "lora", "r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"},
-    "training_args": {
-        "max_steps": 20,
-        "learning_rate": 2e-4,
-        "per_device_train_batch_size": 2,
-        "save_steps": 10,
-        "logging_steps": 1,
-        "max_length": 512,
-        "seed": 42,
-    },
-    "checkpoint_retention": 2,
-    "push_to_hub": False,
-    "hub_model_id": None,
-}
+CONFIG: dict = example_config(
+    "sft", "Qwen/Qwen2.5-0.5B", "trl-lib/Capybara", learning_rate=2e-4, per_device_train_batch_size=2, max_length=512
+)
 # --- end jobtrail:config ---
 
-TEMPLATE_VERSION = 1
 
-
-def detect_format(dataset: Any, text_field: str) -> str:
+def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     """Which SFT format the rows are in; a clear bad_input error if none fits."""
     columns = set(dataset.column_names)
+    text_field = (config.get("training_args") or {}).get("dataset_text_field", "text")  # TRL's default
     if "messages" in columns:
         first = dataset[0]["messages"]
         if not isinstance(first, list) or not all(isinstance(m, dict) and "role" in m for m in first):
@@ -74,32 +49,7 @@ def detect_format(dataset: Any, text_field: str) -> str:
     )
 
 
-def main() -> None:
-    job = start_job(CONFIG, "sft", TEMPLATE_VERSION)
-    with phase("config"):
-        from trl import SFTConfig
-
-        args = build_training_args(SFTConfig, CONFIG, job.output_dir)
-        peft_config = build_peft_config(CONFIG.get("peft"))
-    dataset = prepare_dataset(job, lambda rows: detect_format(rows, args.dataset_text_field))
-    with phase("model"):
-        model, tokenizer = load_model(CONFIG, args)
-    resume_path = resume_point(job)
-
-    from trl import SFTTrainer
-
-    callback = make_callback(job)
-    with phase("setup"):  # tokenising the dataset, wrapping the model with the adapter
-        trainer = SFTTrainer(
-            model=model,
-            args=args,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=[callback],
-        )
-    train_and_finish(job, trainer, callback, resume_path)
-
+SFT = Method("sft", "SFTConfig", "SFTTrainer", detect_format)
 
 if __name__ == "__main__":
-    run_job(main)
+    run_job(lambda: train(CONFIG, SFT))
