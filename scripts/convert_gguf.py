@@ -12,17 +12,17 @@ every file (read back with gguf's reader; F16/Q8_0 also loaded by transformers a
 the merged model's logits) → model card → push to the Hub when asked.
 
 Runs as it is from scripts/ (`python scripts/convert_gguf.py` converts the example CONFIG below),
-or rendered by jobtrail with the runtime (_runtime.py) and the job's CONFIG inlined. Events:
+or rendered by jobtrail with the runtime (_runtime.py, _llama_cpp.py) and the job's CONFIG inlined. Events:
 start, environment, dependencies, source, llama_cpp_build, merged, artifact (kind gguf per file,
 llama_cpp, model_card, pushed_gguf), termination. A missing tool or package ends the job with a
 dependency_error naming the fix; an unsupported model or tokenizer with a config_error.
 """
 
-import ast
+import functools
 import gc
 import importlib.metadata
 import importlib.util
-import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
+import json  # also used by the rendered config block: `CONFIG: dict = json.loads(...)`
 import os
 import re
 import shutil
@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 # --- jobtrail:runtime ---
+from _llama_cpp import canonical_quantization, llama_cpp_facts, model_architecture
 from _runtime import MARKER_NAME, emit, emit_environment, phase, run_job, sha256_file, verify_checkpoint
+
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
@@ -205,6 +207,12 @@ class LlamaCppCache:
     def quantize(self) -> Path:
         return self.quantize_dir / "llama-quantize"
 
+    @functools.cached_property
+    def facts(self) -> dict[str, Any]:
+        """What these sources' converter and quantizer accept, read (once fetched) by _llama_cpp.py:
+        the same reading that gives the server's preflight its facts of the pinned release."""
+        return llama_cpp_facts(lambda path: (self.sources / path).read_text(errors="replace"), self.version)
+
     def build_record(self) -> dict[str, Any] | None:
         """The cached build's record, when its binary is there and was built from this version."""
         try:
@@ -305,14 +313,6 @@ def _extract_sources(cache: LlamaCppCache) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def llama_cpp_commit(cache: LlamaCppCache) -> str | None:
-    """The llama.cpp commit this llama-cpp-python release vendors, from its CHANGELOG."""
-    changelog = (cache.sources / "CHANGELOG.md").read_text(errors="replace")
-    section = changelog.split(f"## [{cache.version}]", 1)[-1].split("\n## [", 1)[0]
-    found = re.search(r"llama\.cpp@([0-9a-f]{7,40})", section)
-    return found.group(1) if found else None
-
-
 def build_quantize(cache: LlamaCppCache, commit: str | None) -> dict[str, Any]:
     """llama-quantize from the cache, or built now (Release, that target only) and cached."""
     record = cache.build_record()
@@ -347,53 +347,32 @@ def build_quantize(cache: LlamaCppCache, commit: str | None) -> dict[str, Any]:
     return cache.build_record() or record
 
 
-# --- what the pinned converter and quantizer accept (read from their sources) ------------------
+# --- the request against what these sources accept ---------------------------------------------
 
 
-def quantize_types(llama_dir: Path) -> list[str]:
-    """quantize.cpp's QUANT_OPTIONS names: what this llama-quantize accepts."""
-    source = (llama_dir / "tools" / "quantize" / "quantize.cpp").read_text()
-    block = source.split("QUANT_OPTIONS", 1)[1].split("};", 1)[0]
-    return re.findall(r'\{\s*"(\w+)"\s*,\s*LLAMA_FTYPE_', block)
-
-
-def converter_architectures(llama_dir: Path) -> set[str]:
-    """conversion/__init__.py's TEXT_MODEL_MAP keys: the architectures the converter handles."""
-    for node in ast.parse((llama_dir / "conversion" / "__init__.py").read_text()).body:
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "TEXT_MODEL_MAP":
-            return set(ast.literal_eval(node.value))
-    raise RuntimeError("llama.cpp's conversion/__init__.py has no TEXT_MODEL_MAP")
-
-
-def converter_pre_tokenizers(llama_dir: Path) -> set[str]:
-    """Pre-tokenizer names the converter writes (llama.cpp loads exactly these)."""
-    return set(re.findall(r'res = "([^"]+)"', (llama_dir / "conversion" / "base.py").read_text()))
-
-
-def checked_quantizations(llama_dir: Path, names: list[str]) -> list[str]:
+def checked_quantizations(facts: dict[str, Any], names: list[str]) -> list[str]:
     """The requested types in llama-quantize's spelling, F16 left out (it is always made)."""
-    known = {q.lower(): q for q in quantize_types(llama_dir)}
-    unknown = [name for name in names if name.lower() not in known]
+    known, aliases = facts["quantizations"], facts["quantization_aliases"]
+    unknown = [name for name in names if canonical_quantization(name, known, aliases) is None]
     if unknown:
-        refuse(f"llama-quantize has no type {', '.join(unknown)}; it accepts {', '.join(known.values())}")
-    wanted = [known[name.lower()] for name in names]
+        refuse(f"llama-quantize has no type {', '.join(unknown)}; it accepts {', '.join(known)}")
+    wanted = [canonical_quantization(name, known, aliases) for name in names]
     return [q for i, q in enumerate(wanted) if q != BASE_QUANTIZATION and q not in wanted[:i]]
 
 
-def check_pre_tokenizer(llama_dir: Path, name: str | None) -> None:
-    known = converter_pre_tokenizers(llama_dir)
+def check_pre_tokenizer(facts: dict[str, Any], name: str | None) -> None:
+    known = facts["pre_tokenizers"]
     if name is not None and name not in known:
-        refuse(f"pre_tokenizer {name!r} is not a name llama.cpp knows; use one of {', '.join(sorted(known))}")
+        refuse(f"pre_tokenizer {name!r} is not a name llama.cpp knows; use one of {', '.join(known)}")
 
 
-def require_supported_architecture(llama_dir: Path, config: dict[str, Any]) -> None:
-    text_config = config.get("text_config") or {}
-    names = text_config.get("architectures") or config.get("architectures") or []
-    if not names:
+def require_supported_architecture(facts: dict[str, Any], config: dict[str, Any]) -> None:
+    architecture = model_architecture(config)
+    if architecture is None:
         refuse("config.json names no architecture; llama.cpp's converter dispatches on config.architectures[0]")
-    if names[0] not in converter_architectures(llama_dir):
-        refuse(f"llama.cpp's converter (llama-cpp-python {CONFIG['llama_cpp']['version']}) does not support "
-               f"{names[0]}; convert a model of a supported architecture")
+    if architecture not in facts["architectures"]:
+        refuse(f"llama.cpp's converter (llama-cpp-python {facts['llama_cpp_python']}) does not support "
+               f"{architecture}; convert a model of a supported architecture")
 
 
 # --- the source --------------------------------------------------------------------------------
@@ -755,7 +734,7 @@ def main() -> None:
     with phase("model"):
         model_dir = merge_adapter(source, out / "merged") if source.is_adapter else source.model_dir
     if config is None:  # an adapter on a Hub base: its config is known only now
-        require_supported_architecture(cache.llama_dir, read_json(model_dir / "config.json") or {})
+        require_supported_architecture(cache.facts, read_json(model_dir / "config.json") or {})
     name = CONFIG.get("name") or "model"
     files = {q: out / f"{name}-{q}.gguf" for q in (BASE_QUANTIZATION, *quantizations)}
     with phase("convert"):
@@ -788,19 +767,20 @@ def prepare(cache: LlamaCppCache) -> tuple[list[str], Source, dict[str, Any] | N
         check_dependencies(cache)
     with phase("llama_cpp"):
         fetch_sources(cache)
-    quantizations = checked_quantizations(cache.llama_dir, CONFIG["quantizations"])
-    check_pre_tokenizer(cache.llama_dir, CONFIG.get("pre_tokenizer"))
+        facts = cache.facts
+    quantizations = checked_quantizations(facts, CONFIG["quantizations"])
+    check_pre_tokenizer(facts, CONFIG.get("pre_tokenizer"))
     source = resolve_source(CONFIG["source"])
     config = preflight_config(source)
     if config is not None:
-        require_supported_architecture(cache.llama_dir, config)
+        require_supported_architecture(facts, config)
     return quantizations, source, config
 
 
 def llama_cpp_tools(cache: LlamaCppCache) -> dict[str, Any]:
     """llama-quantize built (or taken from the cache), and the `llama_cpp` artifact for the receipt."""
     with phase("llama_cpp"):
-        commit = llama_cpp_commit(cache)
+        commit = cache.facts["llama_cpp_commit"]
         build = build_quantize(cache, commit)
     receipt = {"version": cache.version, "commit": commit, "sdist_sha256": sha256_file(cache.sdist),
                "quantize_sha256": build["sha256"], "build_seconds": build["seconds"]}

@@ -1,4 +1,4 @@
-"""Issue 8, convert_gguf: the preflight (jobtrail.preflight.conversion) and the real job.
+"""Issue 8, convert_gguf: the preflight (jobtrail.preflight.conversion, .llama_cpp) and the real job.
 
 The job test does what the issue's "How we will know" says: a tiny Qwen2 (hidden size 256, so
 K-quants apply) is trained by a jobtrail LoRA SFT job, and scripts/convert_gguf.py, rendered and
@@ -26,22 +26,31 @@ from typing import Any
 
 import pytest
 
+from jobtrail.models import Finding
 from jobtrail.preflight.conversion import (
-    LLAMA_CPP_PYTHON_VERSION,
-    FACTS_FILE,
     check_conversion,
     check_quantizations,
     conversion_config,
     conversion_facts,
-    converter_facts,
     default_name,
+)
+from jobtrail.preflight.llama_cpp import (
+    FACTS_FILE,
+    LLAMA_CPP_PYTHON_VERSION,
+    converter_facts,
     derive_converter_facts,
     normalize_quantizations,
 )
-from jobtrail.models import Finding
 from jobtrail.templates.render import render_script, scripts_dir
 from support.hub_emulator import HubEmulator
-from support.jobs import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE, JobRun, parse_events, succeeded
+from support.jobs import (
+    FIRST_BUILD_TIMEOUT_S,
+    LLAMA_CPP_CACHE,
+    JobRun,
+    load_script_module,
+    parse_events,
+    succeeded,
+)
 
 SCRIPTS = scripts_dir()
 SDIST = LLAMA_CPP_CACHE / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
@@ -190,14 +199,17 @@ def _template_config() -> dict[str, Any]:
 def test_rendered_script_is_self_contained(tmp_path: Path) -> None:
     config = conversion_config("/models/adapter", output_dir=tmp_path / "out", cache_dir=tmp_path / "cache")
     text = render_script("convert_gguf", config)
-    assert "from _runtime" not in text and "import jobtrail" not in text and "from jobtrail" not in text
-    assert "def run_job(" in text and text.startswith("# /// script\n")
+    assert "from _runtime" not in text and "from _llama_cpp" not in text
+    assert "import jobtrail" not in text and "from jobtrail" not in text
+    assert "def run_job(" in text and "def llama_cpp_facts(" in text and text.startswith("# /// script\n")
     ast.parse(text)
-    names = {n.name for n in ast.parse((SCRIPTS / "convert_gguf.py").read_text()).body
-             if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    runtime = {n.name for n in ast.parse((SCRIPTS / "_runtime.py").read_text()).body
-               if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    assert not names & runtime, f"convert_gguf.py redefines runtime names once inlined: {names & runtime}"
+    names = [_top_level_names(SCRIPTS / f"{name}.py") for name in ("convert_gguf", "_runtime", "_llama_cpp")]
+    clashes = (names[0] & names[1]) | (names[0] & names[2]) | (names[1] & names[2])
+    assert not clashes, f"convert_gguf.py and its runtime modules share names once inlined: {clashes}"
+
+
+def _top_level_names(path: Path) -> set[str]:
+    return {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
 
 
 def test_template_imports_without_heavy_packages(job_env: dict[str, str]) -> None:
@@ -470,3 +482,23 @@ def test_bundled_converter_facts_match_the_pinned_sdist() -> None:
     if not SDIST.is_file():
         pytest.skip(f"no cached llama-cpp-python sdist at {SDIST} (the conversion test downloads it)")
     assert derive_converter_facts(SDIST) == json.loads(FACTS_FILE.read_text())
+
+
+def test_the_job_reads_its_sources_as_the_server_reads_the_pinned_sdist() -> None:
+    """One parser (scripts/_llama_cpp.py): the job's facts of the sources it extracted are the bundled ones."""
+    if not (LLAMA_CPP_CACHE / f"sources-{LLAMA_CPP_PYTHON_VERSION}").is_dir():
+        pytest.skip(f"no extracted llama.cpp sources in {LLAMA_CPP_CACHE} (the conversion test extracts them)")
+    sys.path.insert(0, str(SCRIPTS))  # convert_gguf.py's runtime imports resolve next to it
+    try:
+        job = load_script_module("convert_gguf")
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    facts = job.LlamaCppCache(LLAMA_CPP_CACHE, LLAMA_CPP_PYTHON_VERSION).facts
+    assert facts == json.loads(FACTS_FILE.read_text())
+    assert job.checked_quantizations(facts, ["q8_0", "F16", "Q4_K", "Q8_0"]) == ["Q8_0", "Q4_K_M"]
+    with pytest.raises(job.ConversionRefused, match="no type Q9_Z"):
+        job.checked_quantizations(facts, ["Q9_Z"])
+    with pytest.raises(job.ConversionRefused, match="FancyNewForCausalLM"):
+        job.require_supported_architecture(facts, {"architectures": ["FancyNewForCausalLM"]})
+    job.require_supported_architecture(facts, {"text_config": {"architectures": ["Qwen2ForCausalLM"]}})
+    job.check_pre_tokenizer(facts, "mpt")  # a name llama.cpp loads, though no hash of its own names it

@@ -1,38 +1,35 @@
 """Preflight for convert_gguf: can this source become GGUF files with the pinned llama.cpp?
 
-What the pinned converter and quantizer accept (architectures, quantization types, BPE
-pre-tokenizers and the hashes that identify them) is bundled in gguf_converter.json, derived
-from the llama-cpp-python sdist by `derive_converter_facts` (a test re-derives it from the cached
-sdist, so the two cannot drift apart silently).
-
-Two layers, as in preflight/: `conversion_facts` reads the source's small JSON files (and, when
-the `tokenizers` package is present, hashes its tokenizer the way the converter does);
-`check_conversion` turns facts into Findings and does no I/O. Nothing here imports torch.
+What the pinned converter and quantizer accept comes from preflight/llama_cpp.py. Two layers, as
+in preflight/: `conversion_facts` reads the source's small JSON files (and, when the `tokenizers`
+package is present, hashes its tokenizer the way the converter does); `check_conversion` turns
+facts into Findings and does no I/O. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import ast
 import difflib
 import hashlib
 import json
 import re
 import struct
-import tarfile
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from jobtrail.models import Finding
-from jobtrail.util.data import data_path
+from jobtrail.preflight.llama_cpp import (
+    LLAMA_CPP_PYTHON_VERSION,
+    QK_K,
+    canonical_quantization,
+    converter_facts,
+    is_k_quant,
+    model_architecture,
+    normalize_quantizations,
+)
 from jobtrail.util.refs import looks_local
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # the sdist whose converter and quantize sources jobs build
-FACTS_FILE = data_path("gguf_converter.json")
-BASE_QUANTIZATION = "F16"  # the converter's output, always kept: every other file derives from it
 DEFAULT_QUANTIZATIONS = ("Q4_K_M",)
-QK_K = 256  # K-quant (and most IQ) super-block: rows of other widths fall back to other types
 # Need an importance matrix (llama-quant.cpp, tensor_requires_imatrix), which convert_gguf does
 # not compute: llama-quantize refuses them without one.
 IMATRIX_QUANTIZATIONS = frozenset({"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "Q2_K_S"})
@@ -41,119 +38,13 @@ POINTLESS_QUANTIZATIONS = frozenset({"COPY", "F32", "BF16"})
 # Split regexes of well-known BPE families → llama.cpp's pre-tokenizer name for them, to suggest
 # a name when the converter does not recognise a tokenizer by its hash.
 KNOWN_SPLIT_REGEXES = {
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""": "qwen2",
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""": "llama-bpe",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen2",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "llama-bpe",
 }
 _EMBEDDING_SUFFIXES = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
 _SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024
-
-
-# --- what the pinned llama.cpp accepts ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConverterFacts:
-    llama_cpp_python: str
-    llama_cpp_commit: str | None
-    architectures: frozenset[str]  # HF architectures the converter registers as text models
-    quantizations: tuple[str, ...]  # llama-quantize's type names, in its help order (no aliases)
-    quantization_aliases: dict[str, str]  # e.g. Q4_K → Q4_K_M
-    pre_tokenizers: frozenset[str]  # names the converter writes to tokenizer.ggml.pre
-    pre_tokenizer_hashes: dict[str, str]  # the converter's tokenizer hash → pre-tokenizer name
-    chktxt: str  # the text the converter tokenizes to compute that hash
-
-
-@cache
-def converter_facts() -> ConverterFacts:
-    """The bundled facts of the pinned llama.cpp (gguf_converter.json)."""
-    data = json.loads(FACTS_FILE.read_text())
-    return ConverterFacts(
-        llama_cpp_python=data["llama_cpp_python"],
-        llama_cpp_commit=data["llama_cpp_commit"],
-        architectures=frozenset(data["architectures"]),
-        quantizations=tuple(data["quantizations"]),
-        quantization_aliases=data["quantization_aliases"],
-        pre_tokenizers=frozenset(data["pre_tokenizer_hashes"].values()),
-        pre_tokenizer_hashes=data["pre_tokenizer_hashes"],
-        chktxt=data["chktxt"],
-    )
-
-
-def derive_converter_facts(sdist: Path) -> dict[str, Any]:
-    """gguf_converter.json's content, read from a llama-cpp-python sdist (.tar.gz) by parsing
-    the converter and quantize sources (nothing is imported or run)."""
-    with tarfile.open(sdist) as archive:
-        root = archive.getnames()[0].split("/")[0]  # llama_cpp_python-<version>
-
-        def read(member: str) -> str:
-            handle = archive.extractfile(f"{root}/{member}")
-            if handle is None:
-                raise ValueError(f"{sdist} has no file {member}")
-            return handle.read().decode()
-
-        llama = "vendor/llama.cpp"
-        hashes, chktxt = _pre_tokenizer_hashes(read(f"{llama}/conversion/base.py"))
-        quantizations, aliases = _quant_options(read(f"{llama}/tools/quantize/quantize.cpp"))
-        return {
-            "llama_cpp_python": root.removeprefix("llama_cpp_python-"),
-            "llama_cpp_commit": _vendored_commit(read("CHANGELOG.md"), root.removeprefix("llama_cpp_python-")),
-            "architectures": sorted(_text_model_map(read(f"{llama}/conversion/__init__.py"))),
-            "quantizations": quantizations,
-            "quantization_aliases": aliases,
-            "pre_tokenizer_hashes": hashes,
-            "chktxt": chktxt,
-        }
-
-
-def write_converter_facts(sdist: Path) -> None:
-    """Regenerate gguf_converter.json after changing LLAMA_CPP_PYTHON_VERSION:
-    pip download --no-deps --no-binary :all: llama-cpp-python==VERSION, then
-    python -c "import sys, pathlib, jobtrail.preflight.conversion as g; g.write_converter_facts(pathlib.Path(sys.argv[1]))" SDIST
-    """
-    facts = derive_converter_facts(sdist)
-    FACTS_FILE.write_text(json.dumps(facts, indent=1, ensure_ascii=False) + "\n")
-
-
-def _text_model_map(source: str) -> dict[str, str]:
-    """conversion/__init__.py's TEXT_MODEL_MAP: the architectures get_model_class() accepts."""
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "TEXT_MODEL_MAP" and node.value:
-            return ast.literal_eval(node.value)
-    raise ValueError("conversion/__init__.py defines no TEXT_MODEL_MAP")
-
-
-def _quant_options(source: str) -> tuple[list[str], dict[str, str]]:
-    """quantize.cpp's QUANT_OPTIONS (what `llama-quantize --help` lists): names, and aliases."""
-    block = source.split("QUANT_OPTIONS", 1)[1].split("};", 1)[0]
-    entries = re.findall(r'\{\s*"(\w+)"\s*,\s*LLAMA_FTYPE_\w+\s*,\s*"([^"]*)"', block)
-    aliases = {name: m.group(1) for name, text in entries if (m := re.match(r"alias for (\w+)", text))}
-    return [name for name, _ in entries if name not in aliases], aliases
-
-
-def _pre_tokenizer_hashes(source: str) -> tuple[dict[str, str], str]:
-    """({chkhsh: name}, chktxt) from get_vocab_base_pre's `if chkhsh == "...": res = "..."` chain."""
-    function = next(
-        node for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.FunctionDef) and node.name == "get_vocab_base_pre"
-    )
-    hashes: dict[str, str] = {}
-    chktxt = ""
-    for node in function.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "chktxt":
-            chktxt = ast.literal_eval(node.value)
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
-            compared = node.test.comparators[0]
-            assigned = node.body[0]
-            if isinstance(compared, ast.Constant) and isinstance(assigned, ast.Assign):
-                hashes[compared.value] = ast.literal_eval(assigned.value)
-    return dict(sorted(hashes.items())), chktxt
-
-
-def _vendored_commit(changelog: str, version: str) -> str | None:
-    """The llama.cpp commit this release vendors ("update llama.cpp to ggml-org/llama.cpp@<sha>")."""
-    section = changelog.split(f"## [{version}]", 1)[-1].split("\n## [", 1)[0]
-    found = re.search(r"llama\.cpp@([0-9a-f]{7,40})", section)
-    return found.group(1) if found else None
 
 
 # --- facts about a source --------------------------------------------------------------------
@@ -304,32 +195,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-# --- quantization names ----------------------------------------------------------------------
-
-
-def canonical_quantization(name: str) -> str | None:
-    """llama-quantize's own spelling of `name` (it matches case-insensitively), aliases resolved."""
-    facts = converter_facts()
-    wanted = name.strip().upper()
-    wanted = facts.quantization_aliases.get(wanted, wanted)
-    return wanted if wanted in facts.quantizations else None
-
-
-def normalize_quantizations(names: list[str]) -> list[str]:
-    """Canonical, de-duplicated, without the F16 base (always produced); unknown names kept as given."""
-    out: list[str] = []
-    for name in names:
-        canonical = canonical_quantization(name) or name
-        if canonical != BASE_QUANTIZATION and canonical not in out:
-            out.append(canonical)
-    return out
-
-
-def is_k_quant(name: str) -> bool:
-    """Types built from 256-value super-blocks (K-quants, most IQ types, ternary)."""
-    return "_K" in name or (name.startswith("IQ") and name != "IQ4_NL") or name.startswith("TQ")
-
-
 # --- the checks (pure) -----------------------------------------------------------------------
 
 
@@ -430,14 +295,6 @@ def check_architecture(config: dict[str, Any]) -> list[Finding]:
     )]
 
 
-def model_architecture(config: dict[str, Any]) -> str | None:
-    """The architecture the converter dispatches on: text_config's first, else the config's first."""
-    for candidate in ((config.get("text_config") or {}).get("architectures"), config.get("architectures")):
-        if isinstance(candidate, list) and candidate:
-            return str(candidate[0])
-    return None
-
-
 def check_k_quant_shapes(config: dict[str, Any], quantizations: list[str]) -> list[Finding]:
     """K-quants pack rows in blocks of 256: rows of other widths fall back to other types."""
     wanted = [q for q in normalize_quantizations(quantizations) if is_k_quant(q)]
@@ -463,8 +320,9 @@ def row_widths(config: dict[str, Any]) -> dict[str, int]:
     hidden = _first_int(text, "hidden_size", "n_embd", "d_model")
     widths = {"hidden_size": hidden, "intermediate_size": _first_int(text, "intermediate_size", "ffn_dim", "n_inner")}
     heads, head_dim = _first_int(text, "num_attention_heads", "n_head"), _first_int(text, "head_dim")
-    if heads and (head_dim or hidden):
-        widths["attention width"] = heads * (head_dim or hidden // heads)
+    head_width = head_dim or (hidden // heads if hidden and heads else None)
+    if heads and head_width:
+        widths["attention width"] = heads * head_width
     return {name: width for name, width in widths.items() if width}
 
 

@@ -1,8 +1,9 @@
 """Job config → one self-contained PEP 723 script. Pure and deterministic.
 
 A template in scripts/ is an ordinary Python file that runs as it is (next to the job runtime
-modules, scripts/_runtime.py and scripts/_training.py). Rendering touches two marked blocks and,
-for a QLoRA job, the header's dependency list, and nothing else:
+modules scripts/_*.py: _runtime.py, _training.py, _llama_cpp.py; templates/runtime.py loads them
+into the server where it needs the same logic). Rendering touches two marked blocks and, for a
+QLoRA job, the header's dependency list, and nothing else:
 
     # --- jobtrail:runtime ---      the `from _module import ...` lines become those modules'
                                    sources (and the modules they import, in the same way), each
@@ -82,10 +83,13 @@ def _runtime_block(template_source: str, root: Path) -> str:
         if name in order:
             return
         if name in chain:
-            raise InvalidRequestError(f"Job runtime modules import each other in a cycle: {' -> '.join((*chain, name))}.")
+            cycle = " -> ".join((*chain, name))
+            raise InvalidRequestError(f"Job runtime modules import each other in a cycle: {cycle}.")
         path = root / f"{name}.py"
         if not path.is_file():
-            raise InvalidRequestError(f"The job runtime module scripts/{name}.py is missing.", fix="Reinstall jobtrail.")
+            raise InvalidRequestError(
+                f"The job runtime module scripts/{name}.py is missing.", fix="Reinstall jobtrail."
+            )
         for dependency in _RUNTIME_IMPORT.findall(_block_text(path.read_text(), "runtime")):
             visit(dependency, (*chain, name))
         order.append(name)
@@ -104,7 +108,8 @@ def _inlined(name: str, module_source: str) -> str:
 def _add_requirement(source: str, requirement: str) -> str:
     if len(_DEPENDENCIES_LINE.findall(source)) != 1:
         raise InvalidRequestError("Template header must list its dependencies on one '# dependencies = [...]' line.")
-    return _DEPENDENCIES_LINE.sub(lambda m: f"# dependencies = [{m.group(1)}, {json.dumps(requirement)}]", source, count=1)
+    added = json.dumps(requirement)
+    return _DEPENDENCIES_LINE.sub(lambda m: f"# dependencies = [{m.group(1)}, {added}]", source, count=1)
 
 
 def _block_text(source: str, name: str) -> str:
