@@ -9,7 +9,6 @@ the job's `metrics` event (tokens_per_second, peak_memory_bytes).
 from __future__ import annotations
 
 import statistics
-import time
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -28,8 +27,12 @@ class Measurement(BaseModel):
     method: str
     peft: str
     flavor: str
-    tokens_per_second: float | None = Field(description="Median of the most recent measurements (non-padding tokens/s).")
-    peak_memory_bytes: int | None = Field(description="Newest attempt's peak: max_memory_allocated (GPU), ru_maxrss (CPU).")
+    tokens_per_second: float | None = Field(
+        description="Median of the most recent measurements (non-padding tokens/s)."
+    )
+    peak_memory_bytes: int | None = Field(
+        description="Newest attempt's peak: max_memory_allocated (GPU), ru_maxrss (CPU)."
+    )
     max_length: int | None = None
     batch: int | None = None
     attempt_id: str = Field(description="The newest attempt measured.")
@@ -52,24 +55,19 @@ def record_measurement(
     attempt_id: str,
 ) -> None:
     """Store one attempt's measurement; recording the same attempt again replaces it."""
-    with ledger.transaction() as conn:
-        conn.execute(
-            "INSERT OR REPLACE INTO calibration (attempt_id, recorded_at, architecture, params, method, peft,"
-            " flavor, tokens_per_second, peak_memory_bytes, max_length, batch)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (attempt_id, time.time(), architecture, int(params), method, peft, flavor,
-             tokens_per_second, peak_memory_bytes, max_length, batch),
-        )
+    ledger.record_calibration({
+        "attempt_id": attempt_id, "architecture": architecture, "params": int(params), "method": method,
+        "peft": peft, "flavor": flavor, "tokens_per_second": tokens_per_second,
+        "peak_memory_bytes": peak_memory_bytes, "max_length": max_length, "batch": batch,
+    })
 
 
-def lookup(ledger: Ledger, *, architecture: str, params: int, method: str, peft: str, flavor: str) -> Measurement | None:
+def lookup(
+    ledger: Ledger, *, architecture: str, params: int, method: str, peft: str, flavor: str
+) -> Measurement | None:
     """The newest measurement for this key, its throughput the median of the RECENT newest."""
-    with ledger.transaction() as conn:  # the ledger's connection for this thread
-        rows = conn.execute(
-            "SELECT * FROM calibration WHERE architecture = ? AND params = ? AND method = ? AND peft = ?"
-            " AND flavor = ? ORDER BY recorded_at DESC LIMIT ?",
-            (architecture, int(params), method, peft, flavor, RECENT),
-        ).fetchall()
+    rows = ledger.calibrations(architecture=architecture, params=params, method=method, peft=peft, flavor=flavor,
+                               limit=RECENT)
     if not rows:
         return None
     rates = [r["tokens_per_second"] for r in rows if r["tokens_per_second"]]

@@ -35,6 +35,7 @@ _JSON_COLUMNS = {
     "summary": "summary_json",
     "spec": "spec_json",
 }
+_RUN_COLUMNS = ("run_id", "created_at", "method", "model", "dataset", "backend", "flavor", "max_retries")
 ACTIVE_STATUSES = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
 # report(group_by=...) → the SQL expression it groups on (a whitelist: never interpolate input).
 REPORT_GROUPS = {
@@ -233,7 +234,8 @@ class Ledger:
     def add_eval(self, eval_attempt_id: str, target_run_id: str | None, checkpoint: str) -> None:
         with self.transaction() as conn:
             conn.execute(
-                "INSERT INTO evals (eval_attempt_id, target_run_id, checkpoint, state, created_at) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO evals (eval_attempt_id, target_run_id, checkpoint, state, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
                 (eval_attempt_id, target_run_id, checkpoint, "queued", time.time()),
             )
 
@@ -275,16 +277,56 @@ class Ledger:
         rows = self._conn().execute(
             "SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,)
         ).fetchall()
-        return [
-            CheckpointRecord(
-                path=r["path"],
-                step=r["step"],
-                state=r["state"],
-                manifest_sha256=r["manifest_sha256"],
-                updated_at=r["updated_at"],
+        return [_checkpoint(r) for r in rows]
+
+    def committed_checkpoints(self, run_id: str) -> list[CheckpointRecord]:
+        """Every committed checkpoint of a run: attempt by attempt, each attempt's by step."""
+        rows = self._conn().execute(
+            "SELECT c.* FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
+            " WHERE a.run_id = ? AND c.state = 'committed' ORDER BY a.number, c.step, c.path",
+            (run_id,),
+        ).fetchall()
+        return [_checkpoint(r) for r in rows]
+
+    # --- calibration ------------------------------------------------------------------
+
+    def record_calibration(self, measurement: dict[str, Any]) -> None:
+        """Store one attempt's measured throughput and memory; the same attempt again replaces it."""
+        values = {**measurement, "recorded_at": time.time()}
+        names = ", ".join(_CALIBRATION_COLUMNS)
+        marks = ", ".join("?" for _ in _CALIBRATION_COLUMNS)
+        with self.transaction() as conn:
+            conn.execute(
+                f"INSERT OR REPLACE INTO calibration ({names}) VALUES ({marks})",
+                [values.get(name) for name in _CALIBRATION_COLUMNS],
             )
-            for r in rows
-        ]
+
+    def calibrations(
+        self, *, architecture: str, params: int, method: str, peft: str, flavor: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """The newest `limit` measurements for one key, newest first."""
+        rows = self._conn().execute(
+            "SELECT * FROM calibration WHERE architecture = ? AND params = ? AND method = ? AND peft = ?"
+            " AND flavor = ? ORDER BY recorded_at DESC LIMIT ?",
+            (architecture, int(params), method, peft, flavor, limit),
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+
+_CALIBRATION_COLUMNS = (
+    "attempt_id", "recorded_at", "architecture", "params", "method", "peft", "flavor",
+    "tokens_per_second", "peak_memory_bytes", "max_length", "batch",
+)
+
+
+def _checkpoint(row: sqlite3.Row) -> CheckpointRecord:
+    return CheckpointRecord(
+        path=row["path"],
+        step=row["step"],
+        state=row["state"],
+        manifest_sha256=row["manifest_sha256"],
+        updated_at=row["updated_at"],
+    )
 
 
 def _encode(fields: dict[str, Any]) -> dict[str, Any]:
@@ -323,5 +365,5 @@ def _attempt(row: sqlite3.Row) -> AttemptRecord:
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
-    data = {k: row[k] for k in ("run_id", "created_at", "method", "model", "dataset", "backend", "flavor", "max_retries")}
+    data = {k: row[k] for k in _RUN_COLUMNS}
     return RunRecord(**data, spec=JobSpec.model_validate_json(row["spec_json"]))

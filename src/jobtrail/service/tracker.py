@@ -1,57 +1,53 @@
 """Keeping the ledger in step with the backends: read new log lines into events, notice exits
 and classify them, start queued attempts while a backend has room, and price what ran.
 
-JobService inherits this; every tool call (and the server's poller) calls `refresh()`. State
-lives in the ledger and the backends, never in this object, so any number of processes can
-refresh the same ledger: every change is a compare-and-set (see ledger/store.py).
+Every tool call (and the server's poller) calls `refresh()`. State lives in the ledger and the
+backends, never in this object, so any number of processes can refresh the same ledger: every
+change is a compare-and-set (see ledger/store.py). What follows an ending (an evaluation's record,
+calibration, an automatic retry) is the use cases' business: the tracker reports each ended
+attempt to the `on_ended` observer it was built with.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import deque
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-from jobtrail.outcomes import classify
-from jobtrail.outcomes import events
-from jobtrail.service import secrets
 from jobtrail.backends.base import Backend
-from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError, NotFoundError
+from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
 from jobtrail.estimate.params import model_shape
-from jobtrail.ledger.store import ACTIVE_STATUSES, Ledger
-from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, Placement, RunRecord, TerminationReason
+from jobtrail.ledger.store import ACTIVE_STATUSES
+from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, Placement, TerminationReason
+from jobtrail.outcomes import classify, events
+from jobtrail.service import secrets
+from jobtrail.service.context import ServiceContext
 from jobtrail.util.refs import looks_local
 
 log = logging.getLogger("jobtrail.service.tracker")
 _LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
 
+AttemptEnded = Callable[[AttemptRecord, TerminationReason], None]
 
-class LedgerTracking:
-    ledger: Ledger
-    backends: Mapping[str, Backend]
-    home: Path
-    hub_token: str | None
-    _flavors: list[Flavor] | None
 
-    def _hub_api(self) -> Any:
-        from huggingface_hub import HfApi  # on first use: the server starts without it
-
-        return HfApi(token=self.hub_token)
+class Tracker:
+    def __init__(self, context: ServiceContext, on_ended: AttemptEnded) -> None:
+        self.context = context
+        self.ledger = context.ledger
+        self._on_ended = on_ended
+        self._flavors: list[Flavor] | None = None  # the live catalog, fetched once per process
 
     def refresh(self) -> None:
         for attempt in self.ledger.attempts_in(ACTIVE_STATUSES):
-            self._refresh_attempt(attempt)
-        self._dispatch()
+            self.refresh_attempt(attempt)
+        self.dispatch()
 
-    def _refresh_attempt(self, attempt: AttemptRecord) -> None:
+    def refresh_attempt(self, attempt: AttemptRecord) -> None:
         if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or attempt.placement is None:
             return
-        backend = self._backend(attempt.backend)
+        backend = self.context.backend(attempt.backend)
         try:
             probe = backend.probe(attempt.placement)
         except BackendError as exc:  # the backend cannot be asked now: keep what the ledger knows
@@ -65,10 +61,12 @@ class LedgerTracking:
                 self.ledger.update_attempt(attempt.attempt_id, expect_status=ACTIVE_STATUSES, status=status,
                                            started_at=probe.started_at or attempt.started_at)
             return
-        attempt = self._latest_attempt(attempt.attempt_id)
+        attempt = self.context.attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
-        tail, _ = self._read_lines(backend, attempt.placement, None, classify.TAIL_LINES) if attempt.placement else ([], 0)
-        tail = [self._redactor(attempt)(line) for line in tail]
+        tail: list[str] = []
+        if attempt.placement is not None:
+            tail, _ = self.read_lines(backend, attempt.placement, None, classify.TAIL_LINES)
+        tail = [self.context.redactor(attempt)(line) for line in tail]
         verdict = classify.classify(
             probe.exit,
             termination,
@@ -88,22 +86,19 @@ class LedgerTracking:
             signal=probe.exit.signal if probe.exit else None,
             ended_at=ended,
             gpu_seconds=self._gpu_seconds(attempt, ended),
-            cost_usd=self._cost(attempt, ended),
+            cost_usd=self.cost(attempt, ended),
         )
-        self._attempt_ended(self._latest_attempt(attempt.attempt_id), verdict.reason)
-
-    def _attempt_ended(self, attempt: AttemptRecord, reason: TerminationReason) -> None:
-        """Hook for what follows an ending (records, retries); the service fills it in."""
+        self._on_ended(self.context.attempt(attempt.attempt_id), verdict.reason)
 
     def _flavor(self, name: str | None) -> Flavor | None:
         if not name:
             return None
         if self._flavors is None:
-            self._flavors = catalog(self._hub_api())[0]  # live prices once per server, else bundled
+            self._flavors = catalog(self.context.hub_api())[0]  # live prices once per server, else bundled
         return next((f for f in self._flavors if f.name == name), None)
 
-    def _cost(self, attempt: AttemptRecord, until: float) -> float | None:
-        """Per-minute billing on HF Jobs: the flavor's price × running time; local runs are free."""
+    def cost(self, attempt: AttemptRecord, until: float) -> float | None:
+        """Per-minute billing on HF Jobs: the flavor's price times the running time; local runs are free."""
         if attempt.backend == "local":
             return 0.0
         flavor = self._flavor(attempt.flavor)
@@ -119,7 +114,7 @@ class LedgerTracking:
             gpus = flavor.gpu_count
         return max(0.0, until - attempt.started_at) * gpus
 
-    def _calibrate(self, attempt: AttemptRecord) -> None:
+    def calibrate(self, attempt: AttemptRecord) -> None:
         """Record measured throughput and peak memory, so later estimates for the same shape use them."""
         summary, config = attempt.summary or {}, attempt.config
         if not summary.get("tokens_per_second") and not summary.get("peak_memory_bytes"):
@@ -147,7 +142,7 @@ class LedgerTracking:
 
     def _ingest(self, backend: Backend, attempt: AttemptRecord) -> None:
         assert attempt.placement is not None
-        redact = self._redactor(attempt)
+        redact = self.context.redactor(attempt)
         offset = attempt.log_offset
         for _ in range(_LOG_READ_LIMIT):
             chunk = backend.read_log(attempt.placement, offset)
@@ -165,9 +160,9 @@ class LedgerTracking:
                 return  # another process is ingesting this attempt
             offset = chunk.offset
 
-    def _dispatch(self) -> None:
+    def dispatch(self) -> None:
         """Start queued attempts while their backend has room."""
-        for name, backend in self.backends.items():
+        for name, backend in self.context.backends.items():
             queued = self.ledger.attempts_in([JobStatus.QUEUED.value], name)
             if not queued:
                 continue
@@ -192,7 +187,7 @@ class LedgerTracking:
             request = LaunchRequest(
                 attempt_id=attempt.attempt_id,
                 script=attempt.script,
-                workdir=str(self._workdir(attempt)),
+                workdir=str(self.context.workdir(attempt)),
                 env=_job_env(attempt),
                 secrets=self._secret_values(attempt),
                 timeout_s=attempt.timeout_s,
@@ -210,7 +205,7 @@ class LedgerTracking:
                 attempt.attempt_id,
                 status=reason.status,
                 termination_reason=reason,
-                termination_message=self._redactor(attempt)(str(exc)),
+                termination_message=self.context.redactor(attempt)(str(exc)),
                 ended_at=time.time(),
             )
             return False
@@ -221,45 +216,15 @@ class LedgerTracking:
 
     def _secret_values(self, attempt: AttemptRecord) -> dict[str, str]:
         values = secrets.resolve(attempt.spec.secrets if attempt.spec else {})
-        if attempt.backend != "local" and self.hub_token:
+        token = self.context.hub_token
+        if attempt.backend != "local" and token:
             # Remote jobs push their results: they get the user's token as HF_TOKEN.
-            values.setdefault("HF_TOKEN", self.hub_token)
+            values.setdefault("HF_TOKEN", token)
         return values
 
-    def _redactor(self, attempt: AttemptRecord) -> secrets.Redactor:
-        """Every secret value this attempt could have seen, so none reaches a result or the ledger."""
-        references = attempt.spec.secrets if attempt.spec else {}
-        values = [os.environ.get(ref[1:], "") for ref in references.values()]
-        return secrets.Redactor([self.hub_token or "", *values])
-
-    def _backend(self, name: str) -> Backend:
-        try:
-            return self.backends[name]
-        except KeyError:
-            raise InvalidRequestError(
-                f"Unknown backend {name!r}.", fix=f"Use one of: {', '.join(sorted(self.backends))}"
-            ) from None
-
-    def _run(self, job_id: str) -> RunRecord:
-        run = self.ledger.get_run(job_id.strip())
-        if run is None:
-            raise NotFoundError(f"No job with id {job_id!r}.", fix="Call ps to list job ids (they look like 'jt-4f9k2m7q').")
-        return run
-
-    def _latest(self, run_id: str) -> AttemptRecord:
-        return self.ledger.attempts(run_id)[-1]
-
-    def _latest_attempt(self, attempt_id: str) -> AttemptRecord:
-        found = self.ledger.get_attempt(attempt_id)
-        assert found is not None
-        return found
-
-    def _workdir(self, attempt: AttemptRecord) -> Path:
-        return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
-
-
-
-    def _read_lines(self, backend: Backend, placement: Placement, cursor: int | None, count: int) -> tuple[list[str], int]:
+    def read_lines(
+        self, backend: Backend, placement: Placement, cursor: int | None, count: int
+    ) -> tuple[list[str], int]:
         """From `cursor`: the next `count` lines. Without one: the last `count` lines."""
         if cursor is not None:
             chunk = backend.read_log(placement, cursor, max_lines=count)
@@ -278,7 +243,9 @@ class LedgerTracking:
 def _job_env(attempt: AttemptRecord) -> dict[str, str]:
     env = {"JOBTRAIL_RUN_ID": attempt.run_id, "JOBTRAIL_ATTEMPT_ID": attempt.attempt_id}
     spec = attempt.spec
-    if attempt.backend == "local" and spec and looks_local(spec.model) and (not spec.dataset or looks_local(spec.dataset)):
+    if attempt.backend == "local" and spec and looks_local(spec.model) and (
+        not spec.dataset or looks_local(spec.dataset)
+    ):
         # Nothing to fetch: keep the libraries from phoning the Hub (and hanging when offline).
         env["HF_HUB_OFFLINE"] = "1"
     return env

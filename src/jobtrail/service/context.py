@@ -1,0 +1,115 @@
+"""What every use case shares: the ledger, the backends, the home directory, the job's Python and
+the Hub token, with the small look-ups and record builders they all need. One object, passed to all.
+
+State lives in the ledger and the attempt directories, never here, so any number of processes can
+serve the same ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from secrets import choice
+from typing import Any
+
+from jobtrail.backends.base import Backend
+from jobtrail.errors import InvalidRequestError, NotFoundError
+from jobtrail.ledger.store import Ledger
+from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord
+from jobtrail.service import secrets
+from jobtrail.templates.render import config_json, sha256_text
+from jobtrail.util.refs import looks_local
+
+# A remote job's working directory is its own and gone when it ends: results live on the Hub.
+REMOTE_OUTPUT_DIR = "jobtrail-output"
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    ledger: Ledger
+    backends: Mapping[str, Backend]
+    home: Path
+    job_python: str
+    hub_token: str | None = None
+
+    def hub_api(self) -> Any:
+        from huggingface_hub import HfApi  # on first use: the server starts without it
+
+        return HfApi(token=self.hub_token)
+
+    def backend(self, name: str) -> Backend:
+        try:
+            return self.backends[name]
+        except KeyError:
+            raise InvalidRequestError(
+                f"Unknown backend {name!r}.", fix=f"Use one of: {', '.join(sorted(self.backends))}"
+            ) from None
+
+    def run(self, job_id: str) -> RunRecord:
+        run = self.ledger.get_run(job_id.strip())
+        if run is None:
+            raise NotFoundError(
+                f"No job with id {job_id!r}.", fix="Call ps to list job ids (they look like 'jt-4f9k2m7q')."
+            )
+        return run
+
+    def latest(self, run_id: str) -> AttemptRecord:
+        """A run's newest attempt, whose status is the run's."""
+        return self.ledger.attempts(run_id)[-1]
+
+    def attempt(self, attempt_id: str) -> AttemptRecord:
+        found = self.ledger.get_attempt(attempt_id)
+        assert found is not None
+        return found
+
+    def workdir(self, attempt: AttemptRecord) -> Path:
+        return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
+
+    def local_output_dir(self, run_id: str) -> Path:
+        """Where a local job writes its results unless the caller chose a directory."""
+        return self.home / "runs" / run_id / "output"
+
+    def redactor(self, attempt: AttemptRecord) -> secrets.Redactor:
+        """Every secret value this attempt could have seen, so none reaches a result or the ledger."""
+        references = attempt.spec.secrets if attempt.spec else {}
+        values = [os.environ.get(ref[1:], "") for ref in references.values()]
+        return secrets.Redactor([self.hub_token or "", *values])
+
+
+def new_run_id() -> str:
+    return "jt-" + "".join(choice(_ID_ALPHABET) for _ in range(8))
+
+
+def local_path(ref: str) -> str:
+    """Local paths become absolute, because the job runs in its own directory; Hub ids stay."""
+    ref = ref.strip()
+    return str(Path(ref).expanduser().resolve()) if looks_local(ref) else ref
+
+
+def new_run(
+    run_id: str, spec: JobSpec, created_at: float, *, flavor: str | None = None, max_retries: int = 0
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id, created_at=created_at, method=spec.method, model=spec.model, dataset=spec.dataset,
+        backend=spec.backend, flavor=flavor, spec=spec, max_retries=max_retries,
+    )
+
+
+def queued_attempt(
+    run_id: str, number: int, spec: JobSpec, config: dict[str, Any], script: str, **receipt: Any
+) -> AttemptRecord:
+    """Attempt `number` of a run, queued, with its config and script fingerprinted.
+
+    `receipt` holds the rest of what is known before it runs (flavor, created_at, findings, backoff ...).
+    """
+    receipt.setdefault("created_at", time.time())
+    receipt.setdefault("flavor", spec.flavor)
+    return AttemptRecord(
+        attempt_id=f"{run_id}/{number}", run_id=run_id, number=number, status=JobStatus.QUEUED,
+        backend=spec.backend, timeout_s=spec.timeout_s, config=config, config_sha256=sha256_text(config_json(config)),
+        script=script, script_sha256=sha256_text(script), spec=spec, **receipt,
+    )

@@ -1,0 +1,196 @@
+"""What the ledger and the backends can tell without changing anything: the job list, one job's
+receipt, its logs, the report by reason, and the planning helpers (hardware, estimate_cost,
+validate_dataset)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from jobtrail.errors import InvalidRequestError
+from jobtrail.estimate import EstimateResult, HardwareResult, estimate_cost, hardware_report
+from jobtrail.ledger.store import REPORT_GROUPS
+from jobtrail.models import AttemptRecord, RunRecord, TerminationReason
+from jobtrail.outcomes.evals import EvalRecord, delta
+from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.service.context import ServiceContext, local_path
+from jobtrail.service.tracker import Tracker
+from jobtrail.surface.results import (
+    AttemptView,
+    InspectResult,
+    JobRow,
+    LogsResult,
+    Progress,
+    PsResult,
+    ReportResult,
+    ReportRow,
+)
+
+MAX_LINE_CHARS = 2000
+# What a job list row and a receipt show of the run, as the ledger holds it.
+_RUN_FIELDS = {"method", "model", "dataset", "backend", "created_at"}
+# What an attempt's receipt shows as the ledger holds it; the rest is converted or computed.
+_ATTEMPT_FIELDS = tuple(
+    name for name in AttemptView.model_fields
+    if name in AttemptRecord.model_fields and name not in ("status", "termination_reason", "cost_usd")
+)
+
+
+class Queries:
+    def __init__(self, context: ServiceContext, tracker: Tracker) -> None:
+        self.context = context
+        self.ledger = context.ledger
+        self.tracker = tracker
+
+    def ps(self, status: str | None = None, limit: int = 20) -> PsResult:
+        self.tracker.refresh()
+        rows = []
+        for run, attempt in self.ledger.list_runs(status, limit):
+            metrics = attempt.last_metrics or {}
+            rows.append(
+                JobRow(
+                    job_id=run.run_id,
+                    status=attempt.status.value,
+                    termination_reason=_value(attempt.termination_reason),
+                    attempts=attempt.number,
+                    step=metrics.get("step"),
+                    loss=metrics.get("loss"),
+                    **_run_fields(run),
+                )
+            )
+        return PsResult(jobs=rows)
+
+    def inspect(self, job_id: str) -> InspectResult:
+        run = self.context.run(job_id)
+        self.tracker.refresh()
+        attempts = self.ledger.attempts(run.run_id)
+        latest = attempts[-1]
+        views = [self._attempt_view(a) for a in attempts]
+        steps = [e for a in attempts for e in self.ledger.events(a.attempt_id, "step")]
+        losses = [e["loss"] for e in steps if e.get("loss") is not None]
+        progress = Progress(
+            step=steps[-1].get("step") if steps else None,
+            max_steps=latest.config.get("training_args", {}).get("max_steps"),
+            first_loss=losses[0] if losses else None,
+            last_loss=losses[-1] if losses else None,
+            steps_logged=len(steps),
+        )
+        evaluations = self.ledger.evals_of(run.run_id)
+        return InspectResult(
+            job_id=run.run_id,
+            status=latest.status.value,
+            termination_reason=_value(latest.termination_reason),
+            termination_message=latest.termination_message,
+            hyperparameters=run.spec.hyperparameters,
+            progress=progress,
+            last_metrics=latest.last_metrics,
+            checkpoints=[c for v in views for c in v.checkpoints],
+            attempts=views,
+            artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
+            evaluations=evaluations,
+            eval_delta=_eval_delta(evaluations),
+            **_run_fields(run),
+        )
+
+    def _attempt_view(self, a: AttemptRecord) -> AttemptView:
+        end = a.ended_at or (time.time() if a.started_at else None)
+        return AttemptView(
+            status=a.status.value,
+            termination_reason=_value(a.termination_reason),
+            duration_s=(end - a.started_at) if (a.started_at and end) else None,
+            checkpoints=self.ledger.checkpoints(a.attempt_id),
+            # A running remote attempt costs what it has run so far.
+            cost_usd=a.cost_usd if a.ended_at or a.backend == "local" else self.tracker.cost(a, time.time()),
+            workdir=str(self.context.workdir(a)),
+            output_dir=a.config.get("output_dir"),
+            **{name: getattr(a, name) for name in _ATTEMPT_FIELDS},
+        )
+
+    def logs(self, job_id: str, tail: int = 50, cursor: int | None = None) -> LogsResult:
+        if tail < 1:
+            raise InvalidRequestError("tail must be at least 1.", fix="Pass tail=50 (or any positive number).")
+        run = self.context.run(job_id)
+        self.tracker.refresh()
+        attempt = self.context.latest(run.run_id)
+        if attempt.placement is None:
+            return LogsResult(job_id=run.run_id, attempt=attempt.number, lines=[],
+                              finished=attempt.status.is_terminal, cursor=0, truncated_lines=0)
+        backend = self.context.backend(attempt.backend)
+        lines, end = self.tracker.read_lines(backend, attempt.placement, cursor, tail)
+        at_end = backend.read_log(attempt.placement, end).lines == []
+        redact = self.context.redactor(attempt)
+        cut = [_cut(redact(line)) for line in lines]
+        return LogsResult(
+            job_id=run.run_id,
+            attempt=attempt.number,
+            lines=[c for c, _ in cut],
+            finished=attempt.status.is_terminal and at_end,
+            cursor=end,
+            truncated_lines=sum(1 for _, was_cut in cut if was_cut),
+        )
+
+    def report(self, days: float = 7, group_by: str = "termination_reason") -> ReportResult:
+        if days <= 0:
+            raise InvalidRequestError(f"days={days} is not positive.", fix="Pass days=7 (or any positive number).")
+        if group_by not in REPORT_GROUPS:
+            raise InvalidRequestError(f"Cannot group by {group_by!r}.", fix=f"Use one of: {', '.join(REPORT_GROUPS)}")
+        self.tracker.refresh()
+        rows = [
+            ReportRow(
+                termination_reason=r["grp"] if group_by == "termination_reason" else None,
+                group=r["grp"],
+                attempts=r["attempts"],
+                gpu_hours=round(r["gpu_hours"], 4),
+                cost_usd=round(r["cost_usd"], 4),
+            )
+            for r in self.ledger.report(time.time() - days * 86400, group_by)
+        ]
+        return ReportResult(
+            days=days,
+            group_by=group_by,
+            rows=rows,
+            total_attempts=sum(r.attempts for r in rows),
+            total_gpu_hours=round(sum(r.gpu_hours for r in rows), 4),
+            total_cost_usd=round(sum(r.cost_usd for r in rows), 4),
+        )
+
+    # --- planning helpers: no job involved ------------------------------------------
+
+    def hardware(self) -> HardwareResult:
+        return hardware_report(api=self.context.hub_api())
+
+    def estimate_cost(self, model: str, **arguments: Any) -> EstimateResult:
+        dataset = arguments.pop("dataset", None)
+        return estimate_cost(local_path(model), dataset=local_path(dataset) if dataset else None,
+                             calibration=self.ledger, api=self.context.hub_api(), **arguments)
+
+    def validate_dataset(
+        self, dataset: str, method: str | None = None, split: str = "train", model: str | None = None,
+        max_length: int | None = None,
+    ) -> DatasetReport:
+        dataset, model = local_path(dataset), local_path(model) if model else None
+        return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)
+
+
+def _run_fields(run: RunRecord) -> dict[str, Any]:
+    return run.model_dump(include=_RUN_FIELDS)
+
+
+def _eval_delta(evaluations: list[dict[str, Any]]) -> dict[str, float] | None:
+    """final − base on the same task set, when both evaluations finished (lower loss is better)."""
+    done = {e["checkpoint"]: e for e in evaluations if e["state"] == "finished" and e["record"]}
+    if "base" not in done or "final" not in done:
+        return None
+    if done["base"]["task_set_sha256"] != done["final"]["task_set_sha256"]:
+        return None
+    return delta(EvalRecord.model_validate(done["base"]["record"]), EvalRecord.model_validate(done["final"]["record"]))
+
+
+def _cut(line: str) -> tuple[str, bool]:
+    if len(line) <= MAX_LINE_CHARS:
+        return line, False
+    return line[:MAX_LINE_CHARS] + f" …[cut {len(line) - MAX_LINE_CHARS} chars]", True
+
+
+def _value(reason: TerminationReason | None) -> str | None:
+    return reason.value if reason else None

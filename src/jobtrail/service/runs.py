@@ -1,0 +1,311 @@
+"""Training runs: submit (preflight → config → script → ledger → backend), retry (asked for, or
+automatic within submit's max_retries) and cancel.
+
+`_plan` (the facts, config, script and findings of one submission) is one function, kept apart
+so it can be swapped whole; the config itself comes from templates.configs.build_config.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from jobtrail.backends.base import Backend
+from jobtrail.errors import InvalidRequestError
+from jobtrail.estimate import EstimateResult
+from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
+from jobtrail.outcomes import retry as retry_policy
+from jobtrail.preflight import rules as checks
+from jobtrail.service import secrets
+from jobtrail.service.context import (
+    REMOTE_OUTPUT_DIR,
+    ServiceContext,
+    local_path,
+    new_run,
+    new_run_id,
+    queued_attempt,
+)
+from jobtrail.service.tasks import Tasks
+from jobtrail.service.tracker import Tracker
+from jobtrail.surface.results import CancelResult, RetryResult, SubmitResult
+from jobtrail.templates.configs import build_config
+from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.util.timefmt import parse_duration
+
+# What submit reports for the attempt it queued; one that already ended (a launch refused) reads
+# "running" too, and inspect tells the rest.
+_SUBMITTED_STATUS: dict[JobStatus, Literal["queued", "starting", "running"]] = {
+    JobStatus.QUEUED: "queued",
+    JobStatus.STARTING: "starting",
+}
+
+
+class Runs:
+    def __init__(self, context: ServiceContext, tracker: Tracker, tasks: Tasks, cancel_wait_s: float = 20.0) -> None:
+        self.context = context
+        self.ledger = context.ledger
+        self.tracker = tracker
+        self.tasks = tasks  # submit(eval_dataset=...) queues the base model's evaluation
+        self.cancel_wait_s = cancel_wait_s
+
+    # --- submit -----------------------------------------------------------------------
+
+    def submit(
+        self, spec: JobSpec, *, dry_run: bool = False, force: bool = False, max_retries: int = 0
+    ) -> SubmitResult:
+        backend = self.context.backend(spec.backend)
+        secrets.validate(spec.secrets)
+        spec = _normalise(spec)
+        run_id = new_run_id()
+        plan = _plan(self.context, spec, backend, run_id)
+        blocked = bool(checks.blocking(plan.findings))
+        base: dict[str, Any] = dict(
+            script_sha256=sha256_text(plan.script) if plan.script else "",
+            config_sha256=sha256_text(config_json(plan.config)) if plan.config else "",
+            backend=spec.backend,
+            output_repo=plan.push_to,
+        )
+        if dry_run:
+            return SubmitResult(job_id=None, status="dry_run", script=plan.script, findings=plan.findings, **base)
+        if blocked and (not force or plan.config is None):
+            return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **base)
+        assert plan.config is not None
+        if spec.timeout_s is None and plan.estimate is not None:
+            # HF's default (30 minutes) kills most training: the estimate + 30% instead.
+            spec = spec.model_copy(update={"timeout_s": plan.estimate.recommended_timeout_s})
+        if plan.push_to:
+            problem = self._create_output_repo(plan.push_to)
+            if problem:
+                return SubmitResult(job_id=None, status="rejected", findings=[*plan.findings, problem], **base)
+        created = time.time()
+        run = new_run(run_id, spec, created, flavor=spec.flavor, max_retries=max_retries)
+        attempt = queued_attempt(run_id, 1, spec, plan.config, plan.script, created_at=created,
+                                 forced=force and blocked, findings=plan.findings)
+        self.ledger.add_run(run, attempt)
+        if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
+            self.tasks.start_eval(spec.eval_dataset, base=spec.model, adapter=None, label="base", target=run,
+                                  backend_name=spec.backend)
+        self.tracker.dispatch()
+        current = self.context.attempt(attempt.attempt_id)
+        return SubmitResult(
+            job_id=run_id,
+            status=_SUBMITTED_STATUS.get(current.status, "running"),
+            findings=plan.findings,
+            forced=attempt.forced,
+            workdir=str(self.context.workdir(attempt)),
+            output_dir=plan.config["output_dir"],
+            **base,
+        )
+
+    def _create_output_repo(self, repo_id: str) -> Finding | None:
+        """Create the push target before the job starts, so the job itself needs only push rights."""
+        try:
+            self.context.hub_api().create_repo(repo_id, private=True, exist_ok=True)
+        except Exception as exc:  # noqa: BLE001 - refused as a finding with the fix
+            first = str(exc).strip().splitlines()
+            return Finding(
+                code="output.create_failed",
+                severity="error",
+                message=f"Could not create the output repo {repo_id}: "
+                f"{type(exc).__name__}: {first[0] if first else ''}"[:400],
+                fix="Use a token that can create repos in that namespace, "
+                "or create the repo yourself and pass output=...",
+            )
+        return None
+
+    # --- retry ------------------------------------------------------------------------
+
+    def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
+        run = self.context.run(job_id)
+        self.tracker.refresh()
+        return self._retry(run, changes, automatic=False)
+
+    def auto_retry(self, run_id: str) -> None:
+        """submit(max_retries=N): spend from the reason budgets without being asked."""
+        run = self.ledger.get_run(run_id)
+        if run is None or len(self.ledger.attempts(run_id)) > run.max_retries:
+            return
+        self._retry(run, None, automatic=True)
+
+    def _retry(self, run: RunRecord, changes: dict[str, Any] | None, *, automatic: bool) -> RetryResult:
+        attempts = self.ledger.attempts(run.run_id)
+        latest = attempts[-1]
+        spec = latest.spec or run.spec
+        history = [self._attempt_facts(a) for a in attempts]
+        decision = retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic)
+        if not decision.retry:
+            diagnosis = latest.termination_message
+            if diagnosis and latest.evidence and latest.evidence != "termination event":
+                diagnosis += f" (evidence: {latest.evidence})"
+            return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
+                               message=decision.message, diagnosis=diagnosis, fix=decision.fix, resume_from=None)
+        new_spec = _apply_changes(spec, decision.changes)
+        bad = checks.blocking(checks.check_hyperparameters(new_spec))
+        if bad:
+            raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
+        config = _rebuild_config(latest.config, new_spec) if decision.changes else latest.config
+        script = render_script(new_spec.method, config) if decision.changes else latest.script
+        now = time.time()
+        attempt = queued_attempt(
+            run.run_id, latest.number + 1, new_spec, config, script, created_at=now,
+            not_before=now + decision.delay_s if decision.delay_s else None, retry_note=decision.message,
+        )
+        if not self.ledger.add_attempt(attempt):
+            return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
+                               message="Another retry of this job was started at the same moment.",
+                               diagnosis=None, resume_from=None)
+        self.tracker.dispatch()
+        return RetryResult(
+            job_id=run.run_id,
+            retried=True,
+            attempt=attempt.number,
+            status=self.context.latest(run.run_id).status.value,
+            message=decision.message,
+            diagnosis=None,
+            changes=decision.changes,
+            resume_from=self._last_committed(run.run_id),
+            delay_s=decision.delay_s,
+        )
+
+    def _attempt_facts(self, a: AttemptRecord) -> retry_policy.AttemptFacts:
+        resumes = self.ledger.events(a.attempt_id, "resume")
+        return retry_policy.AttemptFacts(
+            number=a.number,
+            reason=a.termination_reason,
+            config_sha256=a.config_sha256,
+            last_step=(a.last_metrics or {}).get("step"),
+            start_step=resumes[-1].get("step") if resumes else None,
+        )
+
+    def _last_committed(self, run_id: str) -> str | None:
+        committed = [
+            c for c in self.ledger.committed_checkpoints(run_id)
+            if c.step is not None and Path(c.path).name.startswith("checkpoint-")
+        ]
+        return max(committed, key=lambda c: c.step or 0).path if committed else None
+
+    # --- cancel -----------------------------------------------------------------------
+
+    def cancel(self, job_id: str) -> CancelResult:
+        run = self.context.run(job_id)
+        self.tracker.refresh()
+        attempt = self.context.latest(run.run_id)
+        if attempt.status.is_terminal:
+            return _cancel_result(attempt, "It had already ended; nothing to cancel.")
+        now = time.time()
+        if attempt.status is JobStatus.QUEUED and self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=[JobStatus.QUEUED.value],
+            status=JobStatus.CANCELLED,
+            termination_reason=TerminationReason.CANCELLED,
+            termination_message="Cancelled while queued; it never started.",
+            cancel_requested_at=now,
+            ended_at=now,
+        ):
+            return _cancel_result(self.context.latest(run.run_id), "Removed from the queue before it started.")
+        self.ledger.update_attempt(attempt.attempt_id, cancel_requested_at=now)
+        fresh = self.context.latest(run.run_id)
+        if fresh.placement is not None:
+            self.context.backend(fresh.backend).cancel(fresh.placement)
+        deadline = time.monotonic() + self.cancel_wait_s
+        while time.monotonic() < deadline:
+            self.tracker.refresh_attempt(self.context.latest(run.run_id))
+            fresh = self.context.latest(run.run_id)
+            if fresh.status.is_terminal:
+                return _cancel_result(fresh, "Stopped (SIGTERM, then SIGKILL after the grace period).")
+            time.sleep(0.2)  # polling the process state; bounded by cancel_wait_s
+        return _cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
+
+
+def _cancel_result(attempt: AttemptRecord, message: str) -> CancelResult:
+    return CancelResult(
+        job_id=attempt.run_id,
+        status=attempt.status.value,
+        termination_reason=attempt.termination_reason.value if attempt.termination_reason else None,
+        message=message,
+    )
+
+
+# --- planning: facts → config → script → findings, for a submission or a dry run -------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: dict[str, Any] | None  # None when the hyperparameter names are wrong
+    script: str
+    findings: list[Finding]
+    push_to: str | None  # the Hub repo a remote job pushes to
+    estimate: EstimateResult | None = None
+
+
+def _plan(context: ServiceContext, spec: JobSpec, backend: Backend, run_id: str) -> Plan:
+    """Facts → config → script → findings, for a submission or a dry run."""
+    facts = checks.gather_dataset(checks.gather_model(spec, context.hub_token), spec)
+    push_to = None
+    if backend.name == "local":
+        output_dir = _local_output_dir(context, spec, run_id)
+    else:
+        facts = checks.gather_identity(facts, context.hub_token)
+        facts = checks.gather_estimate(facts, spec, ledger=context.ledger, api=context.hub_api())
+        output_dir = REMOTE_OUTPUT_DIR
+        owner = facts.identity.name if facts.identity and facts.identity.name else None
+        push_to = spec.output or (default_repo(owner, spec) if owner else None)
+    config = None
+    # A config needs valid names and, for GRPO, a reward file it can read.
+    if not checks.check_hyperparameters(spec) and not checks.blocking(checks.check_method_rules(spec, facts)):
+        config = build_config(spec, output_dir, checks.max_positions(facts), push_to=push_to)
+    script = render_script(spec.method, config) if config else ""
+    if script and backend.name == "local":
+        facts = checks.gather_requirements(facts, script, context.job_python)
+    return Plan(config=config, script=script, findings=checks.run_all(spec, facts), push_to=push_to,
+                estimate=facts.estimate)
+
+
+def _local_output_dir(context: ServiceContext, spec: JobSpec, run_id: str) -> str:
+    if spec.output:
+        return str(Path(spec.output).expanduser().resolve())
+    return str(context.local_output_dir(run_id))
+
+
+def default_repo(owner: str, spec: JobSpec) -> str:
+    """<owner>/<model>-<method>-<date>: a new private repo per day of work, never an existing model's."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.model.rstrip("/").split("/")[-1]).strip("-")[:60] or "model"
+    return f"{owner}/{name}-{spec.method}-{time.strftime('%Y%m%d')}"
+
+
+# --- a retry's spec and config --------------------------------------------------------------
+
+
+def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
+    """Retry changes: timeout, flavor and dataset_mapping are job fields; the rest are hyperparameters."""
+    update: dict[str, Any] = {}
+    hyper = dict(spec.hyperparameters)
+    for name, value in changes.items():
+        if name == "timeout":
+            update["timeout_s"] = parse_duration(value)
+        elif name in ("flavor", "dataset_mapping"):
+            update[name] = value
+        else:
+            hyper[name] = value
+    return spec.model_copy(update={**update, "hyperparameters": hyper})
+
+
+def _rebuild_config(previous: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
+    """A retry's config: the new spec, with the same output (directory and Hub repo) and capped max_length."""
+    config = build_config(spec, previous["output_dir"], push_to=previous.get("hub_model_id"))
+    if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"]:
+        config["training_args"]["max_length"] = previous["training_args"]["max_length"]
+    return config
+
+
+def _normalise(spec: JobSpec) -> JobSpec:
+    """Local paths become absolute, because the job runs in its own directory."""
+    update = {"model": local_path(spec.model), "dataset": local_path(spec.dataset)}
+    if spec.reward_file:
+        update["reward_file"] = str(Path(spec.reward_file).expanduser().resolve())
+    if spec.eval_dataset:
+        update["eval_dataset"] = local_path(spec.eval_dataset)
+    return spec.model_copy(update=update)
