@@ -1,0 +1,139 @@
+"""A tool's parameters as argparse arguments: the same names, choices, defaults, help and checks.
+
+`--dataset-mapping` is the tool's `dataset_mapping`; a Literal gives the choices; a bool that
+defaults to False is a switch (`--force`), one that defaults to True is turned off with
+`--no-...`; a list takes several values; a dict is read as a JSON object. Every value is
+validated with the tool's own annotation (ranges included), so the CLI refuses what the tool
+would refuse, in argparse's words (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+
+from jobtrail.surface.toolspec import ToolSpec
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What argparse needs to know about one parameter's type."""
+
+    base: Any  # the type once Annotated, None and list are taken off
+    annotation: Any  # the whole annotation, to validate with
+    description: str
+    is_list: bool
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return get_args(self.base) if get_origin(self.base) is Literal else None
+
+
+def shape(annotation: Any) -> Shape:
+    description = ""
+    inner = annotation
+    if get_origin(inner) is Annotated:
+        inner, *metadata = get_args(inner)
+        description = next((m.description for m in metadata if isinstance(m, FieldInfo) and m.description), "")
+    members = [m for m in get_args(inner) if m is not type(None)] if _is_union(inner) else [inner]
+    # `str | int` (a timeout: '2h' or seconds) is text on a command line.
+    base = str if str in members else members[0]
+    is_list = get_origin(base) is list
+    if is_list:
+        base = get_args(base)[0]
+    return Shape(base=base, annotation=annotation, description=description, is_list=is_list)
+
+
+def add_tool_arguments(
+    parser: argparse.ArgumentParser,
+    spec: ToolSpec,
+    *,
+    positional: Iterable[str] = (),
+    one_of: Iterable[str] = (),
+    skip: Iterable[str] = (),
+) -> None:
+    """One argument per tool parameter; `one_of` names flags of which exactly one must be given."""
+    positional, one_of, skip = set(positional), set(one_of), set(skip)
+    group = parser.add_mutually_exclusive_group(required=True) if one_of else None
+    for parameter in spec.parameters:
+        if parameter.name in skip:
+            continue
+        target = group if group is not None and parameter.name in one_of else parser
+        add_argument(target, parameter, positional=parameter.name in positional)
+
+
+def add_argument(parser: Any, parameter: inspect.Parameter, *, positional: bool = False) -> None:
+    info = shape(parameter.annotation)
+    name, default = parameter.name, parameter.default
+    flag = "--" + name.replace("_", "-")
+    help_text = _help(info.description, default)
+    if info.base is bool:
+        if default is True:
+            parser.add_argument("--no-" + flag[2:], dest=name, action="store_false", help=help_text)
+        else:
+            parser.add_argument(flag, dest=name, action="store_true", help=help_text)
+        return
+    kwargs: dict[str, Any] = {"type": _converter(info), "help": help_text}
+    if info.choices is not None:
+        kwargs["choices"] = info.choices
+    if info.is_list:
+        kwargs["nargs"] = "+"
+    if positional:
+        parser.add_argument(name, **kwargs)
+    elif default is inspect.Parameter.empty:
+        parser.add_argument(flag, dest=name, required=True, **kwargs)
+    else:
+        parser.add_argument(flag, dest=name, default=default, **kwargs)
+
+
+def tool_arguments(args: argparse.Namespace, spec: ToolSpec) -> dict[str, Any]:
+    """The parsed values of the tool's parameters (those this command has)."""
+    return {p.name: getattr(args, p.name) for p in spec.parameters if hasattr(args, p.name)}
+
+
+def json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}); write it like '{{\"max_steps\": 10}}'") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"max_steps\": 10}'")
+    return value
+
+
+def _converter(info: Shape) -> Callable[[str], Any]:
+    """Text → the value the tool takes, checked against the tool's annotation."""
+    if info.choices is not None:
+        return str  # argparse checks the choices and names them in its message
+    read: Callable[[str], Any] = json_object if get_origin(info.base) is dict else str
+    adapter: TypeAdapter[Any] | None = None
+
+    def convert(text: str) -> Any:
+        nonlocal adapter
+        adapter = adapter or TypeAdapter(info.base if info.is_list else info.annotation)  # built on first use
+        try:
+            return adapter.validate_python(read(text))
+        except ValidationError as exc:
+            raise argparse.ArgumentTypeError("; ".join(e["msg"] for e in exc.errors())) from None
+
+    return convert
+
+
+def _help(description: str, default: Any) -> str:
+    text = description.replace("%", "%%")  # argparse formats help with %
+    if not any(default is nothing for nothing in (inspect.Parameter.empty, None, False)):
+        shown = " ".join(default) if isinstance(default, list) else default
+        text += f" (default: {shown})"
+    return text
+
+
+def _is_union(annotation: Any) -> bool:
+    return get_origin(annotation) in (Union, types.UnionType)

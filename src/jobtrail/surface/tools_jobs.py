@@ -1,0 +1,100 @@
+"""Job tools: submit a training job, list and follow jobs, stop one, retry one."""
+
+from __future__ import annotations
+
+from jobtrail.models import JobSpec
+from jobtrail.surface import params as p
+from jobtrail.surface.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult, SubmitResult
+from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, STOPS_JOB, ToolArea, tool
+from jobtrail.util.timefmt import parse_duration
+
+
+class JobTools(ToolArea):
+    @tool(
+        "Submit a training job",
+        "Run a fine-tuning job (TRL) after a preflight check. Returns at once with job_id; it never waits "
+        "for training. Use dry_run=true first to see the findings and the rendered script. Blocking "
+        "findings come back as a normal result with status 'rejected' and the exact fix for each.",
+        STARTS_JOB,
+    )
+    def submit(
+        self,
+        method: p.Method,
+        model: p.Model,
+        dataset: p.Dataset,
+        backend: p.Backend = p.DEFAULT_BACKEND,
+        flavor: p.Flavor = None,
+        timeout: p.Timeout = None,
+        hyperparameters: p.Hyperparameters = None,
+        output: p.Output = None,
+        dataset_mapping: p.DatasetMapping = None,
+        dry_run: p.DryRun = False,
+        force: p.Force = False,
+        eval_dataset: p.EvalDataset = None,
+        reward_file: p.RewardFile = None,
+        reward_function: p.RewardFunction = None,
+        secrets: p.Secrets = None,
+        max_retries: p.MaxRetries = p.DEFAULT_MAX_RETRIES,
+    ) -> SubmitResult:
+        spec = JobSpec(
+            method=method,
+            model=model,
+            dataset=dataset,
+            backend=backend,
+            flavor=flavor,
+            timeout_s=parse_duration(timeout),
+            hyperparameters=hyperparameters or {},
+            dataset_mapping=dataset_mapping,
+            output=output,
+            secrets=secrets or {},
+            reward_file=reward_file,
+            reward_function=reward_function,
+            eval_dataset=eval_dataset,
+        )
+        return self.service.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries)
+
+    @tool(
+        "List jobs",
+        "List recent jobs, newest first, with status, termination reason, step and loss. "
+        "Use inspect for one job's receipt.",
+        READ_ONLY,
+    )
+    def ps(self, status: p.Status = None, limit: p.Limit = p.DEFAULT_LIMIT) -> PsResult:
+        return self.service.ps(status=status, limit=limit)
+
+    @tool(
+        "Inspect a job",
+        "A job's status, termination_reason and full receipt: every attempt with placement (backend, host, pid), "
+        "config and script sha256, data manifest, environment, checkpoints and last metrics.",
+        READ_ONLY,
+    )
+    def inspect(self, job_id: p.JobId) -> InspectResult:
+        return self.service.inspect(job_id)
+
+    @tool(
+        "Read job logs",
+        "The last `tail` lines of the job's latest attempt, or with `cursor` the lines after that point. "
+        "`finished` is true once the job has ended and everything has been read.",
+        READ_ONLY,
+    )
+    def logs(self, job_id: p.JobId, tail: p.Tail = p.DEFAULT_TAIL, cursor: p.Cursor = None) -> LogsResult:
+        return self.service.logs(job_id, tail=tail, cursor=cursor)
+
+    @tool(
+        "Cancel a job",
+        "Stop a queued or running job (SIGTERM, then SIGKILL). It ends 'cancelled'; committed checkpoints stay.",
+        STOPS_JOB,
+    )
+    def cancel(self, job_id: p.JobId) -> CancelResult:
+        return self.service.cancel(job_id)
+
+    @tool(
+        "Retry a job",
+        "Start a new attempt of a failed, timed-out or cancelled job. It continues from the last committed "
+        "checkpoint and spends from the budget for the last failure's reason: preempted/lost/timeout resume; "
+        "oom needs a changed memory shape (the refusal proposes one); bad_input, config, dependency and auth "
+        "errors are not retried but answered with the diagnosis and the fix.",
+        STARTS_JOB,
+    )
+    def retry(self, job_id: p.JobId, changes: p.Changes = None) -> RetryResult:
+        return self.service.retry(job_id, changes)

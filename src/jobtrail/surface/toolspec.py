@@ -1,0 +1,92 @@
+"""How a tool is declared, once, for both adapters: the MCP server and the command line.
+
+A tool is a method of a `ToolArea` (a few related tools over one JobService), marked with
+`@tool(title, description, hints)`. Its typed parameters (see params.py) are the tool's
+arguments; its return annotation is the result model. server.py publishes each as an MCP tool
+and cli.py turns the same parameters into flags, so an argument and its flag cannot drift.
+
+Nothing here imports the MCP SDK or the service: building the CLI's parser reads these
+declarations and must stay quick.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from jobtrail.service.facade import JobService
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Hints:
+    """MCP tool annotations, kept apart from the SDK's type so that declaring a tool stays light."""
+
+    read_only: bool
+    destructive: bool | None = None
+    idempotent: bool = False
+    open_world: bool = True
+
+
+# Reads only jobtrail's own state (the ledger, local files).
+READ_ONLY = Hints(read_only=True, idempotent=True, open_world=False)
+# Reads, and may ask the Hub (prices, config.json).
+READS_HUB = Hints(read_only=True, idempotent=True, open_world=True)
+# Starts a job here or on HF Jobs: every call is a new one.
+STARTS_JOB = Hints(read_only=False, destructive=False, idempotent=False, open_world=True)
+# Stops a job; stopping it twice is the same as once.
+STOPS_JOB = Hints(read_only=False, destructive=True, idempotent=True, open_world=False)
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    title: str
+    description: str
+    hints: Hints
+
+
+def tool(title: str, description: str, hints: Hints) -> Callable[[F], F]:
+    """Mark a ToolArea method as a tool; its name is the tool's name."""
+
+    def declare(method: F) -> F:
+        method.__tool__ = ToolInfo(title, description, hints)  # type: ignore[attr-defined]
+        return method
+
+    return declare
+
+
+class ToolArea:
+    """A few related tools; each call goes to the service this area was built with."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as both adapters read it: metadata, parameters (annotations evaluated) and result type."""
+
+    name: str
+    info: ToolInfo
+    parameters: tuple[inspect.Parameter, ...]
+    result_type: type
+
+
+def tools_of(area: type[ToolArea]) -> tuple[ToolSpec, ...]:
+    """The tools an area declares, in the order they are written."""
+    specs = []
+    for name, member in vars(area).items():
+        info = getattr(member, "__tool__", None)
+        if isinstance(info, ToolInfo):
+            signature = inspect.signature(member, eval_str=True)
+            _, *parameters = signature.parameters.values()  # the first is `self`
+            specs.append(ToolSpec(name, info, tuple(parameters), signature.return_annotation))
+    return tuple(specs)
+
+
+def tool_spec(area: type[ToolArea], name: str) -> ToolSpec:
+    return next(spec for spec in tools_of(area) if spec.name == name)
