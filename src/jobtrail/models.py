@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Method = Literal["sft", "dpo", "grpo", "reward", "kto", "evaluate", "convert_gguf"]
-# What submit trains with; "evaluate" and "convert_gguf" runs are started by their own tools.
-METHODS: tuple[str, ...] = ("sft", "dpo", "grpo", "reward", "kto")
+from jobtrail.methods import TrainingMethod
+
+# What a run does: a training method (submit), or an evaluation or conversion started by its own tool.
+Method = Literal[TrainingMethod, "evaluate", "convert_gguf"]
 BackendName = Literal["local", "hf-jobs"]
 Severity = Literal["error", "warning", "info"]
 

@@ -31,6 +31,8 @@ from jobtrail.estimate.memory import CUDA_CONTEXT_GB, NF4_BYTES, estimate_memory
 from jobtrail.estimate.params import lora_params, model_shape
 from jobtrail.ledger.db import MIGRATIONS
 from jobtrail.ledger.store import Ledger
+from jobtrail.methods import METHODS
+from jobtrail.methods.registry import method_spec
 
 LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -288,6 +290,35 @@ def test_methods_cost_what_they_compute():
     assert dpo.tokens == 2 * sft.tokens and dpo.hours > 2 * (sft.hours - 0.1)
     assert grpo.hours > dpo.hours
     assert "generation" in grpo.assumptions
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_estimate_cost_answers_for_every_training_method(method):
+    result = _estimate(QWEN25_05B, method=method, flavor="a10g-small")
+    rule = method_spec(method).flops
+    assert result.method == method and result.fits["a10g-small"] and result.recommended_flavor
+    assert result.hours > 0 and result.cost_usd > 0 and result.recommended_timeout_s >= 3600
+    assert result.tokens == 1000 * rule.sequences * (512 + rule.completion_tokens)
+    if rule.extra_forwards:
+        assert "forward" in result.assumptions["flops_per_token"]
+
+
+def test_reward_trains_pairs_and_kto_pays_for_its_reference_and_kl_forwards():
+    sft = _estimate(QWEN25_7B, method="sft", flavor="a100-large")
+    reward = _estimate(QWEN25_7B, method="reward", flavor="a100-large")
+    kto = _estimate(QWEN25_7B, method="kto", flavor="a100-large")
+    dpo = _estimate(QWEN25_7B, method="dpo", flavor="a100-large")
+    # A reward model trains on chosen and rejected: twice the tokens, no reference model.
+    assert reward.tokens == 2 * sft.tokens and reward.hours > 1.8 * (sft.hours - 0.1)
+    assert reward.hours < dpo.hours
+    # KTO trains one sequence per row, like SFT, but also runs the reference model on it and, for
+    # its KL term, a policy and a reference forward on a mismatched completion (TRL 1.16).
+    assert kto.tokens == sft.tokens and kto.hours > sft.hours
+    shape = model_shape(QWEN25_7B)
+    n = shape.matmul_params
+    lora = {"seq_len": 1, "peft": "lora", "gradient_checkpointing": False, "lora_trainable": 0}
+    assert flops_per_token(shape, method="kto", **lora) == pytest.approx(10 * n, rel=1e-3)  # 4N + 3 × 2N
+    assert flops_per_token(shape, method="reward", **lora) == pytest.approx(4 * n, rel=1e-3)
 
 
 def test_hours_cost_and_timeout_agree():

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from jobtrail.methods import METHODS
+from jobtrail.methods.registry import SPECS, method_spec
 from jobtrail.util.data import data_path
 from jobtrail.preflight import rules as checks
 from jobtrail.preflight.rules import Facts
 from jobtrail.preflight.probes import ModelFacts, local_model_facts
 from jobtrail.templates.render import render_script
 from jobtrail.models import JobSpec
-from jobtrail.service.facade import build_config
+from jobtrail.templates.configs import build_config
 
 
 def spec(model: Path | str = "/m", dataset: Path | str = "/d.jsonl", **kw) -> JobSpec:
@@ -167,3 +169,38 @@ def test_bundled_architecture_table_matches_installed_transformers():
     table = json.loads(data_path("transformers_architectures.json").read_text())
     assert set(table["model_types"]) == set(CONFIG_MAPPING_NAMES)
     assert set(table["causal_lm_model_types"]) == set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+# One row of each TRL dataset format, by validate_dataset's name for it.
+FORMAT_ROWS = {
+    "messages": {"messages": [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]},
+    "prompt_completion": {"prompt": "Two plus two?", "completion": "Four."},
+    "text": {"text": "A sentence to model."},
+    "preference": {"prompt": "Two plus two?", "chosen": "Four.", "rejected": "Five."},
+    "preference_implicit_prompt": {"chosen": "Two plus two is four.", "rejected": "Two plus two is five."},
+    "unpaired_preference": {"prompt": "Two plus two?", "completion": "Four.", "label": True},
+    "prompt_only": {"prompt": "Two plus two?"},
+}
+
+
+def test_registry_declares_every_method_once_with_trl_classes_and_checks():
+    import trl
+
+    assert tuple(SPECS) == METHODS
+    for name, method in SPECS.items():
+        assert method.name == name and method.checks and method.flops.sequences >= 1
+        assert hasattr(trl, method.config_class) and hasattr(trl, method.trainer_class)
+        assert set(method.data_formats) <= set(FORMAT_ROWS)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_validate_dataset_takes_exactly_the_registry_formats_as_they_are(tmp_path, method):
+    from jobtrail.preflight.dataset import validate_dataset
+
+    ready = set()
+    for name, row in FORMAT_ROWS.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text((json.dumps(row) + "\n") * 4)
+        if validate_dataset(str(path), method).methods[method].status == "READY":
+            ready.add(name)
+    assert ready == set(method_spec(method).data_formats)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from jobtrail.methods import METHODS
 from jobtrail.models import JobSpec
 from jobtrail.preflight import rules as checks
 from jobtrail.preflight.rules import Facts
 from jobtrail.preflight.probes import hub_model_facts
+from support.jobs import write_jsonl
 
 TOKEN = "hf_user_write_token"
 
@@ -87,3 +91,33 @@ def test_output_repo_must_be_a_hub_id_and_creatable(hub, tiny_model, chat_datase
     refused = service.submit(spec.model_copy(update={"output": "someorg/out"}))
     assert refused.status == "rejected" and "output.create_failed" in {f.code for f in refused.findings}
     assert service.ps().jobs == []
+
+
+PAIRS = [{"prompt": f"Question {i}?", "chosen": f"A good answer {i}.", "rejected": f"Bad {i}."} for i in range(8)]
+DATA_BY_METHOD = {
+    "dpo": PAIRS,
+    "reward": PAIRS,
+    "kto": [{"prompt": f"Question {i}?", "completion": f"Answer {i}.", "label": i % 2 == 0} for i in range(8)],
+    "grpo": [{"prompt": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(8)],
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_remote_dry_run_of_every_method_checks_the_estimate_and_the_timeout(
+    hub, tiny_model, chat_dataset, tmp_path, monkeypatch, method
+):
+    from jobtrail.app import build_service
+
+    hub.add_token(TOKEN, "alice")
+    hub.add_repo("alice/tiny", files=_files(tiny_model))
+    data = chat_dataset if method == "sft" else write_jsonl(tmp_path / "data.jsonl", DATA_BY_METHOD[method])
+    hub.add_repo("alice/data", repo_type="dataset", files={"train.jsonl": data})
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    service = build_service(tmp_path / "home")
+    spec = JobSpec(method=method, model="alice/tiny", dataset="alice/data", backend="hf-jobs", flavor="cpu-basic",
+                   hyperparameters={"max_steps": 5000}, output="alice/out", timeout_s=60)
+    short = service.submit(spec, dry_run=True)
+    codes = {f.code for f in short.findings}
+    assert "estimate.unavailable" not in codes and {"estimate", "timeout.short"} <= codes
+    unset = service.submit(spec.model_copy(update={"timeout_s": None}), dry_run=True)
+    assert "timeout.default" in {f.code for f in unset.findings}

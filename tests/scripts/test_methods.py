@@ -20,10 +20,13 @@ from typing import Any
 
 import pytest
 
+from jobtrail.methods.registry import training_defaults
+from jobtrail.methods.rewards import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS
 from jobtrail.preflight import hyperparams
-from jobtrail.preflight.methods import check_method, training_defaults
+from jobtrail.preflight.methods import check_method
 from jobtrail.templates.render import render_script, scripts_dir
-from jobtrail.preflight.reward_file import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS, check_reward_file, rewards_config
+from jobtrail.preflight.reward_file import check_reward_file
+from jobtrail.templates.configs import rewards_config
 from support.jobs import JobRun, run_jobs, succeeded
 
 SCRIPTS = scripts_dir()

@@ -11,9 +11,12 @@ import pytest
 from jobtrail.outcomes import events
 from jobtrail.preflight import hyperparams
 from jobtrail.errors import InvalidRequestError
+from jobtrail.methods import METHODS
+from jobtrail.methods.registry import method_spec
 from jobtrail.models import JobSpec, JobStatus, TerminationReason
 from jobtrail.templates.render import config_json, render_script, sha256_text
-from jobtrail.service.facade import build_config
+from jobtrail.templates.configs import build_config
+from jobtrail.templates.defaults import effective
 from jobtrail.util.timefmt import human_duration, parse_duration
 
 
@@ -59,14 +62,11 @@ def test_event_lines_are_parsed_and_folded():
     assert digest.checkpoints[0].state == "committed" and digest.checkpoints[0].step == 2
 
 
-@pytest.mark.parametrize(
-    ("method", "config_class"),
-    [("sft", "SFTConfig"), ("dpo", "DPOConfig"), ("grpo", "GRPOConfig"), ("reward", "RewardConfig"), ("kto", "KTOConfig")],
-)
-def test_bundled_trl_field_list_matches_installed_trl(method, config_class):
+@pytest.mark.parametrize("method", METHODS)
+def test_bundled_trl_field_list_matches_installed_trl(method):
     import trl  # the train extra is part of the test environment
 
-    cls = getattr(trl, config_class)
+    cls = getattr(trl, method_spec(method).config_class)
     names = {f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
     assert names == set(hyperparams.trl_fields(method)), "regenerate src/jobtrail/data/trl_config_fields.json"
 
@@ -95,3 +95,13 @@ def test_rendered_script_is_self_contained_and_deterministic():
     assert config_json(config) in first or json.dumps(config_json(config)) in first or repr(config_json(config)) in first
     assert config["training_args"]["max_steps"] == 3 and config["peft"]["method"] == "lora"
     assert sha256_text(first) != sha256_text(render_script("sft", build_config(spec, "/elsewhere")))
+
+
+def test_effective_hyperparameters_sort_defaults_and_user_values_by_destination():
+    values = effective("grpo", {"learning_rate": 1e-3, "lora_r": 8, "reward_funcs": ["format"], "dataset_split": "x"})
+    assert values.training_args["learning_rate"] == 1e-3 and values.training_args["num_generations"] == 4
+    assert values.peft == {"method": "lora", "r": 8, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"}
+    assert values.job == {"checkpoint_retention": 2, "dataset_split": "x"}
+    assert values.inputs["reward_funcs"] == ["format"] and "reward_funcs" not in values.training_args
+    # What the rules judge: TRL's own defaults where jobtrail sets none (sft sets no num_generations).
+    assert effective("sft", {}).judged["num_generations"] == 8 and "num_generations" not in effective("sft", {}).training_args

@@ -6,8 +6,8 @@ FLOPs per trained token (N = parameters that take part in a matmul, s = sequence
   LoRA / QLoRA: forward + input gradients only (the base is frozen) ≈ 4N; attention has no
     weights, so its backward is the full 2 × forward in both cases
   gradient checkpointing: + one more forward (each layer is recomputed during backward)
-  DPO: + a reference forward (TRL's default precompute_ref_log_probs=False) on chosen and
-    rejected alike; GRPO: + generating num_generations completions per prompt.
+  + the method's forwards without gradients (a reference model, KTO's KL term) and the sequences
+    it trains per example, generating them first for GRPO: its FlopsRule in the method registry.
 Throughput = peak TFLOPS × EFFICIENCY × GPUs (× data-parallel scaling), combined with a host
 overhead per micro-batch (Python, autograd, kernel launches) that dominates small models.
 """
@@ -15,12 +15,12 @@ overhead per micro-batch (Python, autograd, kernel launches) that dominates smal
 from __future__ import annotations
 
 import math
+
 from pydantic import BaseModel
 
 from jobtrail.estimate.memory import Device, Peft, activation_bytes, layer_activation_bytes
 from jobtrail.estimate.params import ModelShape
-
-METHODS: tuple[str, ...] = ("sft", "dpo", "grpo")
+from jobtrail.methods.registry import method_spec
 
 # Fraction of peak FLOPS that training reaches on the FLOPs counted above (recomputation
 # included, so this is hardware FLOPs utilisation). GPU: Hugging Face Trainer + SDPA on 1-13B
@@ -36,8 +36,6 @@ QLORA_SLOWDOWN = 1.3
 # Decoding with `generate` is memory-bound: with 8 sequences per prompt about 8 FLOPs per
 # weight byte read, against ~300 at an H100's ridge point, so a few % of peak.
 GENERATION_EFFICIENCY = 0.03
-GRPO_NUM_GENERATIONS = 8  # TRL 1.16 GRPOConfig defaults
-GRPO_MAX_COMPLETION = 512
 # Data-parallel scaling on one node: DDP overlaps the gradient all-reduce with backward.
 DATA_PARALLEL_SCALING = 0.9
 # Host time per micro-batch that does not scale with tokens: Python, autograd and kernel
@@ -86,7 +84,7 @@ class Workload(BaseModel):
 
 class TimeEstimate(BaseModel):
     flops_per_token: float
-    tokens: int  # trained tokens, all epochs (both DPO responses; GRPO completions included)
+    tokens: int  # trained tokens, all epochs (both responses of a pair; GRPO completions included)
     generated_tokens: int
     steps: int
     micro_batches: int
@@ -104,14 +102,11 @@ def flops_per_token(
     dense = 2.0 * shape.matmul_params
     attention = 2.0 * shape.num_layers * seq_len * shape.q_dim
     forward = dense + attention
-    if peft == "none":
-        backward = 2 * forward
-    else:
-        backward = dense + 2 * attention + 4.0 * lora_trainable  # + the adapters' own grads
-    total = forward + backward + (forward if gradient_checkpointing else 0.0)
-    if method == "dpo":
-        total += forward  # the reference model's forward on the same sequence
-    return total
+    # Adapters: input gradients through the frozen base, plus the adapters' own weight gradients.
+    backward = 2 * forward if peft == "none" else dense + 2 * attention + 4.0 * lora_trainable
+    recompute = forward if gradient_checkpointing else 0.0
+    # Forwards without gradients (a reference model, KTO's KL term) recompute nothing.
+    return forward + backward + recompute + method_spec(method).flops.extra_forwards * forward
 
 
 def estimate_time(
@@ -133,8 +128,8 @@ def estimate_time(
     `measured_tokens_per_second` (calibration; TRL's count: non-padding tokens over the
     train() runtime) replaces the FLOPs model, overheads and generation included."""
     devices = max(gpu_count, 1)
-    sequences, generated_per_example = _sequences(method)
-    completion = GRPO_MAX_COMPLETION if method == "grpo" else 0
+    rule = method_spec(method).flops
+    sequences, completion = rule.sequences, rule.completion_tokens
     seq = work.seq_len + completion
     fpt = flops_per_token(
         shape, seq_len=seq, peft=peft, method=method,
@@ -142,13 +137,13 @@ def estimate_time(
     )
     rows = work.examples * work.epochs
     tokens = int(rows * sequences * (work.real_tokens_per_example + completion))
-    # A micro-batch holds `batch` examples (DPO: pairs, two sequences each); GRPO's batch counts
-    # completions, num_generations of them per prompt.
-    examples_per_micro = work.batch / GRPO_NUM_GENERATIONS if method == "grpo" else work.batch
+    # A micro-batch holds `batch` examples (a pair: two sequences); a generating method's batch
+    # counts completions, `sequences` of them per prompt.
+    examples_per_micro = work.batch / sequences if completion else work.batch
     micro_per_epoch = math.ceil(work.examples / (examples_per_micro * devices))
     micro_batches = micro_per_epoch * work.epochs
     steps = math.ceil(micro_per_epoch / work.gradient_accumulation_steps) * work.epochs
-    generated = int(rows * generated_per_example)
+    generated = int(rows * sequences * completion)
     if measured_tokens_per_second:
         train_s = tokens / measured_tokens_per_second
     else:
@@ -189,15 +184,6 @@ def _combine(compute_s: float, host_s: float, device: Device) -> float:
     if device == "cpu":
         return compute_s + host_s
     return max(compute_s, host_s) + GPU_SERIAL_SHARE * min(compute_s, host_s)
-
-
-def _sequences(method: str) -> tuple[int, int]:
-    """(sequences trained per example, tokens generated per example)."""
-    if method == "dpo":
-        return 2, 0  # chosen and rejected
-    if method == "grpo":
-        return GRPO_NUM_GENERATIONS, GRPO_NUM_GENERATIONS * GRPO_MAX_COMPLETION
-    return 1, 0
 
 
 def _startup_seconds(shape: ModelShape, peft: Peft) -> float:

@@ -7,15 +7,12 @@ import difflib
 import random
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import calibration as calib
 from jobtrail.estimate.cost import (
     EFFICIENCY,
-    GRPO_MAX_COMPLETION,
-    GRPO_NUM_GENERATIONS,
-    METHODS,
     QLORA_SLOWDOWN,
     TimeEstimate,
     Workload,
@@ -33,11 +30,14 @@ from jobtrail.estimate.memory import (
     OPTIMIZER_BYTES,
     Device,
     MemoryBreakdown,
+    Peft,
     device_for,
     estimate_memory,
 )
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
+from jobtrail.methods import METHODS
+from jobtrail.methods.registry import method_spec
 from jobtrail.util.timefmt import human_duration
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def hardware_report(api: Any = None) -> HardwareResult:
 @dataclass(frozen=True)
 class _Request:
     method: str
-    peft: str
+    peft: Peft
     optimizer: str
     max_length: int
     batch: int
@@ -124,7 +124,8 @@ def estimate_cost(
     trainable = shape.params if request.peft == "none" else lora_params(shape, request.lora_r)
     remote = source != "given"  # a catalog flavor is rented: start-up and upload count
     verdicts = [
-        _judge(shape, request, work, memory_seq, trainable, f, _measurement(calibration, shape, request, f.name), remote=remote)
+        _judge(shape, request, work, memory_seq, trainable, f, _measurement(calibration, shape, request, f.name),
+               remote=remote)
         for f in flavors
     ]
     choices = _ranked(verdicts)
@@ -165,7 +166,7 @@ def _validate(
     epochs: int, gradient_checkpointing: bool, lora_r: int, num_examples: int | None, avg_tokens: float | None,
 ) -> _Request:
     method_ = _choice("method", method, METHODS)
-    peft_ = _choice("peft", peft, PEFTS)
+    peft_ = cast(Peft, _choice("peft", peft, PEFTS))
     optimizer_ = OPTIMIZER_ALIASES.get(str(optimizer).lower(), str(optimizer).lower())
     _choice("optimizer", optimizer_, tuple(OPTIMIZER_BYTES))
     for name, value in {
@@ -249,7 +250,9 @@ def _lengths(stats: DataStats, max_length: int, batch: int) -> tuple[float, floa
     return statistics.fmean(lengths), padded, max(lengths)
 
 
-def _candidates(flavor: str | Flavor | None, api: Any) -> tuple[list[Flavor], str, str | None]:
+def _candidates(
+    flavor: str | Flavor | None, api: Any
+) -> tuple[list[Flavor], Literal["live", "bundled", "given"], str | None]:
     """The flavors to judge, where the catalog came from, and a note on what was left out."""
     if isinstance(flavor, Flavor):
         _require_speed(flavor)
@@ -359,9 +362,8 @@ def _shrink_options(request: _Request) -> list[str]:
     """The changes that lower this job's memory, as arguments to pass back."""
     options = {"none": ['peft="lora"', 'peft="qlora"'], "lora": ['peft="qlora"'], "qlora": []}[request.peft]
     if request.batch > 1:
-        options.append(
-            f"per_device_batch_size=1 with gradient_accumulation_steps={request.batch * request.gradient_accumulation_steps}"
-        )
+        accumulation = request.batch * request.gradient_accumulation_steps
+        options.append(f"per_device_batch_size=1 with gradient_accumulation_steps={accumulation}")
     if not request.gradient_checkpointing:
         options.append("gradient_checkpointing=True")
     if request.optimizer == "adamw" and request.peft == "none":
@@ -394,9 +396,10 @@ def _assumptions(
         devices = f" × {flavor.gpu_count} GPUs" if flavor.gpu_count > 1 else ""
         slow = f", ÷{QLORA_SLOWDOWN} for 4-bit dequantisation" if request.peft == "qlora" else ""
         throughput = f"{EFFICIENCY[target.device]:.0%} of {flavor.peak_tflops:g} peak TFLOPS{devices}{slow}"
+    rule = method_spec(request.method).flops
     terms = ["6N" if request.peft == "none" else "4N", "attention"]
     terms += ["recompute 2N"] if request.gradient_checkpointing else []
-    terms += ["reference forward 2N"] if request.method == "dpo" else []
+    terms += [f"{rule.why} {2 * rule.extra_forwards}N"] if rule.extra_forwards else []
     assumptions: dict[str, Any] = {
         "throughput": throughput,
         "flops_per_token": f"{t.flops_per_token:.3g} ({' + '.join(terms)}, N={shape.matmul_params:,})",
@@ -409,15 +412,18 @@ def _assumptions(
     }
     if request.peft != "none":
         assumptions["lora"] = f"r={request.lora_r} on every decoder Linear (all-linear), dropout > 0"
-    if request.method == "grpo":
+    if rule.completion_tokens:
         assumptions["generation"] = (
-            f"{t.generated_tokens:,} tokens generated ({GRPO_NUM_GENERATIONS} completions × "
-            f"{GRPO_MAX_COMPLETION} tokens per prompt, TRL's defaults)"
+            f"{t.generated_tokens:,} tokens generated ({rule.sequences} completions × "
+            f"{rule.completion_tokens} tokens per prompt, jobtrail's defaults)"
         )
+    if rule.sequences > 1 and not rule.completion_tokens:
+        assumptions["sequences"] = f"{rule.sequences} sequences trained per row (chosen and rejected)"
     if t.startup_s:
         assumptions["startup"] = f"{human_duration(t.startup_s)} for container, install, weights download (and upload)"
     if target.measured_memory and target.measurement is not None:
-        assumptions["memory_total"] = f"measured peak of attempt {target.measurement.attempt_id} (same max_length and batch)"
+        attempt = target.measurement.attempt_id
+        assumptions["memory_total"] = f"measured peak of attempt {attempt} (same max_length and batch)"
     if shape.vision_params:
         assumptions["vision_tower"] = f"{shape.vision_params:,} frozen params loaded, not adapted, not in params"
     return assumptions

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -18,6 +18,7 @@ from jobtrail.errors import InvalidRequestError
 
 # The date of the official price list the bundled table copies (shared/HF_JOBS_API.md).
 SNAPSHOT_DATE = "2026-11"
+CatalogSource = Literal["live", "bundled"]
 
 
 class GpuFacts(BaseModel):
@@ -51,10 +52,10 @@ class Flavor(BaseModel):
 
     name: str
     pretty_name: str | None = None
-    gpu: str | None = Field(None, description='GPU model, e.g. "A10G"; None for CPU-only flavors.')
+    gpu: str | None = Field(default=None, description='GPU model, e.g. "A10G"; None for CPU-only flavors.')
     gpu_count: int = 0
-    vram_gb: float = Field(0, description="Memory of ONE GPU in GB; 0 for CPU flavors.")
-    ram_gb: float | None = Field(None, description="Host memory in GB (what a CPU job can use).")
+    vram_gb: float = Field(default=0, description="Memory of ONE GPU in GB; 0 for CPU flavors.")
+    ram_gb: float | None = Field(default=None, description="Host memory in GB (what a CPU job can use).")
     cpu: str | None = None
     price_per_hour: float
     bf16: bool = False
@@ -117,7 +118,7 @@ _SIZE_TO_GB = {  # the Hub writes "46 GB"; accept binary units too
 }
 
 
-def catalog(api: Any = None) -> tuple[list[Flavor], str, str | None, str | None]:
+def catalog(api: Any = None) -> tuple[list[Flavor], CatalogSource, str | None, str | None]:
     """(flavors, source, snapshot_date, note): live from the Hub, else the bundled table.
 
     `api` is anything with `list_jobs_hardware()` (an HfApi); None builds a default HfApi.
@@ -132,8 +133,9 @@ def catalog(api: Any = None) -> tuple[list[Flavor], str, str | None, str | None]
         if not flavors:
             raise ValueError("the Hub listed no hardware")
         return flavors, "live", None, None
-    except Exception as exc:  # any failure at all: the bundled table still answers
-        note = f"Live prices unavailable ({type(exc).__name__}: {_first_line(exc)}); using the bundled {SNAPSHOT_DATE} table."
+    except Exception as exc:  # noqa: BLE001 - any failure at all: the bundled table still answers
+        reason = f"{type(exc).__name__}: {_first_line(exc)}"
+        note = f"Live prices unavailable ({reason}); using the bundled {SNAPSHOT_DATE} table."
         return list(BUNDLED), "bundled", SNAPSHOT_DATE, note
 
 

@@ -39,7 +39,8 @@ def load_model_config(model: str) -> dict[str, Any]:
     if model.startswith(("/", "./", "../", "~")) or path.exists() or not _HUB_ID.match(model):
         raise NotFoundError(
             f"No model directory at {model!r}.",
-            fix="Pass a directory that holds config.json (save_pretrained output), or a Hub id like 'Qwen/Qwen2.5-0.5B'.",
+            fix="Pass a directory that holds config.json (save_pretrained output), or a Hub id like "
+            "'Qwen/Qwen2.5-0.5B'.",
         )
     return _read_config(_download_config(model), model)
 

@@ -65,10 +65,14 @@ class MemoryBreakdown(BaseModel):
     """GB (1e9 bytes) per component, for one device; total_gb is their sum."""
 
     weights_gb: float = Field(description="Frozen weights: the base model under LoRA/QLoRA, a vision tower.")
-    trainable_gb: float = Field(description="Weights being trained: the adapters, or the whole model without PEFT.")
-    gradients_gb: float
-    optimizer_gb: float
-    activations_gb: float = Field(description="Tensors saved for backward (one layer recomputed at a time when checkpointing).")
+    trainable_gb: float = Field(
+        description="Weights being trained: the adapters, or the whole model without PEFT."
+    )
+    gradients_gb: float = Field(description="fp32 gradients of the trainable weights.")
+    optimizer_gb: float = Field(description="Optimizer state per trainable weight (AdamW: two fp32 moments).")
+    activations_gb: float = Field(
+        description="Tensors saved for backward (one layer recomputed at a time when checkpointing)."
+    )
     logits_gb: float = Field(description="fp32 logits of one micro-batch: tokens × vocabulary × 4 bytes.")
     overhead_gb: float = Field(description="CUDA context on a GPU; the Python/torch runtime on a CPU.")
     total_gb: float = Field(description="Peak memory of the device: the sum of the above.")

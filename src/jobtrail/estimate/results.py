@@ -50,10 +50,10 @@ class FlavorOption(BaseModel):
     fits: bool
     total_gb: float = Field(description="Peak memory per device on this flavor.")
     usable_gb: float = Field(description="Memory per device after headroom.")
-    hours: float
-    cost_usd: float
+    hours: float = Field(description="Wall time on this flavor, start-up and upload included.")
+    cost_usd: float = Field(description="The hours at the flavor's price, billed by the minute.")
     timeout: str = Field(description='The timeout to submit with on this flavor, e.g. "3h".')
-    calibrated: bool
+    calibrated: bool = Field(description="True when earlier attempts on this flavor measured the speed.")
 
 
 class EstimateResult(BaseModel):
@@ -140,7 +140,7 @@ def memory_label(f: Flavor) -> str:
 def _gpu_label(f: Flavor) -> str:
     if f.gpu_count == 0:
         return f"- ({f.cpu})" if f.cpu else "-"
-    return f.gpu if f.gpu_count == 1 else f"{f.gpu_count} × {f.gpu}"
+    return str(f.gpu) if f.gpu_count == 1 else f"{f.gpu_count} × {f.gpu}"
 
 
 def _tflops_label(f: Flavor) -> str:

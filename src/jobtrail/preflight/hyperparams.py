@@ -1,4 +1,5 @@
-"""Hyperparameters: the names TRL/transformers use, jobtrail's few extras, and the defaults.
+"""Hyperparameter names: the ones TRL/transformers use, jobtrail's few extras (templates/defaults.py
+holds them with their defaults), the method's own inputs, and the names jobtrail manages itself.
 
 The TRL field list is bundled (trl_config_fields.json) so the server can check names without
 importing trl; a test compares it with the installed TRL so it cannot drift silently.
@@ -7,25 +8,13 @@ importing trl; a test compares it with the installed TRL so it cannot drift sile
 from __future__ import annotations
 
 import difflib
-import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from jobtrail.preflight.methods import training_defaults
+from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding
+from jobtrail.templates.defaults import JOB_DEFAULTS, PEFT_DEFAULTS
 from jobtrail.util.data import load_table
-from jobtrail.preflight.reward_file import REWARD_HYPERPARAMETERS
-
-# jobtrail's own knobs, which TRL does not have, with their defaults.
-PEFT_DEFAULTS: dict[str, Any] = {
-    "peft": "lora",
-    "lora_r": 16,
-    "lora_alpha": 32,
-    "lora_dropout": 0.05,
-    "lora_target_modules": "all-linear",
-}
-JOB_DEFAULTS: dict[str, Any] = {"checkpoint_retention": 2, "dataset_split": "train"}
 
 # Names jobtrail sets itself; passing them would fight the job runtime.
 MANAGED: dict[str, str] = {
@@ -45,7 +34,7 @@ def trl_fields(method: str) -> frozenset[str]:
 
 
 def known_names(method: str) -> set[str]:
-    extras = set(REWARD_HYPERPARAMETERS) if method == "grpo" else set()
+    extras = set(method_spec(method).inputs)
     return (set(trl_fields(method)) | set(PEFT_DEFAULTS) | set(JOB_DEFAULTS) | extras) - set(MANAGED)
 
 
@@ -79,25 +68,9 @@ def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
                 code="hyperparameters.peft",
                 severity="error",
                 message=f"peft={hyperparameters['peft']!r} is not supported.",
-                fix='Use peft="lora" (adapter), "qlora" (adapter on a 4-bit base, CUDA only) or "none" (full fine-tuning).',
+                fix='Use peft="lora" (adapter), "qlora" (adapter on a 4-bit base, CUDA only) or "none" '
+                '(full fine-tuning).',
             )
         )
     return findings
 
-
-def split(method: str, hyperparameters: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Defaults + user values → (training_args for TRL, peft block, jobtrail job options).
-
-    GRPO's reward knobs are not TRL arguments: build_config moves them into the rewards block."""
-    merged = {**training_defaults(method), **PEFT_DEFAULTS, **JOB_DEFAULTS, **hyperparameters}
-    for name in REWARD_HYPERPARAMETERS:
-        merged.pop(name, None)
-    peft = {
-        "method": merged.pop("peft"),
-        "r": merged.pop("lora_r"),
-        "alpha": merged.pop("lora_alpha"),
-        "dropout": merged.pop("lora_dropout"),
-        "target_modules": merged.pop("lora_target_modules"),
-    }
-    job = {name: merged.pop(name) for name in JOB_DEFAULTS}
-    return merged, peft, job

@@ -1,9 +1,8 @@
-"""GRPO rewards on the server side: the built-in names, and checking a user's reward file.
+"""A user's GRPO reward file, checked before submission.
 
-The built-in reward functions themselves run inside the job, so they live in scripts/grpo.py
-(its `BUILTIN_REWARDS`); this module holds their names for validation, and a test keeps the two
-lists equal. A user's reward file is checked here before submission and its source then travels
-in the job's CONFIG (`rewards_config`), which the GRPO job runs in a namespace of its own.
+The file's source then travels in the job's CONFIG (templates/configs.py `rewards_config`), which
+the GRPO job runs in a namespace of its own; the built-in reward names and the reward knobs are
+GRPO's method inputs (jobtrail.methods.rewards).
 
 Nothing here imports torch or runs the user's code: the file is only parsed (`ast`).
 """
@@ -12,21 +11,10 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from jobtrail.models import Finding
 
-BUILTIN_REWARDS: tuple[str, ...] = ("exact_match", "numeric_match", "format", "length")
-DEFAULT_FORMAT_REGEX = r"<think>.*?</think>\s*<answer>.*?</answer>"
-DEFAULT_LENGTH_TARGET = 256  # tokens
-# jobtrail's reward knobs (not TRL config fields), with their defaults; only GRPO takes them.
-REWARD_HYPERPARAMETERS: dict[str, Any] = {
-    "reward_funcs": [],
-    "reward_format_regex": DEFAULT_FORMAT_REGEX,
-    "reward_length_target": DEFAULT_LENGTH_TARGET,
-}
 ACCEPTED_SIGNATURES = "(prompts, completions, **kwargs) or (completions, **kwargs)"
 MAX_REWARD_FILE_BYTES = 256 * 1024  # its source goes into the job's config and the ledger
 
@@ -67,27 +55,6 @@ def check_reward_file(path: str | Path, function: str) -> list[Finding]:
         )]
     findings = [*_top_level_findings(tree, path), *_function_findings(tree, path, function)]
     return findings + _import_findings(tree, path)
-
-
-def rewards_config(hyperparameters: Mapping[str, Any], user: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The GRPO job's CONFIG["rewards"] block.
-
-    `hyperparameters`: the user's, whose reward knobs (REWARD_HYPERPARAMETERS) it reads with their
-    defaults; `user`: None, or {"file": path, "function": name} for a reward file that
-    check_reward_file accepted (its source is read now, so the config snapshot holds the code).
-    """
-    settings = {**REWARD_HYPERPARAMETERS, **{k: v for k, v in hyperparameters.items() if k in REWARD_HYPERPARAMETERS}}
-    names = settings["reward_funcs"] or []
-    return {
-        "builtin": [names] if isinstance(names, str) else list(names),
-        "user": _user_block(user) if user else None,
-        "format_regex": settings["reward_format_regex"],
-        "length_target": settings["reward_length_target"],
-    }
-
-
-def _user_block(user: Mapping[str, Any]) -> dict[str, str]:
-    return {"function": str(user["function"]), "source": Path(user["file"]).expanduser().read_text(encoding="utf-8")}
 
 
 # --- the file ----------------------------------------------------------------------------------
@@ -206,7 +173,8 @@ def _signature_findings(node: ast.FunctionDef, path: str | Path) -> list[Finding
         return [_signature_error(path, node.name, "has no `completions` parameter")]
     if args.kwarg is None:
         return [_signature_error(
-            path, node.name, "has no `**kwargs`; TRL also passes completion_ids, trainer_state and every dataset column",
+            path, node.name,
+            "has no `**kwargs`; TRL also passes completion_ids, trainer_state and every dataset column",
         )]
     defaults = _parameters_with_defaults(args)
     columns = [name for name in named if name not in TRL_REWARD_KWARGS and name not in defaults]

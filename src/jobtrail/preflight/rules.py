@@ -13,22 +13,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jobtrail.preflight import hyperparams
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
+from jobtrail.estimate.cost import TIMEOUT_BUFFER
 from jobtrail.estimate.hardware import BUNDLED
-from jobtrail.preflight.methods import check_method, training_defaults
+from jobtrail.estimate.inputs import CHARS_PER_TOKEN
 from jobtrail.models import Finding, JobSpec
-from jobtrail.preflight.reward_file import check_reward_file
-from jobtrail.preflight import probes
+from jobtrail.preflight import hyperparams, probes
 from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.probes import HubIdentity, ModelFacts
+from jobtrail.preflight.reward_file import check_reward_file
+from jobtrail.templates.defaults import effective
 from jobtrail.util.refs import HUB_ID, looks_local
 from jobtrail.util.timefmt import human_duration
 
-CHARS_PER_TOKEN = 4  # without a tokenizer: the usual rule of thumb for English text and code
-TIMEOUT_BUFFER = 1.3  # the timeout must cover the estimate + 30% (DESIGN.md 'Preflight')
+# GRPO has no max_length (prompts are kept whole): the estimate bounds its prompts at this.
+ESTIMATE_MAX_LENGTH = 1024
 # GPUs without bf16, and those where torch.compile costs more than it saves on short jobs.
 NO_BF16_GPUS = ("T4",)
 SLOW_COMPILE_GPUS = ("T4", "A10G")
@@ -53,7 +55,7 @@ def gather_model(spec: JobSpec, token: str | None = None) -> Facts:
 
 
 def gather_dataset(facts: Facts, spec: JobSpec) -> Facts:
-    split = spec.hyperparameters.get("dataset_split", hyperparams.JOB_DEFAULTS["dataset_split"])
+    split = effective(spec.method, spec.hyperparameters).job["dataset_split"]
     report = validate_dataset(spec.dataset, spec.method, split=str(split), mapping=spec.dataset_mapping)
     return replace(facts, dataset=report)
 
@@ -62,21 +64,24 @@ def gather_estimate(facts: Facts, spec: JobSpec, *, ledger: Any = None, api: Any
     """Memory and time on the chosen flavor, from the model's config.json and the data's size."""
     if facts.model.config is None or not spec.flavor:
         return facts
-    h = {**training_defaults(spec.method), **hyperparams.PEFT_DEFAULTS, **spec.hyperparameters}
-    batch, accumulation = int(h["per_device_train_batch_size"]), int(h["gradient_accumulation_steps"])
+    values = effective(spec.method, spec.hyperparameters)
+    args = values.training_args
+    batch, accumulation = int(args["per_device_train_batch_size"]), int(args["gradient_accumulation_steps"])
+    max_length = int(args.get("max_length") or ESTIMATE_MAX_LENGTH)
     report = facts.dataset
-    if int(h.get("max_steps") or -1) > 0:
-        examples, epochs = int(h["max_steps"]) * batch * accumulation, 1
+    if int(args.get("max_steps") or -1) > 0:
+        examples, epochs = int(args["max_steps"]) * batch * accumulation, 1
     else:
-        examples, epochs = (report.rows or report.rows_checked) if report else 0, math.ceil(float(h["num_train_epochs"]))
+        rows = (report.rows or report.rows_checked) if report else 0
+        examples, epochs = rows, math.ceil(float(args["num_train_epochs"]))
     chars = report.mean_chars_per_row if report else None
     try:
         estimate = estimate_cost(
-            spec.model, spec.method, peft=str(h["peft"]), num_examples=max(1, examples),
-            avg_tokens=max(1.0, chars / CHARS_PER_TOKEN) if chars else float(h["max_length"]),
-            max_length=int(h["max_length"]), per_device_batch_size=batch, gradient_accumulation_steps=accumulation,
-            epochs=max(1, epochs), gradient_checkpointing=bool(h.get("gradient_checkpointing", True)),
-            flavor=spec.flavor, lora_r=int(h["lora_r"]), config=facts.model.config, calibration=ledger, api=api,
+            spec.model, spec.method, peft=values.peft_method, num_examples=max(1, examples),
+            avg_tokens=max(1.0, chars / CHARS_PER_TOKEN) if chars else float(max_length),
+            max_length=max_length, per_device_batch_size=batch, gradient_accumulation_steps=accumulation,
+            epochs=max(1, epochs), gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
+            flavor=spec.flavor, lora_r=int(values.peft["r"]), config=facts.model.config, calibration=ledger, api=api,
         )
     except JobtrailError as exc:
         return replace(facts, estimate_error=str(exc))
@@ -150,8 +155,9 @@ def check_chat_template(spec: JobSpec, facts: Facts, conversational: bool) -> li
 
 
 def check_lora_targets(spec: JobSpec, facts: Facts) -> list[Finding]:
-    targets = spec.hyperparameters.get("lora_target_modules", hyperparams.PEFT_DEFAULTS["lora_target_modules"])
-    if spec.hyperparameters.get("peft", "lora") != "lora" or not isinstance(targets, list):
+    peft = effective(spec.method, spec.hyperparameters).peft
+    targets = peft["target_modules"]
+    if peft["method"] != "lora" or not isinstance(targets, list):
         return []
     names = facts.model.module_names
     if names is None:

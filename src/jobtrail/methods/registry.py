@@ -1,0 +1,137 @@
+"""The method registry: each training method declared once, with everything that differs by method.
+
+    method_spec("dpo") -> MethodSpec     TRL classes, data formats, defaults, FLOPs rule, checks, inputs
+
+Preflight runs a spec's checks, templates/defaults.py merges its defaults and inputs under the
+user's values, the estimate reads its FLOPs rule, and validate_dataset's verdicts keep to its data
+formats (a test holds them together). Pure: no I/O, nothing heavy imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobtrail.methods import METHODS, TrainingMethod, rules
+from jobtrail.methods.rewards import REWARD_HYPERPARAMETERS
+
+# TRL 1.16's own defaults for the values the rules read, where jobtrail sets none.
+TRL_DEFAULTS: dict[str, Any] = {
+    "per_device_train_batch_size": 8,
+    "per_device_eval_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "num_generations": 8,
+    "eval_strategy": "no",
+}
+# Shared by every method: a save every 100 steps, logs every 10, one epoch, no trackers.
+_COMMON_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 1,
+    "logging_steps": 10,
+    "save_strategy": "steps",
+    "save_steps": 100,
+    "seed": 42,
+    "report_to": "none",
+}
+
+
+@dataclass(frozen=True)
+class FlopsRule:
+    """What one training example costs, in passes over the model (estimate/cost.py turns it into FLOPs)."""
+
+    sequences: int = 1  # sequences trained per example: forward and backward each
+    extra_forwards: int = 0  # forwards without gradients per trained sequence (a reference model, a KL term)
+    completion_tokens: int = 0  # tokens generated per trained sequence before it trains on them
+    why: str = ""  # the extra forwards in words, for the estimate's assumptions
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: TrainingMethod
+    trl_name: str  # TRL 1.16 names the method's classes <trl_name>Config and <trl_name>Trainer
+    # TRL dataset formats (validate_dataset's names) the method trains on as they are; other
+    # shapes need a dataset_mapping.
+    data_formats: tuple[str, ...]
+    defaults: Mapping[str, Any]  # TRL config values jobtrail uses unless the user sets them
+    flops: FlopsRule
+    checks: tuple[rules.Rule, ...]  # run in this order; each returns Findings
+    # The method's own knobs, which are not TRL config fields, with their defaults.
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def config_class(self) -> str:
+        return f"{self.trl_name}Config"
+
+    @property
+    def trainer_class(self) -> str:
+        return f"{self.trl_name}Trainer"
+
+
+# Learning rates suit adapters (jobtrail's default peft is LoRA); TRL's own defaults (1e-6 for
+# DPO, KTO and GRPO) assume full fine-tuning and barely move a LoRA adapter.
+_SFT = MethodSpec(
+    name="sft", trl_name="SFT", data_formats=("messages", "prompt_completion", "text"),
+    defaults={**_COMMON_DEFAULTS, "learning_rate": 2e-4, "per_device_train_batch_size": 2,
+              "gradient_accumulation_steps": 4, "max_length": 1024},
+    flops=FlopsRule(), checks=(rules.rewards_only_for_grpo,),
+)
+_DPO = MethodSpec(
+    name="dpo", trl_name="DPO", data_formats=("preference", "preference_implicit_prompt"),
+    defaults={**_COMMON_DEFAULTS, "learning_rate": 5e-6, "per_device_train_batch_size": 2,
+              "gradient_accumulation_steps": 4, "max_length": 1024, "beta": 0.1},
+    # Chosen and rejected both train, and the reference model scores both (TRL 1.16's default
+    # precompute_ref_log_probs=False; under LoRA the reference is the base with adapters off).
+    flops=FlopsRule(sequences=2, extra_forwards=1, why="reference forward"),
+    checks=(rules.rewards_only_for_grpo, rules.positive_beta, rules.dpo_label_smoothing),
+)
+_KTO = MethodSpec(
+    name="kto", trl_name="KTO", data_formats=("unpaired_preference", "preference", "preference_implicit_prompt"),
+    # KTO estimates its KL term from the other rows of the same micro-batch: it needs more than one.
+    defaults={**_COMMON_DEFAULTS, "learning_rate": 5e-6, "per_device_train_batch_size": 4,
+              "gradient_accumulation_steps": 2, "max_length": 1024, "beta": 0.1},
+    # One sequence trains; the reference model scores it, and for the KL term (loss_type "kto",
+    # the default) policy and reference each run a forward on a mismatched completion (TRL 1.16
+    # KTOTrainer; under LoRA the reference is the base with adapters off).
+    flops=FlopsRule(extra_forwards=3, why="reference forward + KL forwards"),
+    checks=(rules.rewards_only_for_grpo, rules.positive_beta, rules.kto_loss_and_batch),
+)
+_REWARD = MethodSpec(
+    name="reward", trl_name="Reward", data_formats=("preference", "preference_implicit_prompt"),
+    defaults={**_COMMON_DEFAULTS, "learning_rate": 1e-4, "per_device_train_batch_size": 2,
+              "gradient_accumulation_steps": 4, "max_length": 1024},
+    flops=FlopsRule(sequences=2),  # chosen and rejected, scored against each other; no reference model
+    checks=(rules.rewards_only_for_grpo, rules.reward_centering),
+)
+# Generation batch 4 x 2 = 8 completions: two prompts' groups of 4 per optimizer step. GRPO has
+# no max_length: prompts are kept whole and completions capped by max_completion_length.
+_GRPO_DEFAULTS: dict[str, Any] = {**_COMMON_DEFAULTS, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
+                                  "gradient_accumulation_steps": 2, "num_generations": 4,
+                                  "max_completion_length": 256}
+_GRPO = MethodSpec(
+    name="grpo", trl_name="GRPO",
+    # Any row with a prompt: GRPO generates the completions, and the other columns reach the rewards.
+    data_formats=("prompt_only", "prompt_completion", "preference", "unpaired_preference"),
+    defaults=_GRPO_DEFAULTS,
+    # Each prompt's group of completions is generated, then trained on (beta=0: no reference model).
+    flops=FlopsRule(sequences=_GRPO_DEFAULTS["num_generations"],
+                    completion_tokens=_GRPO_DEFAULTS["max_completion_length"]),
+    checks=(rules.grpo_batch, rules.grpo_generation, rules.grpo_rewards),
+    inputs=REWARD_HYPERPARAMETERS,
+)
+
+SPECS: dict[str, MethodSpec] = {spec.name: spec for spec in (_SFT, _DPO, _GRPO, _REWARD, _KTO)}
+# Every method's own knobs: none of them is ever a TRL config argument.
+METHOD_INPUTS: frozenset[str] = frozenset(name for spec in SPECS.values() for name in spec.inputs)
+
+
+def method_spec(method: str) -> MethodSpec:
+    """The registry entry of `method`; ValueError for a name that is not a training method."""
+    try:
+        return SPECS[method]
+    except KeyError:
+        raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}") from None
+
+
+def training_defaults(method: str) -> dict[str, Any]:
+    """The TRL config values jobtrail uses for `method` unless the user sets them (a copy)."""
+    return dict(method_spec(method).defaults)
