@@ -47,13 +47,15 @@ def _argument_sets(tools, paths, rng):
         yield tool.name, {"not_an_argument": 1}
 
 
-def test_every_tool_answers_malformed_input_with_a_structured_error(tmp_path, monkeypatch, tiny_model, chat_dataset, hub):
+def test_every_tool_answers_malformed_input_with_a_structured_error(
+    tmp_path, monkeypatch, tiny_model, chat_dataset, hub
+):
     # Hub ids among the junk reach the offline emulator (the `hub` fixture), never the network.
     # (HF_HUB_OFFLINE is read once when huggingface_hub is imported: setting it here would leak.)
     monkeypatch.setenv("JOBTRAIL_HOME", str(tmp_path / "home"))
     service = build_service()
     server = build_server(service)
-    paths = _files(tmp_path) + [str(tiny_model), str(chat_dataset)]
+    paths = [*_files(tmp_path), str(tiny_model), str(chat_dataset)]
     rng = random.Random(1234)
 
     async def go():

@@ -14,7 +14,8 @@ from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
 from support.waiting import wait_for
 
-TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset", "hardware", "estimate_cost"}
+TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset", "hardware",
+         "estimate_cost", "evaluate", "convert_gguf"}
 
 
 def call(server, tool: str, arguments: dict[str, Any]):
@@ -41,7 +42,7 @@ def server(tmp_path, monkeypatch):
 
 def test_tools_are_typed_titled_and_annotated(server):
     tools = {t.name: t for t in list_tools(server)}
-    assert TOOLS <= set(tools)
+    assert set(tools) >= TOOLS
     for name in TOOLS:
         tool = tools[name]
         assert tool.title and tool.description and tool.output_schema, name
@@ -51,7 +52,8 @@ def test_tools_are_typed_titled_and_annotated(server):
     assert tools["cancel"].annotations.destructive_hint is True
     assert tools["submit"].annotations.read_only_hint is False
     props = tools["submit"].input_schema["properties"]
-    for arg in ("method", "model", "dataset", "backend", "flavor", "timeout", "hyperparameters", "output", "dry_run", "force"):
+    for arg in ("method", "model", "dataset", "backend", "flavor", "timeout", "hyperparameters", "output", "dry_run",
+                "force"):
         assert arg in props, arg
     assert set(tools["submit"].input_schema["required"]) == {"method", "model", "dataset"}
 
@@ -71,7 +73,8 @@ def test_bad_method_is_refused_naming_the_valid_one(server, tiny_model, chat_dat
 
 
 def test_missing_dataset_is_a_finding_that_blocks(server, tiny_model, tmp_path):
-    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(tmp_path / "nope.jsonl")})
+    missing = str(tmp_path / "nope.jsonl")
+    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": missing})
     assert not result.is_error
     data = result.structured_content
     assert data["status"] == "rejected" and data["job_id"] is None
@@ -90,12 +93,14 @@ def test_unknown_hyperparameter_blocks_with_did_you_mean(server, tiny_model, cha
 
 
 def test_bad_timeout_is_a_tool_error_with_the_fix(server, tiny_model, chat_dataset):
-    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "timeout": "soon"})
+    result = call(server, "submit",
+                  {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "timeout": "soon"})
     assert result.is_error and "45m" in result.content[0].text
 
 
 def test_dry_run_renders_without_running(server, tiny_model, chat_dataset):
-    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "dry_run": True})
+    result = call(server, "submit",
+                  {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "dry_run": True})
     data = result.structured_content
     assert data["status"] == "dry_run" and data["job_id"] is None
     assert data["script"].startswith("# /// script") and len(data["script_sha256"]) == 64
@@ -135,7 +140,8 @@ def test_real_sft_job_succeeds_with_steps_loss_checkpoint_and_receipt(server, ti
     committed = [c for c in data["checkpoints"] if c["state"] == "committed"]
     assert committed and all(Path(c["path"]).is_dir() for c in committed)
     [attempt] = data["attempts"]
-    assert attempt["placement"]["backend"] == "local" and attempt["placement"]["pid"] > 0 and attempt["placement"]["host"]
+    placement = attempt["placement"]
+    assert placement["backend"] == "local" and placement["pid"] > 0 and placement["host"]
     assert attempt["data_manifest"]["rows"] > 0 and len(attempt["data_manifest"]["sha256"]) == 64
     assert attempt["environment"]["packages"]["trl"]
     assert len(attempt["config_sha256"]) == 64 and attempt["exit_code"] == 0
@@ -245,11 +251,13 @@ def test_hardware_and_estimate_cost_tools(server, tiny_model, chat_dataset, hub)
     assert hw["source"] == "bundled" and hw["snapshot_date"]
     a10g = next(f for f in hw["flavors"] if f["name"] == "a10g-large")
     assert a10g["gpu"] == "A10G" and a10g["vram_gb"] == 24 and a10g["price_per_hour"] == 1.5 and a10g["bf16"]
-    est = call(server, "estimate_cost", {"model": str(tiny_model), "dataset": str(chat_dataset), "flavor": "a10g-large"})
+    est = call(server, "estimate_cost",
+               {"model": str(tiny_model), "dataset": str(chat_dataset), "flavor": "a10g-large"})
     data = est.structured_content
     assert data["params"] > 0 and data["fits"]["a10g-large"] is True and data["recommended_flavor"]
     assert set(data["memory"]) >= {"weights_gb", "trainable_gb", "gradients_gb", "optimizer_gb", "activations_gb",
                                    "logits_gb", "overhead_gb", "total_gb"}
     assert data["recommended_timeout"] == "1h" and "Fits a10g-large" in est.content[0].text
-    bad = call(server, "estimate_cost", {"model": str(tiny_model), "num_examples": 10, "avg_tokens": 5, "flavor": "a10g-lage"})
+    bad = call(server, "estimate_cost",
+               {"model": str(tiny_model), "num_examples": 10, "avg_tokens": 5, "flavor": "a10g-lage"})
     assert bad.is_error and "a10g-large" in bad.content[0].text

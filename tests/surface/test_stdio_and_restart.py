@@ -70,7 +70,8 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     env = {**os.environ, "JOBTRAIL_HOME": str(tmp_path / "home")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jobtrail", *args], env=env, text=True, capture_output=True, timeout=60)
+        return subprocess.run([sys.executable, "-m", "jobtrail", *args], env=env, text=True, capture_output=True,
+                              timeout=60)
 
     dry = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset),
               "--set", "max_steps=2", "--dry-run", "--json")

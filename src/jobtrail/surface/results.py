@@ -33,7 +33,9 @@ class SubmitResult(BaseModel):
     backend: str
     workdir: str | None = None
     output_dir: str | None = None
-    output_repo: str | None = Field(default=None, description="Hub repo a remote job pushes its checkpoints and model to.")
+    output_repo: str | None = Field(
+        default=None, description="Hub repo a remote job pushes its checkpoints and model to."
+    )
     script: str | None = Field(default=None, description="The rendered script (dry_run only).")
 
     def to_markdown(self) -> str:
@@ -53,7 +55,8 @@ class SubmitResult(BaseModel):
             return "\n".join(head + body + script)
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
         if self.output_repo:
-            lines.append(f"Checkpoints and the final model are pushed to https://huggingface.co/{self.output_repo} (private).")
+            lines.append("Checkpoints and the final model are pushed to "
+                         f"https://huggingface.co/{self.output_repo} (private).")
         if self.forced:
             lines.append("Forced past preflight errors; the receipt records it.")
         lines += findings_markdown(self.findings)
@@ -159,10 +162,14 @@ class InspectResult(BaseModel):
     checkpoints: list[CheckpointRecord]
     attempts: list[AttemptView]
     evaluations: list[dict[str, Any]] = Field(
-        default_factory=list, description="Evaluations of this job's checkpoints: checkpoint, state, metrics, provenance."
+        default_factory=list,
+        description="Evaluations of this job's checkpoints: checkpoint, state, metrics, provenance.",
     )
     artifacts: list[dict[str, Any]] = Field(
-        default_factory=list, description="Files the job produced: final model, GGUF files (path, quantization, bytes, sha256), llama.cpp version."
+        default_factory=list,
+        description=(
+            "Files the job produced: final model, GGUF files (path, quantization, bytes, sha256), llama.cpp version."
+        ),
     )
     eval_delta: dict[str, float] | None = Field(
         None, description="submit(eval_dataset=...): final − base per metric, once both evaluations finished."
@@ -184,7 +191,8 @@ class InspectResult(BaseModel):
         committed = [c for c in self.checkpoints if c.state == "committed"]
         if committed:
             lines.append(f"Last committed checkpoint: {committed[-1].path} (step {committed[-1].step}).")
-        lines += ["", "| attempt | status | reason | started | duration | placement | config sha256 |", "|---|---|---|---|---|---|---|"]
+        lines += ["", "| attempt | status | reason | started | duration | placement | config sha256 |",
+                  "|---|---|---|---|---|---|---|"]
         for a in self.attempts:
             where = f"{a.placement.backend}@{a.placement.host} pid {a.placement.pid}" if a.placement else "-"
             lines.append(
@@ -193,7 +201,8 @@ class InspectResult(BaseModel):
             )
         if latest.data_manifest:
             dm = latest.data_manifest
-            lines.append(f"\nData: {dm.get('source')} ({dm.get('rows')} rows, sha256 {str(dm.get('sha256') or dm.get('revision'))[:12]}).")
+            pin = str(dm.get("sha256") or dm.get("revision"))[:12]
+            lines.append(f"\nData: {dm.get('source')} ({dm.get('rows')} rows, sha256 {pin}).")
         if latest.environment:
             env = latest.environment
             pk = env.get("packages", {})
@@ -206,11 +215,14 @@ class InspectResult(BaseModel):
             lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {shown}.")
         for art in self.artifacts:
             if art.get("kind") == "gguf":
-                lines.append(f"GGUF {art.get('quantization')}: {art.get('path')} ({art.get('bytes', 0) / 1e6:.1f} MB, sha256 {str(art.get('sha256'))[:12]}).")
+                size_mb, sha = art.get("bytes", 0) / 1e6, str(art.get("sha256"))[:12]
+                lines.append(f"GGUF {art.get('quantization')}: {art.get('path')} ({size_mb:.1f} MB, sha256 {sha}).")
         if self.eval_delta:
-            lines.append("Change from the base model: " + ", ".join(f"{k} {v:+.4g}" for k, v in self.eval_delta.items()) + ".")
+            changes = ", ".join(f"{k} {v:+.4g}" for k, v in self.eval_delta.items())
+            lines.append(f"Change from the base model: {changes}.")
         if not self.status_is_terminal:
-            lines.append(f"\nNext: logs(job_id=\"{self.job_id}\") to watch it; cancel(job_id=\"{self.job_id}\") to stop it.")
+            lines.append(f"\nNext: logs(job_id=\"{self.job_id}\") to watch it; "
+                         f"cancel(job_id=\"{self.job_id}\") to stop it.")
         return "\n".join(lines)
 
     @property
@@ -280,8 +292,8 @@ class ReportResult(BaseModel):
                 f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}.")
         if not self.rows:
             return head
-        table = _table([self.group_by, "attempts", "GPU-hours", "cost"],
-                       [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows])
+        rows = [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows]
+        table = _table([self.group_by, "attempts", "GPU-hours", "cost"], rows)
         return f"{head}\n\n{table}"
 
 
@@ -305,7 +317,8 @@ class RetryResult(BaseModel):
             if self.fix:
                 lines.append(f"Fix: {self.fix}")
             return "\n".join(lines)
-        start = f"resuming from {self.resume_from}" if self.resume_from else "starting from scratch (no committed checkpoint)"
+        start = (f"resuming from {self.resume_from}" if self.resume_from
+                 else "starting from scratch (no committed checkpoint)")
         wait = f" after {human_duration(self.delay_s)}" if self.delay_s else ""
         change = f" with changes {self.changes}" if self.changes else ""
         return (f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}\n"
@@ -320,8 +333,10 @@ class EvaluateResult(BaseModel):
     backend: str
 
     def to_markdown(self) -> str:
-        return (f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] on {self.backend}.\n"
-                f"Follow it: inspect(job_id=\"{self.job_id}\"); its record also appears in inspect of the evaluated job.")
+        return (f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] "
+                f"on {self.backend}.\n"
+                f"Follow it: inspect(job_id=\"{self.job_id}\"); "
+                "its record also appears in inspect of the evaluated job.")
 
 
 class ConvertResult(BaseModel):
@@ -339,7 +354,9 @@ class ConvertResult(BaseModel):
             head = [f"Not converted: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
             return "\n".join(head + findings_markdown(self.findings))
         where = self.output_repo or self.output_dir
-        lines = [f"Conversion **{self.job_id}** ({self.status}): {self.source} → F16 + {', '.join(self.quantizations)} in {where}."]
+        quantized = ", ".join(self.quantizations)
+        lines = [f"Conversion **{self.job_id}** ({self.status}): {self.source} → F16 + {quantized} in {where}."]
         lines += findings_markdown(self.findings)
-        lines.append(f"Follow it: logs(job_id=\"{self.job_id}\"); inspect lists each file with its size and sha256 when it ends.")
+        lines.append(f"Follow it: logs(job_id=\"{self.job_id}\"); "
+                     "inspect lists each file with its size and sha256 when it ends.")
         return "\n".join(lines)
