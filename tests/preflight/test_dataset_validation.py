@@ -23,13 +23,15 @@ from typing import Any
 
 import pytest
 
+from jobtrail.demo.tinymodel import write_chat_dataset, write_prompt_completion_dataset
 from jobtrail.errors import InvalidRequestError
+from jobtrail.methods import METHODS
 from jobtrail.models import JobSpec
 from jobtrail.preflight import dataset as ds
-from jobtrail.preflight.dataset import DATASET_METHODS, DatasetReport, validate_dataset
+from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.preflight.dataset.shapes import PLANNERS
+from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
-from jobtrail.service.facade import build_config
-from jobtrail.demo.tinymodel import write_chat_dataset, write_prompt_completion_dataset
 
 VERDICT = {"R": "READY", "N": "NEEDS_MAPPING", "I": "INCOMPATIBLE"}
 EVENT_PREFIX = "JOBTRAIL "
@@ -58,7 +60,7 @@ class Shape:
     name: str
     file: str  # file name; its suffix picks the writer
     content: Any  # rows (list of dicts / raw lines) for jsonl and parquet, an object for json, text for csv
-    verdicts: str  # five letters R/N/I in DATASET_METHODS order, or "" when nothing could be read
+    verdicts: str  # five letters R/N/I in METHODS order, or "" when nothing could be read
     format: str | None = None
     problem: tuple[int, str] | None = None  # (row or line number, text the problem contains)
     finding: str | None = None  # a finding code the report must hold
@@ -228,7 +230,7 @@ def test_the_table_covers_enough_shapes() -> None:
 def test_verdicts_per_method(shape: Shape, reports: dict[str, DatasetReport]) -> None:
     report = reports[shape.name]
     got = {m: v.status for m, v in report.methods.items()}
-    expected = {m: VERDICT[letter] for m, letter in zip(DATASET_METHODS, shape.verdicts, strict=False)}
+    expected = {m: VERDICT[letter] for m, letter in zip(METHODS, shape.verdicts, strict=False)}
     assert got == expected, report.to_markdown()
     if shape.format:
         assert report.format == shape.format, report.to_markdown()
@@ -301,7 +303,7 @@ def test_an_unreadable_file_is_a_finding(folder: Path, monkeypatch: pytest.Monke
     def denied(path: Path, max_rows: int) -> Any:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(ds, "_read_jsonl", denied)
+    monkeypatch.setattr(ds.files, "_read_jsonl", denied)
     (finding,) = validate_dataset(str(folder / "m.jsonl")).findings
     assert finding.code == "dataset.unreadable" and "Permission denied" in finding.message
 
@@ -336,7 +338,7 @@ def test_directory_picks_the_split_file(tmp_path: Path) -> None:
     ],
 )
 def test_split_files(files: list[str], split: str, picked: list[str]) -> None:
-    assert ds._split_files(files, split) == picked
+    assert ds.read.split_files(files, split) == picked
 
 
 def test_a_given_mapping_is_applied_before_judging(folder: Path) -> None:
@@ -360,7 +362,7 @@ def rt() -> ModuleType:
 MAPPING_CASES = [
     (shape, method)
     for shape in SHAPES
-    for method, letter in zip(DATASET_METHODS, shape.verdicts, strict=False)
+    for method, letter in zip(METHODS, shape.verdicts, strict=False)
     if letter == "N"
 ]
 
@@ -503,7 +505,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, folder: Path) -> dict[str, Any]:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(HfApi, "list_repo_files", list_repo_files)
     monkeypatch.setattr(HfApi, "hf_hub_download", hf_hub_download)
-    monkeypatch.setattr(ds, "_hub_unreachable", lambda endpoint: None)
+    monkeypatch.setattr(ds.read, "_hub_unreachable", lambda endpoint: None)
     return state
 
 
@@ -625,6 +627,10 @@ def test_unknown_method_names_the_methods() -> None:
     with pytest.raises(InvalidRequestError) as info:
         validate_dataset("data.jsonl", method="ppo")
     assert "'ppo'" in info.value.message and "sft, dpo, grpo, reward, kto" in (info.value.fix or "")
+
+
+def test_every_registered_method_has_a_shape_planner() -> None:
+    assert set(PLANNERS) == set(METHODS)
 
 
 def test_import_pulls_in_no_heavy_library() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from jobtrail.errors import InvalidRequestError, JobtrailError, NotFoundError
+from jobtrail.preflight.dataset.values import text_chars
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$|^[A-Za-z0-9][\w.-]*$")
 # Rough tokens per character for English text with a modern BPE vocabulary (OpenAI's and
@@ -125,18 +126,8 @@ def dataset_stats(dataset: str) -> DataStats | None:
                     f"{path.name} line {number} is not JSON: {_one_line(exc)}",
                     fix="Fix that line (validate_dataset shows every bad row), or pass num_examples and avg_tokens.",
                 ) from exc
-            lengths.append(max(1, math.ceil(_chars(row) / CHARS_PER_TOKEN)))
+            lengths.append(max(1, math.ceil(text_chars(row) / CHARS_PER_TOKEN)))
     return DataStats(rows=len(lengths), token_lengths=lengths, source=f"{path.name}: characters/{CHARS_PER_TOKEN} per row")
-
-
-def _chars(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(_chars(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_chars(v) for v in value)
-    return 0
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,0 +1,111 @@
+"""dataset_mapping on the server side: validating a mapping, showing it as `datasets` code, and
+applying it to rows.
+
+The mapping language has ONE implementation, scripts/_runtime.py `apply_mapping`, which every
+rendered job inlines; `job_runtime()` loads that same file here (the server's one loader of it),
+so a mapping that validates READY is exactly the transformation the job applies.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from jobtrail.errors import InvalidRequestError
+from jobtrail.preflight.dataset.report import RowProblem, as_json
+from jobtrail.templates.render import RUNTIME_MODULE, scripts_dir
+
+
+@functools.cache
+def job_runtime() -> ModuleType:
+    """scripts/_runtime.py as a module: the same source every rendered job inlines.
+
+    It is standard-library only at import time, so loading it here costs milliseconds.
+    """
+    path = scripts_dir() / RUNTIME_MODULE
+    spec = importlib.util.spec_from_file_location("jobtrail_job_runtime", path)
+    if spec is None or spec.loader is None:
+        raise InvalidRequestError(f"Cannot load the job runtime from {path}.", fix="Reinstall jobtrail.")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def validate_mapping(mapping: Any) -> None:
+    """Raise InvalidRequestError (with the fix) unless `mapping` is a well-formed dataset_mapping."""
+    problems = job_runtime().mapping_problems(mapping)
+    if problems:
+        raise InvalidRequestError(
+            "dataset_mapping is invalid: " + "; ".join(problems) + ".",
+            fix='Use a mapping validate_dataset proposes, e.g. {"kind": "rename", "columns": {"question": "prompt", '
+            '"answer": "completion"}}; kinds: rename, sharegpt, alpaca.',
+        )
+
+
+def mapping_python(mapping: dict[str, Any]) -> str:
+    """Equivalent `datasets` code for a (well-formed) dataset_mapping, for people and agents to read."""
+    rt = job_runtime()
+    kind = mapping["kind"]
+    header = f"# dataset_mapping={as_json(mapping)}\n"
+    if kind == "rename":
+        code = ""
+        if mapping.get("columns"):
+            code += f"dataset = dataset.rename_columns({mapping['columns']!r})\n"
+        if mapping.get("drop"):
+            code += f"dataset = dataset.remove_columns({mapping['drop']!r})\n"
+        return header + code
+    consumed = rt.mapping_source_columns(mapping)
+    if kind == "sharegpt":
+        role_key, content_key = mapping.get("role_key", "from"), mapping.get("content_key", "value")
+        return header + (
+            f"ROLES = {mapping.get('roles', rt.SHAREGPT_ROLES)!r}\n\n\n"
+            "def to_messages(row):\n"
+            f"    turns = row[{mapping['column']!r}]\n"
+            "    return {\"messages\": [\n"
+            f"        {{\"role\": ROLES[t[{role_key!r}]], \"content\": t[{content_key!r}]}} for t in turns\n"
+            "    ]}\n\n\n"
+            f"dataset = dataset.map(to_messages, remove_columns={consumed!r})\n"
+        )
+    names = {key: mapping.get(key, key) for key in ("instruction", "input", "output")}
+    add_input = (
+        f"    if row[{names['input']!r}]:\n        text += \"\\n\\n\" + row[{names['input']!r}]\n"
+        if names["input"] is not None else ""
+    )
+    return header + (
+        "def to_prompt_completion(row):\n"
+        f"    text = row[{names['instruction']!r}]\n"
+        f"{add_input}"
+        "    return {\n"
+        "        \"prompt\": [{\"role\": \"user\", \"content\": text}],\n"
+        f"        \"completion\": [{{\"role\": \"assistant\", \"content\": row[{names['output']!r}]}}],\n"
+        "    }\n\n\n"
+        f"dataset = dataset.map(to_prompt_completion, remove_columns={consumed!r})\n"
+    )
+
+
+@dataclass
+class MappedRows:
+    """Rows as one method would see them (after its mapping), with their source numbers."""
+
+    rows: list[dict[str, Any]]
+    numbers: list[int]
+    problems: list[RowProblem]
+
+
+def map_rows(rows: list[dict[str, Any]], numbers: list[int], mapping: dict[str, Any] | None) -> MappedRows:
+    """`rows` after `mapping` (None: as they are); a row the mapping fails on becomes a RowProblem."""
+    if mapping is None:
+        return MappedRows(rows, numbers, [])
+    apply_mapping = job_runtime().apply_mapping
+    view = MappedRows([], [], [])
+    column = job_runtime().mapping_source_columns(mapping)[0] if mapping.get("kind") != "rename" else None
+    for number, row in zip(numbers, rows, strict=True):
+        try:
+            view.rows.append(apply_mapping(row, mapping))
+            view.numbers.append(number)
+        except ValueError as exc:  # apply_mapping's one documented failure: it names the column
+            view.problems.append(RowProblem(row=number, column=column, problem=f"dataset_mapping fails: {exc}"))
+    return view
