@@ -53,7 +53,7 @@ def emit_environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "host": socket.gethostname(),
-        "packages": {name: _package_version(name) for name in PACKAGES},
+        "packages": {name: package_version(name) for name in PACKAGES},
         **_torch_facts(),
         "image": os.environ.get("JOBTRAIL_IMAGE"),
     }
@@ -61,7 +61,8 @@ def emit_environment() -> dict[str, Any]:
     return info
 
 
-def _package_version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
+    """The installed version of a distribution package; None when it is not installed."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -72,7 +73,7 @@ def _torch_facts() -> dict[str, Any]:
     """torch/CUDA versions and the device; never raises (a broken torch is reported later)."""
     try:
         import torch
-    except Exception:  # ImportError, or a broken install raising something else at import
+    except Exception:  # noqa: BLE001 - ImportError, or a broken install raising something else at import
         return {"torch": None, "cuda": None, "device": None, "gpu": None}
     gpu = None
     if torch.cuda.is_available():
@@ -415,7 +416,9 @@ def mapping_problems(mapping: Any) -> list[str]:
         problems += _names_problems(mapping, required=("column",), optional=("role_key", "content_key"))
         roles = mapping.get("roles", SHAREGPT_ROLES)
         if not isinstance(roles, dict) or not roles:
-            problems.append("dataset_mapping.roles must map the data's roles to chat roles, e.g. {\"gpt\": \"assistant\"}")
+            problems.append(
+                "dataset_mapping.roles must map the data's roles to chat roles, e.g. {\"gpt\": \"assistant\"}"
+            )
         else:
             problems += [
                 f"dataset_mapping.roles maps {source!r} to {target!r}; use one of {', '.join(CHAT_ROLES)}"
@@ -650,7 +653,7 @@ def run_job(main: Callable[[], Any]) -> None:
             emit("termination", reason="succeeded")
             raise
         _fail(exc)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - every other ending is a failure the event must name
         _fail(exc)
     else:
         emit("termination", reason="succeeded")

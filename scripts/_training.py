@@ -229,7 +229,7 @@ def _hub_revision(repo_id: str, kind: str) -> str | None:
         from huggingface_hub import HfApi
 
         return HfApi().dataset_info(repo_id).sha
-    except Exception:  # offline, private, or an old hub client: the manifest says "unknown"
+    except Exception:  # noqa: BLE001 - offline, private, or an old hub client: the manifest says "unknown"
         return None
 
 

@@ -20,7 +20,6 @@ dependency_error naming the fix; an unsupported model or tokenizer with a config
 
 import functools
 import gc
-import importlib.metadata
 import importlib.util
 import json  # also used by the rendered config block: `CONFIG: dict = json.loads(...)`
 import os
@@ -38,7 +37,16 @@ from typing import Any, NoReturn
 
 # --- jobtrail:runtime ---
 from _llama_cpp import canonical_quantization, llama_cpp_facts, model_architecture
-from _runtime import MARKER_NAME, emit, emit_environment, phase, run_job, sha256_file, verify_checkpoint
+from _runtime import (
+    MARKER_NAME,
+    emit,
+    emit_environment,
+    package_version,
+    phase,
+    run_job,
+    sha256_file,
+    verify_checkpoint,
+)
 
 # --- end jobtrail:runtime ---
 
@@ -234,7 +242,7 @@ def publish(staging: Path, dest: Path) -> None:
 
 def check_dependencies(cache: LlamaCppCache) -> None:
     """Everything the job will need, checked up front; one error naming all that is missing."""
-    packages = {pip: _version(pip) for module, pip in REQUIRED_MODULES.items() if importable(module)}
+    packages = {pip: package_version(pip) for module, pip in REQUIRED_MODULES.items() if importable(module)}
     missing = [pip for module, pip in REQUIRED_MODULES.items() if not importable(module)]
     problems = [f"Python packages missing: {', '.join(missing)} (pip install {' '.join(missing)})"] if missing else []
     if not cache.sdist.is_file() and not importable("pip"):
@@ -258,13 +266,6 @@ def check_dependencies(cache: LlamaCppCache) -> None:
     emit("dependencies", packages=packages, tools=tools, quantize_cached=cached)
     if problems:
         raise MissingDependency("; ".join(problems))
-
-
-def _version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def fetch_sources(cache: LlamaCppCache) -> None:

@@ -22,7 +22,6 @@ rendered by jobtrail, like sft.py; it trains nothing, so it needs no trl.
 
 import contextlib
 import hashlib
-import importlib.metadata
 import json  # also used by the rendered config block: `CONFIG: dict = json.loads(...)`
 import math
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ from _runtime import (
     classify_exception,
     describe_exception,
     emit,
+    package_version,
     phase,
     run_job,
     verify_checkpoint,
@@ -256,15 +256,8 @@ def evaluator_record() -> dict[str, Any]:
         "template": CONFIG.get("template", "evaluate"),
         "template_version": CONFIG.get("template_version", TEMPLATE_VERSION),
         "script_sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-        "packages": {name: installed_version(name) for name in PACKAGES},
+        "packages": {name: package_version(name) for name in PACKAGES},
     }
-
-
-def installed_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def task_set_record(manifest: dict[str, Any]) -> dict[str, Any]:
