@@ -27,13 +27,7 @@ from typing import Any
 import pytest
 
 from jobtrail.models import Finding
-from jobtrail.preflight.conversion import (
-    check_conversion,
-    check_quantizations,
-    conversion_config,
-    conversion_facts,
-    default_name,
-)
+from jobtrail.preflight.conversion import check_conversion, check_quantizations, conversion_facts
 from jobtrail.preflight.llama_cpp import (
     FACTS_FILE,
     LLAMA_CPP_PYTHON_VERSION,
@@ -41,6 +35,7 @@ from jobtrail.preflight.llama_cpp import (
     derive_converter_facts,
     normalize_quantizations,
 )
+from jobtrail.templates.configs import conversion_config, default_name
 from jobtrail.templates.render import render_script, scripts_dir
 from support.hub_emulator import HubEmulator
 from support.jobs import (

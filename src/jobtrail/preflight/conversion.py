@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 
 from jobtrail.models import Finding
 from jobtrail.preflight.llama_cpp import (
-    LLAMA_CPP_PYTHON_VERSION,
     QK_K,
     canonical_quantization,
     converter_facts,
@@ -429,47 +427,3 @@ def _hub_source_unverified(source: str) -> Finding:
 
 def _finding(code: str, severity: str, message: str, fix: str | None) -> Finding:
     return Finding(code=code, severity=severity, message=message, fix=fix)  # type: ignore[arg-type]
-
-
-# --- the job's config ------------------------------------------------------------------------
-
-
-def conversion_config(
-    source: str,
-    *,
-    output_dir: Path,
-    cache_dir: Path,
-    quantizations: list[str] | tuple[str, ...] = DEFAULT_QUANTIZATIONS,
-    base_model: str | None = None,
-    pre_tokenizer: str | None = None,
-    push_to_hub: bool = False,
-    hub_model_id: str | None = None,
-    name: str | None = None,
-) -> dict[str, Any]:
-    """The CONFIG of a scripts/convert_gguf.py job (see that template for what each key does)."""
-    kind = "dir" if looks_local(source) else "hub"
-    path_or_id = str(Path(source).expanduser().resolve()) if kind == "dir" else source
-    return {
-        "template": "convert_gguf",
-        "template_version": 1,
-        "source": {"kind": kind, "path_or_id": path_or_id, "base_model": base_model},
-        "quantizations": normalize_quantizations(list(quantizations)),
-        "output_dir": str(Path(output_dir).expanduser().resolve()),
-        "name": name or default_name(path_or_id, hub_model_id),
-        "llama_cpp": {"version": LLAMA_CPP_PYTHON_VERSION, "cache_dir": str(Path(cache_dir).expanduser().resolve())},
-        "pre_tokenizer": pre_tokenizer,
-        "push_to_hub": push_to_hub,
-        "hub_model_id": hub_model_id,
-    }
-
-
-_GENERIC_DIR = re.compile(r"^(final|merged|checkpoint-\d+|out|output|outputs)$")
-
-
-def default_name(path_or_id: str, hub_model_id: str | None = None) -> str:
-    """File-name stem for the GGUF files: the output repo's name, else the source's own name."""
-    if hub_model_id:
-        return hub_model_id.rsplit("/", 1)[-1]
-    parts = [p for p in Path(path_or_id).parts if p not in ("/", "")]
-    meaningful = [p for p in parts if not _GENERIC_DIR.match(p)]
-    return re.sub(r"[^\w.-]+", "-", meaningful[-1]) if meaningful else "model"
