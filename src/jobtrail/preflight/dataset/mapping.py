@@ -8,30 +8,18 @@ so a mapping that validates READY is exactly the transformation the job applies.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.preflight.dataset.report import RowProblem, as_json
-from jobtrail.templates.render import RUNTIME_MODULE, scripts_dir
+from jobtrail.templates.runtime import runtime_module
 
 
-@functools.cache
 def job_runtime() -> ModuleType:
-    """scripts/_runtime.py as a module: the same source every rendered job inlines.
-
-    It is standard-library only at import time, so loading it here costs milliseconds.
-    """
-    path = scripts_dir() / RUNTIME_MODULE
-    spec = importlib.util.spec_from_file_location("jobtrail_job_runtime", path)
-    if spec is None or spec.loader is None:
-        raise InvalidRequestError(f"Cannot load the job runtime from {path}.", fix="Reinstall jobtrail.")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """scripts/_runtime.py as a module: the same source every rendered job inlines."""
+    return runtime_module("_runtime")
 
 
 def validate_mapping(mapping: Any) -> None:
