@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.outcomes.evals import EvalRecord, delta, eval_config
 from jobtrail.templates.render import render_script, scripts_dir
-from jobtrail.demo.tinymodel import write_chat_dataset
+from support.jobs import assert_templates_import_light, top_level_names, write_jsonl
 
 JOB_TIMEOUT_S = 240
 TRAIN_STEPS = 16
@@ -83,9 +84,6 @@ def finish(job: Job) -> JobRun:
     return JobRun(proc.returncode, stdout, stderr, script)
 
 
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 def training_config(template: str, model: Path, dataset: Path, output_dir: Path) -> dict[str, Any]:
@@ -116,15 +114,6 @@ def preference_rows() -> list[dict[str, Any]]:
     ]
 
 
-def top_level_names(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
 
 
 def test_rendered_evaluator_is_self_contained_and_shadows_no_runtime_name(tmp_path: Path) -> None:
@@ -139,12 +128,7 @@ def test_rendered_evaluator_is_self_contained_and_shadows_no_runtime_name(tmp_pa
 
 
 def test_evaluator_imports_without_heavy_packages(job_env: dict[str, str]) -> None:
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import evaluate; "
-        "heavy = {'torch', 'transformers', 'datasets', 'peft'} & set(sys.modules); assert not heavy, heavy; "
-        "assert evaluate.CONFIG['template'] == 'evaluate'"
-    )
-    subprocess.run([sys.executable, "-c", code, str(scripts_dir())], env=job_env, check=True, timeout=60)
+    assert_templates_import_light(["evaluate"], job_env)
 
 
 # --- the template's own rules, in process (its module level imports only the standard library) ------

@@ -42,9 +42,11 @@ from support.jobs import (
     FIRST_BUILD_TIMEOUT_S,
     LLAMA_CPP_CACHE,
     JobRun,
+    assert_templates_import_light,
     load_script_module,
     parse_events,
     succeeded,
+    top_level_names,
 )
 
 SCRIPTS = scripts_dir()
@@ -198,21 +200,15 @@ def test_rendered_script_is_self_contained(tmp_path: Path) -> None:
     assert "import jobtrail" not in text and "from jobtrail" not in text
     assert "def run_job(" in text and "def llama_cpp_facts(" in text and text.startswith("# /// script\n")
     ast.parse(text)
-    names = [_top_level_names(SCRIPTS / f"{name}.py") for name in ("convert_gguf", "_runtime", "_llama_cpp")]
+    names = [top_level_names(SCRIPTS / f"{name}.py") for name in ("convert_gguf", "_runtime", "_llama_cpp")]
     clashes = (names[0] & names[1]) | (names[0] & names[2]) | (names[1] & names[2])
     assert not clashes, f"convert_gguf.py and its runtime modules share names once inlined: {clashes}"
 
 
-def _top_level_names(path: Path) -> set[str]:
-    return {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
 
 
 def test_template_imports_without_heavy_packages(job_env: dict[str, str]) -> None:
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import convert_gguf; "
-        "heavy = {'torch', 'transformers', 'peft', 'gguf'} & set(sys.modules); assert not heavy, heavy"
-    )
-    subprocess.run([sys.executable, "-c", code, str(SCRIPTS)], env=job_env, check=True, timeout=60)
+    assert_templates_import_light(["convert_gguf"], job_env)
 
 
 # --- the real job ------------------------------------------------------------------------------

@@ -18,18 +18,19 @@ from typing import Any
 
 import pytest
 
-from jobtrail.templates.render import render_script
 from jobtrail.demo.tinymodel import write_prompt_completion_dataset, write_text_dataset
-
+from jobtrail.templates.render import render_script
 from support.jobs import (
     SCRIPTS,
     JobKit,
     JobRun,
+    assert_templates_import_light,
     load_script_module,
     marker,
     parse_events,
     run_jobs,
     succeeded,
+    top_level_names,
 )
 
 
@@ -61,30 +62,16 @@ def test_rendered_script_is_self_contained(tmp_path: Path) -> None:
     assert namespace["CONFIG"] == config
 
 
-def _top_level_names(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
 
 
 def test_template_does_not_shadow_the_inlined_runtime() -> None:
-    clash = _top_level_names(SCRIPTS / "sft.py") & _top_level_names(SCRIPTS / "_runtime.py")
+    clash = top_level_names(SCRIPTS / "sft.py") & top_level_names(SCRIPTS / "_runtime.py")
     assert not clash, f"sft.py redefines runtime names once inlined: {clash}"
 
 
 def test_template_imports_without_heavy_packages(job_env: dict[str, str]) -> None:
     """The template runs as is from scripts/, and importing it loads no ML package."""
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import sft; "
-        "heavy = {'torch', 'transformers', 'trl', 'datasets', 'peft'} & set(sys.modules); "
-        "assert not heavy, heavy; assert sft.CONFIG['template'] == 'sft'"
-    )
-    subprocess.run([sys.executable, "-c", code, str(SCRIPTS)], env=job_env, check=True, timeout=60)
+    assert_templates_import_light(["sft"], job_env)
 
 
 # --- real SFT runs -------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import ast
 import importlib.util
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -24,10 +23,10 @@ from jobtrail.methods.registry import training_defaults
 from jobtrail.methods.rewards import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS
 from jobtrail.preflight import hyperparams
 from jobtrail.preflight.methods import check_method
-from jobtrail.templates.render import render_script, scripts_dir
 from jobtrail.preflight.reward_file import check_reward_file
 from jobtrail.templates.configs import rewards_config
-from support.jobs import JobRun, run_jobs, succeeded
+from jobtrail.templates.render import render_script, scripts_dir
+from support.jobs import JobRun, assert_templates_import_light, run_jobs, succeeded, top_level_names, write_jsonl
 
 SCRIPTS = scripts_dir()
 METHODS = ("dpo", "grpo", "reward", "kto")
@@ -113,9 +112,6 @@ def _toy_pairs() -> list[tuple[str, str, str]]:
     return [(f"What comes after {w}?", words[(i + 1) % 10], words[(i + 5) % 10]) for i, w in enumerate(words)]
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -123,15 +119,15 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny datasets in TRL's formats: preference pairs, unpaired with a boolean label, prompt-only."""
     root, pairs = tmp_path_factory.mktemp("method-data"), _toy_pairs()
     return {
-        "pairs": _write_jsonl(root / "pairs.jsonl", [
+        "pairs": write_jsonl(root / "pairs.jsonl", [
             {"prompt": p, "chosen": f" After it comes {good}.", "rejected": f" After it comes {bad}."}
             for p, good, bad in pairs
         ]),
-        "unpaired": _write_jsonl(root / "unpaired.jsonl", [
+        "unpaired": write_jsonl(root / "unpaired.jsonl", [
             {"prompt": p, "completion": f" It is {good if i % 2 else bad}.", "label": bool(i % 2)}
             for i, (p, good, bad) in enumerate(pairs)
         ]),
-        "prompts": _write_jsonl(root / "prompts.jsonl", [{"prompt": p, "answer": good} for p, good, _ in pairs]),
+        "prompts": write_jsonl(root / "prompts.jsonl", [{"prompt": p, "answer": good} for p, good, _ in pairs]),
     }
 
 
@@ -245,15 +241,6 @@ def test_qlora_on_cpu_fails_fast_with_the_reason(runs: dict[str, tuple[JobRun, P
 # --- templates -----------------------------------------------------------------------------------
 
 
-def _top_level_names(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return names
 
 
 @pytest.mark.parametrize("method", ("sft", *METHODS))
@@ -265,9 +252,9 @@ def test_templates_render_self_contained_without_shadowing_the_runtime(method: s
     assert "from _runtime" not in text and "from _training" not in text and "jobtrail:runtime ---\n#" in text
     assert text.count("def commit_checkpoint(") == 1 and text.count("def make_callback(") == 1
     assert "bitsandbytes" not in text.split("# ///\n")[0]  # the header: CPU jobs never need it
-    runtime = [_top_level_names(SCRIPTS / name) for name in RUNTIME_MODULES]
+    runtime = [top_level_names(SCRIPTS / name) for name in RUNTIME_MODULES]
     assert not runtime[0] & runtime[1]
-    assert not _top_level_names(SCRIPTS / f"{method}.py") & (runtime[0] | runtime[1])
+    assert not top_level_names(SCRIPTS / f"{method}.py") & (runtime[0] | runtime[1])
 
 
 def test_qlora_jobs_ask_for_bitsandbytes(tmp_path: Path) -> None:
@@ -277,12 +264,7 @@ def test_qlora_jobs_ask_for_bitsandbytes(tmp_path: Path) -> None:
 
 
 def test_templates_import_without_heavy_packages(job_env: dict[str, str]) -> None:
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import dpo, grpo, reward, kto; "
-        "heavy = {'torch', 'transformers', 'trl', 'datasets', 'peft'} & set(sys.modules); assert not heavy, heavy; "
-        "assert [m.CONFIG['template'] for m in (dpo, grpo, reward, kto)] == ['dpo', 'grpo', 'reward', 'kto']"
-    )
-    subprocess.run([sys.executable, "-c", code, str(SCRIPTS)], env=job_env, check=True, timeout=60)
+    assert_templates_import_light(["dpo", "grpo", "reward", "kto"], job_env)
 
 
 # --- built-in rewards (job side) -----------------------------------------------------------------

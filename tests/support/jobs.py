@@ -6,6 +6,7 @@ against the offline tiny model and reads its `JOBTRAIL {...}` event lines; nothi
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -160,3 +161,31 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
     """One JSON value per line (a str row is written as it is, to make broken lines)."""
     path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows))
     return path
+
+
+# What a template's module level must never import: the job installs them, the check runs before.
+HEAVY_PACKAGES = ("torch", "transformers", "trl", "datasets", "peft", "gguf")
+
+
+def top_level_names(path: Path) -> set[str]:
+    """Functions, classes and assigned names at a script's module level (they clash once inlined)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def assert_templates_import_light(templates: list[str], env: dict[str, str]) -> None:
+    """Each template imports as it is from scripts/ without loading an ML package, and its example
+    CONFIG names the template."""
+    code = (
+        "import importlib, sys; sys.path.insert(0, sys.argv[1]); names = sys.argv[2].split(','); "
+        "mods = [importlib.import_module(n) for n in names]; "
+        f"heavy = set({HEAVY_PACKAGES!r}) & set(sys.modules); assert not heavy, heavy; "
+        "wrong = [n for n, m in zip(names, mods) if m.CONFIG['template'] != n]; assert not wrong, wrong"
+    )
+    subprocess.run([sys.executable, "-c", code, str(SCRIPTS), ",".join(templates)], env=env, check=True, timeout=60)
