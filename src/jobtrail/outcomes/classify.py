@@ -1,9 +1,17 @@
 """Why did an attempt end? Pure rules, in order of trust:
 
 1. what jobtrail itself did (a cancel it sent, a timeout it enforced);
-2. the job's own termination event;
+2. the job's own termination event (its `unknown` is refined by the log when the log knows more);
 3. the exit code or signal, corrected by log evidence (a SIGKILL with OOM lines is oom);
-4. log patterns, newest line first.
+4. the log: first by cause, the last exception in the tail (its type, module, message and the
+   frames that raised it, see `tracebacks`), then by patterns, newest line first.
+
+Before or after training is read from the log itself: jobtrail's own events (`step`, a
+`committed` checkpoint, `metrics`, the final model) or, in logs written without them, the
+trainer's output (`{'loss': ...}`, its progress bar, "Saving model checkpoint to", the
+`train_runtime` summary). A 401/403 before any checkpoint is an auth problem; the same refusal
+once a checkpoint is committed or training has finished is a hub_error: the work is kept and
+only the push needs repeating.
 """
 
 from __future__ import annotations
@@ -14,9 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.models import ExitRecord, TerminationReason as R
-from jobtrail.outcomes import events
+from jobtrail.outcomes import causes, events
+from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
+from jobtrail.outcomes.tracebacks import since_progress, strip_prefix
 
-TAIL_LINES = 400  # how much of a log's end the patterns look at
+TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
 
 @dataclass(frozen=True)
@@ -43,26 +53,26 @@ def _rule(reason: R, message: str, *alternatives: str, ignore_case: bool = True)
 LOG_RULES: list[LogRule] = [
     _rule(R.TIMEOUT, "The job ran past its timeout.",
           r"Job timed out", r"exceeded (its|the) (timeout|maximum duration)"),
-    _rule(R.HUB_ERROR, "Training finished but pushing the results to the Hub failed.",
+    _rule(R.HUB_ERROR, HUB_FAILED,
           r"\b40[13]\b.*(/commit/|/preupload/|upload|push)", r"Failed to push", r"push_to_hub.*(failed|error)"),
-    _rule(R.OOM, "The job ran out of memory.",
+    _rule(R.OOM, OOM,
           r"CUDA out of memory", r"OutOfMemoryError", r"Cannot allocate memory", r"can't allocate memory",
           r"oom-kill", r"out of memory: Killed process"),
-    _rule(R.AUTH_ERROR, "The Hub refused access (token or gated repo).",
+    _rule(R.AUTH_ERROR, REFUSED,
           r"GatedRepoError", r"Cannot access gated repo", r"not in the authorized list",
           r"Invalid credentials in Authorization header", r"\b401\b.*Unauthorized", r"LocalTokenNotFoundError",
           r"Token is required"),
     # Case matters for the next two: their words are Python's and the installers' exact spelling.
-    _rule(R.DEPENDENCY_ERROR, "A dependency is missing or failed to install.",
+    _rule(R.DEPENDENCY_ERROR, DEPENDENCY,
           r"ModuleNotFoundError", r"ImportError", r"No matching distribution", r"Failed to build",
           r"No solution found when resolving", ignore_case=False),
-    _rule(R.CONFIG_ERROR, "A configuration argument was rejected.",
+    _rule(R.CONFIG_ERROR, CONFIG,
           r"got an unexpected keyword argument", r"eval_strategy.*eval_dataset", r"doesn't support bf16",
           r"chat_template is not set", r"Cannot use chat template", ignore_case=False),
-    _rule(R.BAD_INPUT, "The data did not have the expected shape.",
+    _rule(R.BAD_INPUT, DATA,
           r"JSONDecodeError", r"DatasetGenerationError", r"JSON parse error", r"^KeyError: '",
           r"Column '.*' not in the dataset"),
-    _rule(R.INFRA_TRANSIENT, "A transient network or service failure.",
+    _rule(R.INFRA_TRANSIENT, TRANSIENT,
           r"ReadTimeout", r"ConnectTimeout", r"read operation timed out", r"Read timed out", r"Connection reset",
           r"ConnectionError", r"\b5\d\d Server Error", r"Bad Gateway", r"Service Unavailable",
           r"Gateway Time-?out"),
@@ -84,8 +94,10 @@ def classify(
     if lost:
         return Verdict(R.LOST, "The backend no longer knows this attempt and left no exit record.")
     if termination and termination.get("reason") in R.__members__.values():
-        return Verdict(R(termination["reason"]), str(termination.get("message") or termination["reason"]),
+        told = Verdict(R(termination["reason"]), str(termination.get("message") or termination["reason"]),
                        evidence="termination event")
+        # The job could not name the cause; its log may (a library's exception it does not know).
+        return (_from_log(log_tail) or told) if told.reason is R.UNKNOWN else told
     if exit_record and exit_record.exit_code == 0 and exit_record.signal is None:
         return Verdict(R.SUCCEEDED, "Exited 0.")
     by_log = _from_log(log_tail)
@@ -131,10 +143,21 @@ def _signal_of(exit_record: ExitRecord | None) -> int | None:
     return code - 128 if code is not None and 128 < code < 160 else None
 
 
+def _from_cause(lines: list[str]) -> Verdict | None:
+    found = causes.find(lines)
+    return Verdict(found[0].reason, found[0].message, evidence=found[1].strip()[:500]) if found else None
+
+
 def _from_log(lines: list[str]) -> Verdict | None:
+    # A pattern seen before training went on did not end the job (an OOM that
+    # auto_find_batch_size recovered from, a download that was retried).
+    return _from_cause(lines) or _from_patterns(since_progress(lines))
+
+
+def _from_patterns(lines: list[str]) -> Verdict | None:
     for line in reversed(lines):
         for rule in LOG_RULES:
-            if rule.pattern.search(line):
+            if rule.pattern.search(strip_prefix(line)):  # `^KeyError` holds under torchrun's `[rank0]: ` too
                 return Verdict(rule.reason, rule.message, evidence=line.strip()[:500])
     return None
 

@@ -1,0 +1,200 @@
+"""Termination reasons by cause: the fatal exception of a log tail, read by type and module. Pure.
+
+Each rule looks at one exception of the last traceback's chain (see `tracebacks`) and, when it
+recognises the cause, returns the line that decided. A rule names the cause by the exception's
+type, the package it comes from, the frames that raised it and the library's own wording, never
+by one job's output: a rule added here must hold for every job that fails that way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jobtrail.models import TerminationReason as R
+from jobtrail.outcomes.tracebacks import Progress, RaisedError, last_chain, progress
+
+OOM = "The job ran out of memory."
+HUB_FAILED = "Training finished but pushing the results to the Hub failed."
+REFUSED = "The Hub refused access (token or gated repo)."
+DEPENDENCY = "A dependency is missing or failed to install."
+CONFIG = "A configuration argument was rejected."
+DATA = "The data did not have the expected shape."
+TRANSIENT = "A transient network or service failure."
+
+# Each test looks at one exception of the fatal chain and returns the line that decides, or None.
+CauseTest = Callable[[RaisedError, Progress], str | None]
+
+
+@dataclass(frozen=True)
+class CauseRule:
+    reason: R
+    message: str
+    test: CauseTest
+
+
+def _line(error: RaisedError, pattern: re.Pattern[str]) -> str | None:
+    return next((line for line in error.lines if pattern.search(line)), None)
+
+
+def _text(*alternatives: str) -> re.Pattern[str]:
+    return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+_OUT_OF_MEMORY = _text(r"out of memory", r"DefaultCPUAllocator", r"Unable to allocate [\d.]+ ?[KMGTP]i?B",
+                       r"Cannot allocate memory", r"can't allocate memory")
+_GATED = _text(r"Cannot access gated repo", r"You are trying to access a gated repo",
+               r"Access to \S+ \S+ is restricted", r"\bis a gated (dataset|model|repo)")
+_REFUSED = _text(r"\b40[13]\b.*(Client Error|Unauthorized|Forbidden)", r"Invalid credentials",
+                 r"Invalid user token", r"You don't have the rights", r"not in the authorized list",
+                 r"Token is required")
+_NOT_FOUND = {"RepositoryNotFoundError", "RevisionNotFoundError", "DatasetNotFoundError", "DataFilesNotFoundError",
+              "EmptyDatasetError"}
+_DATASET_REF = _text(r"\bdataset\b", r"huggingface\.co/(api/)?datasets/")
+_DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow)['\"]")
+_MODEL_MISSING = _text(r"is not a local folder and is not a valid model identifier",
+                       r"is not a valid git identifier")
+# Transport failures (DNS, connect, read), rate limits and server errors: worth a retry.
+_NETWORK_TYPES = {"ConnectionError", "ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
+                  "Timeout", "TimeoutError", "ConnectTimeoutError", "ReadTimeoutError", "NewConnectionError",
+                  "NameResolutionError", "MaxRetryError", "ProxyError", "RemoteDisconnected", "ProtocolError",
+                  "ChunkedEncodingError", "IncompleteRead", "gaierror", "timeout", "LocalEntryNotFoundError",
+                  "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError"}
+_NETWORK = _text(r"Temporary failure in name resolution", r"Name or service not known", r"Failed to resolve",
+                 r"nodename nor servname", r"Failed to establish a new connection", r"Connection (reset|refused)",
+                 r"timed out", r"We couldn't connect to", r"Couldn't reach",
+                 r"\b(429|5\d\d)\b.*(Client|Server) Error", r"Too Many Requests")
+_PUSHING = {"push_to_hub", "upload_folder", "upload_file", "upload_large_folder", "create_commit",
+            "preupload_lfs_files", "_push_from_checkpoint", "create_repo"}
+_NATIVE = _text(r"CUDA Setup failed", r"libcudart", r"cannot open shared object file", r"compiled without GPU support",
+                r"CUDA driver version is insufficient", r"NVIDIA driver on your system is too old",
+                r"undefined symbol")
+_PACKAGES = _text(r"No module named", r"Failed to import \S+ because of the following error",
+                  r"does not recognize this architecture")
+_BAD_CALL = _text(r"got an unexpected keyword argument", r"got multiple values for (keyword )?argument",
+                  r"missing \d+ required (positional|keyword-only) arguments?")
+_CONFIG_PACKAGES = ("trl", "transformers", "accelerate")
+_DATA_TYPES = {"JSONDecodeError", "DatasetGenerationError", "ArrowInvalid", "ArrowTypeError", "CastError",
+               "SchemaInferenceError"}
+
+
+def _oom(error: RaisedError, _: Progress) -> str | None:
+    return error.lines[0] if error.name.endswith("MemoryError") else _line(error, _OUT_OF_MEMORY)
+
+
+def _refused(error: RaisedError, _: Progress) -> str | None:
+    if error.name in ("GatedRepoError", "LocalTokenNotFoundError"):
+        return error.lines[0]
+    return _line(error, _REFUSED)
+
+
+def _network(error: RaisedError, _: Progress) -> str | None:
+    return error.lines[0] if error.name in _NETWORK_TYPES else _line(error, _NETWORK)
+
+
+def _push_failed(error: RaisedError, reached: Progress) -> str | None:
+    """A refusal once work is saved, or any Hub or network failure while the finished model is pushed."""
+    if reached >= Progress.CHECKPOINT and (line := _refused(error, reached)):
+        return line
+    if reached is not Progress.FINISHED or not any(frame.function in _PUSHING for frame in error.frames):
+        return None
+    from_the_hub = error.module == "huggingface_hub" or error.name.endswith("HTTPError")
+    return error.lines[0] if from_the_hub else _network(error, reached)
+
+
+def _gated(error: RaisedError, _: Progress) -> str | None:
+    return error.lines[0] if error.name == "GatedRepoError" else _line(error, _GATED)
+
+
+def _missing(error: RaisedError) -> bool:
+    """A repo, revision or data file that is not there (a missing data file raises FileNotFoundError)."""
+    if error.name in _NOT_FOUND:
+        return True
+    return error.name == "FileNotFoundError" and (error.raised_in("datasets") or _line(error, _DATA_FILE) is not None)
+
+
+def _dataset_missing(error: RaisedError, _: Progress) -> str | None:
+    about_data = error.name.startswith(("Dataset", "DataFiles", "EmptyDataset", "FileNotFound"))
+    if _missing(error) and (about_data or error.raised_in("datasets") or _line(error, _DATASET_REF)):
+        return error.lines[0]
+    return None
+
+
+def _model_missing(error: RaisedError, _: Progress) -> str | None:
+    return error.lines[0] if _missing(error) else _line(error, _MODEL_MISSING)
+
+
+def _offline(error: RaisedError, _: Progress) -> str | None:
+    return error.lines[0] if error.name == "OfflineModeIsEnabled" else None
+
+
+def _native(error: RaisedError, _: Progress) -> str | None:
+    # A bitsandbytes without its compiled library fails later as `'NoneType' object has no attribute ...`.
+    if error.raised_in("bitsandbytes") and error.name in ("AttributeError", "RuntimeError", "OSError"):
+        return _line(error, _NATIVE) or error.lines[0]
+    return _line(error, _NATIVE)
+
+
+def _package(error: RaisedError, _: Progress) -> str | None:
+    return error.lines[0] if error.name in ("ImportError", "ModuleNotFoundError") else _line(error, _PACKAGES)
+
+
+def _rejected_config(error: RaisedError, _: Progress) -> str | None:
+    """ValueError/TypeError raised while a TRL/transformers/accelerate config or trainer was built, or by PEFT."""
+    if error.name not in ("ValueError", "TypeError"):
+        return None
+    if error.name == "TypeError" and (line := _line(error, _BAD_CALL)):
+        return line
+    frame = error.innermost_library_frame
+    if frame is None:
+        return None
+    building = frame.function in ("__init__", "__post_init__") and any(map(frame.in_package, _CONFIG_PACKAGES))
+    return error.lines[0] if building or frame.in_package("peft") else None
+
+
+def _bad_data(error: RaisedError, _: Progress) -> str | None:
+    if error.name in _DATA_TYPES:
+        return error.lines[0]
+    wrong = error.name in ("ValueError", "KeyError", "TypeError") and error.raised_in("datasets")
+    return error.lines[0] if wrong else None
+
+
+# In priority order; the first rule that matches any exception of the chain (the fatal one
+# first, then its causes) decides. Gated comes before not-found (a GatedRepoError is a
+# RepositoryNotFoundError), not-found before a bare 401 (the Hub answers 401 for a repo it
+# cannot find), the push after training before both.
+CAUSE_RULES: list[CauseRule] = [
+    CauseRule(R.OOM, OOM, _oom),
+    CauseRule(R.HUB_ERROR, "Pushing to the Hub failed after the training had saved its work; only the push "
+              "needs repeating.", _push_failed),
+    CauseRule(R.AUTH_ERROR, REFUSED, _gated),
+    CauseRule(R.BAD_INPUT, "The dataset (or one of its files) does not exist, or is not visible to this token.",
+              _dataset_missing),
+    CauseRule(R.CONFIG_ERROR, "The model (or revision) does not exist on the Hub, or is not visible to this token.",
+              _model_missing),
+    CauseRule(R.AUTH_ERROR, REFUSED, _refused),
+    CauseRule(R.CONFIG_ERROR, "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it.", _offline),
+    CauseRule(R.INFRA_TRANSIENT, TRANSIENT, _network),
+    CauseRule(R.DEPENDENCY_ERROR, "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or "
+              "does not match this machine.", _native),
+    CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
+    CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
+    CauseRule(R.BAD_INPUT, DATA, _bad_data),
+]
+
+
+def find(lines: list[str]) -> tuple[CauseRule, str] | None:
+    """The rule that names the cause of the tail's fatal exception, and the log line that decided."""
+    chain = last_chain(lines)
+    if not chain:
+        return None
+    fatal = chain[-1].index
+    if progress(lines[fatal + 1 :]) > Progress.NONE:
+        return None  # training went on after this traceback: it was handled, not fatal
+    reached = progress(lines[:fatal])
+    for rule in CAUSE_RULES:
+        for error in reversed(chain):
+            if line := rule.test(error, reached):
+                return rule, lines[error.index + error.lines.index(line)]  # as logged, prefix and all
+    return None
