@@ -5,19 +5,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from jobtrail.methods import METHODS
 from jobtrail.methods.registry import SPECS, method_spec
-from jobtrail.util.data import data_path
-from jobtrail.preflight import rules as checks
-from jobtrail.preflight.rules import Facts
-from jobtrail.preflight.probes import ModelFacts, local_model_facts
-from jobtrail.templates.render import render_script
 from jobtrail.models import JobSpec
+from jobtrail.preflight import rules as checks
+from jobtrail.preflight.dataset import validate_dataset
+from jobtrail.preflight.facts import Facts, gather_requirements
+from jobtrail.preflight.plan import Evaluation, PlanEnv, plan
+from jobtrail.preflight.probes import ModelFacts, local_model_facts
+from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config
+from jobtrail.templates.render import QLORA_REQUIREMENT, render_script, scripts_dir
+from jobtrail.util.data import data_path
 
 
 def spec(model: Path | str = "/m", dataset: Path | str = "/d.jsonl", **kw) -> JobSpec:
@@ -95,7 +99,8 @@ def test_chat_template_needed_for_conversational_data(facts):
 
 def _dataset_findings(dataset, facts, **kw):
     s = spec(dataset=dataset, **kw)
-    return checks.check_dataset(s, checks.gather_dataset(facts, s))
+    report = validate_dataset(s.dataset, s.method, mapping=s.dataset_mapping)
+    return checks.check_dataset(s, replace(facts, dataset=report))
 
 
 def test_dataset_checks_come_from_validate_dataset(tmp_path, chat_dataset, facts):
@@ -138,7 +143,8 @@ def test_config_rules(tiny_model, facts, kw, expected):
 
 
 def test_config_warnings(tiny_model, facts):
-    compiled = checks.check_config(spec(tiny_model, flavor="a10g-large", hyperparameters={"torch_compile": True}), facts)
+    compiled_spec = spec(tiny_model, flavor="a10g-large", hyperparameters={"torch_compile": True})
+    compiled = checks.check_config(compiled_spec, facts)
     assert "config.torch_compile" in codes(compiled)
     assert codes(checks.check_config(spec(tiny_model, flavor="h100"), facts)) == ["config.flavor_ignored"]
 
@@ -147,19 +153,25 @@ def test_default_max_length_is_capped_at_the_models_positions(tiny_model, facts)
     positions = checks.max_positions(facts)
     assert positions == 512
     assert build_config(spec(tiny_model), "/o", positions)["training_args"]["max_length"] == 512
-    assert build_config(spec(tiny_model, hyperparameters={"max_length": 128}), "/o", positions)["training_args"]["max_length"] == 128
+    chosen = build_config(spec(tiny_model, hyperparameters={"max_length": 128}), "/o", positions)
+    assert chosen["training_args"]["max_length"] == 128
 
 
-def test_dependencies_of_the_job_python(tmp_path, facts):
-    script = render_script("sft", build_config(spec(), "/o"))
-    assert checks.gather_requirements(facts, script, sys.executable).missing_requirements == []
+def test_dependencies_of_the_job_python_come_from_the_template_header(tmp_path, facts):
+    assert gather_requirements(facts, "sft", sys.executable).missing_requirements == []
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
-    lacking = checks.gather_requirements(facts, script, str(bare / "bin" / "python"))
+    lacking = gather_requirements(facts, "sft", str(bare / "bin" / "python"), qlora=True)
     [finding] = checks.check_dependencies(spec(), lacking)
     assert finding.code == "dependencies.missing" and "trl>=" in finding.message and "jobtrail[train]" in finding.fix
-    broken = checks.gather_requirements(facts, script, str(tmp_path / "no-python"))
+    assert "bitsandbytes" in finding.message  # rendering adds it to a QLoRA job's header
+    broken = gather_requirements(facts, "sft", str(tmp_path / "no-python"))
     assert errors(checks.check_dependencies(spec(), broken)) == ["dependencies.python"]
+    # The header read before rendering is the rendered script's header.
+    qlora = spec(hyperparameters={"peft": "qlora"})
+    rendered = pep723.read_metadata(render_script("sft", build_config(qlora, "/o")))["dependencies"]
+    template = pep723.read_metadata((scripts_dir() / "sft.py").read_text())["dependencies"]
+    assert rendered == [*template, QLORA_REQUIREMENT]
 
 
 def test_bundled_architecture_table_matches_installed_transformers():
@@ -204,3 +216,77 @@ def test_validate_dataset_takes_exactly_the_registry_formats_as_they_are(tmp_pat
         if validate_dataset(str(path), method).methods[method].status == "READY":
             ready.add(name)
     assert ready == set(method_spec(method).data_formats)
+
+
+# --- the one preflight pass ------------------------------------------------------------------------
+
+
+def _env(tmp_path) -> PlanEnv:
+    return PlanEnv(job_python=sys.executable, output_dir=str(tmp_path / "out"), llama_cpp_cache=tmp_path / "cache")
+
+
+def test_plan_gathers_facts_then_judges_then_builds_and_renders(tmp_path, tiny_model, chat_dataset):
+    good = spec(tiny_model, chat_dataset, hyperparameters={"max_steps": 3})
+    planned = plan(good, _env(tmp_path))
+    assert planned.facts.missing_requirements == [] and planned.facts.dataset.rows == 64
+    assert "model.ok" in codes(planned.findings) and not planned.blocked
+    assert planned.config["output_dir"] == str(tmp_path / "out")
+    assert planned.config["training_args"]["max_length"] == 512  # the default, capped at the model's positions
+    assert planned.script == render_script("sft", planned.config)
+    misnamed = plan(spec(tiny_model, chat_dataset, hyperparameters={"learning_rte": 1}), _env(tmp_path))
+    assert misnamed.blocked and misnamed.config is None and misnamed.script == ""
+    # Errors that leave a config to build (here: the data) block the submission, yet a forced one has its config.
+    no_data = plan(spec(tiny_model, tmp_path / "none.jsonl"), _env(tmp_path))
+    assert errors(no_data.findings) == ["dataset.missing"] and no_data.config is not None
+
+
+def test_plan_of_a_retry_keeps_the_previous_output_and_length(tmp_path, tiny_model, chat_dataset):
+    previous = plan(spec(tiny_model, chat_dataset), _env(tmp_path)).config
+    previous = {**previous, "output_dir": "/first/output", "training_args": {**previous["training_args"],
+                                                                            "max_length": 128}}
+    changed = spec(tiny_model, chat_dataset, hyperparameters={"per_device_train_batch_size": 1})
+    retried = plan(changed, _env(tmp_path), previous=previous)
+    assert retried.config["output_dir"] == "/first/output" and retried.config["training_args"]["max_length"] == 128
+    assert retried.config["training_args"]["per_device_train_batch_size"] == 1
+    too_long = spec(tiny_model, chat_dataset, hyperparameters={"max_length": 100_000})
+    assert "config.max_length" in errors(plan(too_long, _env(tmp_path), previous=previous).findings)
+
+
+def test_an_evaluation_of_a_missing_model_adapter_or_dataset_is_refused_before_any_job(
+    tmp_path, tiny_model, chat_dataset
+):
+    def evaluation(model, dataset, adapter=None):
+        target = JobSpec(method="evaluate", model=str(model), dataset=str(dataset))
+        return plan(target, _env(tmp_path), Evaluation(label="base", adapter=adapter))
+
+    ok = evaluation(tiny_model, chat_dataset)
+    assert not ok.blocked and ok.config["model"] == str(tiny_model) and ok.script
+    assert errors(evaluation(tmp_path / "gone", chat_dataset).findings) == ["model.missing"]
+    assert errors(evaluation(tiny_model, tmp_path / "gone.jsonl").findings) == ["dataset.missing"]
+    missing_adapter = evaluation(tiny_model, chat_dataset, adapter=str(tmp_path / "run" / "final"))
+    assert errors(missing_adapter.findings) == ["adapter.missing"] and missing_adapter.config is None
+
+    from jobtrail.app import build_service
+
+    service = build_service(tmp_path / "home")
+    refused = service.evaluate(str(tmp_path / "gone.jsonl"), model=str(tiny_model))
+    assert refused.job_id is None and refused.status == "rejected" and "dataset.missing" in codes(refused.findings)
+    assert "Not evaluated" in refused.to_markdown() and service.ps().jobs == []
+
+
+def test_a_retry_with_changes_goes_through_the_same_rules(tmp_path, tiny_model, chat_dataset):
+    from jobtrail.app import build_service
+    from jobtrail.errors import InvalidRequestError
+    from support.waiting import wait_for
+
+    service = build_service(tmp_path / "home")
+    job_id = service.submit(spec(tiny_model, chat_dataset, hyperparameters={"max_steps": 400})).job_id
+    wait_for(lambda: service.inspect(job_id).status == "running", 60, "the job to run")
+    service.cancel(job_id)
+    with pytest.raises(InvalidRequestError) as info:
+        service.retry(job_id, {"max_length": 100_000})  # more than the model's 512 positions
+    assert "512 positions" in str(info.value) and len(service.inspect(job_id).attempts) == 1
+    assert service.retry(job_id, {"max_steps": 1}).retried
+    second = service.inspect(job_id).attempts[1]
+    assert "model.ok" in codes(second.findings)  # the retry's own preflight is on its receipt
+    service.cancel(job_id)

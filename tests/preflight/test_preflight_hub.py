@@ -9,7 +9,7 @@ import pytest
 from jobtrail.methods import METHODS
 from jobtrail.models import JobSpec
 from jobtrail.preflight import rules as checks
-from jobtrail.preflight.rules import Facts
+from jobtrail.preflight.facts import Facts
 from jobtrail.preflight.probes import hub_model_facts
 from support.jobs import write_jsonl
 

@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from jobtrail.outcomes import events
-from jobtrail.preflight import hyperparams
 from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import JobSpec, JobStatus, TerminationReason
-from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.outcomes import events
+from jobtrail.preflight import hyperparams
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.defaults import effective
+from jobtrail.templates.render import config_json, render_script, sha256_text
 from jobtrail.util.timefmt import human_duration, parse_duration
 
 
@@ -52,7 +52,8 @@ def test_event_lines_are_parsed_and_folded():
         'JOBTRAIL {"event":"environment","time":1,"python":"3.11","device":"cpu"}',
         'JOBTRAIL {"event":"step","time":2,"step":1,"loss":2.5,"learning_rate":0.001}',
         'JOBTRAIL {"event":"step","time":3,"step":2,"loss":2.1}',
-        'JOBTRAIL {"event":"checkpoint","time":4,"state":"committed","step":2,"path":"/o/checkpoint-2","manifest_sha256":"ab"}',
+        'JOBTRAIL {"event":"checkpoint","time":4,"state":"committed","step":2,"path":"/o/checkpoint-2",'
+        '"manifest_sha256":"ab"}',
         'JOBTRAIL {not json',
     ]
     digest = events.digest(lines)
@@ -104,4 +105,5 @@ def test_effective_hyperparameters_sort_defaults_and_user_values_by_destination(
     assert values.job == {"checkpoint_retention": 2, "dataset_split": "x"}
     assert values.inputs["reward_funcs"] == ["format"] and "reward_funcs" not in values.training_args
     # What the rules judge: TRL's own defaults where jobtrail sets none (sft sets no num_generations).
-    assert effective("sft", {}).judged["num_generations"] == 8 and "num_generations" not in effective("sft", {}).training_args
+    sft = effective("sft", {})
+    assert sft.judged["num_generations"] == 8 and "num_generations" not in sft.training_args

@@ -37,10 +37,10 @@ class TaskSet(BaseModel):
     """Which data was evaluated: the dataset pinned by revision (Hub) or file sha256, and rows."""
 
     dataset: str
-    revision_or_sha256: str | None = None
+    revision_or_sha256: str | None = Field(default=None, description="A Hub dataset's commit, or a file's sha256.")
     split: str | None = None
-    rows: int
-    rows_available: int | None = None
+    rows: int = Field(description="Rows evaluated.")
+    rows_available: int | None = Field(default=None, description="Rows the split holds (evaluation may stop sooner).")
     format: str | None = None
     mapping: dict[str, Any] | None = None
 

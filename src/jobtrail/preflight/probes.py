@@ -1,5 +1,5 @@
 """Facts preflight needs from outside the process (files, the Hub, the job's Python), gathered
-here so the rules in checks.py stay pure. huggingface_hub is imported only when a Hub id is
+here so the rules (rules.py) stay pure. huggingface_hub is imported only when a Hub id is
 probed, so the server starts without it.
 """
 
@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from jobtrail.templates import pep723
+from jobtrail.templates.render import QLORA_REQUIREMENT, scripts_dir
+from jobtrail.util.refs import looks_local
 
 Access = Literal["ok", "gated", "not_found", "unverified"]
 _HEADER_LIMIT = 100 * 1024 * 1024  # a safetensors header larger than this is not one
@@ -65,13 +67,22 @@ def _can_write(role: str | None, access: dict[str, Any]) -> bool | None:
     return "repo.write" in permissions or "repo.content.write" in permissions
 
 
-def missing_job_requirements(script: str, python: str) -> list[str]:
-    """The script's PEP 723 dependencies that the interpreter `python` does not satisfy.
+def missing_job_requirements(template: str, python: str, *, qlora: bool = False) -> list[str]:
+    """What the interpreter `python` lacks of a job's dependencies, before its script is rendered:
+    the template's PEP 723 header lists them, and rendering adds only bitsandbytes, for QLoRA.
 
     Raises BackendError when `python` cannot be run at all.
     """
-    requirements = pep723.read_metadata(script).get("dependencies", [])
-    return pep723.missing_requirements(list(requirements), python)
+    header = pep723.read_metadata((scripts_dir() / f"{template}.py").read_text(encoding="utf-8"))
+    requirements = [*header.get("dependencies", []), *([QLORA_REQUIREMENT] if qlora else [])]
+    return pep723.missing_requirements(requirements, python)
+
+
+def model_facts(ref: str, token: str | None = None) -> ModelFacts:
+    """A local model directory's facts, or a Hub model's."""
+    if looks_local(ref):
+        return local_model_facts(Path(ref).expanduser())
+    return hub_model_facts(ref, token)
 
 
 def local_model_facts(path: Path) -> ModelFacts:
@@ -102,9 +113,11 @@ def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
         api.auth_check(repo_id, token=token)
         config = _read_json(Path(hf_hub_download(repo_id, "config.json", token=token)))
     except GatedRepoError:
-        return ModelFacts(ref=repo_id, local=False, access="gated", detail="the repo is gated and this token has no access")
+        return ModelFacts(ref=repo_id, local=False, access="gated",
+                          detail="the repo is gated and this token has no access")
     except RepositoryNotFoundError:
-        return ModelFacts(ref=repo_id, local=False, access="not_found", detail="no such repo, or it is private to others")
+        return ModelFacts(ref=repo_id, local=False, access="not_found",
+                          detail="no such repo, or it is private to others")
     except (HfHubHTTPError, OSError, ValueError) as exc:
         return ModelFacts(ref=repo_id, local=False, access="unverified", detail=_one_line(exc))
     return ModelFacts(

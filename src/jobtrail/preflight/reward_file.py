@@ -42,9 +42,12 @@ def check_reward_file(path: str | Path, function: str) -> list[Finding]:
     `if __name__ == "__main__":` block (which the job does not run); a relative import. Warnings:
     imports a job does not have, and required parameters that must name dataset columns.
     """
-    source, problem = _read(Path(path).expanduser())
-    if problem:
-        return [problem]
+    source, problem = read_reward_file(path)
+    return [problem] if problem else check_reward_source(source, path, function)
+
+
+def check_reward_source(source: str, path: str | Path, function: str) -> list[Finding]:
+    """check_reward_file's judgement of a reward file's `source`, already read: pure."""
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -60,7 +63,9 @@ def check_reward_file(path: str | Path, function: str) -> list[Finding]:
 # --- the file ----------------------------------------------------------------------------------
 
 
-def _read(path: Path) -> tuple[str, Finding | None]:
+def read_reward_file(path: str | Path) -> tuple[str, Finding | None]:
+    """(source, None), or ("", why the file cannot be used) when it is missing, too large or unreadable."""
+    path = Path(path).expanduser()
     if not path.is_file():
         return "", _error(
             "reward_file.missing", f"The reward file {path} does not exist.",
@@ -219,9 +224,10 @@ def _import_findings(tree: ast.Module, path: str | Path) -> list[Finding]:
         )]
     missing: dict[str, int] = {}
     for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
-        for name in names:
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        for name in filter(None, names):
             top = name.split(".")[0]
             if top not in sys.stdlib_module_names and top not in JOB_PACKAGES and top != "__future__":
                 missing.setdefault(top, node.lineno)

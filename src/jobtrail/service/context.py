@@ -23,8 +23,6 @@ from jobtrail.service import secrets
 from jobtrail.templates.render import config_json, sha256_text
 from jobtrail.util.refs import looks_local
 
-# A remote job's working directory is its own and gone when it ends: results live on the Hub.
-REMOTE_OUTPUT_DIR = "jobtrail-output"
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
 
 

@@ -7,32 +7,20 @@ so it can be swapped whole; the config itself comes from templates.configs.build
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from jobtrail.backends.base import Backend
 from jobtrail.errors import InvalidRequestError
-from jobtrail.estimate import EstimateResult
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import retry as retry_policy
-from jobtrail.preflight import rules as checks
+from jobtrail.preflight import plan as preflight, rules as checks
 from jobtrail.service import secrets
-from jobtrail.service.context import (
-    REMOTE_OUTPUT_DIR,
-    ServiceContext,
-    local_path,
-    new_run,
-    new_run_id,
-    queued_attempt,
-)
-from jobtrail.service.tasks import Tasks
+from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
+from jobtrail.service.tasks import Tasks, plan_env
 from jobtrail.service.tracker import Tracker
 from jobtrail.surface.results import CancelResult, RetryResult, SubmitResult
-from jobtrail.templates.configs import build_config
-from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.templates.render import config_json, sha256_text
 from jobtrail.util.timefmt import parse_duration
 
 # What submit reports for the attempt it queued; one that already ended (a launch refused) reads
@@ -56,11 +44,11 @@ class Runs:
     def submit(
         self, spec: JobSpec, *, dry_run: bool = False, force: bool = False, max_retries: int = 0
     ) -> SubmitResult:
-        backend = self.context.backend(spec.backend)
+        self.context.backend(spec.backend)
         secrets.validate(spec.secrets)
         spec = _normalise(spec)
         run_id = new_run_id()
-        plan = _plan(self.context, spec, backend, run_id)
+        plan = preflight.plan(spec, plan_env(self.context, run_id))
         blocked = bool(checks.blocking(plan.findings))
         base: dict[str, Any] = dict(
             script_sha256=sha256_text(plan.script) if plan.script else "",
@@ -143,15 +131,22 @@ class Runs:
             return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
                                message=decision.message, diagnosis=diagnosis, fix=decision.fix, resume_from=None)
         new_spec = _apply_changes(spec, decision.changes)
-        bad = checks.blocking(checks.check_hyperparameters(new_spec))
-        if bad:
-            raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
-        config = _rebuild_config(latest.config, new_spec) if decision.changes else latest.config
-        script = render_script(new_spec.method, config) if decision.changes else latest.script
+        config, script, findings, forced = latest.config, latest.script, [], False
+        if decision.changes:  # a changed config goes through the same preflight as a submission
+            plan = preflight.plan(new_spec, plan_env(self.context, run.run_id), previous=latest.config)
+            bad = checks.blocking(plan.findings)
+            if plan.config is None or (bad and not latest.forced):  # a forced run stays forced
+                if not automatic:
+                    raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
+                return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
+                                   message=f"The retry's changes do not pass preflight: {bad[0].message}",
+                                   diagnosis=None, fix=bad[0].fix, resume_from=None)
+            config, script, findings, forced = plan.config, plan.script, plan.findings, bool(bad)
         now = time.time()
         attempt = queued_attempt(
-            run.run_id, latest.number + 1, new_spec, config, script, created_at=now,
-            not_before=now + decision.delay_s if decision.delay_s else None, retry_note=decision.message,
+            run.run_id, latest.number + 1, new_spec, config, script, created_at=now, forced=forced,
+            findings=findings, not_before=now + decision.delay_s if decision.delay_s else None,
+            retry_note=decision.message,
         )
         if not self.ledger.add_attempt(attempt):
             return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
@@ -229,53 +224,6 @@ def _cancel_result(attempt: AttemptRecord, message: str) -> CancelResult:
     )
 
 
-# --- planning: facts → config → script → findings, for a submission or a dry run -------------
-
-
-@dataclass(frozen=True)
-class Plan:
-    config: dict[str, Any] | None  # None when the hyperparameter names are wrong
-    script: str
-    findings: list[Finding]
-    push_to: str | None  # the Hub repo a remote job pushes to
-    estimate: EstimateResult | None = None
-
-
-def _plan(context: ServiceContext, spec: JobSpec, backend: Backend, run_id: str) -> Plan:
-    """Facts → config → script → findings, for a submission or a dry run."""
-    facts = checks.gather_dataset(checks.gather_model(spec, context.hub_token), spec)
-    push_to = None
-    if backend.name == "local":
-        output_dir = _local_output_dir(context, spec, run_id)
-    else:
-        facts = checks.gather_identity(facts, context.hub_token)
-        facts = checks.gather_estimate(facts, spec, ledger=context.ledger, api=context.hub_api())
-        output_dir = REMOTE_OUTPUT_DIR
-        owner = facts.identity.name if facts.identity and facts.identity.name else None
-        push_to = spec.output or (default_repo(owner, spec) if owner else None)
-    config = None
-    # A config needs valid names and, for GRPO, a reward file it can read.
-    if not checks.check_hyperparameters(spec) and not checks.blocking(checks.check_method_rules(spec, facts)):
-        config = build_config(spec, output_dir, checks.max_positions(facts), push_to=push_to)
-    script = render_script(spec.method, config) if config else ""
-    if script and backend.name == "local":
-        facts = checks.gather_requirements(facts, script, context.job_python)
-    return Plan(config=config, script=script, findings=checks.run_all(spec, facts), push_to=push_to,
-                estimate=facts.estimate)
-
-
-def _local_output_dir(context: ServiceContext, spec: JobSpec, run_id: str) -> str:
-    if spec.output:
-        return str(Path(spec.output).expanduser().resolve())
-    return str(context.local_output_dir(run_id))
-
-
-def default_repo(owner: str, spec: JobSpec) -> str:
-    """<owner>/<model>-<method>-<date>: a new private repo per day of work, never an existing model's."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.model.rstrip("/").split("/")[-1]).strip("-")[:60] or "model"
-    return f"{owner}/{name}-{spec.method}-{time.strftime('%Y%m%d')}"
-
-
 # --- a retry's spec and config --------------------------------------------------------------
 
 
@@ -291,14 +239,6 @@ def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
         else:
             hyper[name] = value
     return spec.model_copy(update={**update, "hyperparameters": hyper})
-
-
-def _rebuild_config(previous: dict[str, Any], spec: JobSpec) -> dict[str, Any]:
-    """A retry's config: the new spec, with the same output (directory and Hub repo) and capped max_length."""
-    config = build_config(spec, previous["output_dir"], push_to=previous.get("hub_model_id"))
-    if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"]:
-        config["training_args"]["max_length"] = previous["training_args"]["max_length"]
-    return config
 
 
 def _normalise(spec: JobSpec) -> JobSpec:

@@ -1,6 +1,6 @@
 """Jobs that work on a model rather than train it: evaluations (of a model, a job's final model or
 one of its committed checkpoints; also the base/final pair of submit(eval_dataset=...)) and GGUF
-conversions. Each is one queued attempt without training's preflight.
+conversions. Each is one queued attempt, planned by the same preflight pass as training.
 """
 
 from __future__ import annotations
@@ -11,20 +11,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from jobtrail.errors import InvalidRequestError, NotFoundError
-from jobtrail.models import AttemptRecord, BackendName, Finding, JobSpec, RunRecord
-from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord, eval_config
+from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
+from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord
 from jobtrail.preflight import conversion as gguf
-from jobtrail.preflight import probes
-from jobtrail.preflight import rules as checks
-from jobtrail.preflight.llama_cpp import LLAMA_CPP_PYTHON_VERSION
-from jobtrail.service.context import REMOTE_OUTPUT_DIR, ServiceContext, local_path, new_run, new_run_id, queued_attempt
+from jobtrail.preflight.plan import Conversion, Evaluation, PlanEnv, plan
+from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.tracker import Tracker
 from jobtrail.surface.results import ConvertResult, EvaluateResult
-from jobtrail.templates.configs import conversion_config
-from jobtrail.templates.render import render_script
-
-# Where a remote conversion job builds llama.cpp: its machine is fresh, so no cache survives it.
-_REMOTE_LLAMA_CPP_CACHE = Path("/tmp/jobtrail-llama-cpp")
 
 
 class Tasks:
@@ -63,18 +56,20 @@ class Tasks:
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0,
     ) -> EvaluateResult:
         run_id = new_run_id()
-        output_dir = str(self.context.local_output_dir(run_id)) if backend_name == "local" else REMOTE_OUTPUT_DIR
-        config = eval_config(local_path(base), local_path(dataset), output_dir=output_dir, adapter=adapter,
-                             checkpoint_label=label, metrics=metrics, max_new_tokens=max_new_tokens,
-                             temperature=temperature, split=split)
-        script = render_script("evaluate", config)
-        spec = JobSpec(method="evaluate", model=config["model"], dataset=config["dataset"]["source"],
+        spec = JobSpec(method="evaluate", model=local_path(base), dataset=local_path(dataset),
                        backend=cast(BackendName, backend_name), flavor=target.flavor if target else None)
-        attempt = self._add_job(run_id, spec, config, script, target)
+        task = Evaluation(label=label, adapter=adapter, split=split, metrics=metrics, max_new_tokens=max_new_tokens,
+                          temperature=temperature)
+        planned = plan(spec, plan_env(self.context, run_id), task)
+        evaluates = target.run_id if target else base
+        if planned.config is None or planned.blocked:
+            return EvaluateResult(job_id=None, status="rejected", evaluates=evaluates, checkpoint=label,
+                                  backend=backend_name, findings=planned.findings)
+        attempt = self._add_job(run_id, spec, planned.config, planned.script, target)
         self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, label)
         self.tracker.dispatch()
-        return EvaluateResult(job_id=run_id, status=self.context.latest(run_id).status.value,
-                              evaluates=target.run_id if target else base, checkpoint=label, backend=backend_name)
+        return EvaluateResult(job_id=run_id, status=self.context.latest(run_id).status.value, evaluates=evaluates,
+                              checkpoint=label, backend=backend_name, findings=planned.findings)
 
     def evaluated_checkpoint(self, run: RunRecord, checkpoint: str | None) -> tuple[str, str | None, str]:
         """(base model, adapter dir or Hub repo, label) for a job's final model or one of its committed checkpoints."""
@@ -132,45 +127,32 @@ class Tasks:
             resolved, backend = adapter, target.backend
         else:
             resolved = local_path(source)
-        findings = gguf.check_conversion(gguf.conversion_facts(resolved), quants, pre_tokenizer)
-        run_id = new_run_id()
-        push_to: str | None = None
-        if backend == "local":
-            output_dir = Path(output).expanduser().resolve() if output else self.context.local_output_dir(run_id)
-            cache = Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or self.context.home / "cache" / "llama.cpp")
-        else:
-            if not output or "/" not in output:
-                findings.append(Finding(code="output.repo", severity="error",
-                                        message="A remote conversion needs a Hub repo to upload the GGUF files to.",
-                                        fix="Pass output='<your-user-or-org>/<model>-GGUF'."))
-            output_dir, cache, push_to = Path(REMOTE_OUTPUT_DIR), _REMOTE_LLAMA_CPP_CACHE, output
-        config = conversion_config(resolved, output_dir=output_dir,
-                                   cache_dir=cache / LLAMA_CPP_PYTHON_VERSION, quantizations=quants,
-                                   pre_tokenizer=pre_tokenizer, push_to_hub=push_to is not None,
-                                   hub_model_id=push_to)
-        script = render_script("convert_gguf", config)
-        if backend == "local":
-            missing = probes.missing_job_requirements(script, self.context.job_python)
-            if missing:
-                findings.append(Finding(code="dependencies.missing", severity="error",
-                                        message=f"The job's Python lacks: {', '.join(missing)}.",
-                                        fix="pip install 'jobtrail[train,gguf]' into that environment."))
-        base: dict[str, Any] = dict(findings=findings, source=resolved, quantizations=quants, output_repo=push_to)
-        if checks.blocking(findings):
-            return ConvertResult(job_id=None, status="rejected", **base)
         spec = JobSpec(method="convert_gguf", model=resolved, dataset="", backend=cast(BackendName, backend),
                        output=output)
-        self._add_job(run_id, spec, config, script)
+        run_id = new_run_id()
+        planned = plan(spec, plan_env(self.context, run_id), Conversion(quants, pre_tokenizer))
+        base: dict[str, Any] = dict(findings=planned.findings, source=resolved, quantizations=quants,
+                                    output_repo=planned.push_to)
+        if planned.config is None or planned.blocked:
+            return ConvertResult(job_id=None, status="rejected", **base)
+        self._add_job(run_id, spec, planned.config, planned.script)
         self.tracker.dispatch()
         return ConvertResult(job_id=run_id, status=self.context.latest(run_id).status.value,
-                             output_dir=str(output_dir) if backend == "local" else None, **base)
+                             output_dir=planned.config["output_dir"] if backend == "local" else None, **base)
 
     def _add_job(
         self, run_id: str, spec: JobSpec, config: dict[str, Any], script: str, target: RunRecord | None = None
     ) -> AttemptRecord:
-        """A tool-started job (evaluation, conversion): one queued attempt, no preflight of training's."""
+        """A tool-started job (evaluation, conversion): one queued attempt with its planned config and script."""
         now = time.time()
         flavor = spec.flavor or (target.flavor if target else None)
         attempt = queued_attempt(run_id, 1, spec, config, script, created_at=now, flavor=flavor)
         self.ledger.add_run(new_run(run_id, spec, now, flavor=flavor), attempt)
         return attempt
+
+
+def plan_env(context: ServiceContext, run_id: str) -> PlanEnv:
+    """What preflight planning needs from the service for run `run_id`."""
+    cache = Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or context.home / "cache" / "llama.cpp")
+    return PlanEnv(job_python=context.job_python, output_dir=str(context.local_output_dir(run_id)),
+                   llama_cpp_cache=cache, hub_token=context.hub_token, ledger=context.ledger, hub_api=context.hub_api)

@@ -326,13 +326,19 @@ class RetryResult(BaseModel):
 
 
 class EvaluateResult(BaseModel):
-    job_id: str = Field(description="The evaluation job's id: follow it with logs/inspect.")
+    job_id: str | None = Field(description="The evaluation job's id: follow it with logs/inspect; None when "
+                               "preflight refused it.")
     status: str
     evaluates: str = Field(description="The job id or model evaluated.")
     checkpoint: str = Field(description="'base', or the checkpoint/adapter evaluated.")
     backend: str
+    findings: list[Finding] = Field(default_factory=list)
 
     def to_markdown(self) -> str:
+        if self.job_id is None:
+            errors = [f for f in self.findings if f.severity == "error"]
+            head = [f"Not evaluated: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
+            return "\n".join(head + findings_markdown(self.findings))
         return (f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] "
                 f"on {self.backend}.\n"
                 f"Follow it: inspect(job_id=\"{self.job_id}\"); "

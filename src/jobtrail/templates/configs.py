@@ -2,12 +2,13 @@
 training jobs and for GGUF conversion jobs.
 
 Built from the effective hyperparameters (defaults.py), so the config holds exactly the values
-preflight judged. A GRPO config also carries the user's reward file's source, read here.
+preflight judged. A GRPO config also carries the source of the user's reward file.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,14 +20,18 @@ from jobtrail.templates.defaults import effective
 from jobtrail.util.refs import looks_local
 
 TEMPLATE_VERSION = 1
+# A remote job's working directory is its own and gone when it ends: results live on the Hub.
+REMOTE_OUTPUT_DIR = "jobtrail-output"
 
 
 def build_config(
-    spec: JobSpec, output_dir: str, max_positions: int | None = None, *, push_to: str | None = None
+    spec: JobSpec, output_dir: str, max_positions: int | None = None, *, push_to: str | None = None,
+    reward_source: str | None = None,
 ) -> dict[str, Any]:
     """The job's config snapshot: everything the rendered script needs, nothing secret.
 
     When the caller did not choose max_length, the default is capped at the model's positions.
+    `reward_source`: the text of spec.reward_file when the caller has read it already.
     """
     values = effective(spec.method, spec.hyperparameters)
     training_args = values.training_args
@@ -45,9 +50,27 @@ def build_config(
         "hub_model_id": push_to,
     }
     if spec.method == "grpo":
-        user = {"file": spec.reward_file, "function": spec.reward_function or "reward"} if spec.reward_file else None
+        user = None
+        if spec.reward_file:
+            user = {"file": spec.reward_file, "function": spec.reward_function or "reward", "source": reward_source}
         config["rewards"] = rewards_config(spec.hyperparameters, user)
     return config
+
+
+def retry_config(previous: Mapping[str, Any], spec: JobSpec, reward_source: str | None = None) -> dict[str, Any]:
+    """A retry's config: the new spec, with the same output (directory and Hub repo) and max_length
+    (capped at the model's positions the first time) unless the retry sets one."""
+    config = build_config(spec, previous["output_dir"], push_to=previous.get("hub_model_id"),
+                          reward_source=reward_source)
+    if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"]:
+        config["training_args"]["max_length"] = previous["training_args"]["max_length"]
+    return config
+
+
+def default_repo(owner: str, spec: JobSpec) -> str:
+    """<owner>/<model>-<method>-<date>: a new private repo per day of work, never an existing model's."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.model.rstrip("/").split("/")[-1]).strip("-")[:60] or "model"
+    return f"{owner}/{name}-{spec.method}-{time.strftime('%Y%m%d')}"
 
 
 def rewards_config(hyperparameters: Mapping[str, Any], user: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -55,7 +78,8 @@ def rewards_config(hyperparameters: Mapping[str, Any], user: Mapping[str, Any] |
 
     `hyperparameters`: the user's, whose reward knobs (GRPO's inputs in the registry) it reads
     with their defaults; `user`: None, or {"file": path, "function": name} for a reward file that
-    check_reward_file accepted (its source is read now, so the config snapshot holds the code).
+    check_reward_file accepted, with its "source" when already read (otherwise it is read now), so
+    the config snapshot holds the code.
     """
     settings = effective("grpo", hyperparameters).inputs
     names = settings["reward_funcs"] or []
@@ -68,7 +92,10 @@ def rewards_config(hyperparameters: Mapping[str, Any], user: Mapping[str, Any] |
 
 
 def _user_block(user: Mapping[str, Any]) -> dict[str, str]:
-    return {"function": str(user["function"]), "source": Path(user["file"]).expanduser().read_text(encoding="utf-8")}
+    source = user.get("source")
+    if source is None:
+        source = Path(user["file"]).expanduser().read_text(encoding="utf-8")
+    return {"function": str(user["function"]), "source": source}
 
 
 def conversion_config(

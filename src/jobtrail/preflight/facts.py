@@ -1,0 +1,134 @@
+"""Everything preflight learns from outside the process, gathered in one place before any rule runs.
+
+The model (its directory or the Hub), the data, a GRPO reward file, the Hub identity of the
+token, the estimate on the chosen flavor, and what the job's interpreter lacks of the template's
+dependencies. Probes (probes.py, dataset/, conversion.py) do the reading; the rules (rules.py)
+only look at the Facts they leave.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from jobtrail.errors import BackendError, JobtrailError
+from jobtrail.estimate import EstimateResult, estimate_cost
+from jobtrail.estimate.inputs import CHARS_PER_TOKEN
+from jobtrail.models import Finding, JobSpec
+from jobtrail.preflight import probes
+from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
+from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.preflight.probes import HubIdentity, ModelFacts
+from jobtrail.preflight.reward_file import read_reward_file
+from jobtrail.templates.defaults import effective
+from jobtrail.util.refs import looks_local
+
+# GRPO has no max_length (prompts are kept whole): the estimate bounds its prompts at this.
+ESTIMATE_MAX_LENGTH = 1024
+EVAL_DEFAULT_SPLIT = "test"  # scripts/evaluate.py's DEFAULT_SPLIT: held-out data
+
+
+@dataclass(frozen=True)
+class PlanEnv:
+    """What planning needs from the service around it."""
+
+    job_python: str  # the local backend's interpreter for jobs
+    output_dir: str  # where a local job writes unless the caller chose a directory
+    llama_cpp_cache: Path  # where local conversions keep their llama.cpp build
+    hub_token: str | None = None
+    ledger: Any = None  # earlier attempts' measurements calibrate the estimate
+    hub_api: Callable[[], Any] | None = None  # live flavor prices; None: the bundled table
+
+
+@dataclass(frozen=True)
+class Facts:
+    model: ModelFacts | None = None  # the model trained or evaluated
+    dataset: DatasetReport | None = None
+    reward_source: str | None = None  # the GRPO reward file's text, when it could be read
+    reward_problem: Finding | None = None  # why it could not be
+    missing_adapter: str | None = None  # an evaluated local adapter directory that is not there
+    conversion: ConversionFacts | None = None
+    missing_requirements: list[str] | None = None  # None: not checked (a remote backend)
+    python_error: str | None = None  # the job's interpreter could not be run
+    identity: HubIdentity | None = None  # whoami of the token, for remote backends
+    has_token: bool = False
+    estimate: EstimateResult | None = None  # remote backends: memory, hours and timeout on the flavor
+    estimate_error: str | None = None
+
+
+def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
+    """A training job's facts: model, data (mapped as the job will map it), reward file, then the
+    Hub identity and the estimate (remote) or the interpreter's requirements (local)."""
+    values = effective(spec.method, spec.hyperparameters)
+    facts = Facts(model=probes.model_facts(spec.model, env.hub_token))
+    facts = replace(facts, dataset=validate_dataset(spec.dataset, spec.method, split=str(values.job["dataset_split"]),
+                                                    mapping=spec.dataset_mapping))
+    if spec.reward_file:
+        source, problem = read_reward_file(spec.reward_file)
+        facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
+    if spec.backend == "local":
+        return gather_requirements(facts, spec.method, env.job_python, qlora=values.peft_method == "qlora")
+    return gather_estimate(gather_identity(facts, env.hub_token), spec, env)
+
+
+def gather_evaluation(spec: JobSpec, adapter: str | None, split: str | None, env: PlanEnv) -> Facts:
+    """An evaluation's facts: the base model, the adapter directory, the data as it can be read."""
+    if split is None:  # the evaluator's default, except that a data file is its own single split
+        split = "train" if looks_local(spec.dataset) and Path(spec.dataset).is_file() else EVAL_DEFAULT_SPLIT
+    missing = adapter if adapter and looks_local(adapter) and not Path(adapter).is_dir() else None
+    facts = Facts(model=probes.model_facts(spec.model, env.hub_token), missing_adapter=missing,
+                  dataset=validate_dataset(spec.dataset, None, split=split))
+    return gather_requirements(facts, "evaluate", env.job_python) if spec.backend == "local" else facts
+
+
+def gather_conversion(spec: JobSpec, env: PlanEnv) -> Facts:
+    """A conversion's facts: the source's small JSON files and tokenizer (conversion.py's probes)."""
+    facts = Facts(conversion=conversion_facts(spec.model))
+    return gather_requirements(facts, "convert_gguf", env.job_python) if spec.backend == "local" else facts
+
+
+def gather_requirements(facts: Facts, template: str, python: str, *, qlora: bool = False) -> Facts:
+    """What the job's interpreter lacks of the template's PEP 723 dependencies."""
+    try:
+        return replace(facts, missing_requirements=probes.missing_job_requirements(template, python, qlora=qlora))
+    except BackendError as exc:
+        return replace(facts, python_error=exc.message)
+
+
+def gather_identity(facts: Facts, token: str | None) -> Facts:
+    """For remote backends: whose token this is and whether it can push."""
+    if not token:
+        return replace(facts, has_token=False)
+    return replace(facts, has_token=True, identity=probes.hub_identity(token))
+
+
+def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv) -> Facts:
+    """Memory and time on the chosen flavor, from the model's config.json and the data's size."""
+    if facts.model is None or facts.model.config is None or not spec.flavor:
+        return facts
+    values = effective(spec.method, spec.hyperparameters)
+    args = values.training_args
+    batch, accumulation = int(args["per_device_train_batch_size"]), int(args["gradient_accumulation_steps"])
+    max_length = int(args.get("max_length") or ESTIMATE_MAX_LENGTH)
+    report = facts.dataset
+    if int(args.get("max_steps") or -1) > 0:
+        examples, epochs = int(args["max_steps"]) * batch * accumulation, 1
+    else:
+        rows = (report.rows or report.rows_checked) if report else 0
+        examples, epochs = rows, math.ceil(float(args["num_train_epochs"]))
+    chars = report.mean_chars_per_row if report else None
+    try:
+        estimate = estimate_cost(
+            spec.model, spec.method, peft=values.peft_method, num_examples=max(1, examples),
+            avg_tokens=max(1.0, chars / CHARS_PER_TOKEN) if chars else float(max_length),
+            max_length=max_length, per_device_batch_size=batch, gradient_accumulation_steps=accumulation,
+            epochs=max(1, epochs), gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
+            flavor=spec.flavor, lora_r=int(values.peft["r"]), config=facts.model.config, calibration=env.ledger,
+            api=env.hub_api() if env.hub_api else None,
+        )
+    except JobtrailError as exc:
+        return replace(facts, estimate_error=str(exc))
+    return replace(facts, estimate=estimate)

@@ -1,0 +1,177 @@
+"""ONE preflight pass for every job jobtrail starts: training (submit, a retry with changes), an
+evaluation, a GGUF conversion.
+
+    plan(spec, env, task=None, previous=None) -> Plan(facts, findings, config, script, push_to)
+
+1. facts.py gathers everything from outside, first: the model, the data, a reward file, the Hub
+   identity and the estimate (remote), what the job's interpreter lacks of the template's
+   dependencies (local);
+2. the pure rules run once (rules.py; conversion.py's for a conversion);
+3. the config is built (templates/configs.py, outcomes/evals.py) unless a finding leaves nothing
+   to build it from;
+4. the script is rendered from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobtrail.estimate import EstimateResult
+from jobtrail.methods import METHODS
+from jobtrail.models import Finding, JobSpec
+from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, eval_config
+from jobtrail.preflight import rules
+from jobtrail.preflight.conversion import check_conversion
+from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
+from jobtrail.preflight.llama_cpp import LLAMA_CPP_PYTHON_VERSION
+from jobtrail.preflight.methods import check_method
+from jobtrail.templates.configs import (
+    REMOTE_OUTPUT_DIR,
+    build_config,
+    conversion_config,
+    default_repo,
+    retry_config,
+)
+from jobtrail.templates.render import render_script
+
+__all__ = ["Conversion", "Evaluation", "Plan", "PlanEnv", "plan"]
+
+# Where a remote conversion job builds llama.cpp: its machine is fresh, so no cache survives it.
+REMOTE_LLAMA_CPP_CACHE = Path("/tmp/jobtrail-llama-cpp")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What an evaluation measures, beyond its spec (model: the base; dataset: the data)."""
+
+    label: str  # "base", "final" or the checkpoint's name
+    adapter: str | None = None  # a local adapter directory or a Hub repo, on top of the base
+    split: str | None = None
+    metrics: list[str] | None = None
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What a conversion makes, beyond its spec (model: the source; output: a directory or Hub repo)."""
+
+    quantizations: list[str]
+    pre_tokenizer: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    facts: Facts
+    findings: list[Finding]
+    config: dict[str, Any] | None  # None when a finding leaves nothing to build it from
+    script: str  # "" without a config
+    push_to: str | None = None  # the Hub repo a remote job pushes to
+
+    @property
+    def blocked(self) -> bool:
+        return bool(rules.blocking(self.findings))
+
+    @property
+    def estimate(self) -> EstimateResult | None:
+        return self.facts.estimate
+
+
+def plan(
+    spec: JobSpec, env: PlanEnv, task: Evaluation | Conversion | None = None,
+    previous: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Facts → findings → config → script for `spec`; `task` says what an evaluation or a conversion
+    does, `previous` is the config of the attempt a retry follows (its output is kept)."""
+    if isinstance(task, Evaluation):
+        return _evaluation(spec, task, env)
+    if isinstance(task, Conversion):
+        return _conversion(spec, task, env)
+    if spec.method not in METHODS:
+        return Plan(facts=Facts(), findings=check_method(spec.method, spec.hyperparameters), config=None, script="")
+    return _training(spec, env, previous)
+
+
+def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -> Plan:
+    facts = gather_training(spec, env)
+    findings, config_ok = rules.judge(spec, facts)
+    push_to = None
+    if spec.backend != "local":
+        owner = facts.identity.name if facts.identity and facts.identity.name else None
+        push_to = spec.output or (default_repo(owner, spec) if owner else None)
+    config = None
+    if config_ok and previous is not None:
+        config = retry_config(previous, spec, facts.reward_source)
+        push_to = config["hub_model_id"]
+    elif config_ok:
+        config = build_config(spec, _output_dir(spec, env), rules.max_positions(facts), push_to=push_to,
+                              reward_source=facts.reward_source)
+    return Plan(facts=facts, findings=findings, config=config, script=_render(spec.method, config), push_to=push_to)
+
+
+def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
+    facts = gather_evaluation(spec, task.adapter, task.split, env)
+    findings, _ = rules.judge(spec, facts, EVALUATION_CHECKS)
+    config = None
+    if not rules.blocking(findings):
+        config = eval_config(spec.model, spec.dataset, output_dir=_output_dir(spec, env), adapter=task.adapter,
+                             checkpoint_label=task.label, metrics=task.metrics, max_new_tokens=task.max_new_tokens,
+                             temperature=task.temperature, split=task.split)
+    return Plan(facts=facts, findings=findings, config=config, script=_render("evaluate", config))
+
+
+def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
+    facts = gather_conversion(spec, env)
+    assert facts.conversion is not None
+    findings = [*check_conversion(facts.conversion, task.quantizations, task.pre_tokenizer),
+                *_conversion_output(spec), *rules.check_dependencies(spec, facts)]
+    remote = spec.backend != "local"
+    push_to = spec.output if remote else None
+    config = None
+    if not rules.blocking(findings):
+        cache = REMOTE_LLAMA_CPP_CACHE if remote else env.llama_cpp_cache
+        config = conversion_config(spec.model, output_dir=Path(_output_dir(spec, env)),
+                                   cache_dir=cache / LLAMA_CPP_PYTHON_VERSION, quantizations=task.quantizations,
+                                   pre_tokenizer=task.pre_tokenizer, push_to_hub=remote, hub_model_id=push_to)
+    return Plan(facts=facts, findings=findings, config=config, script=_render("convert_gguf", config), push_to=push_to)
+
+
+def check_adapter(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """An evaluated local adapter (a job's final model or checkpoint) must still be on disk."""
+    if facts.missing_adapter is None:
+        return []
+    return [Finding(code="adapter.missing", severity="error",
+                    message=f"The adapter to evaluate, {facts.missing_adapter}, is not on disk.",
+                    fix="Evaluate another committed checkpoint (inspect lists them), or the model alone.")]
+
+
+def check_evaluation_data(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """The data must be readable; which metrics fit its format is the evaluator's choice."""
+    return list(facts.dataset.findings) if facts.dataset else []
+
+
+EVALUATION_CHECKS: tuple[rules.Check, ...] = (
+    rules.check_model, check_adapter, check_evaluation_data, rules.check_dependencies, rules.check_remote_paths,
+)
+
+
+def _conversion_output(spec: JobSpec) -> list[Finding]:
+    if spec.backend == "local" or (spec.output and "/" in spec.output):
+        return []
+    return [Finding(code="output.repo", severity="error",
+                    message="A remote conversion needs a Hub repo to upload the GGUF files to.",
+                    fix="Pass output='<your-user-or-org>/<model>-GGUF'.")]
+
+
+def _output_dir(spec: JobSpec, env: PlanEnv) -> str:
+    """A remote job's results live on the Hub; a local one's in the chosen directory, else the run's."""
+    if spec.backend != "local":
+        return REMOTE_OUTPUT_DIR
+    return str(Path(spec.output).expanduser().resolve()) if spec.output else env.output_dir
+
+
+def _render(template: str, config: dict[str, Any] | None) -> str:
+    return render_script(template, config) if config else ""
