@@ -1,8 +1,8 @@
 """Training runs: submit (preflight → config → script → ledger → backend), retry (asked for, or
 automatic within submit's max_retries) and cancel.
 
-`_plan` (the facts, config, script and findings of one submission) is one function, kept apart
-so it can be swapped whole; the config itself comes from templates.configs.build_config.
+A submission, and a retry with changes, are planned by preflight.plan (facts, rules, config,
+script, in one pass); this module decides what to do with the plan.
 """
 
 from __future__ import annotations
