@@ -28,14 +28,14 @@ import pytest
 
 from jobtrail.models import Finding
 from jobtrail.preflight.conversion import check_conversion, check_quantizations, conversion_facts
-from jobtrail.preflight.llama_cpp import (
+from jobtrail.templates.configs import conversion_config, default_name
+from jobtrail.templates.llama_cpp import (
     FACTS_FILE,
     LLAMA_CPP_PYTHON_VERSION,
     converter_facts,
     derive_converter_facts,
     normalize_quantizations,
 )
-from jobtrail.templates.configs import conversion_config, default_name
 from jobtrail.templates.render import render_script, scripts_dir
 from support.hub_emulator import HubEmulator
 from support.jobs import (

@@ -12,8 +12,8 @@ from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from jobtrail.preflight.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.surface.server import build_server
+from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from support.jobs import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE
 from support.waiting import wait_for
 

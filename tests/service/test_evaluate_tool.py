@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from jobtrail.app import build_service
+from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec
-from jobtrail.demo.tinymodel import write_chat_dataset
 from support.waiting import wait_for
 
 HYPER = {"max_steps": 8, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 4,

@@ -3,7 +3,6 @@ the submitted script for real (downloading model and data from it and pushing ch
 
 from __future__ import annotations
 
-
 import pytest
 
 from jobtrail.app import build_service

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from jobtrail.preflight.llama_cpp import LLAMA_CPP_PYTHON_VERSION
+from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.templates.render import render_script, scripts_dir
 
 SCRIPTS = scripts_dir()

@@ -16,9 +16,9 @@ from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import METHODS
 from jobtrail.models import JobStatus
 from jobtrail.outcomes import evals
-from jobtrail.preflight import conversion
 from jobtrail.surface import cli
 from jobtrail.surface.server import build_server
+from jobtrail.templates import llama_cpp
 
 # Tools whose subcommand is named otherwise than the tool.
 COMMAND_NAMES = {"estimate_cost": "estimate"}
@@ -85,7 +85,7 @@ def test_defaults_and_choices_come_from_the_layer_that_owns_them(tmp_path, monke
     assert schemas["report"]["properties"]["group_by"]["enum"] == list(REPORT_GROUPS)
     assert _choices(schemas["ps"]["properties"]["status"]) == [s.value for s in JobStatus]
     assert _choices(schemas["evaluate"]["properties"]["metrics"]) == list(evals.EVAL_METRICS)
-    assert schemas["convert_gguf"]["properties"]["quantizations"]["default"] == list(conversion.DEFAULT_QUANTIZATIONS)
+    assert schemas["convert_gguf"]["properties"]["quantizations"]["default"] == list(llama_cpp.DEFAULT_QUANTIZATIONS)
     assert schemas["evaluate"]["properties"]["max_new_tokens"]["default"] == evals.DEFAULT_MAX_NEW_TOKENS
     greedy = inspect.signature(evals.eval_config).parameters["temperature"].default
     assert schemas["evaluate"]["properties"]["temperature"]["default"] == greedy

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail.templates import pep723
 from jobtrail.errors import BackendError, InvalidRequestError
+from jobtrail.templates import pep723
 
 GOOD = textwrap.dedent(
     """\

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from jobtrail.errors import InvalidRequestError, JobtrailError, NotFoundError
-from jobtrail.preflight.dataset.values import text_chars
+from jobtrail.util.values import text_chars
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$|^[A-Za-z0-9][\w.-]*$")
 # Rough tokens per character for English text with a modern BPE vocabulary (OpenAI's and

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.models import Finding
-from jobtrail.preflight.llama_cpp import (
+from jobtrail.templates.llama_cpp import (
     QK_K,
     canonical_quantization,
     converter_facts,
@@ -27,7 +27,6 @@ from jobtrail.preflight.llama_cpp import (
 )
 from jobtrail.util.refs import looks_local
 
-DEFAULT_QUANTIZATIONS = ("Q4_K_M",)
 # Need an importance matrix (llama-quant.cpp, tensor_requires_imatrix), which convert_gguf does
 # not compute: llama-quantize refuses them without one.
 IMATRIX_QUANTIZATIONS = frozenset({"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "Q2_K_S"})

@@ -26,7 +26,6 @@ from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, eval_config
 from jobtrail.preflight import rules
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
-from jobtrail.preflight.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.preflight.methods import check_method
 from jobtrail.templates.configs import (
     REMOTE_OUTPUT_DIR,
@@ -35,6 +34,7 @@ from jobtrail.templates.configs import (
     default_repo,
     retry_config,
 )
+from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.templates.render import render_script
 
 __all__ = ["Conversion", "Evaluation", "Plan", "PlanEnv", "plan"]

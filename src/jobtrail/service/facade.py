@@ -20,10 +20,7 @@ from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.queries import Queries
-from jobtrail.service.runs import Runs
-from jobtrail.service.tasks import Tasks
-from jobtrail.service.tracker import Tracker
-from jobtrail.surface.results import (
+from jobtrail.service.results import (
     CancelResult,
     ConvertResult,
     EvaluateResult,
@@ -34,6 +31,9 @@ from jobtrail.surface.results import (
     RetryResult,
     SubmitResult,
 )
+from jobtrail.service.runs import Runs
+from jobtrail.service.tasks import Tasks
+from jobtrail.service.tracker import Tracker
 
 
 class JobService:

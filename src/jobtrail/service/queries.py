@@ -14,8 +14,7 @@ from jobtrail.models import AttemptRecord, RunRecord, TerminationReason
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service.context import ServiceContext, local_path
-from jobtrail.service.tracker import Tracker
-from jobtrail.surface.results import (
+from jobtrail.service.results import (
     AttemptView,
     InspectResult,
     JobRow,
@@ -25,6 +24,7 @@ from jobtrail.surface.results import (
     ReportResult,
     ReportRow,
 )
+from jobtrail.service.tracker import Tracker
 
 MAX_LINE_CHARS = 2000
 # What a job list row and a receipt show of the run, as the ledger holds it.

@@ -17,9 +17,9 @@ from jobtrail.outcomes import retry as retry_policy
 from jobtrail.preflight import plan as preflight, rules as checks
 from jobtrail.service import secrets
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
+from jobtrail.service.results import CancelResult, RetryResult, SubmitResult
 from jobtrail.service.tasks import Tasks, plan_env
 from jobtrail.service.tracker import Tracker
-from jobtrail.surface.results import CancelResult, RetryResult, SubmitResult
 from jobtrail.templates.render import config_json, sha256_text
 from jobtrail.util.timefmt import parse_duration
 

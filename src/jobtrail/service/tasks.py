@@ -13,11 +13,11 @@ from typing import Any, cast
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord
-from jobtrail.preflight import conversion as gguf
 from jobtrail.preflight.plan import Conversion, Evaluation, PlanEnv, plan
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
+from jobtrail.service.results import ConvertResult, EvaluateResult
 from jobtrail.service.tracker import Tracker
-from jobtrail.surface.results import ConvertResult, EvaluateResult
+from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS
 
 
 class Tasks:
@@ -116,7 +116,7 @@ class Tasks:
     ) -> ConvertResult:
         """A conversion job: merge, convert to F16, quantize, verify (scripts/convert_gguf.py)."""
         self.context.backend(backend)
-        quants = list(quantizations or gguf.DEFAULT_QUANTIZATIONS)
+        quants = list(quantizations or DEFAULT_QUANTIZATIONS)
         target = self.ledger.get_run(source.strip())
         if target is not None:
             self.tracker.refresh()

@@ -3,7 +3,7 @@
 The MCP tools (their JSON schema) and the CLI (its flags, choices, defaults and help) are both
 built from these. Choices and defaults that a lower layer owns are referenced, not copied:
 methods from the method registry, report groups from the ledger, quantizations from the
-conversion checks, decoding from the evaluator, the estimator's defaults from its signature.
+llama.cpp facts, decoding from the evaluator, the estimator's defaults from its signature.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import TrainingMethod
 from jobtrail.models import BackendName, JobSpec, JobStatus
 from jobtrail.outcomes import evals
-from jobtrail.preflight import conversion
+from jobtrail.templates import llama_cpp
 
 
 def _keyword_defaults(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -51,7 +51,7 @@ DEFAULT_TAIL = 50
 DEFAULT_DAYS = 7
 DEFAULT_GROUP_BY = "termination_reason"
 DEFAULT_MAX_RETRIES = 0
-DEFAULT_QUANTIZATIONS = list(conversion.DEFAULT_QUANTIZATIONS)
+DEFAULT_QUANTIZATIONS = list(llama_cpp.DEFAULT_QUANTIZATIONS)
 DEFAULT_MAX_NEW_TOKENS = evals.DEFAULT_MAX_NEW_TOKENS
 DEFAULT_TEMPERATURE: float = _keyword_defaults(evals.eval_config)["temperature"]
 # estimate_cost's arguments default to what the estimator assumes when it is not told.

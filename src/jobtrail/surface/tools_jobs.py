@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobtrail.models import JobSpec
+from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult, SubmitResult
 from jobtrail.surface import params as p
-from jobtrail.surface.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult, SubmitResult
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, STOPS_JOB, ToolArea, tool
 from jobtrail.util.timefmt import parse_duration
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from jobtrail.service.results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.surface import params as p
-from jobtrail.surface.results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, ToolArea, tool
 
 

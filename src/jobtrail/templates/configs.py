@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.models import JobSpec
-from jobtrail.preflight.conversion import DEFAULT_QUANTIZATIONS
-from jobtrail.preflight.llama_cpp import LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
 from jobtrail.templates.defaults import effective
+from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
 from jobtrail.util.refs import looks_local
 
 TEMPLATE_VERSION = 1

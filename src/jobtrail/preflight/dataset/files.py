@@ -15,7 +15,7 @@ from typing import Any
 
 from jobtrail.preflight.dataset.report import RowProblem, finding
 from jobtrail.preflight.dataset.table import SourceError, Table
-from jobtrail.preflight.dataset.values import type_name
+from jobtrail.util.values import type_name
 
 _CSV_TRUE, _CSV_FALSE = {"True", "TRUE", "true"}, {"False", "FALSE", "false"}
 _WRITE_ROWS = (

@@ -23,7 +23,7 @@ from jobtrail.preflight.dataset.report import (
 from jobtrail.preflight.dataset.rows import row_checker
 from jobtrail.preflight.dataset.shapes import PLANNERS, Columns, detect_format, incompatible
 from jobtrail.preflight.dataset.table import Table
-from jobtrail.preflight.dataset.values import cut_sample, text_chars, type_name
+from jobtrail.util.values import cut_sample, text_chars, type_name
 
 MAX_PROBLEMS = 20  # problems listed in a report; problems_total counts them all
 SAMPLE_ROWS = 3

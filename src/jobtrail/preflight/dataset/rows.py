@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from jobtrail.preflight.dataset.mapping import job_runtime
 from jobtrail.preflight.dataset.report import Severity
-from jobtrail.preflight.dataset.values import type_name
+from jobtrail.util.values import type_name
 
 
 class Issue(NamedTuple):

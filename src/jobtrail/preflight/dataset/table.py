@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from jobtrail.models import Finding
 from jobtrail.preflight.dataset.report import RowProblem
-from jobtrail.preflight.dataset.values import type_name
+from jobtrail.util.values import type_name
 
 
 class SourceError(Exception):

@@ -1,0 +1,91 @@
+"""The layout keeps its promises: folders by role, imports one way, small modules.
+
+README.md ("Layout") describes the folders; this test holds the code to it, so a newcomer's
+shortcut (an upward import, a module that grows past a page or two) fails here, not in review.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "jobtrail"
+SCRIPTS = ROOT / "scripts"
+
+# Higher imports lower, never the reverse; areas of one rank above the bottom do not import each
+# other (preflight is above templates/estimate/outcomes because it plans with all three).
+RANK = {
+    "app": 6, "__main__": 6, "demo": 6,
+    "surface": 5,
+    "service": 4,
+    "preflight": 3,
+    "templates": 2, "estimate": 2, "outcomes": 2,
+    "backends": 1, "ledger": 1,
+    "models": 0, "errors": 0, "util": 0, "methods": 0, "__init__": 0,
+}  # fmt: skip
+# The CLI is an entry point like __main__: it builds the service through the composition root.
+ENTRY_POINT_IMPORTS = {("surface/cli.py", "app"), ("surface/cli.py", "demo")}
+MAX_TOP_LEVEL_MODULES = 8
+MAX_SRC_LINES = 600
+MAX_SCRIPT_LINES = 900
+
+
+def _area(module: str) -> str:
+    """jobtrail.preflight.rules → preflight; jobtrail.app → app; jobtrail → __init__."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _jobtrail_imports(path: Path) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "jobtrail":
+            if node.module == "jobtrail":  # `from jobtrail import x`: x is a module, or a name of the package
+                found += [(node.lineno, f"jobtrail.{a.name}") for a in node.names if (SRC / a.name).exists()
+                          or (SRC / f"{a.name}.py").exists()]
+            else:
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "jobtrail"]
+    return found
+
+
+def test_every_area_has_a_rank() -> None:
+    areas = {p.stem if p.is_file() else p.name for p in SRC.iterdir() if p.suffix == ".py" or
+             (p.is_dir() and (p / "__init__.py").exists())}
+    assert areas <= set(RANK), f"give these folders a rank in RANK (and a line in README's Layout): {areas - set(RANK)}"
+
+
+def test_imports_point_down() -> None:
+    wrong = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        mine = rel.parts[0].removesuffix(".py")
+        for line, module in _jobtrail_imports(path):
+            theirs = _area(module)
+            if theirs == mine or (rel.as_posix(), theirs) in ENTRY_POINT_IMPORTS:
+                continue
+            upward = RANK[theirs] > RANK[mine]
+            sideways = RANK[theirs] == RANK[mine] and 0 < RANK[mine] < RANK["app"]
+            if upward or sideways:
+                wrong.append(f"src/jobtrail/{rel}:{line} ({mine}) imports {module} ({theirs})")
+    assert not wrong, "imports must point down the layers:\n" + "\n".join(wrong)
+
+
+def test_few_modules_at_the_top() -> None:
+    top = sorted(p.name for p in SRC.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def test_modules_stay_small() -> None:
+    big = [f"{p.relative_to(ROOT)}: {n} lines" for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_SRC_LINES]
+    big += [f"{p.relative_to(ROOT)}: {n} lines" for p in SCRIPTS.glob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_SCRIPT_LINES]
+    assert not big, big
+
+
+def test_job_scripts_never_import_jobtrail() -> None:
+    """A rendered script runs on machines without jobtrail (HF Jobs containers)."""
+    offenders = [p.name for p in SCRIPTS.glob("*.py") if _jobtrail_imports(p)]
+    assert not offenders, offenders
