@@ -57,11 +57,15 @@ def bench(workdir: Path, trials: int, seed: int) -> bool:
     print(f"trials: {report.trials} (seed {seed}, {max_steps} steps, {time.monotonic() - started:.0f}s)")
     print(f"kills by trigger: {dict(report.kills_by_trigger)}")
     print(f"kills inside a save: {report.kills_in_save} ({report.partial_dirs_left} left a partial directory)")
-    print(f"resumes checked: {report.resumes_checked}; decoys planted: "
-          f"{report.decoys_partial} partial, {report.decoys_corrupt} corrupt")
-    print(f"max |Δloss| vs uninterrupted: {report.max_abs_dloss:.3g} final curve, "
-          f"{report.max_abs_dloss_any_attempt:.3g} any attempt (tolerance {LOSS_TOLERANCE:g}: "
-          f"{'within' if within else 'EXCEEDED'})")
+    print(
+        f"resumes checked: {report.resumes_checked}; decoys planted: "
+        f"{report.decoys_partial} partial, {report.decoys_corrupt} corrupt"
+    )
+    print(
+        f"max |Δloss| vs uninterrupted: {report.max_abs_dloss:.3g} final curve, "
+        f"{report.max_abs_dloss_any_attempt:.3g} any attempt (tolerance {LOSS_TOLERANCE:g}: "
+        f"{'within' if within else 'EXCEEDED'})"
+    )
     print(f"violations: {len(report.violations)}")
     for violation in report.violations:
         print(f"  {violation}")

@@ -64,8 +64,14 @@ class Shape:
 
 CPU_SHAPES = [
     Shape("demo-lora", None, "lora", batch=4, max_length=128),
-    Shape("small-full", dict(hidden_size=512, intermediate_size=1536, num_layers=8, num_heads=8, num_kv_heads=2,
-                             vocab_size=32000), "none", batch=4, max_length=256, default=False),
+    Shape(
+        "small-full",
+        dict(hidden_size=512, intermediate_size=1536, num_layers=8, num_heads=8, num_kv_heads=2, vocab_size=32000),
+        "none",
+        batch=4,
+        max_length=256,
+        default=False,
+    ),
 ]
 _QWEN2_770M = dict(
     hidden_size=2048, intermediate_size=5632, num_layers=16, num_heads=16, num_kv_heads=4, vocab_size=32000
@@ -82,11 +88,23 @@ def this_machine(cuda: bool) -> Flavor:
         props = torch.cuda.get_device_properties(0)
         facts = gpu_facts(props.name)
         peak = facts.peak_tflops if facts else matmul_tflops(torch.bfloat16, "cuda")
-        return Flavor(name="this-gpu", gpu=props.name, gpu_count=1, vram_gb=props.total_memory / 1e9,
-                      price_per_hour=0.0, bf16=torch.cuda.is_bf16_supported(), peak_tflops=peak)
+        return Flavor(
+            name="this-gpu",
+            gpu=props.name,
+            gpu_count=1,
+            vram_gb=props.total_memory / 1e9,
+            price_per_hour=0.0,
+            bf16=torch.cuda.is_bf16_supported(),
+            peak_tflops=peak,
+        )
     ram_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-    return Flavor(name="this-cpu", cpu=f"{os.cpu_count()} cores", ram_gb=ram_gb, price_per_hour=0.0,
-                  peak_tflops=matmul_tflops(torch.float32, "cpu"))
+    return Flavor(
+        name="this-cpu",
+        cpu=f"{os.cpu_count()} cores",
+        ram_gb=ram_gb,
+        price_per_hour=0.0,
+        peak_tflops=matmul_tflops(torch.float32, "cpu"),
+    )
 
 
 def matmul_tflops(dtype: torch.dtype, device: str, n: int = 2048, repeats: int = 5, trials: int = 5) -> float:
@@ -124,11 +142,23 @@ def write_long_rows(path: Path, rows: int, words: int, seed: int = 0) -> Path:
 def run_job(home: Path, model: Path, dataset: Path, shape: Shape, steps: int) -> dict[str, Any]:
     """Submit one SFT job, wait for it, return its summary plus the step rate between logs."""
     service = build_service(home)
-    spec = JobSpec(method="sft", model=str(model), dataset=str(dataset), timeout_s=DEADLINE_S, hyperparameters={
-        "peft": shape.peft, "max_steps": steps, "per_device_train_batch_size": shape.batch,
-        "gradient_accumulation_steps": 1, "max_length": shape.max_length, "logging_steps": 1,
-        "save_steps": 10 * steps, "learning_rate": 1e-4, "gradient_checkpointing": True,
-    })
+    spec = JobSpec(
+        method="sft",
+        model=str(model),
+        dataset=str(dataset),
+        timeout_s=DEADLINE_S,
+        hyperparameters={
+            "peft": shape.peft,
+            "max_steps": steps,
+            "per_device_train_batch_size": shape.batch,
+            "gradient_accumulation_steps": 1,
+            "max_length": shape.max_length,
+            "logging_steps": 1,
+            "save_steps": 10 * steps,
+            "learning_rate": 1e-4,
+            "gradient_checkpointing": True,
+        },
+    )
     submitted = service.submit(spec)
     if not submitted.job_id:
         raise SystemExit(f"{shape.name}: not submitted: {[f.message for f in submitted.findings]}")
@@ -150,9 +180,18 @@ def run_job(home: Path, model: Path, dataset: Path, shape: Shape, steps: int) ->
 
 def estimate(model: Path, shape: Shape, steps: int, host: Flavor) -> EstimateResult:
     return estimate_cost(
-        str(model), method="sft", peft=shape.peft, num_examples=steps * shape.batch, avg_tokens=shape.max_length,
-        max_length=shape.max_length, per_device_batch_size=shape.batch, gradient_accumulation_steps=1,
-        epochs=1, gradient_checkpointing=True, flavor=host, lora_r=16,
+        str(model),
+        method="sft",
+        peft=shape.peft,
+        num_examples=steps * shape.batch,
+        avg_tokens=shape.max_length,
+        max_length=shape.max_length,
+        per_device_batch_size=shape.batch,
+        gradient_accumulation_steps=1,
+        epochs=1,
+        gradient_checkpointing=True,
+        flavor=host,
+        lora_r=16,
     )
 
 
@@ -190,8 +229,10 @@ def main() -> int:
         os.environ.update(HF_HOME=str(home / "hf"), TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
         demo_model, _ = prepare(home)
         host = this_machine(cuda)
-        print(f"machine: {host.gpu or host.cpu}, peak {host.peak_tflops:.3g} TFLOPS "
-              f"({'data sheet, bf16' if cuda else 'measured fp32 matmul, 1 thread'})")
+        print(
+            f"machine: {host.gpu or host.cpu}, peak {host.peak_tflops:.3g} TFLOPS "
+            f"({'data sheet, bf16' if cuda else 'measured fp32 matmul, 1 thread'})"
+        )
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         failures = 0
         for shape in shapes:
@@ -200,9 +241,11 @@ def main() -> int:
             dataset = write_long_rows(home / f"{shape.name}.jsonl", rows, words=2 * shape.max_length)
             measured = run_job(home, model, dataset, shape, args.steps)
             est = estimate(model, shape, args.steps, host)
-            print(f"{shape.name}: {est.params:,} params, {est.trainable_params:,} trainable, "
-                  f"batch {shape.batch} × {shape.max_length} tokens, {args.steps} steps; measured "
-                  f"{measured['tokens_per_second']} tokens/s over {measured['train_runtime']}s")
+            print(
+                f"{shape.name}: {est.params:,} params, {est.trainable_params:,} trainable, "
+                f"batch {shape.batch} × {shape.max_length} tokens, {args.steps} steps; measured "
+                f"{measured['tokens_per_second']} tokens/s over {measured['train_runtime']}s"
+            )
             failures += compare(shape, est, measured, cuda)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print("all within target" if not failures else f"{failures} comparison(s) outside target")

@@ -23,8 +23,15 @@ from jobtrail.models import JobSpec
 
 
 def hyper(steps: int) -> dict:
-    return {"max_steps": steps, "logging_steps": 1, "save_steps": max(1, steps // 2), "per_device_train_batch_size": 4,
-            "gradient_accumulation_steps": 1, "max_length": 128, "learning_rate": 1e-3}
+    return {
+        "max_steps": steps,
+        "logging_steps": 1,
+        "save_steps": max(1, steps // 2),
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1,
+        "max_length": 128,
+        "learning_rate": 1e-3,
+    }
 
 
 def through_jobtrail(home: Path, model: Path, dataset: Path, steps: int) -> tuple[float, str]:
@@ -45,8 +52,14 @@ def through_jobtrail(home: Path, model: Path, dataset: Path, steps: int) -> tupl
 
 def directly(script: Path, env: dict[str, str]) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, str(script)], cwd=script.parent, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(script)],
+        cwd=script.parent,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - started
 
 
@@ -75,8 +88,10 @@ def main() -> None:
             copy.write_text(text.replace(out_dir, str(fresh / "output")))
             direct.append(directly(copy, env))
     m, d = statistics.median(managed), statistics.median(direct)
-    print(f"direct script: median {d:.2f}s; through jobtrail (submit -> succeeded): median {m:.2f}s; "
-          f"overhead {100 * (m - d) / d:+.1f}% over {args.runs} runs of {args.steps} steps (target <= 10%)")
+    print(
+        f"direct script: median {d:.2f}s; through jobtrail (submit -> succeeded): median {m:.2f}s; "
+        f"overhead {100 * (m - d) / d:+.1f}% over {args.runs} runs of {args.steps} steps (target <= 10%)"
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as home:
         anyio.run(once, home)  # warm the page cache, as a user's second start would be
         times = [anyio.run(once, home) for _ in range(args.runs)]
-    print(f"server start -> tools/list answered: median {statistics.median(times) * 1000:.0f} ms, "
-          f"min {min(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms over {args.runs} runs (target < 1000 ms)")
+    print(
+        f"server start -> tools/list answered: median {statistics.median(times) * 1000:.0f} ms, "
+        f"min {min(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms over {args.runs} runs (target < 1000 ms)"
+    )
 
 
 if __name__ == "__main__":

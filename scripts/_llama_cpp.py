@@ -93,8 +93,10 @@ def pre_tokenizer_names(source: str) -> list[str]:
     names = {
         node.value.value
         for node in ast.walk(_vocab_base_pre(source))
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "res"
-        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if isinstance(node, ast.Assign)
+        and getattr(node.targets[0], "id", None) == "res"
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
     }
     return sorted(names)
 

@@ -117,9 +117,7 @@ def begin_checkpoint(ckpt_dir: Path | str, step: int) -> None:
     emit("checkpoint", state="writing", step=step, path=str(ckpt_dir))
 
 
-def commit_checkpoint(
-    ckpt_dir: Path | str, step: int, run_id: str, attempt_id: str
-) -> dict[str, Any]:
+def commit_checkpoint(ckpt_dir: Path | str, step: int, run_id: str, attempt_id: str) -> dict[str, Any]:
     """Commit a fully written checkpoint directory: fsync files → manifest → marker (atomic)."""
     ckpt_dir = Path(ckpt_dir)
     files = [_describe_file(ckpt_dir, path) for path in _payload_files(ckpt_dir)]
@@ -200,9 +198,7 @@ def find_resume_target(
     return None, None, skipped
 
 
-def apply_retention(
-    output_dir: Path | str, keep: int | None, just_committed: int | None = None
-) -> list[str]:
+def apply_retention(output_dir: Path | str, keep: int | None, just_committed: int | None = None) -> list[str]:
     """Delete committed checkpoints beyond the newest `keep`, and dead partial ones.
 
     The newest committed checkpoint is never deleted (keep < 1 counts as 1). A directory that
@@ -267,8 +263,7 @@ def _describe_file(root: Path, path: Path) -> dict[str, Any]:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
         os.fsync(f.fileno())
-    return {"path": path.relative_to(root).as_posix(), "size": path.stat().st_size,
-            "sha256": digest.hexdigest()}
+    return {"path": path.relative_to(root).as_posix(), "size": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
 def _check_entry(root: Path, entry: dict[str, Any], *, deep: bool) -> str | None:
@@ -331,12 +326,18 @@ def push_checkpoint(ckpt_dir: Path | str, repo_id: str, step: int) -> None:
 
     ckpt_dir, api = Path(ckpt_dir), HfApi()
     api.upload_folder(
-        folder_path=str(ckpt_dir), path_in_repo=REMOTE_CHECKPOINT, repo_id=repo_id,
-        ignore_patterns=[MARKER_NAME], delete_patterns=["*"], commit_message=f"jobtrail: checkpoint {step} (files)",
+        folder_path=str(ckpt_dir),
+        path_in_repo=REMOTE_CHECKPOINT,
+        repo_id=repo_id,
+        ignore_patterns=[MARKER_NAME],
+        delete_patterns=["*"],
+        commit_message=f"jobtrail: checkpoint {step} (files)",
     )
     api.upload_file(
-        path_or_fileobj=str(ckpt_dir / MARKER_NAME), path_in_repo=f"{REMOTE_CHECKPOINT}/{MARKER_NAME}",
-        repo_id=repo_id, commit_message=f"jobtrail: checkpoint {step} committed",
+        path_or_fileobj=str(ckpt_dir / MARKER_NAME),
+        path_in_repo=f"{REMOTE_CHECKPOINT}/{MARKER_NAME}",
+        repo_id=repo_id,
+        commit_message=f"jobtrail: checkpoint {step} committed",
     )
     emit("checkpoint", state="pushed", step=step, path=str(ckpt_dir), repo=repo_id)
 
@@ -345,8 +346,12 @@ def push_final(final_dir: Path | str, repo_id: str) -> None:
     """The final model at the repo's root, where from_pretrained(repo_id) finds it."""
     from huggingface_hub import HfApi
 
-    HfApi().upload_folder(folder_path=str(final_dir), repo_id=repo_id, ignore_patterns=[MARKER_NAME],
-                          commit_message="jobtrail: final model")
+    HfApi().upload_folder(
+        folder_path=str(final_dir),
+        repo_id=repo_id,
+        ignore_patterns=[MARKER_NAME],
+        commit_message="jobtrail: final model",
+    )
     emit("artifact", kind="pushed_model", path=str(final_dir), repo=repo_id)
 
 
@@ -390,8 +395,14 @@ def fetch_remote_checkpoint(repo_id: str, output_dir: Path | str) -> str | None:
 #       has no input column (an empty input adds nothing). Column names default to those shown.
 
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
-SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant",
-                  "assistant": "assistant", "tool": "tool"}
+SHAREGPT_ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 MAPPING_KEYS = {
     "rename": {"kind", "columns", "drop"},
     "sharegpt": {"kind", "column", "role_key", "content_key", "roles"},
@@ -416,13 +427,12 @@ def mapping_problems(mapping: Any) -> list[str]:
         problems += _names_problems(mapping, required=("column",), optional=("role_key", "content_key"))
         roles = mapping.get("roles", SHAREGPT_ROLES)
         if not isinstance(roles, dict) or not roles:
-            problems.append(
-                "dataset_mapping.roles must map the data's roles to chat roles, e.g. {\"gpt\": \"assistant\"}"
-            )
+            problems.append('dataset_mapping.roles must map the data\'s roles to chat roles, e.g. {"gpt": "assistant"}')
         else:
             problems += [
                 f"dataset_mapping.roles maps {source!r} to {target!r}; use one of {', '.join(CHAT_ROLES)}"
-                for source, target in roles.items() if target not in CHAT_ROLES
+                for source, target in roles.items()
+                if target not in CHAT_ROLES
             ]
     else:
         problems += _names_problems(mapping, required=(), optional=("instruction", "output"))
@@ -432,9 +442,10 @@ def mapping_problems(mapping: Any) -> list[str]:
 
 
 def _rename_problems(columns: Any, drop: Any) -> list[str]:
-    if not isinstance(columns, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
-                                                for k, v in columns.items()):
-        return ["dataset_mapping.columns must map old column names to new ones, e.g. {\"question\": \"prompt\"}"]
+    if not isinstance(columns, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in columns.items()
+    ):
+        return ['dataset_mapping.columns must map old column names to new ones, e.g. {"question": "prompt"}']
     if not isinstance(drop, list) or not all(isinstance(name, str) for name in drop):
         return ["dataset_mapping.drop must be a list of column names"]
     problems = []
@@ -461,8 +472,7 @@ def mapping_source_columns(mapping: dict[str, Any]) -> list[str]:
         return [*mapping.get("columns", {}), *mapping.get("drop", [])]
     if kind == "sharegpt":
         return [mapping["column"]]
-    names = [mapping.get("instruction", "instruction"), mapping.get("input", "input"),
-             mapping.get("output", "output")]
+    names = [mapping.get("instruction", "instruction"), mapping.get("input", "input"), mapping.get("output", "output")]
     return [name for name in names if name is not None]
 
 
@@ -561,9 +571,7 @@ def _names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-_AUTH_RE = re.compile(
-    r"\b(401|403)\b|unauthori[sz]ed|forbidden|gated repo|is gated|access to .* is restricted", re.I
-)
+_AUTH_RE = re.compile(r"\b(401|403)\b|unauthori[sz]ed|forbidden|gated repo|is gated|access to .* is restricted", re.I)
 _TRANSIENT_RE = re.compile(r"\b(500|502|503|504)\b|connection (reset|refused|aborted)", re.I)
 _DATA_RE = re.compile(r"\bcolumns?\b|\bdataset\b|\brows?\b|\bjson\b", re.I)
 _DATA_ERRORS = {"JSONDecodeError", "DatasetGenerationError", "ArrowInvalid", "DatasetNotFoundError"}
@@ -577,26 +585,37 @@ def _is_http(e: BaseException) -> bool:
 # (reason, test(exception, phase)) in priority order; the first rule matching any exception in
 # the chain wins. To teach the runtime a new failure, add a row.
 FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
-    ("oom", lambda e, p: isinstance(e, MemoryError)
-        or "OutOfMemoryError" in _names(e) or "out of memory" in str(e).lower()),
+    (
+        "oom",
+        lambda e, p: isinstance(e, MemoryError) or "OutOfMemoryError" in _names(e) or "out of memory" in str(e).lower(),
+    ),
     # Training is done when pushing fails, whatever the cause (a 403 included): only the push
     # needs repeating, so this comes before auth_error.
     ("hub_error", lambda e, p: p == "push"),
-    ("auth_error", lambda e, p: "GatedRepoError" in _names(e)
-        or ((isinstance(e, OSError | ValueError) or _is_http(e)) and bool(_AUTH_RE.search(str(e))))),
+    (
+        "auth_error",
+        lambda e, p: (
+            "GatedRepoError" in _names(e)
+            or ((isinstance(e, OSError | ValueError) or _is_http(e)) and bool(_AUTH_RE.search(str(e))))
+        ),
+    ),
     ("dependency_error", lambda e, p: isinstance(e, ImportError)),
     # HF_HUB_OFFLINE=1 with a Hub id: retrying cannot help (it is a ConnectionError subclass).
     ("config_error", lambda e, p: "OfflineModeIsEnabled" in _names(e)),
-    ("infra_transient", lambda e, p: bool(_names(e) & _NETWORK_ERRORS)
-        or (_is_http(e) and bool(_TRANSIENT_RE.search(str(e))))),
+    (
+        "infra_transient",
+        lambda e, p: bool(_names(e) & _NETWORK_ERRORS) or (_is_http(e) and bool(_TRANSIENT_RE.search(str(e)))),
+    ),
     # A user's GRPO reward function failing is a bug in code the job was given: the same config
     # would fail the same way, so it is no data problem and nothing a retry can fix.
     ("config_error", lambda e, p: p == "reward"),
     ("bad_input", lambda e, p: bool(_names(e) & _DATA_ERRORS)),
     ("bad_input", lambda e, p: p == "data" and isinstance(e, ValueError | KeyError | OSError | TypeError)),
     ("config_error", lambda e, p: isinstance(e, TypeError) and "unexpected keyword argument" in str(e)),
-    ("config_error", lambda e, p: p in ("config", "model")
-        and isinstance(e, ValueError | TypeError | KeyError | OSError)),
+    (
+        "config_error",
+        lambda e, p: p in ("config", "model") and isinstance(e, ValueError | TypeError | KeyError | OSError),
+    ),
     ("bad_input", lambda e, p: isinstance(e, KeyError | ValueError) and bool(_DATA_RE.search(str(e)))),
 ]
 

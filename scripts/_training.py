@@ -90,8 +90,15 @@ def train(config: dict[str, Any], method: Method) -> None:
     trainer_class = getattr(trl, method.trl_trainer)
     callback = make_callback(job, method.step_metrics)
     with phase("setup"):  # tokenising the data, wrapping the model with the adapter
-        trainer = trainer_class(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                peft_config=peft_config, callbacks=[callback], **trainer_inputs)
+        trainer = trainer_class(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=[callback],
+            **trainer_inputs,
+        )
     train_and_finish(job, trainer, callback, resume_path)
 
 
@@ -134,9 +141,13 @@ def start_job(config: dict[str, Any], template: str, template_version: int) -> J
     """Emit `start` and `environment` (before any heavy import) and create the output dir."""
     run_id = os.environ.get("JOBTRAIL_RUN_ID", "local")
     attempt_id = os.environ.get("JOBTRAIL_ATTEMPT_ID", "local-1")
-    emit("start", template=config.get("template", template),
-         template_version=config.get("template_version", template_version),
-         run_id=run_id, attempt_id=attempt_id)
+    emit(
+        "start",
+        template=config.get("template", template),
+        template_version=config.get("template_version", template_version),
+        run_id=run_id,
+        attempt_id=attempt_id,
+    )
     emit_environment()
     output_dir = Path(config["output_dir"]).expanduser().resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -388,9 +399,7 @@ def make_callback(job: Job, step_metrics: tuple[str, ...] = ()) -> Any:
                         push_checkpoint(ckpt, push_to, state.global_step)
                 apply_retention(output_dir, retention, state.global_step)
 
-        def on_log(
-            self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any
-        ) -> None:
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
             # Eval logs and the final summary are not steps; other ranks would repeat rank 0.
             if not logs or "loss" not in logs or not state.is_world_process_zero:
                 return

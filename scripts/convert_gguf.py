@@ -1,6 +1,9 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["torch>=2.6", "transformers>=5.23", "peft>=0.21", "safetensors>=0.8", "gguf>=0.19", "sentencepiece>=0.2.3", "protobuf>=7.36", "numpy>=2.2.6", "pyyaml>=6", "huggingface_hub>=2.4", "pip>=23"]
+# dependencies = [
+#   "torch>=2.6", "transformers>=5.23", "peft>=0.21", "safetensors>=0.8", "gguf>=0.19",
+#   "sentencepiece>=0.2.3", "protobuf>=7.36", "numpy>=2.2.6", "pyyaml>=6", "huggingface_hub>=2.4", "pip>=23",
+# ]
 # ///
 """jobtrail convert_gguf job: a model or LoRA adapter → GGUF files for llama.cpp, Ollama, LM Studio.
 
@@ -74,17 +77,30 @@ TEMPLATE_VERSION = 1
 BASE_QUANTIZATION = "F16"
 # Python modules the job needs → the pip package that provides them.
 REQUIRED_MODULES = {
-    "torch": "torch", "transformers": "transformers", "peft": "peft", "safetensors": "safetensors",
-    "gguf": "gguf", "sentencepiece": "sentencepiece", "google.protobuf": "protobuf", "numpy": "numpy",
+    "torch": "torch",
+    "transformers": "transformers",
+    "peft": "peft",
+    "safetensors": "safetensors",
+    "gguf": "gguf",
+    "sentencepiece": "sentencepiece",
+    "google.protobuf": "protobuf",
+    "numpy": "numpy",
     "yaml": "pyyaml",
 }
 # Only llama-quantize, statically linked so the cached binary stands alone. GGML_NATIVE=OFF: a
 # cache directory can be shared by machines with different CPUs, and quantizing is not where the
 # time goes. The other switches skip what the quantize target does not need.
 CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
-    "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_COMMON=ON", "-DLLAMA_BUILD_TOOLS=ON",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_NATIVE=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_COMMON=ON",
+    "-DLLAMA_BUILD_TOOLS=ON",
 )
 TOOL_TAIL_LINES = 40  # lines of a tool's output kept for the failure message
 PRE_TOKENIZER_UNKNOWN_EXIT = 3
@@ -280,10 +296,20 @@ def fetch_sources(cache: LlamaCppCache) -> None:
 def _download_sdist(cache: LlamaCppCache) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".download-", dir=cache.root))
     try:
-        code, output = run_tool([
-            sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-            f"llama-cpp-python=={cache.version}", "--dest", str(staging),
-        ])
+        code, output = run_tool(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"llama-cpp-python=={cache.version}",
+                "--dest",
+                str(staging),
+            ]
+        )
         if code != 0:
             message = f"pip download llama-cpp-python=={cache.version} failed: {last_lines(output)}"
             if "No matching distribution" in output or "Could not find a version" in output:
@@ -327,16 +353,30 @@ def build_quantize(cache: LlamaCppCache, commit: str | None) -> dict[str, Any]:
         configure = [cmake, "-S", str(cache.llama_dir), "-B", str(build), *CMAKE_FLAGS]
         if commit:
             configure.append(f"-DLLAMA_BUILD_COMMIT={commit}")  # what `llama-quantize --version` reports
-        compile_ = [cmake, "--build", str(build), "--config", "Release", "--target", "llama-quantize",
-                    "-j", str(os.cpu_count() or 2)]
+        compile_ = [
+            cmake,
+            "--build",
+            str(build),
+            "--config",
+            "Release",
+            "--target",
+            "llama-quantize",
+            "-j",
+            str(os.cpu_count() or 2),
+        ]
         for step in (configure, compile_):
             code, output = run_tool(step)
             if code != 0:
                 raise MissingDependency(f"building llama-quantize failed ({' '.join(step[1:3])}): {last_lines(output)}")
         staging.mkdir()
         shutil.copy2(build / "bin" / "llama-quantize", staging / "llama-quantize")
-        record = {"version": cache.version, "commit": commit, "cmake_flags": list(CMAKE_FLAGS),
-                  "seconds": round(time.monotonic() - started, 1), "sha256": sha256_file(staging / "llama-quantize")}
+        record = {
+            "version": cache.version,
+            "commit": commit,
+            "cmake_flags": list(CMAKE_FLAGS),
+            "seconds": round(time.monotonic() - started, 1),
+            "sha256": sha256_file(staging / "llama-quantize"),
+        }
         (staging / "build.json").write_text(json.dumps(record, indent=1))
         staging.chmod(0o755)
         if cache.quantize_dir.exists() and cache.build_record() is None:
@@ -372,8 +412,10 @@ def require_supported_architecture(facts: dict[str, Any], config: dict[str, Any]
     if architecture is None:
         refuse("config.json names no architecture; llama.cpp's converter dispatches on config.architectures[0]")
     if architecture not in facts["architectures"]:
-        refuse(f"llama.cpp's converter (llama-cpp-python {facts['llama_cpp_python']}) does not support "
-               f"{architecture}; convert a model of a supported architecture")
+        refuse(
+            f"llama.cpp's converter (llama-cpp-python {facts['llama_cpp_python']}) does not support "
+            f"{architecture}; convert a model of a supported architecture"
+        )
 
 
 # --- the source --------------------------------------------------------------------------------
@@ -425,8 +467,10 @@ def _check_base(base: str | None) -> None:
     if not base:
         refuse("the adapter names no base model (base_model_name_or_path); set source.base_model")
     if is_local(base) and not (Path(base).expanduser() / "config.json").is_file():
-        refuse(f"the adapter's base model {base} is not a model directory here; set source.base_model to where "
-               "the base lives (a directory or a Hub id)")
+        refuse(
+            f"the adapter's base model {base} is not a model directory here; set source.base_model to where "
+            "the base lives (a directory or a Hub id)"
+        )
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -461,8 +505,13 @@ def merge_adapter(source: Source, dest: Path) -> Path:
         shutil.rmtree(dest)
     merged.save_pretrained(dest)
     tokenizer.save_pretrained(dest)
-    emit("merged", path=str(dest), base_model=source.base, adapter=str(source.model_dir),
-         vocab_size=merged.get_input_embeddings().weight.shape[0])
+    emit(
+        "merged",
+        path=str(dest),
+        base_model=source.base,
+        adapter=str(source.model_dir),
+        vocab_size=merged.get_input_embeddings().weight.shape[0],
+    )
     return dest
 
 
@@ -477,9 +526,11 @@ def match_embeddings(base: Any, adapter_dir: Path, tokenizer_size: int) -> None:
         base.resize_token_embeddings(saved)
         emit("embeddings_resized", base_rows=rows, adapter_rows=saved)
     elif saved is None and tokenizer_size > rows:
-        refuse(f"the adapter's tokenizer has {tokenizer_size} tokens but the base embeds {rows} and the adapter "
-               "carries no embedding weights, so the added tokens were never trained; retrain with "
-               "modules_to_save=['embed_tokens', 'lm_head'] (or save_embedding_layers=True)")
+        refuse(
+            f"the adapter's tokenizer has {tokenizer_size} tokens but the base embeds {rows} and the adapter "
+            "carries no embedding weights, so the added tokens were never trained; retrain with "
+            "modules_to_save=['embed_tokens', 'lm_head'] (or save_embedding_layers=True)"
+        )
 
 
 def adapter_embedding_rows(adapter_dir: Path, embedding_name: str) -> int | None:
@@ -501,10 +552,20 @@ def adapter_embedding_rows(adapter_dir: Path, embedding_name: str) -> int | None
 
 def convert_to_f16(llama_dir: Path, model_dir: Path, dest: Path, pre_tokenizer: str | None) -> None:
     partial = dest.with_name(f".{dest.name}.partial")  # never mistaken for a finished file
-    code, output = run_tool([
-        sys.executable, "-c", CONVERT_DRIVER, str(llama_dir), pre_tokenizer or "",
-        str(model_dir), "--outtype", "f16", "--outfile", str(partial),
-    ])
+    code, output = run_tool(
+        [
+            sys.executable,
+            "-c",
+            CONVERT_DRIVER,
+            str(llama_dir),
+            pre_tokenizer or "",
+            str(model_dir),
+            "--outtype",
+            "f16",
+            "--outfile",
+            str(partial),
+        ]
+    )
     if code == PRE_TOKENIZER_UNKNOWN_EXIT:
         found = re.search(r"chkhsh:\s+([0-9a-f]{64})", output)
         refuse(
@@ -550,19 +611,24 @@ def read_back(path: Path, quantization: str, chat_template_expected: bool) -> di
         "tensor_types": dict(Counter(t.tensor_type.name for t in reader.tensors)),
         "tokenizer": value("tokenizer.ggml.model"),
         "pre_tokenizer": value("tokenizer.ggml.pre"),
-        "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data) if "tokenizer.ggml.tokens" in reader.fields
+        "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data)
+        if "tokenizer.ggml.tokens" in reader.fields
         else 0,
         "chat_template": "tokenizer.chat_template" in reader.fields,
     }
     problems = [
-        problem for problem, bad in (
+        problem
+        for problem, bad in (
             ("no architecture", not facts["architecture"]),
             ("no tensors", facts["tensors"] == 0),
-            (f"file type {facts['file_type']}, expected MOSTLY_{quantization}",
-             expected_type is not None and file_type != expected_type),
+            (
+                f"file type {facts['file_type']}, expected MOSTLY_{quantization}",
+                expected_type is not None and file_type != expected_type,
+            ),
             ("no tokenizer", not facts["tokenizer"] or facts["vocab_size"] == 0),
             ("no chat template (the source has one)", chat_template_expected and not facts["chat_template"]),
-        ) if bad
+        )
+        if bad
     ]
     if problems:
         raise VerificationFailed(f"{path.name}: {'; '.join(problems)}")
@@ -621,8 +687,10 @@ def verify_files(files: dict[str, Path], model_dir: Path) -> dict[str, dict[str,
     base_facts = reports[BASE_QUANTIZATION]
     for q, facts in reports.items():
         if (facts["architecture"], facts["tensors"]) != (base_facts["architecture"], base_facts["tensors"]):
-            raise VerificationFailed(f"{files[q].name} has {facts['tensors']} {facts['architecture']} tensors; "
-                                     f"the F16 base has {base_facts['tensors']} {base_facts['architecture']}")
+            raise VerificationFailed(
+                f"{files[q].name} has {facts['tensors']} {facts['architecture']} tensors; "
+                f"the F16 base has {base_facts['tensors']} {base_facts['architecture']}"
+            )
     inputs = reference_inputs(tokenizer)
     merged = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     reference = logits_of(merged, inputs)
@@ -631,11 +699,14 @@ def verify_files(files: dict[str, Path], model_dir: Path) -> dict[str, dict[str,
     scale = max(r.abs().max().item() for r in reference)
     for q in (q for q in LOGIT_TOLERANCE if q in files):
         diff, skipped = compare_logits(files[q], inputs, reference)
-        reports[q].update(max_abs_logit_diff=diff, logit_tolerance=LOGIT_TOLERANCE[q] * scale,
-                          logit_check_skipped=skipped)
+        reports[q].update(
+            max_abs_logit_diff=diff, logit_tolerance=LOGIT_TOLERANCE[q] * scale, logit_check_skipped=skipped
+        )
         if diff is not None and diff > LOGIT_TOLERANCE[q] * scale:
-            raise VerificationFailed(f"{files[q].name}: max|Δlogit| {diff:.4g} against the merged model exceeds "
-                                     f"{LOGIT_TOLERANCE[q]:.0%} of its largest logit ({scale:.4g})")
+            raise VerificationFailed(
+                f"{files[q].name}: max|Δlogit| {diff:.4g} against the merged model exceeds "
+                f"{LOGIT_TOLERANCE[q]:.0%} of its largest logit ({scale:.4g})"
+            )
     for q, path in files.items():
         reports[q].update(bytes=path.stat().st_size, sha256=sha256_file(path))
     return reports
@@ -644,8 +715,14 @@ def verify_files(files: dict[str, Path], model_dir: Path) -> dict[str, dict[str,
 # --- model card and push -----------------------------------------------------------------------
 
 
-def model_card(name: str, source: Source, files: dict[str, Path], reports: dict[str, dict[str, Any]],
-               llama_cpp: dict[str, Any], repo: str | None) -> str:
+def model_card(
+    name: str,
+    source: Source,
+    files: dict[str, Path],
+    reports: dict[str, dict[str, Any]],
+    llama_cpp: dict[str, Any],
+    repo: str | None,
+) -> str:
     """README.md for the files: what they are and how to run them in llama.cpp, Ollama, LM Studio."""
     quantized = [q for q in files if q != BASE_QUANTIZATION]
     pick = quantized[0] if quantized else BASE_QUANTIZATION  # the example the usage sections run
@@ -656,16 +733,17 @@ def model_card(name: str, source: Source, files: dict[str, Path], reports: dict[
     front = "library_name: gguf\ntags: [gguf, llama.cpp, jobtrail]"
     if source.base and not is_local(source.base):
         front += f"\nbase_model: {source.base}"
-    hub = (f"\nStraight from the Hub: `llama-cli -hf {repo}:{pick}` or `ollama run hf.co/{repo}:{pick}`.\n"
-           if repo else "")
+    hub = (
+        f"\nStraight from the Hub: `llama-cli -hf {repo}:{pick}` or `ollama run hf.co/{repo}:{pick}`.\n" if repo else ""
+    )
     return f"""---
 {front}
 ---
 
 # {name} (GGUF)
 
-GGUF files of {origin}, converted by jobtrail with llama.cpp {llama_cpp['commit'] or ''} (llama-cpp-python
-{llama_cpp['version']}). {BASE_QUANTIZATION} is the unquantized base file; max|Δlogit| compares a file, loaded
+GGUF files of {origin}, converted by jobtrail with llama.cpp {llama_cpp["commit"] or ""} (llama-cpp-python
+{llama_cpp["version"]}). {BASE_QUANTIZATION} is the unquantized base file; max|Δlogit| compares a file, loaded
 by transformers, with the merged model on a few prompts.
 
 | file | type | size | max abs logit diff | sha256 |
@@ -702,8 +780,10 @@ def _file_rows(files: dict[str, Path], reports: dict[str, dict[str, Any]]) -> st
     rows = []
     for q, path in files.items():
         diff = reports[q].get("max_abs_logit_diff")
-        rows.append(f"| `{path.name}` | {q} | {reports[q]['bytes'] / 2**20:.1f} MiB | "
-                    f"{'-' if diff is None else f'{diff:.3g}'} | `{reports[q]['sha256'][:16]}…` |")
+        rows.append(
+            f"| `{path.name}` | {q} | {reports[q]['bytes'] / 2**20:.1f} MiB | "
+            f"{'-' if diff is None else f'{diff:.3g}'} | `{reports[q]['sha256'][:16]}…` |"
+        )
     return "\n".join(rows)
 
 
@@ -713,8 +793,9 @@ def push_files(out: Path, repo: str, files: dict[str, Path]) -> None:
     api = HfApi()
     api.create_repo(repo, exist_ok=True)
     names = [path.name for path in files.values()]
-    api.upload_folder(folder_path=str(out), repo_id=repo, allow_patterns=[*names, "README.md"],
-                      commit_message="jobtrail: GGUF files")
+    api.upload_folder(
+        folder_path=str(out), repo_id=repo, allow_patterns=[*names, "README.md"], commit_message="jobtrail: GGUF files"
+    )
     emit("artifact", kind="pushed_gguf", repo=repo, files=names)
 
 
@@ -722,9 +803,13 @@ def push_files(out: Path, repo: str, files: dict[str, Path]) -> None:
 
 
 def main() -> None:
-    emit("start", template=CONFIG.get("template", "convert_gguf"),
-         template_version=CONFIG.get("template_version", TEMPLATE_VERSION),
-         run_id=os.environ.get("JOBTRAIL_RUN_ID", "local"), attempt_id=os.environ.get("JOBTRAIL_ATTEMPT_ID", "local-1"))
+    emit(
+        "start",
+        template=CONFIG.get("template", "convert_gguf"),
+        template_version=CONFIG.get("template_version", TEMPLATE_VERSION),
+        run_id=os.environ.get("JOBTRAIL_RUN_ID", "local"),
+        attempt_id=os.environ.get("JOBTRAIL_ATTEMPT_ID", "local-1"),
+    )
     emit_environment()
     out = Path(CONFIG["output_dir"]).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -783,8 +868,13 @@ def llama_cpp_tools(cache: LlamaCppCache) -> dict[str, Any]:
     with phase("llama_cpp"):
         commit = cache.facts["llama_cpp_commit"]
         build = build_quantize(cache, commit)
-    receipt = {"version": cache.version, "commit": commit, "sdist_sha256": sha256_file(cache.sdist),
-               "quantize_sha256": build["sha256"], "build_seconds": build["seconds"]}
+    receipt = {
+        "version": cache.version,
+        "commit": commit,
+        "sdist_sha256": sha256_file(cache.sdist),
+        "quantize_sha256": build["sha256"],
+        "build_seconds": build["seconds"],
+    }
     emit("artifact", kind="llama_cpp", path=str(cache.quantize), **receipt)
     return receipt
 

@@ -20,13 +20,21 @@ from _training import Method, example_config, preference_format, train
 
 # --- jobtrail:config ---
 CONFIG: dict = example_config(
-    "dpo", "Qwen/Qwen2.5-0.5B-Instruct", "trl-lib/ultrafeedback_binarized",
-    learning_rate=5e-6, beta=0.1, per_device_train_batch_size=2, max_length=512,
+    "dpo",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "trl-lib/ultrafeedback_binarized",
+    learning_rate=5e-6,
+    beta=0.1,
+    per_device_train_batch_size=2,
+    max_length=512,
 )
 # --- end jobtrail:config ---
 
 DPO = Method(
-    "dpo", "DPOConfig", "DPOTrainer", lambda rows, config: preference_format(rows, "DPO"),
+    "dpo",
+    "DPOConfig",
+    "DPOTrainer",
+    lambda rows, config: preference_format(rows, "DPO"),
     step_metrics=("rewards/accuracies", "rewards/margins"),
 )
 

@@ -105,8 +105,12 @@ def data_format(columns: list[str]) -> str:
     names = set(columns)
     if {"chosen", "rejected"} <= names:
         return "preference"
-    for fmt, needed in (("messages", {"messages"}), ("prompt_completion", {"prompt", "completion"}),
-                        ("question_answer", {"question", "answer"}), ("text", {"text"})):
+    for fmt, needed in (
+        ("messages", {"messages"}),
+        ("prompt_completion", {"prompt", "completion"}),
+        ("question_answer", {"question", "answer"}),
+        ("text", {"text"}),
+    ):
         if needed <= names:
             return fmt
     raise ValueError(
@@ -329,17 +333,17 @@ def render(tokenizer: Any, prompt: Turns, completion: Turns) -> tuple[list[int],
     the prompt; a chat template already holds its special tokens, so none are added to it.
     """
     if isinstance(prompt, str):
-        return (tokenizer(prompt)["input_ids"],
-                tokenizer(completion, add_special_tokens=False)["input_ids"])
+        return (tokenizer(prompt)["input_ids"], tokenizer(completion, add_special_tokens=False)["input_ids"])
     prompt_text = ""
     if prompt:  # an implicit-prompt preference pair has none: the response is the whole text
         prompt_text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     full_text = tokenizer.apply_chat_template(prompt + completion, tokenize=False)
     if not full_text.startswith(prompt_text):
         raise ValueError("the chat template does not render the prompt as the start of the conversation")
-    completion_text = full_text[len(prompt_text):]
-    prompt_ids, completion_ids = (tokenizer(text, add_special_tokens=False)["input_ids"]
-                                  for text in (prompt_text, completion_text))
+    completion_text = full_text[len(prompt_text) :]
+    prompt_ids, completion_ids = (
+        tokenizer(text, add_special_tokens=False)["input_ids"] for text in (prompt_text, completion_text)
+    )
     return prompt_ids, completion_ids
 
 
@@ -381,7 +385,7 @@ def generate(model: Any, tokenizer: Any, prompt_ids: list[int], decoding: dict[s
         **sampling,
         **PLAIN_DECODING,
     )
-    return tokenizer.decode(output[0, len(prompt_ids):], skip_special_tokens=True).strip()
+    return tokenizer.decode(output[0, len(prompt_ids) :], skip_special_tokens=True).strip()
 
 
 def normalize_answer(text: str) -> str:
@@ -405,8 +409,9 @@ def preference_score(model: Any, tokenizer: Any, prompt: Turns, response: Turns,
     return -nll
 
 
-def score_examples(model: Any, tokenizer: Any, examples: list[Example], metrics: list[str],
-                   decoding: dict[str, Any], reward_head: bool) -> tuple[dict[str, float], list[dict[str, Any]]]:
+def score_examples(
+    model: Any, tokenizer: Any, examples: list[Example], metrics: list[str], decoding: dict[str, Any], reward_head: bool
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """(aggregate metrics, one raw output record per row); rows are scored one at a time, unpadded."""
     import torch
 
@@ -423,14 +428,19 @@ def score_examples(model: Any, tokenizer: Any, examples: list[Example], metrics:
     return aggregate(metrics, totals, len(examples)), raw
 
 
-def score_example(model: Any, tokenizer: Any, example: Example, metrics: list[str],
-                  decoding: dict[str, Any], reward_head: bool) -> dict[str, Any]:
+def score_example(
+    model: Any, tokenizer: Any, example: Example, metrics: list[str], decoding: dict[str, Any], reward_head: bool
+) -> dict[str, Any]:
     """This row's raw outputs for the chosen metrics."""
     if "pairwise_accuracy" in metrics:
         chosen = preference_score(model, tokenizer, example.prompt, example.completion, reward_head)
         rejected = preference_score(model, tokenizer, example.prompt, example.rejected, reward_head)
-        return {"rejected": plain_text(example.rejected), "chosen_score": chosen,
-                "rejected_score": rejected, "correct": chosen > rejected}
+        return {
+            "rejected": plain_text(example.rejected),
+            "chosen_score": chosen,
+            "rejected_score": rejected,
+            "correct": chosen > rejected,
+        }
     prompt_ids, completion_ids = render(tokenizer, example.prompt, example.completion)
     record: dict[str, Any] = {}
     if {"loss", "perplexity"} & set(metrics):
@@ -509,8 +519,15 @@ def main() -> None:
         model, tokenizer = load_scored_model(CONFIG, reward_head)
         values, raw = score_examples(model, tokenizer, examples, metrics, record["decoding"], reward_head)
         raw_path, raw_sha256 = write_raw_outputs(job.output_dir, raw)
-        emit("eval", state="finished", metrics=values, raw_outputs=str(raw_path), raw_outputs_sha256=raw_sha256,
-             sampled_failures=sampled_failures(raw), **record)
+        emit(
+            "eval",
+            state="finished",
+            metrics=values,
+            raw_outputs=str(raw_path),
+            raw_outputs_sha256=raw_sha256,
+            sampled_failures=sampled_failures(raw),
+            **record,
+        )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,14 @@ from _training import Method, example_config, train
 
 # --- jobtrail:config ---
 CONFIG: dict = example_config(
-    "grpo", "Qwen/Qwen2.5-0.5B-Instruct", "trl-lib/DeepMath-103K", learning_rate=1e-5,
-    per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=4, max_completion_length=256,
+    "grpo",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "trl-lib/DeepMath-103K",
+    learning_rate=1e-5,
+    per_device_train_batch_size=4,
+    gradient_accumulation_steps=2,
+    num_generations=4,
+    max_completion_length=256,
 ) | {
     "rewards": {
         "builtin": ["numeric_match", "format"],
@@ -233,7 +239,11 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
 
 
 GRPO = Method(
-    "grpo", "GRPOConfig", "GRPOTrainer", detect_format, step_metrics=("reward", "reward_std"),
+    "grpo",
+    "GRPOConfig",
+    "GRPOTrainer",
+    detect_format,
+    step_metrics=("reward", "reward_std"),
     trainer_inputs=lambda config: {"reward_funcs": build_reward_funcs(config.get("rewards") or {})},
 )
 

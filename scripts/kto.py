@@ -22,8 +22,13 @@ from _training import Method, example_config, preference_format, train
 
 # --- jobtrail:config ---
 CONFIG: dict = example_config(
-    "kto", "Qwen/Qwen2.5-0.5B-Instruct", "trl-lib/kto-mix-14k",
-    learning_rate=5e-6, beta=0.1, per_device_train_batch_size=2, max_length=512,
+    "kto",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "trl-lib/kto-mix-14k",
+    learning_rate=5e-6,
+    beta=0.1,
+    per_device_train_batch_size=2,
+    max_length=512,
 )
 # --- end jobtrail:config ---
 

@@ -21,14 +21,22 @@ from _training import Method, example_config, preference_format, train
 
 # --- jobtrail:config ---
 CONFIG: dict = example_config(
-    "reward", "Qwen/Qwen2.5-0.5B-Instruct", "trl-lib/ultrafeedback_binarized",
-    learning_rate=1e-4, per_device_train_batch_size=2, max_length=512,
+    "reward",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "trl-lib/ultrafeedback_binarized",
+    learning_rate=1e-4,
+    per_device_train_batch_size=2,
+    max_length=512,
 )
 # --- end jobtrail:config ---
 
 REWARD = Method(
-    "reward", "RewardConfig", "RewardTrainer", lambda rows, config: preference_format(rows, "reward modelling"),
-    step_metrics=("accuracy", "margin"), reward_head=True,
+    "reward",
+    "RewardConfig",
+    "RewardTrainer",
+    lambda rows, config: preference_format(rows, "reward modelling"),
+    step_metrics=("accuracy", "margin"),
+    reward_head=True,
 )
 
 if __name__ == "__main__":

@@ -73,4 +73,3 @@ def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from jobtrail.demo.tinymodel import write_chat_dataset
 
     return write_chat_dataset(tmp_path_factory.mktemp("data") / "chat.jsonl")
-

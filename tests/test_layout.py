@@ -42,8 +42,11 @@ def _jobtrail_imports(path: Path) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "jobtrail":
             if node.module == "jobtrail":  # `from jobtrail import x`: x is a module, or a name of the package
-                found += [(node.lineno, f"jobtrail.{a.name}") for a in node.names if (SRC / a.name).exists()
-                          or (SRC / f"{a.name}.py").exists()]
+                found += [
+                    (node.lineno, f"jobtrail.{a.name}")
+                    for a in node.names
+                    if (SRC / a.name).exists() or (SRC / f"{a.name}.py").exists()
+                ]
             else:
                 found.append((node.lineno, node.module))
         elif isinstance(node, ast.Import):
@@ -52,8 +55,11 @@ def _jobtrail_imports(path: Path) -> list[tuple[int, str]]:
 
 
 def test_every_area_has_a_rank() -> None:
-    areas = {p.stem if p.is_file() else p.name for p in SRC.iterdir() if p.suffix == ".py" or
-             (p.is_dir() and (p / "__init__.py").exists())}
+    areas = {
+        p.stem if p.is_file() else p.name
+        for p in SRC.iterdir()
+        if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())
+    }
     assert areas <= set(RANK), f"give these folders a rank in RANK (and a line in README's Layout): {areas - set(RANK)}"
 
 
@@ -79,9 +85,16 @@ def test_few_modules_at_the_top() -> None:
 
 
 def test_modules_stay_small() -> None:
-    big = [f"{p.relative_to(ROOT)}: {n} lines" for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_SRC_LINES]
-    big += [f"{p.relative_to(ROOT)}: {n} lines" for p in SCRIPTS.glob("*.py")
-            if (n := len(p.read_text().splitlines())) > MAX_SCRIPT_LINES]
+    big = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_SRC_LINES
+    ]
+    big += [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in SCRIPTS.glob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_SCRIPT_LINES
+    ]
     assert not big, big
 
 

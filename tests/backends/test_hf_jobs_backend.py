@@ -50,12 +50,19 @@ def _all_lines(backend, placement) -> list[str]:
 
 
 def test_inline_script_runs_with_labels_secrets_and_real_logs(backend, hub, tmp_path):
-    placement = backend.launch(_request(tmp_path, f"""
+    placement = backend.launch(
+        _request(
+            tmp_path,
+            f"""
         import os
         print("hello from the job")
         print("token matches:", os.environ["HF_TOKEN"] == {TOKEN!r})
         print("run:", os.environ["JOBTRAIL_RUN_ID"])
-    """, flavor="cpu-basic", timeout_s=600))
+    """,
+            flavor="cpu-basic",
+            timeout_s=600,
+        )
+    )
     assert placement.backend == "hf-jobs" and placement.remote_id and placement.namespace == "alice"
     assert placement.url.endswith(f"/jobs/alice/{placement.remote_id}")
     assert placement.image.startswith("ghcr.io/astral-sh/uv")
@@ -100,12 +107,17 @@ def test_timeout_ends_in_error_marked_timed_out(backend, tmp_path):
 
 def test_a_dropped_log_stream_is_resumed_without_losing_or_repeating_lines(backend, hub, tmp_path):
     hub.inject.drop_logs_after(3, times=2)
-    placement = backend.launch(_request(tmp_path, """
+    placement = backend.launch(
+        _request(
+            tmp_path,
+            """
         import time
         for i in range(12):
             print(f"line {i}", flush=True)
             time.sleep(0.1)
-    """))
+    """,
+        )
+    )
     wait_for(lambda: _exited(backend, placement), 60, "the job to end")
     lines = [line for line in _all_lines(backend, placement) if line.startswith("line ")]
     assert lines == [f"line {i}" for i in range(12)]

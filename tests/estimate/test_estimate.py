@@ -35,71 +35,154 @@ from jobtrail.methods import METHODS
 from jobtrail.methods.registry import method_spec
 
 LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": False,
-    "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "torch_dtype": "bfloat16",
 }
 LLAMA_32_1B = {  # meta-llama/Llama-3.2-1B
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
-    "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256, "tie_word_embeddings": True,
-    "max_position_embeddings": 131072, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "vocab_size": 128256,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "torch_dtype": "bfloat16",
 }
 QWEN25_05B = {  # Qwen/Qwen2.5-0.5B
-    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
-    "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
-    "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True,
-    "max_position_embeddings": 32768, "rope_theta": 1000000.0, "torch_dtype": "bfloat16",
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "torch_dtype": "bfloat16",
 }
 QWEN25_7B = {  # Qwen/Qwen2.5-7B
-    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
-    "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
-    "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False,
-    "max_position_embeddings": 131072, "rope_theta": 1000000.0, "torch_dtype": "bfloat16",
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 131072,
+    "rope_theta": 1000000.0,
+    "torch_dtype": "bfloat16",
 }
 MISTRAL_7B = {  # mistralai/Mistral-7B-v0.1
-    "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
-    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "vocab_size": 32000, "sliding_window": 4096,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "architectures": ["MistralForCausalLM"],
+    "model_type": "mistral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 32000,
+    "sliding_window": 4096,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
 }
 GEMMA3_12B = {  # google/gemma-3-12b-pt: a multimodal config whose text_config relies on defaults
-    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-    "boi_token_index": 255999, "eoi_token_index": 256000, "image_token_index": 262144,
-    "mm_tokens_per_image": 256, "torch_dtype": "bfloat16",
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "boi_token_index": 255999,
+    "eoi_token_index": 256000,
+    "image_token_index": 262144,
+    "mm_tokens_per_image": 256,
+    "torch_dtype": "bfloat16",
     "text_config": {
-        "model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
-        "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 8,
-        "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024,
+        "model_type": "gemma3_text",
+        "hidden_size": 3840,
+        "intermediate_size": 15360,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
     },
     "vision_config": {
-        "model_type": "siglip_vision_model", "hidden_size": 1152, "image_size": 896,
-        "intermediate_size": 4304, "num_attention_heads": 16, "num_hidden_layers": 27,
-        "patch_size": 14, "vision_use_head": False,
+        "model_type": "siglip_vision_model",
+        "hidden_size": 1152,
+        "image_size": 896,
+        "intermediate_size": 4304,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 27,
+        "patch_size": 14,
+        "vision_use_head": False,
     },
 }
 GEMMA3_1B = {  # google/gemma-3-1b-pt (text only)
-    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 1152,
-    "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
-    "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144, "sliding_window": 512,
-    "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "hidden_size": 1152,
+    "intermediate_size": 6912,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "vocab_size": 262144,
+    "sliding_window": 512,
+    "max_position_embeddings": 32768,
+    "torch_dtype": "bfloat16",
 }
 QWEN3_8B = {  # Qwen/Qwen3-8B
-    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
-    "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "tie_word_embeddings": False,
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
 }
 PHI3_MINI = {  # microsoft/Phi-3-mini-4k-instruct
-    "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,
-    "intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 32, "vocab_size": 32064, "tie_word_embeddings": False,
+    "architectures": ["Phi3ForCausalLM"],
+    "model_type": "phi3",
+    "hidden_size": 3072,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32064,
+    "tie_word_embeddings": False,
 }
 # A tiny Llama for hand-computed memory: h=64, q=64, kv=32 (2 × 16), I=128, 2 layers, V=1000.
 TINY = {
-    "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": True,
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "tie_word_embeddings": True,
 }
 GB = 1e9
 
@@ -173,8 +256,14 @@ def test_mixture_of_experts_is_refused_rather_than_miscounted():
 def test_logits_for_a_262k_vocabulary_at_4096_tokens_take_4_3_gb():
     shape = model_shape(GEMMA3_1B)
     memory = estimate_memory(
-        shape, device="cuda_bf16", peft="lora", trainable_params=lora_params(shape, 16), optimizer="adamw",
-        seq_len=4096, batch=1, gradient_checkpointing=True,
+        shape,
+        device="cuda_bf16",
+        peft="lora",
+        trainable_params=lora_params(shape, 16),
+        optimizer="adamw",
+        seq_len=4096,
+        batch=1,
+        gradient_checkpointing=True,
     )
     assert memory.logits_gb == pytest.approx(262_144 * 4096 * 4 / GB, rel=1e-3)
     assert memory.logits_gb == pytest.approx(4.3, abs=0.05)
@@ -187,8 +276,14 @@ def test_memory_components_match_hand_computed_values():
     trainable = lora_params(shape, 8)
     assert trainable == 2 * 8 * ((64 + 64) + 2 * (64 + 32) + (64 + 64) + 2 * (64 + 128) + (128 + 64)) == 16_384
     m = estimate_memory(
-        shape, device="cuda_bf16", peft="lora", trainable_params=trainable, optimizer="adamw",
-        seq_len=100, batch=2, gradient_checkpointing=True,
+        shape,
+        device="cuda_bf16",
+        peft="lora",
+        trainable_params=trainable,
+        optimizer="adamw",
+        seq_len=100,
+        batch=2,
+        gradient_checkpointing=True,
     )
     tokens, e = 200, 2  # bf16 activations
     saved = 2 * e * 64 * tokens + (4 + e) * 64 * tokens  # each layer's input + the final norm
@@ -214,14 +309,26 @@ def test_memory_components_match_hand_computed_values():
 def test_full_fine_tuning_with_adamw_costs_16_bytes_per_parameter():
     shape = model_shape(LLAMA_31_8B)
     m = estimate_memory(
-        shape, device="cuda_bf16", peft="none", trainable_params=shape.params, optimizer="adamw",
-        seq_len=1024, batch=1, gradient_checkpointing=True,
+        shape,
+        device="cuda_bf16",
+        peft="none",
+        trainable_params=shape.params,
+        optimizer="adamw",
+        seq_len=1024,
+        batch=1,
+        gradient_checkpointing=True,
     )
     assert m.weights_gb == 0  # the weights are the trainable ones
     assert m.trainable_gb + m.gradients_gb + m.optimizer_gb == pytest.approx(16 * shape.params / GB, rel=1e-3)
     eight_bit = estimate_memory(
-        shape, device="cuda_bf16", peft="none", trainable_params=shape.params, optimizer="adamw_8bit",
-        seq_len=1024, batch=1, gradient_checkpointing=True,
+        shape,
+        device="cuda_bf16",
+        peft="none",
+        trainable_params=shape.params,
+        optimizer="adamw_8bit",
+        seq_len=1024,
+        batch=1,
+        gradient_checkpointing=True,
     )
     assert eight_bit.optimizer_gb == pytest.approx(2 * shape.params / GB, rel=1e-3)
 
@@ -229,8 +336,14 @@ def test_full_fine_tuning_with_adamw_costs_16_bytes_per_parameter():
 def test_qlora_keeps_linear_weights_in_nf4_and_embeddings_in_bf16():
     shape = model_shape(QWEN25_7B)
     m = estimate_memory(
-        shape, device="cuda_bf16", peft="qlora", trainable_params=lora_params(shape, 16), optimizer="adamw",
-        seq_len=1024, batch=1, gradient_checkpointing=True,
+        shape,
+        device="cuda_bf16",
+        peft="qlora",
+        trainable_params=lora_params(shape, 16),
+        optimizer="adamw",
+        seq_len=1024,
+        batch=1,
+        gradient_checkpointing=True,
     )
     expected = shape.linear_params * NF4_BYTES + (shape.params - shape.linear_params) * 2
     assert m.weights_gb == pytest.approx(expected / GB, rel=1e-3)
@@ -239,7 +352,14 @@ def test_qlora_keeps_linear_weights_in_nf4_and_embeddings_in_bf16():
 
 def test_gradient_checkpointing_shrinks_activations():
     shape = model_shape(QWEN25_7B)
-    kwargs = dict(device="cuda_bf16", peft="lora", trainable_params=lora_params(shape, 16), optimizer="adamw", seq_len=2048, batch=2)
+    kwargs = dict(
+        device="cuda_bf16",
+        peft="lora",
+        trainable_params=lora_params(shape, 16),
+        optimizer="adamw",
+        seq_len=2048,
+        batch=2,
+    )
     with_ckpt = estimate_memory(shape, gradient_checkpointing=True, **kwargs)
     without = estimate_memory(shape, gradient_checkpointing=False, **kwargs)
     assert without.activations_gb > 10 * with_ckpt.activations_gb
@@ -249,14 +369,30 @@ def test_full_fine_tuning_of_an_8b_model_with_adamw_does_not_fit_one_80gb_gpu():
     result = _estimate(LLAMA_31_8B, peft="none", optimizer="adamw", flavor="a100-large", max_length=1024)
     assert result.fits["a100-large"] is False
     assert result.memory.total_gb > 80
-    assert result.to_markdown().startswith("Does not fit a100-large (80 GB)") or "Fits no flavor" in result.to_markdown()
+    assert (
+        result.to_markdown().startswith("Does not fit a100-large (80 GB)") or "Fits no flavor" in result.to_markdown()
+    )
 
 
 def test_qlora_on_a_12b_model_with_262k_vocabulary_fits_24gb_at_2048_but_not_8192():
-    short = _estimate(GEMMA3_12B, peft="qlora", max_length=2048, avg_tokens=2048, per_device_batch_size=1,
-                      gradient_checkpointing=True, flavor="a10g-large")
-    long = _estimate(GEMMA3_12B, peft="qlora", max_length=8192, avg_tokens=8192, per_device_batch_size=1,
-                     gradient_checkpointing=True, flavor="a10g-large")
+    short = _estimate(
+        GEMMA3_12B,
+        peft="qlora",
+        max_length=2048,
+        avg_tokens=2048,
+        per_device_batch_size=1,
+        gradient_checkpointing=True,
+        flavor="a10g-large",
+    )
+    long = _estimate(
+        GEMMA3_12B,
+        peft="qlora",
+        max_length=8192,
+        avg_tokens=8192,
+        per_device_batch_size=1,
+        gradient_checkpointing=True,
+        flavor="a10g-large",
+    )
     assert short.fits["a10g-large"] and short.fits["l4x1"]
     assert not long.fits["a10g-large"] and not long.fits["l4x1"]
     assert short.to_markdown().splitlines()[0].startswith("Fits a10g-large (24 GB): ")
@@ -275,11 +411,15 @@ def test_flops_per_token_follow_6n_for_full_and_4n_for_lora():
     lora = flops_per_token(shape, seq_len=1, peft="lora", method="sft", gradient_checkpointing=False, lora_trainable=0)
     assert full == pytest.approx(6 * n, rel=1e-3)
     assert lora == pytest.approx(4 * n, rel=1e-3)
-    recompute = flops_per_token(shape, seq_len=1, peft="lora", method="sft", gradient_checkpointing=True, lora_trainable=0)
+    recompute = flops_per_token(
+        shape, seq_len=1, peft="lora", method="sft", gradient_checkpointing=True, lora_trainable=0
+    )
     assert recompute == pytest.approx(6 * n, rel=1e-3)
     dpo = flops_per_token(shape, seq_len=1, peft="lora", method="dpo", gradient_checkpointing=False, lora_trainable=0)
     assert dpo == pytest.approx(6 * n, rel=1e-3)  # + the reference model's forward
-    long = flops_per_token(shape, seq_len=8192, peft="none", method="sft", gradient_checkpointing=False, lora_trainable=0)
+    long = flops_per_token(
+        shape, seq_len=8192, peft="none", method="sft", gradient_checkpointing=False, lora_trainable=0
+    )
     assert long > full * 1.1  # attention grows with the sequence
 
 
@@ -387,8 +527,15 @@ def test_explicit_numbers_win_and_missing_data_is_refused(tmp_path):
     with pytest.raises(InvalidRequestError) as err:
         estimate_cost("m", dataset="trl-lib/Capybara", config=QWEN25_05B, api=OFFLINE)
     assert "num_examples" in err.value.fix
-    result = estimate_cost("m", dataset="trl-lib/Capybara", num_examples=100, avg_tokens=300,
-                           config=QWEN25_05B, api=OFFLINE, flavor="a10g-small")
+    result = estimate_cost(
+        "m",
+        dataset="trl-lib/Capybara",
+        num_examples=100,
+        avg_tokens=300,
+        config=QWEN25_05B,
+        api=OFFLINE,
+        flavor="a10g-small",
+    )
     assert result.tokens == 100 * 300
 
 
@@ -464,8 +611,14 @@ def test_load_model_config_offline_and_unknown_repo_say_what_to_do(monkeypatch):
 
 def _hardware(name, pretty, cpu, ram, per_minute, accelerator=None):
     return _jobs_api.JobHardwareInfo(
-        name=name, prettyName=pretty, cpu=cpu, ram=ram, accelerator=accelerator,
-        unitCostMicroUSD=round(per_minute * 1e6), unitCostUSD=per_minute, unitLabel="minute",
+        name=name,
+        prettyName=pretty,
+        cpu=cpu,
+        ram=ram,
+        accelerator=accelerator,
+        unitCostMicroUSD=round(per_minute * 1e6),
+        unitCostUSD=per_minute,
+        unitLabel="minute",
     )
 
 
@@ -474,12 +627,30 @@ class FakeHfApi:
         gpu = {"type": "gpu", "manufacturer": "Nvidia"}
         return [
             _hardware("cpu-basic", "CPU Basic", "2 vCPU", "16 GB", 0.000167),
-            _hardware("a10g-large", "Nvidia A10G - large", "12 vCPU", "46 GB", 0.025,
-                      {**gpu, "model": "A10G", "quantity": "1", "vram": "24 GB"}),
-            _hardware("l40sx4", "4x Nvidia L40S", "48 vCPU", "382 GB", 0.1383,
-                      {**gpu, "model": "L40S", "quantity": "4", "vram": "192 GB"}),
-            _hardware("b300x8", "8x Nvidia B300", "192 vCPU", "2 TB", 1.0,
-                      {**gpu, "model": "B300", "quantity": "8", "vram": "2304 GB"}),
+            _hardware(
+                "a10g-large",
+                "Nvidia A10G - large",
+                "12 vCPU",
+                "46 GB",
+                0.025,
+                {**gpu, "model": "A10G", "quantity": "1", "vram": "24 GB"},
+            ),
+            _hardware(
+                "l40sx4",
+                "4x Nvidia L40S",
+                "48 vCPU",
+                "382 GB",
+                0.1383,
+                {**gpu, "model": "L40S", "quantity": "4", "vram": "192 GB"},
+            ),
+            _hardware(
+                "b300x8",
+                "8x Nvidia B300",
+                "192 vCPU",
+                "2 TB",
+                1.0,
+                {**gpu, "model": "B300", "quantity": "8", "vram": "2304 GB"},
+            ),
         ]
 
 
@@ -534,28 +705,69 @@ def test_calibration_round_trip_and_estimates_that_use_it(tmp_path):
     key = dict(architecture="qwen2", params=shape.params, method="sft", peft="lora", flavor="a10g-small")
     assert lookup(ledger, **key) is None
     for attempt, rate in (("jt-a/1", 2000.0), ("jt-b/1", 3000.0), ("jt-c/1", 2600.0)):
-        record_measurement(ledger, **key, tokens_per_second=rate, peak_memory_bytes=int(3.2e9),
-                           max_length=1024, batch=2, attempt_id=attempt)
-    record_measurement(ledger, **key, tokens_per_second=2600.0, peak_memory_bytes=int(3.2e9),
-                       max_length=1024, batch=2, attempt_id="jt-c/1")  # the same attempt again: replaced
+        record_measurement(
+            ledger,
+            **key,
+            tokens_per_second=rate,
+            peak_memory_bytes=int(3.2e9),
+            max_length=1024,
+            batch=2,
+            attempt_id=attempt,
+        )
+    record_measurement(
+        ledger,
+        **key,
+        tokens_per_second=2600.0,
+        peak_memory_bytes=int(3.2e9),
+        max_length=1024,
+        batch=2,
+        attempt_id="jt-c/1",
+    )  # the same attempt again: replaced
     m = lookup(ledger, **key)
     assert m is not None and m.samples == 3 and m.tokens_per_second == 2600.0
     assert m.peak_memory_bytes == int(3.2e9) and (m.max_length, m.batch) == (1024, 2)
     assert lookup(ledger, **{**key, "flavor": "a10g-large"}) is None
 
-    calibrated = estimate_cost("m", config=QWEN25_05B, num_examples=10_000, avg_tokens=500, max_length=1024,
-                               per_device_batch_size=2, flavor="a10g-small", calibration=ledger, api=OFFLINE)
+    calibrated = estimate_cost(
+        "m",
+        config=QWEN25_05B,
+        num_examples=10_000,
+        avg_tokens=500,
+        max_length=1024,
+        per_device_batch_size=2,
+        flavor="a10g-small",
+        calibration=ledger,
+        api=OFFLINE,
+    )
     assert calibrated.calibrated
     assert calibrated.tokens_per_second == pytest.approx(2600.0)
     assert calibrated.memory.total_gb == pytest.approx(3.2 + CUDA_CONTEXT_GB)
     assert "measured" in calibrated.assumptions["throughput"] and "jt-c/1" in calibrated.assumptions["memory_total"]
     assert "calibrated" in calibrated.to_markdown()
 
-    other_shape = estimate_cost("m", config=QWEN25_05B, num_examples=10_000, avg_tokens=500, max_length=2048,
-                                per_device_batch_size=2, flavor="a10g-small", calibration=ledger, api=OFFLINE)
+    other_shape = estimate_cost(
+        "m",
+        config=QWEN25_05B,
+        num_examples=10_000,
+        avg_tokens=500,
+        max_length=2048,
+        per_device_batch_size=2,
+        flavor="a10g-small",
+        calibration=ledger,
+        api=OFFLINE,
+    )
     assert other_shape.calibrated and "memory_total" not in other_shape.assumptions  # memory stays modelled
-    plain = estimate_cost("m", config=QWEN25_05B, num_examples=10_000, avg_tokens=500, max_length=1024,
-                          per_device_batch_size=2, flavor="a10g-large", calibration=ledger, api=OFFLINE)
+    plain = estimate_cost(
+        "m",
+        config=QWEN25_05B,
+        num_examples=10_000,
+        avg_tokens=500,
+        max_length=1024,
+        per_device_batch_size=2,
+        flavor="a10g-large",
+        calibration=ledger,
+        api=OFFLINE,
+    )
     assert not plain.calibrated
 
 

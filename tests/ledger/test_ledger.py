@@ -16,8 +16,16 @@ def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, AttemptRec
         run_id=run_id, created_at=1.0, method="sft", model="/m", dataset="/d.jsonl", backend="local", spec=spec
     )
     attempt = AttemptRecord(
-        attempt_id=f"{run_id}/1", run_id=run_id, number=1, status=JobStatus.QUEUED, created_at=1.0,
-        backend="local", config={"a": 1}, config_sha256="c" * 64, script="print(1)", script_sha256="s" * 64,
+        attempt_id=f"{run_id}/1",
+        run_id=run_id,
+        number=1,
+        status=JobStatus.QUEUED,
+        created_at=1.0,
+        backend="local",
+        config={"a": 1},
+        config_sha256="c" * 64,
+        script="print(1)",
+        script_sha256="s" * 64,
     )
     return run, attempt
 
@@ -85,8 +93,13 @@ def test_ingest_records_each_log_range_once(tmp_path):
     run, attempt = _run_and_attempt()
     ledger.add_run(run, attempt)
     ckpt = CheckpointRecord(path="/o/checkpoint-2", step=2, state="committed", manifest_sha256="m", updated_at=2.0)
-    args = dict(from_offset=0, to_offset=100, events=[{"event": "step", "step": 1, "loss": 2.0}],
-                fields={"last_metrics": {"step": 1, "loss": 2.0}}, checkpoints=[ckpt])
+    args = dict(
+        from_offset=0,
+        to_offset=100,
+        events=[{"event": "step", "step": 1, "loss": 2.0}],
+        fields={"last_metrics": {"step": 1, "loss": 2.0}},
+        checkpoints=[ckpt],
+    )
     assert ledger.ingest(attempt.attempt_id, **args) is True
     assert ledger.ingest(attempt.attempt_id, **args) is False  # same bytes again: refused
     assert len(ledger.events(attempt.attempt_id)) == 1

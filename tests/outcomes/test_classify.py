@@ -44,16 +44,39 @@ def _exit(code=None, signal=None, **kw) -> ExitRecord:
         (_exit(1), None, ["json.decoder.JSONDecodeError: Expecting value: line 1 column 1"], {}, R.BAD_INPUT),
         (_exit(1), None, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], {}, R.OOM),
         (_exit(1), None, ["something odd"], {}, R.UNKNOWN),
-        (_exit(1), None, ["RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."], {},
-         R.DEPENDENCY_ERROR),
+        (
+            _exit(1),
+            None,
+            ["RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."],
+            {},
+            R.DEPENDENCY_ERROR,
+        ),
         (_exit(1), None, ["[rank1]: KeyError: 'prompt'"], {}, R.BAD_INPUT),
-        (_exit(1), None, ["huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co: offline"],
-         {}, R.CONFIG_ERROR),
+        (
+            _exit(1),
+            None,
+            ["huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co: offline"],
+            {},
+            R.CONFIG_ERROR,
+        ),
         (_exit(1), None, ["RuntimeError: CUDA error: device-side assert triggered"], {}, R.UNKNOWN),
-        (_exit(1), None, ["TypeError: GRPOTrainer.__init__() missing 1 required positional argument: 'reward_funcs'"],
-         {}, R.CONFIG_ERROR),
-        (_exit(1), None, ["datasets.exceptions.DatasetNotFoundError: Dataset 'org/evals' is a gated dataset on the "
-                          "Hub. You must be authenticated to access it."], {}, R.AUTH_ERROR),
+        (
+            _exit(1),
+            None,
+            ["TypeError: GRPOTrainer.__init__() missing 1 required positional argument: 'reward_funcs'"],
+            {},
+            R.CONFIG_ERROR,
+        ),
+        (
+            _exit(1),
+            None,
+            [
+                "datasets.exceptions.DatasetNotFoundError: Dataset 'org/evals' is a gated dataset on the "
+                "Hub. You must be authenticated to access it."
+            ],
+            {},
+            R.AUTH_ERROR,
+        ),
     ],
 )
 def test_reason(exit_record, termination, tail, flags, expected):
@@ -104,8 +127,20 @@ def _source(path: Path) -> str | None:
 def test_the_corpus_is_large_and_covers_the_reasons():
     assert len(CORPUS) >= 60
     expected = {p.name.split("--")[0] for p in CORPUS}
-    assert expected >= {"oom", "auth_error", "hub_error", "bad_input", "config_error", "dependency_error",
-                        "infra_transient", "preempted", "succeeded", "timeout", "eval_failed", "unknown"}
+    assert expected >= {
+        "oom",
+        "auth_error",
+        "hub_error",
+        "bad_input",
+        "config_error",
+        "dependency_error",
+        "infra_transient",
+        "preempted",
+        "succeeded",
+        "timeout",
+        "eval_failed",
+        "unknown",
+    }
 
 
 def test_tails_from_outside_cite_the_public_thread_they_are_modelled_on():
@@ -128,25 +163,48 @@ def test_corpus_log_is_classified(path):
 @pytest.mark.parametrize(
     ("name", "evidence"),
     [
-        ("oom--cpu-allocator-not-enough-memory.log", "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. "
-         "DefaultCPUAllocator: not enough memory: you tried to allocate 117440512 bytes."),
-        ("bad_input--dataset-not-found-on-hub.log", "datasets.exceptions.DatasetNotFoundError: Dataset "
-         "'acme-lab/support-chats-v2' doesn't exist on the Hub or cannot be accessed."),
-        ("config_error--model-repo-not-found-401.log", "OSError: Qwen/Qwen2.5-0.5B-Instrcut is not a local folder "
-         "and is not a valid model identifier listed on 'https://huggingface.co/models'"),
-        ("dependency_error--bnb-cuda-setup-failed.log", "CUDA Setup failed despite GPU being available. Please run "
-         "the following command to get more information:"),
-        ("hub_error--push-403-after-training-read-token.log", "huggingface_hub.utils._errors.HfHubHTTPError: 403 "
-         "Client Error: Forbidden for url: https://huggingface.co/api/repos/create (Request ID: "
-         "Root=1-65b3d1a0-7c2e4f9d3a1b5e6c8d0f2a4b)"),
-        ("config_error--grpo-generations-not-divisible.log", "ValueError: The global train batch size (1 x 1) must "
-         "be evenly divisible by the number of generations per prompt (4). Given the current train batch size, "
-         "the valid values for the number of generations are: []."),
-        ("infra_transient--dns-temporary-failure.log", "OSError: We couldn't connect to 'https://huggingface.co' "
-         "to load the files, and couldn't find them in the cached files."),
-        ("oom--grpo-optimizer-step-rank0.log", "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to "
-         "allocate 136.00 MiB. GPU 0 has a total capacity of 79.19 GiB of which 91.06 MiB is free. Of the allocated "
-         "memory 75.80 GiB is allocated by PyTorch, and 1.62 GiB is reserved by PyTorch but unallocated."),
+        (
+            "oom--cpu-allocator-not-enough-memory.log",
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. "
+            "DefaultCPUAllocator: not enough memory: you tried to allocate 117440512 bytes.",
+        ),
+        (
+            "bad_input--dataset-not-found-on-hub.log",
+            "datasets.exceptions.DatasetNotFoundError: Dataset "
+            "'acme-lab/support-chats-v2' doesn't exist on the Hub or cannot be accessed.",
+        ),
+        (
+            "config_error--model-repo-not-found-401.log",
+            "OSError: Qwen/Qwen2.5-0.5B-Instrcut is not a local folder "
+            "and is not a valid model identifier listed on 'https://huggingface.co/models'",
+        ),
+        (
+            "dependency_error--bnb-cuda-setup-failed.log",
+            "CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
+        ),
+        (
+            "hub_error--push-403-after-training-read-token.log",
+            "huggingface_hub.utils._errors.HfHubHTTPError: 403 "
+            "Client Error: Forbidden for url: https://huggingface.co/api/repos/create (Request ID: "
+            "Root=1-65b3d1a0-7c2e4f9d3a1b5e6c8d0f2a4b)",
+        ),
+        (
+            "config_error--grpo-generations-not-divisible.log",
+            "ValueError: The global train batch size (1 x 1) must "
+            "be evenly divisible by the number of generations per prompt (4). Given the current train batch size, "
+            "the valid values for the number of generations are: [].",
+        ),
+        (
+            "infra_transient--dns-temporary-failure.log",
+            "OSError: We couldn't connect to 'https://huggingface.co' "
+            "to load the files, and couldn't find them in the cached files.",
+        ),
+        (
+            "oom--grpo-optimizer-step-rank0.log",
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to "
+            "allocate 136.00 MiB. GPU 0 has a total capacity of 79.19 GiB of which 91.06 MiB is free. Of the allocated "
+            "memory 75.80 GiB is allocated by PyTorch, and 1.62 GiB is reserved by PyTorch but unallocated.",
+        ),
     ],
 )
 def test_evidence_is_the_line_of_the_tail_that_decided(name, evidence):
@@ -160,7 +218,10 @@ def test_the_last_traceback_is_read_with_its_causes_and_frames():
     text, _ = _case(Path(__file__).parent / "failure_logs" / "config_error--model-repo-not-found-401.log")
     chain = last_chain(text.splitlines())
     assert [error.type_name for error in chain] == [
-        "requests.exceptions.HTTPError", "huggingface_hub.errors.RepositoryNotFoundError", "OSError"]
+        "requests.exceptions.HTTPError",
+        "huggingface_hub.errors.RepositoryNotFoundError",
+        "OSError",
+    ]
     fatal = chain[-1]
     assert fatal.lines[1].startswith("If this is a private repository")
     assert [frame.function for frame in fatal.frames] == ["load_model", "from_pretrained", "cached_file"]
@@ -186,8 +247,13 @@ _FINISHED = 'JOBTRAIL {"event":"metrics","time":3.0,"train_runtime":60.0,"global
         ([_STEP], R.AUTH_ERROR),  # steps but no checkpoint: still nothing to keep
         ([_STEP, _COMMITTED], R.HUB_ERROR),  # a committed checkpoint: only the push needs repeating
         ([_STEP, _COMMITTED, _FINISHED], R.HUB_ERROR),
-        (["{'loss': 1.21, 'grad_norm': 0.5, 'learning_rate': 0.0002, 'epoch': 0.5}",
-          "Saving model checkpoint to /out/checkpoint-10"], R.HUB_ERROR),  # the trainer's own words
+        (
+            [
+                "{'loss': 1.21, 'grad_norm': 0.5, 'learning_rate': 0.0002, 'epoch': 0.5}",
+                "Saving model checkpoint to /out/checkpoint-10",
+            ],
+            R.HUB_ERROR,
+        ),  # the trainer's own words
     ],
 )
 def test_a_refusal_is_an_auth_problem_before_a_checkpoint_and_a_hub_error_after(before, expected):
@@ -235,14 +301,31 @@ def test_explain_cli_prints_reason_message_and_evidence(tmp_path):
     text, _ = _case(Path(__file__).parent / "failure_logs" / "dependency_error--missing-module.log")
     log = tmp_path / "job.log"
     log.write_text(text)
-    out = subprocess.run([sys.executable, "-m", "jobtrail", "explain", str(log), "--json"],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "jobtrail", "explain", str(log), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     data = json.loads(out.stdout)
-    assert data == {"reason": "dependency_error", "message": "A dependency is missing or failed to install.",
-                    "evidence": "ModuleNotFoundError: No module named 'peft'"}
-    human = subprocess.run([sys.executable, "-m", "jobtrail", "explain", str(log), "--exit-code", "1"],
-                           capture_output=True, text=True, timeout=60, check=True)
+    assert data == {
+        "reason": "dependency_error",
+        "message": "A dependency is missing or failed to install.",
+        "evidence": "ModuleNotFoundError: No module named 'peft'",
+    }
+    human = subprocess.run(
+        [sys.executable, "-m", "jobtrail", "explain", str(log), "--exit-code", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert human.stdout.startswith("dependency_error:")
-    missing = subprocess.run([sys.executable, "-m", "jobtrail", "explain", str(tmp_path / "nope.log")],
-                             capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [sys.executable, "-m", "jobtrail", "explain", str(tmp_path / "nope.log")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2 and "Fix:" in missing.stderr

@@ -11,15 +11,36 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.outcomes.evals import EVAL_METRICS, EvalRecord, delta, eval_config
 from jobtrail.templates.render import scripts_dir
 
-EVALUATOR = {"template": "evaluate", "template_version": 1, "script_sha256": "ab" * 32,
-             "packages": {"torch": "2.13.0", "trl": None}}
-TASK_SET = {"dataset": "/data/held_out.jsonl", "revision_or_sha256": "cd" * 32, "split": "train", "rows": 12,
-            "rows_available": 40, "format": "messages", "mapping": None}
+EVALUATOR = {
+    "template": "evaluate",
+    "template_version": 1,
+    "script_sha256": "ab" * 32,
+    "packages": {"torch": "2.13.0", "trl": None},
+}
+TASK_SET = {
+    "dataset": "/data/held_out.jsonl",
+    "revision_or_sha256": "cd" * 32,
+    "split": "train",
+    "rows": 12,
+    "rows_available": 40,
+    "format": "messages",
+    "mapping": None,
+}
 DECODING = {"max_new_tokens": 64, "temperature": 0.0, "do_sample": False, "seed": 42}
-CHECKPOINT = {"label": "final", "model": "/models/tiny", "adapter": "/out/final", "manifest_sha256": "ef" * 32,
-              "step": 16}
-RECORD = {"evaluator": EVALUATOR, "task_set": TASK_SET, "decoding": DECODING, "checkpoint": CHECKPOINT,
-          "scorer": "log_likelihood"}
+CHECKPOINT = {
+    "label": "final",
+    "model": "/models/tiny",
+    "adapter": "/out/final",
+    "manifest_sha256": "ef" * 32,
+    "step": 16,
+}
+RECORD = {
+    "evaluator": EVALUATOR,
+    "task_set": TASK_SET,
+    "decoding": DECODING,
+    "checkpoint": CHECKPOINT,
+    "scorer": "log_likelihood",
+}
 
 
 def started(at: float = 10.0) -> dict[str, Any]:
@@ -27,14 +48,26 @@ def started(at: float = 10.0) -> dict[str, Any]:
 
 
 def finished(metrics: dict[str, float], at: float = 20.0) -> dict[str, Any]:
-    return {"event": "eval", "time": at, "state": "finished", "metrics": metrics,
-            "raw_outputs": "/out/raw_outputs.jsonl", "raw_outputs_sha256": "12" * 32,
-            "sampled_failures": [{"index": 3, "correct": False}], **RECORD}
+    return {
+        "event": "eval",
+        "time": at,
+        "state": "finished",
+        "metrics": metrics,
+        "raw_outputs": "/out/raw_outputs.jsonl",
+        "raw_outputs_sha256": "12" * 32,
+        "sampled_failures": [{"index": 3, "correct": False}],
+        **RECORD,
+    }
 
 
 def failed(at: float = 15.0) -> dict[str, Any]:
-    return {"event": "eval", "time": at, "state": "failed", "cause": "bad_input",
-            "message": "ValueError: dataset row 0 does not fit the messages format"}
+    return {
+        "event": "eval",
+        "time": at,
+        "state": "failed",
+        "cause": "bad_input",
+        "message": "ValueError: dataset row 0 does not fit the messages format",
+    }
 
 
 def test_a_finished_evaluation_holds_every_provenance_field() -> None:
@@ -91,13 +124,30 @@ def test_delta_is_after_minus_before_on_shared_metrics() -> None:
 
 def test_eval_config_builds_the_template_config() -> None:
     mapping = {"kind": "rename", "columns": {"question": "prompt"}}
-    config = eval_config("/models/tiny", "org/qa", output_dir="/runs/r1/eval-base", split="test", mapping=mapping,
-                         metrics=["exact_match"], max_rows=50, temperature=0.7, seed=1)
+    config = eval_config(
+        "/models/tiny",
+        "org/qa",
+        output_dir="/runs/r1/eval-base",
+        split="test",
+        mapping=mapping,
+        metrics=["exact_match"],
+        max_rows=50,
+        temperature=0.7,
+        seed=1,
+    )
     assert config == {
-        "template": "evaluate", "template_version": 1, "model": "/models/tiny", "adapter": None,
-        "checkpoint_label": "base", "dataset": {"source": "org/qa", "split": "test", "mapping": mapping},
-        "metrics": ["exact_match"], "max_new_tokens": 64, "temperature": 0.7, "max_rows": 50,
-        "output_dir": "/runs/r1/eval-base", "seed": 1,
+        "template": "evaluate",
+        "template_version": 1,
+        "model": "/models/tiny",
+        "adapter": None,
+        "checkpoint_label": "base",
+        "dataset": {"source": "org/qa", "split": "test", "mapping": mapping},
+        "metrics": ["exact_match"],
+        "max_new_tokens": 64,
+        "temperature": 0.7,
+        "max_rows": 50,
+        "output_dir": "/runs/r1/eval-base",
+        "seed": 1,
     }
     with_adapter = eval_config("/models/tiny", "/d.jsonl", output_dir="/o", adapter="/runs/r1/out/final")
     assert with_adapter["checkpoint_label"] == "/runs/r1/out/final" and with_adapter["metrics"] is None

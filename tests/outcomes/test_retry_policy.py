@@ -82,9 +82,12 @@ def test_oom_needs_a_changed_memory_shape():
 
 def test_memory_proposals_keep_the_effective_batch_then_shrink_activations():
     assert propose_memory_change({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}) == {
-        "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+    }
     assert propose_memory_change({"per_device_train_batch_size": 1, "gradient_checkpointing": False}) == {
-        "gradient_checkpointing": True}
+        "gradient_checkpointing": True
+    }
     assert propose_memory_change({"per_device_train_batch_size": 1, "max_length": 2048}) == {"max_length": 1024}
 
 

@@ -107,88 +107,284 @@ SHAPES: list[Shape] = [
     # --- TRL formats, as they are ------------------------------------------------------------
     Shape("messages", "m.jsonl", rows_of(chat), "RIIII", "messages"),
     Shape("messages_system", "ms.jsonl", rows_of(lambda q, a: chat(q, a, system=True)), "RIIII", "messages"),
-    Shape("messages_tool_call", "mt.jsonl", [{"messages": [
-        {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": {}}}]},
-        {"role": "tool", "content": "sunny"}, {"role": "assistant", "content": "Sunny."}]}], "RIIII", "messages"),
+    Shape(
+        "messages_tool_call",
+        "mt.jsonl",
+        [
+            {
+                "messages": [
+                    {"role": "user", "content": "Weather?"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": {}}}],
+                    },
+                    {"role": "tool", "content": "sunny"},
+                    {"role": "assistant", "content": "Sunny."},
+                ]
+            }
+        ],
+        "RIIII",
+        "messages",
+    ),
     Shape("text", "t.jsonl", rows_of(lambda q, a: {"text": f"{q} {a}"}), "RIIII", "text"),
     Shape("prompt_completion", "pc.jsonl", rows_of(pc), "RIRII", "prompt_completion"),
-    Shape("prompt_completion_conversational", "pcc.jsonl", rows_of(lambda q, a: {
-        "prompt": turns(("user", q)), "completion": turns(("assistant", a))}), "RIRII", "prompt_completion",
-        extra={"conversational": True}),
+    Shape(
+        "prompt_completion_conversational",
+        "pcc.jsonl",
+        rows_of(lambda q, a: {"prompt": turns(("user", q)), "completion": turns(("assistant", a))}),
+        "RIRII",
+        "prompt_completion",
+        extra={"conversational": True},
+    ),
     Shape("preference_explicit", "pe.jsonl", rows_of(pref), "NRRRR", "preference"),
-    Shape("preference_explicit_conversational", "pec.jsonl", rows_of(lambda q, a: {
-        "prompt": turns(("user", q)), "chosen": turns(("assistant", a)), "rejected": turns(("assistant", "No."))}),
-        "NRRRR", "preference"),
-    Shape("preference_implicit", "pi.jsonl", rows_of(lambda q, a: {"chosen": f"{q} {a}", "rejected": f"{q} No."}), "NRIRR",
-          "preference_implicit_prompt"),
-    Shape("preference_implicit_conversational", "pic.jsonl", rows_of(lambda q, a: {
-        "chosen": turns(("user", q), ("assistant", a)), "rejected": turns(("user", q), ("assistant", "No."))}),
-        "NRIRR", "preference_implicit_prompt"),
+    Shape(
+        "preference_explicit_conversational",
+        "pec.jsonl",
+        rows_of(
+            lambda q, a: {
+                "prompt": turns(("user", q)),
+                "chosen": turns(("assistant", a)),
+                "rejected": turns(("assistant", "No.")),
+            }
+        ),
+        "NRRRR",
+        "preference",
+    ),
+    Shape(
+        "preference_implicit",
+        "pi.jsonl",
+        rows_of(lambda q, a: {"chosen": f"{q} {a}", "rejected": f"{q} No."}),
+        "NRIRR",
+        "preference_implicit_prompt",
+    ),
+    Shape(
+        "preference_implicit_conversational",
+        "pic.jsonl",
+        rows_of(
+            lambda q, a: {
+                "chosen": turns(("user", q), ("assistant", a)),
+                "rejected": turns(("user", q), ("assistant", "No.")),
+            }
+        ),
+        "NRIRR",
+        "preference_implicit_prompt",
+    ),
     Shape("prompt_only", "po.jsonl", rows_of(lambda q, a: {"prompt": q}), "IIRII", "prompt_only"),
-    Shape("prompt_only_conversational_with_reward_column", "poc.jsonl", rows_of(lambda q, a: {
-        "prompt": turns(("user", q)), "solution": a}), "IIRII", "prompt_only"),
-    Shape("unpaired_preference", "up.jsonl", [{"prompt": q, "completion": a, "label": i % 2 == 0}
-                                             for i, (q, a) in enumerate(QA * 2)], "IIRIR", "unpaired_preference"),
+    Shape(
+        "prompt_only_conversational_with_reward_column",
+        "poc.jsonl",
+        rows_of(lambda q, a: {"prompt": turns(("user", q)), "solution": a}),
+        "IIRII",
+        "prompt_only",
+    ),
+    Shape(
+        "unpaired_preference",
+        "up.jsonl",
+        [{"prompt": q, "completion": a, "label": i % 2 == 0} for i, (q, a) in enumerate(QA * 2)],
+        "IIRIR",
+        "unpaired_preference",
+    ),
     # --- other shapes: a mapping makes them fit ------------------------------------------------
     Shape("sharegpt", "sg.jsonl", rows_of(sharegpt), "NIIII", "sharegpt"),
     Shape("sharegpt_system", "sgs.jsonl", rows_of(lambda q, a: sharegpt(q, a, system=True)), "NIIII", "sharegpt"),
-    Shape("conversation_renamed", "cr.jsonl", rows_of(lambda q, a: chat(q, a, column="conversation")), "NIIII", "sharegpt"),
-    Shape("messages_with_sharegpt_roles", "mr.jsonl", rows_of(lambda q, a: {"messages": turns(("human", q), ("gpt", a))}), "NIIII",
-          "messages"),
+    Shape(
+        "conversation_renamed", "cr.jsonl", rows_of(lambda q, a: chat(q, a, column="conversation")), "NIIII", "sharegpt"
+    ),
+    Shape(
+        "messages_with_sharegpt_roles",
+        "mr.jsonl",
+        rows_of(lambda q, a: {"messages": turns(("human", q), ("gpt", a))}),
+        "NIIII",
+        "messages",
+    ),
     Shape("alpaca", "al.jsonl", rows_of(lambda q, a: {"instruction": q, "input": "", "output": a}), "NINII", "alpaca"),
-    Shape("alpaca_with_input", "ali.jsonl", rows_of(lambda q, a: {"instruction": "Answer briefly.", "input": q, "output": a}), "NINII",
-          "alpaca"),
-    Shape("alpaca_without_input", "aln.jsonl", rows_of(lambda q, a: {"instruction": q, "output": a}), "NINII", "alpaca"),
-    Shape("dolly", "do.jsonl", rows_of(lambda q, a: {"instruction": q, "context": "", "response": a}), "NINII", "alpaca"),
-    Shape("question_answer", "qa.jsonl", rows_of(lambda q, a: {"question": q, "answer": a}), "NINII", "question_answer"),
-    Shape("problem_solution", "ps.jsonl", rows_of(lambda q, a: {"problem": q, "solution": a}), "NINII", "question_answer"),
-    Shape("response_chosen_rejected", "rcr.jsonl", rows_of(lambda q, a: {"prompt": q, "response_chosen": a, "response_rejected": "No"}),
-          "NNRNN", "preference_renamed"),
-    Shape("good_bad", "gb.jsonl", rows_of(lambda q, a: {"question": q, "good": a, "bad": "No."}), "NNNNN", "preference_renamed"),
-    Shape("unpaired_renamed", "ur.jsonl", [{"question": q, "answer": a, "label": True} for q, a in QA], "IININ", "question_answer"),
+    Shape(
+        "alpaca_with_input",
+        "ali.jsonl",
+        rows_of(lambda q, a: {"instruction": "Answer briefly.", "input": q, "output": a}),
+        "NINII",
+        "alpaca",
+    ),
+    Shape(
+        "alpaca_without_input", "aln.jsonl", rows_of(lambda q, a: {"instruction": q, "output": a}), "NINII", "alpaca"
+    ),
+    Shape(
+        "dolly", "do.jsonl", rows_of(lambda q, a: {"instruction": q, "context": "", "response": a}), "NINII", "alpaca"
+    ),
+    Shape(
+        "question_answer", "qa.jsonl", rows_of(lambda q, a: {"question": q, "answer": a}), "NINII", "question_answer"
+    ),
+    Shape(
+        "problem_solution", "ps.jsonl", rows_of(lambda q, a: {"problem": q, "solution": a}), "NINII", "question_answer"
+    ),
+    Shape(
+        "response_chosen_rejected",
+        "rcr.jsonl",
+        rows_of(lambda q, a: {"prompt": q, "response_chosen": a, "response_rejected": "No"}),
+        "NNRNN",
+        "preference_renamed",
+    ),
+    Shape(
+        "good_bad",
+        "gb.jsonl",
+        rows_of(lambda q, a: {"question": q, "good": a, "bad": "No."}),
+        "NNNNN",
+        "preference_renamed",
+    ),
+    Shape(
+        "unpaired_renamed",
+        "ur.jsonl",
+        [{"question": q, "answer": a, "label": True} for q, a in QA],
+        "IININ",
+        "question_answer",
+    ),
     # --- bad rows ------------------------------------------------------------------------------
-    Shape("messages_is_a_string", "bs.jsonl", [{"messages": "user: hi / assistant: hello"}], "IIIII", "messages",
-          problem=(1, "expected a list of {role, content} messages")),
-    Shape("unknown_role", "br.jsonl", [{"messages": turns(("user", "hi"), ("assistant", "yo"))},
-                                       {"messages": turns(("user", "hi"), ("narrator", "yo"))}], "IIIII", "messages",
-          problem=(2, "messages[1].role 'narrator' is not a chat role")),
-    Shape("missing_content", "bc.jsonl", [{"messages": [{"role": "user"}, {"role": "assistant", "content": "yo"}]}], "IIIII",
-          "messages",
-          problem=(1, "messages[0] (user) has no 'content'")),
-    Shape("no_assistant_turn", "ba.jsonl", [{"messages": turns(("user", "hi"))}], "IIIII", "messages",
-          problem=(1, "no assistant turn to learn from")),
-    Shape("turns_do_not_alternate", "bt.jsonl", [{"messages": turns(("user", "hi"), ("user", "hey"), ("assistant", "yo"))}], "IIIII",
-          "messages", problem=(1, "turns do not alternate: messages[0] and messages[1] are both 'user'")),
-    Shape("message_not_an_object", "bo.jsonl", [{"messages": ["hi", "yo"]}], "IIIII", "messages",
-          problem=(1, "messages[0] is string, expected {role, content}")),
-    Shape("not_json_line", "bj.jsonl", [{"text": "one"}, {"text": "two"}, "{this is not json", {"text": "four"}], "IIIII", "text",
-          problem=(3, "is not valid JSON")),
-    Shape("json_array_line", "bl.jsonl", [{"text": "one"}, [1, 2]], "IIIII", "text",
-          problem=(2, "is a JSON list[integer], not an object")),
+    Shape(
+        "messages_is_a_string",
+        "bs.jsonl",
+        [{"messages": "user: hi / assistant: hello"}],
+        "IIIII",
+        "messages",
+        problem=(1, "expected a list of {role, content} messages"),
+    ),
+    Shape(
+        "unknown_role",
+        "br.jsonl",
+        [
+            {"messages": turns(("user", "hi"), ("assistant", "yo"))},
+            {"messages": turns(("user", "hi"), ("narrator", "yo"))},
+        ],
+        "IIIII",
+        "messages",
+        problem=(2, "messages[1].role 'narrator' is not a chat role"),
+    ),
+    Shape(
+        "missing_content",
+        "bc.jsonl",
+        [{"messages": [{"role": "user"}, {"role": "assistant", "content": "yo"}]}],
+        "IIIII",
+        "messages",
+        problem=(1, "messages[0] (user) has no 'content'"),
+    ),
+    Shape(
+        "no_assistant_turn",
+        "ba.jsonl",
+        [{"messages": turns(("user", "hi"))}],
+        "IIIII",
+        "messages",
+        problem=(1, "no assistant turn to learn from"),
+    ),
+    Shape(
+        "turns_do_not_alternate",
+        "bt.jsonl",
+        [{"messages": turns(("user", "hi"), ("user", "hey"), ("assistant", "yo"))}],
+        "IIIII",
+        "messages",
+        problem=(1, "turns do not alternate: messages[0] and messages[1] are both 'user'"),
+    ),
+    Shape(
+        "message_not_an_object",
+        "bo.jsonl",
+        [{"messages": ["hi", "yo"]}],
+        "IIIII",
+        "messages",
+        problem=(1, "messages[0] is string, expected {role, content}"),
+    ),
+    Shape(
+        "not_json_line",
+        "bj.jsonl",
+        [{"text": "one"}, {"text": "two"}, "{this is not json", {"text": "four"}],
+        "IIIII",
+        "text",
+        problem=(3, "is not valid JSON"),
+    ),
+    Shape(
+        "json_array_line",
+        "bl.jsonl",
+        [{"text": "one"}, [1, 2]],
+        "IIIII",
+        "text",
+        problem=(2, "is a JSON list[integer], not an object"),
+    ),
     Shape("text_null", "bn.jsonl", [{"text": "one"}, {"text": None}], "IIIII", "text", problem=(2, "'text' is null")),
-    Shape("mixed_prompt_completion", "bm.jsonl", [{"prompt": "hi", "completion": turns(("assistant", "yo"))}], "IIRII",
-          "prompt_completion", problem=(1, "both must be the same kind")),
-    Shape("kto_label_not_bool", "bk.jsonl", [{"prompt": "hi", "completion": "yo", "label": 1}], "IIRII", "unpaired_preference",
-          problem=(1, "'label' is 1 (integer); KTO needs true or false")),
-    Shape("chosen_equals_rejected", "be.jsonl", [{"prompt": "hi", "chosen": "yo", "rejected": "yo"}], "NRRRR", "preference",
-          problem=(1, "identical")),
+    Shape(
+        "mixed_prompt_completion",
+        "bm.jsonl",
+        [{"prompt": "hi", "completion": turns(("assistant", "yo"))}],
+        "IIRII",
+        "prompt_completion",
+        problem=(1, "both must be the same kind"),
+    ),
+    Shape(
+        "kto_label_not_bool",
+        "bk.jsonl",
+        [{"prompt": "hi", "completion": "yo", "label": 1}],
+        "IIRII",
+        "unpaired_preference",
+        problem=(1, "'label' is 1 (integer); KTO needs true or false"),
+    ),
+    Shape(
+        "chosen_equals_rejected",
+        "be.jsonl",
+        [{"prompt": "hi", "chosen": "yo", "rejected": "yo"}],
+        "NRRRR",
+        "preference",
+        problem=(1, "identical"),
+    ),
     Shape("unknown_columns", "bu.jsonl", [{"foo": 1, "bar": "x"}], "IIIII", "unknown"),
     Shape("empty_file", "e.jsonl", [], "", finding="dataset.empty"),
     Shape("blank_lines_only", "eb.jsonl", ["", "   "], "", finding="dataset.empty"),
     Shape("nothing_readable", "nr.jsonl", ["nope", "{]"], "", finding="dataset.unreadable"),
     # --- source types --------------------------------------------------------------------------
-    Shape("csv_prompt_completion", "c.csv", "prompt,completion\nWhat color is the sky?,The sky is blue.\nHi,Hello\n", "RIRII",
-          "prompt_completion"),
-    Shape("csv_kto_bool_labels", "ck.csv", "prompt,completion,label\nhi,yo,True\nhi,no,False\n", "IIRIR", "unpaired_preference"),
-    Shape("csv_messages_as_json_text", "cm.csv", 'messages\n"[{""role"": ""user"", ""content"": ""hi""}]"\n', "IIIII", "messages",
-          problem=(1, "'messages' is string")),
-    Shape("csv_ragged_row", "cr.csv", "text\none\ntwo,three\n", "IIIII", "text", problem=(2, "has 2 fields; the header has 1")),
-    Shape("csv_empty_cell", "ce.csv", "prompt,completion\nhi,\n", "IIRII", "prompt_completion", problem=(1, "'completion' is null")),
+    Shape(
+        "csv_prompt_completion",
+        "c.csv",
+        "prompt,completion\nWhat color is the sky?,The sky is blue.\nHi,Hello\n",
+        "RIRII",
+        "prompt_completion",
+    ),
+    Shape(
+        "csv_kto_bool_labels",
+        "ck.csv",
+        "prompt,completion,label\nhi,yo,True\nhi,no,False\n",
+        "IIRIR",
+        "unpaired_preference",
+    ),
+    Shape(
+        "csv_messages_as_json_text",
+        "cm.csv",
+        'messages\n"[{""role"": ""user"", ""content"": ""hi""}]"\n',
+        "IIIII",
+        "messages",
+        problem=(1, "'messages' is string"),
+    ),
+    Shape(
+        "csv_ragged_row",
+        "cr.csv",
+        "text\none\ntwo,three\n",
+        "IIIII",
+        "text",
+        problem=(2, "has 2 fields; the header has 1"),
+    ),
+    Shape(
+        "csv_empty_cell",
+        "ce.csv",
+        "prompt,completion\nhi,\n",
+        "IIRII",
+        "prompt_completion",
+        problem=(1, "'completion' is null"),
+    ),
     Shape("csv_header_only", "ch.csv", "prompt,completion\n", "", finding="dataset.empty"),
     Shape("json_list", "j.json", rows_of(chat), "RIIII", "messages"),
-    Shape("json_nested_under_data", "jn.json", {"data": rows_of(lambda q, a: {"text": q})}, "RIIII", "text",
-          finding="dataset.nested_json"),
+    Shape(
+        "json_nested_under_data",
+        "jn.json",
+        {"data": rows_of(lambda q, a: {"text": q})},
+        "RIIII",
+        "text",
+        finding="dataset.nested_json",
+    ),
     Shape("json_holding_json_lines", "jl.json", "\n".join(json.dumps({"text": q}) for q, _ in QA), "RIIII", "text"),
     Shape("json_invalid", "ji.json", '[{"text": "a"},\n {"text": }]', "", finding="dataset.invalid_json"),
     Shape("json_scalar", "js.json", "42", "", finding="dataset.invalid_json"),
@@ -320,15 +516,27 @@ def test_directory_picks_the_split_file(tmp_path: Path) -> None:
     write_prompt_completion_dataset(tmp_path / "data" / "test-00000-of-00001.jsonl", rows=3)
     assert validate_dataset(str(tmp_path)).format == "messages"
     test_split = validate_dataset(str(tmp_path), split="test")
-    assert (test_split.format, test_split.rows, test_split.data_file) == ("prompt_completion", 3, "data/test-00000-of-00001.jsonl")
+    assert (test_split.format, test_split.rows, test_split.data_file) == (
+        "prompt_completion",
+        3,
+        "data/test-00000-of-00001.jsonl",
+    )
     assert [f.code for f in validate_dataset(str(tmp_path), split="validation").findings] == ["dataset.split"]
 
 
 @pytest.mark.parametrize(
     ("files", "split", "picked"),
     [
-        (["README.md", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-0.parquet"],
-         "train", ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"]),
+        (
+            [
+                "README.md",
+                "data/train-00000-of-00002.parquet",
+                "data/train-00001-of-00002.parquet",
+                "data/test-0.parquet",
+            ],
+            "train",
+            ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"],
+        ),
         (["train.jsonl", "validation.jsonl"], "validation", ["validation.jsonl"]),
         (["dev.jsonl", "train.jsonl"], "validation", ["dev.jsonl"]),
         (["default/train/0000.parquet", "default/test/0000.parquet"], "test", ["default/test/0000.parquet"]),
@@ -384,7 +592,10 @@ def test_proposed_mapping_makes_the_data_ready(
     path.write_text("".join(json.dumps(r) + "\n" for r in mapped))
     after = validate_dataset(str(path), method=method)
     assert after.methods[method].status == "READY", after.to_markdown()
-    assert validate_dataset(str(shape.write(tmp_path)), method=method, mapping=verdict.mapping).methods[method].status == "READY"
+    assert (
+        validate_dataset(str(shape.write(tmp_path)), method=method, mapping=verdict.mapping).methods[method].status
+        == "READY"
+    )
     assert _run_python(verdict.python, rows) == mapped
 
 
@@ -414,16 +625,30 @@ def _run_python(code: str | None, rows: list[dict[str, Any]]) -> list[dict[str, 
 @pytest.mark.parametrize(
     ("mapping", "row", "expected"),
     [
-        ({"kind": "rename", "columns": {"question": "prompt", "answer": "completion"}, "drop": ["id"]},
-         {"question": "q", "answer": "a", "id": 3, "keep": 1}, {"prompt": "q", "completion": "a", "keep": 1}),
+        (
+            {"kind": "rename", "columns": {"question": "prompt", "answer": "completion"}, "drop": ["id"]},
+            {"question": "q", "answer": "a", "id": 3, "keep": 1},
+            {"prompt": "q", "completion": "a", "keep": 1},
+        ),
         ({"kind": "rename", "columns": {"a": "b", "b": "a"}}, {"a": 1, "b": 2}, {"a": 2, "b": 1}),
-        ({"kind": "sharegpt", "column": "conversations"},  # defaults: from/value, SHAREGPT_ROLES
-         {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}], "id": 1},
-         {"id": 1, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}),
-        ({"kind": "alpaca"}, {"instruction": "Add", "input": "1 1", "output": "2"},
-         {"prompt": [{"role": "user", "content": "Add\n\n1 1"}], "completion": [{"role": "assistant", "content": "2"}]}),
-        ({"kind": "alpaca", "input": None, "output": "response"}, {"instruction": "Hi", "response": "Yo"},
-         {"prompt": [{"role": "user", "content": "Hi"}], "completion": [{"role": "assistant", "content": "Yo"}]}),
+        (
+            {"kind": "sharegpt", "column": "conversations"},  # defaults: from/value, SHAREGPT_ROLES
+            {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}], "id": 1},
+            {"id": 1, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]},
+        ),
+        (
+            {"kind": "alpaca"},
+            {"instruction": "Add", "input": "1 1", "output": "2"},
+            {
+                "prompt": [{"role": "user", "content": "Add\n\n1 1"}],
+                "completion": [{"role": "assistant", "content": "2"}],
+            },
+        ),
+        (
+            {"kind": "alpaca", "input": None, "output": "response"},
+            {"instruction": "Hi", "response": "Yo"},
+            {"prompt": [{"role": "user", "content": "Hi"}], "completion": [{"role": "assistant", "content": "Yo"}]},
+        ),
     ],
 )
 def test_apply_mapping(rt: ModuleType, mapping: dict[str, Any], row: dict[str, Any], expected: dict[str, Any]) -> None:
@@ -435,10 +660,16 @@ def test_apply_mapping(rt: ModuleType, mapping: dict[str, Any], row: dict[str, A
     ("mapping", "row", "message"),
     [
         ({"kind": "rename", "columns": {"question": "prompt"}}, {"q": 1}, "needs column(s) ['question']"),
-        ({"kind": "rename", "columns": {"question": "prompt"}}, {"question": 1, "prompt": 2},
-         "would overwrite existing column(s) ['prompt']"),
-        ({"kind": "sharegpt", "column": "c", "roles": {"human": "user"}}, {"c": [{"from": "bot", "value": "x"}]},
-         "c[0].from is 'bot', which dataset_mapping.roles does not map"),
+        (
+            {"kind": "rename", "columns": {"question": "prompt"}},
+            {"question": 1, "prompt": 2},
+            "would overwrite existing column(s) ['prompt']",
+        ),
+        (
+            {"kind": "sharegpt", "column": "c", "roles": {"human": "user"}},
+            {"c": [{"from": "bot", "value": "x"}]},
+            "c[0].from is 'bot', which dataset_mapping.roles does not map",
+        ),
         ({"kind": "sharegpt", "column": "c"}, {"c": [{"from": ["x"], "value": "x"}]}, "does not map"),
         ({"kind": "sharegpt", "column": "c"}, {"c": "hi"}, "must hold a list of turns"),
         ({"kind": "sharegpt", "column": "c"}, {"c": [{"from": "human"}]}, "c[0].value must be a string"),
@@ -446,7 +677,9 @@ def test_apply_mapping(rt: ModuleType, mapping: dict[str, Any], row: dict[str, A
         ({"kind": "nope"}, {}, "kind 'nope' is unknown"),
     ],
 )
-def test_apply_mapping_refuses_precisely(rt: ModuleType, mapping: dict[str, Any], row: dict[str, Any], message: str) -> None:
+def test_apply_mapping_refuses_precisely(
+    rt: ModuleType, mapping: dict[str, Any], row: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ValueError) as info:
         rt.apply_mapping(row, mapping)
     assert message in str(info.value)
@@ -511,7 +744,12 @@ def hub(monkeypatch: pytest.MonkeyPatch, folder: Path) -> dict[str, Any]:
 
 def test_hub_dataset_is_read_from_its_split_file(hub: dict[str, Any]) -> None:
     report = validate_dataset("org/chat")
-    assert (report.source, report.data_file, report.format, report.rows) == ("hub", "data/train-00000-of-00001.parquet", "messages", 4)
+    assert (report.source, report.data_file, report.format, report.rows) == (
+        "hub",
+        "data/train-00000-of-00001.parquet",
+        "messages",
+        4,
+    )
     assert report.methods["sft"].status == "READY" and report.findings == []
     test_split = validate_dataset("org/chat", split="test", method="dpo")
     assert test_split.methods["dpo"].status == "READY" and hub["downloads"][-1] == "data/test-00000-of-00001.parquet"
@@ -562,10 +800,38 @@ def test_unreachable_hub_is_a_quick_warning(monkeypatch: pytest.MonkeyPatch) -> 
 
 def _fuzz_files(folder: Path) -> list[Path]:
     rng = random.Random(1234)
-    values: list[Any] = [None, True, 0, -1.5, "", "x", [], {}, [1, "a"], {"role": "user"}, [{"from": 1}], [[[]]],
-                         [{"role": None, "content": 5}], [{"role": "assistant", "content": {"a": 1}}]]
-    columns = ["messages", "text", "prompt", "completion", "chosen", "rejected", "label", "conversations",
-               "instruction", "output", "question", "answer", "good", "bad"]
+    values: list[Any] = [
+        None,
+        True,
+        0,
+        -1.5,
+        "",
+        "x",
+        [],
+        {},
+        [1, "a"],
+        {"role": "user"},
+        [{"from": 1}],
+        [[[]]],
+        [{"role": None, "content": 5}],
+        [{"role": "assistant", "content": {"a": 1}}],
+    ]
+    columns = [
+        "messages",
+        "text",
+        "prompt",
+        "completion",
+        "chosen",
+        "rejected",
+        "label",
+        "conversations",
+        "instruction",
+        "output",
+        "question",
+        "answer",
+        "good",
+        "bad",
+    ]
     files = []
     for i in range(6):
         junk = folder / f"junk{i}"
@@ -607,8 +873,16 @@ def test_malformed_files_never_raise(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"method": "ppo"}, {"method": 3}, {"max_length": 0}, {"max_length": -5}, {"max_length": "512"},
-        {"max_length": True}, {"max_rows": 0}, {"split": ""}, {"split": None}, {"mapping": "rename"},
+        {"method": "ppo"},
+        {"method": 3},
+        {"max_length": 0},
+        {"max_length": -5},
+        {"max_length": "512"},
+        {"max_length": True},
+        {"max_rows": 0},
+        {"split": ""},
+        {"split": None},
+        {"mapping": "rename"},
     ],
 )
 def test_bad_arguments_raise_invalid_request_with_a_fix(folder: Path, kwargs: dict[str, Any]) -> None:
@@ -649,8 +923,9 @@ _VALIDATE_MANY = (
 
 
 def _validate_in_subprocess(env: dict[str, str], *calls: dict[str, Any]) -> list[DatasetReport]:
-    out = subprocess.run([sys.executable, "-c", _VALIDATE_MANY, json.dumps(calls)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _VALIDATE_MANY, json.dumps(calls)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return [DatasetReport.model_validate(r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
 
@@ -687,14 +962,25 @@ def test_token_length_stats(tiny_model: Path, job_env: dict[str, str], tmp_path:
 
 
 def _parse_events(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line[len(EVENT_PREFIX):]) for line in stdout.splitlines() if line.startswith(EVENT_PREFIX)]
+    return [json.loads(line[len(EVENT_PREFIX) :]) for line in stdout.splitlines() if line.startswith(EVENT_PREFIX)]
 
 
 def _mapped_job(workdir: Path, model: Path, data: Path, mapping: dict[str, Any]) -> Path:
-    spec = JobSpec(method="sft", model=str(model), dataset=str(data), hyperparameters={
-        "max_steps": 2, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
-        "max_length": 64, "save_steps": 2, "logging_steps": 1, "lora_r": 4, "lora_alpha": 8,
-    })
+    spec = JobSpec(
+        method="sft",
+        model=str(model),
+        dataset=str(data),
+        hyperparameters={
+            "max_steps": 2,
+            "per_device_train_batch_size": 2,
+            "gradient_accumulation_steps": 1,
+            "max_length": 64,
+            "save_steps": 2,
+            "logging_steps": 1,
+            "lora_r": 4,
+            "lora_alpha": 8,
+        },
+    )
     config = build_config(spec, str(workdir / "out"))
     config["dataset"]["mapping"] = mapping
     workdir.mkdir(parents=True, exist_ok=True)
@@ -711,7 +997,9 @@ def _toy_rows(tmp_path: Path) -> list[tuple[str, str]]:
 def test_sft_trains_with_each_mapping_kind(tmp_path: Path, tiny_model: Path, job_env: dict[str, str]) -> None:
     pairs = _toy_rows(tmp_path)
     shapes = {
-        "sharegpt": [{"conversations": turns(("human", q), ("gpt", a), role="from", content="value")} for q, a in pairs],
+        "sharegpt": [
+            {"conversations": turns(("human", q), ("gpt", a), role="from", content="value")} for q, a in pairs
+        ],
         "alpaca": [{"instruction": q, "input": "", "output": a} for q, a in pairs],
         "question_answer": [{"question": q, "answer": " " + a} for q, a in pairs],
     }
@@ -725,8 +1013,17 @@ def test_sft_trains_with_each_mapping_kind(tmp_path: Path, tiny_model: Path, job
     # A mapping naming a column the data lacks ends the job as bad input, before any training.
     broken = {"kind": "rename", "columns": {"nope": "prompt"}}
     jobs.append(("broken", broken, _mapped_job(tmp_path / "broken", tiny_model, tmp_path / "alpaca.jsonl", broken)))
-    procs = [subprocess.Popen([sys.executable, str(script)], cwd=script.parent, env={**job_env, "OMP_NUM_THREADS": "1"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _, _, script in jobs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=script.parent,
+            env={**job_env, "OMP_NUM_THREADS": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _, _, script in jobs
+    ]
     for (name, mapping, _), proc in zip(jobs, procs, strict=True):
         stdout, stderr = proc.communicate(timeout=JOB_TIMEOUT_S)
         events = _parse_events(stdout)

@@ -61,8 +61,10 @@ def test_model_missing_and_without_config(tmp_path):
     assert errors(no_config) == ["model.no_config"]
 
 
-@pytest.mark.parametrize(("model_type", "expected"), [("qwen2", []), ("not-a-model", ["model.architecture"]),
-                                                       ("vit", ["model.architecture"])])
+@pytest.mark.parametrize(
+    ("model_type", "expected"),
+    [("qwen2", []), ("not-a-model", ["model.architecture"]), ("vit", ["model.architecture"])],
+)
 def test_architecture_must_be_a_known_causal_lm(tmp_path, model_type, expected):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, "vocab_size": 10}))
     found = checks.check_model(spec(tmp_path), Facts(model=local_model_facts(tmp_path)))
@@ -242,8 +244,11 @@ def test_plan_gathers_facts_then_judges_then_builds_and_renders(tmp_path, tiny_m
 
 def test_plan_of_a_retry_keeps_the_previous_output_and_length(tmp_path, tiny_model, chat_dataset):
     previous = plan(spec(tiny_model, chat_dataset), _env(tmp_path)).config
-    previous = {**previous, "output_dir": "/first/output", "training_args": {**previous["training_args"],
-                                                                            "max_length": 128}}
+    previous = {
+        **previous,
+        "output_dir": "/first/output",
+        "training_args": {**previous["training_args"], "max_length": 128},
+    }
     changed = spec(tiny_model, chat_dataset, hyperparameters={"per_device_train_batch_size": 1})
     retried = plan(changed, _env(tmp_path), previous=previous)
     assert retried.config["output_dir"] == "/first/output" and retried.config["training_args"]["max_length"] == 128

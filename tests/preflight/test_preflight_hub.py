@@ -68,8 +68,9 @@ def test_validate_dataset_reads_a_hub_dataset_through_the_emulator(hub, chat_dat
     assert report.source == "hub" and report.rows == 64 and report.methods["sft"].status == "READY"
     missing = validate_dataset("alice/no-such-data", "sft")
     assert "dataset.not_found" in [f.code for f in missing.findings]
-    hub.add_repo("alice/private-data", repo_type="dataset", files={"train.jsonl": chat_dataset}, private=True,
-                 owner="bob")
+    hub.add_repo(
+        "alice/private-data", repo_type="dataset", files={"train.jsonl": chat_dataset}, private=True, owner="bob"
+    )
     private = validate_dataset("alice/private-data", "sft")
     assert {f.code for f in private.findings} & {"dataset.not_found", "dataset.access"}
 
@@ -82,8 +83,15 @@ def test_output_repo_must_be_a_hub_id_and_creatable(hub, tiny_model, chat_datase
     hub.add_repo("alice/chat", repo_type="dataset", files={"train.jsonl": chat_dataset})
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     service = build_service(tmp_path / "home")
-    spec = JobSpec(method="sft", model="alice/tiny", dataset="alice/chat", backend="hf-jobs", flavor="cpu-basic",
-                   hyperparameters={"max_steps": 2, "max_length": 64}, output="just-a-name")
+    spec = JobSpec(
+        method="sft",
+        model="alice/tiny",
+        dataset="alice/chat",
+        backend="hf-jobs",
+        flavor="cpu-basic",
+        hyperparameters={"max_steps": 2, "max_length": 64},
+        output="just-a-name",
+    )
     dry = service.submit(spec, dry_run=True)
     [finding] = [f for f in dry.findings if f.code == "output.repo"]
     assert "<your-user-or-org>/<model-name>" in finding.fix
@@ -114,8 +122,16 @@ def test_remote_dry_run_of_every_method_checks_the_estimate_and_the_timeout(
     hub.add_repo("alice/data", repo_type="dataset", files={"train.jsonl": data})
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     service = build_service(tmp_path / "home")
-    spec = JobSpec(method=method, model="alice/tiny", dataset="alice/data", backend="hf-jobs", flavor="cpu-basic",
-                   hyperparameters={"max_steps": 5000}, output="alice/out", timeout_s=60)
+    spec = JobSpec(
+        method=method,
+        model="alice/tiny",
+        dataset="alice/data",
+        backend="hf-jobs",
+        flavor="cpu-basic",
+        hyperparameters={"max_steps": 5000},
+        output="alice/out",
+        timeout_s=60,
+    )
     short = service.submit(spec, dry_run=True)
     codes = {f.code for f in short.findings}
     assert "estimate.unavailable" not in codes and {"estimate", "timeout.short"} <= codes

@@ -68,8 +68,14 @@ def start(template: str, config: dict[str, Any], workdir: Path, env: dict[str, s
     script = workdir / "job.py"
     script.write_text(render_script(template, config))
     # One torch thread per job: the tiny model gains nothing from more, and jobs run side by side.
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=workdir, env={**env, "OMP_NUM_THREADS": "1"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=workdir,
+        env={**env, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, script
 
 
@@ -84,17 +90,27 @@ def finish(job: Job) -> JobRun:
     return JobRun(proc.returncode, stdout, stderr, script)
 
 
-
-
 def training_config(template: str, model: Path, dataset: Path, output_dir: Path) -> dict[str, Any]:
     """A few LoRA steps (sft or reward) with a learning rate high enough that the loss clearly drops."""
     return {
-        "template": template, "template_version": 1, "model": str(model),
-        "dataset": {"source": str(dataset), "split": "train"}, "output_dir": str(output_dir),
+        "template": template,
+        "template_version": 1,
+        "model": str(model),
+        "dataset": {"source": str(dataset), "split": "train"},
+        "output_dir": str(output_dir),
         "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
-        "training_args": {"max_steps": TRAIN_STEPS, "learning_rate": 2e-2, "per_device_train_batch_size": 4,
-                          "save_steps": TRAIN_STEPS, "logging_steps": 1, "max_length": 64, "seed": 0},
-        "checkpoint_retention": 1, "push_to_hub": False, "hub_model_id": None,
+        "training_args": {
+            "max_steps": TRAIN_STEPS,
+            "learning_rate": 2e-2,
+            "per_device_train_batch_size": 4,
+            "save_steps": TRAIN_STEPS,
+            "logging_steps": 1,
+            "max_length": 64,
+            "seed": 0,
+        },
+        "checkpoint_retention": 1,
+        "push_to_hub": False,
+        "hub_model_id": None,
     }
 
 
@@ -108,12 +124,13 @@ def qa_rows() -> list[dict[str, Any]]:
 def preference_rows() -> list[dict[str, Any]]:
     wrong = dict(zip(COLOURS, list(COLOURS.values())[1:] + list(COLOURS.values())[:1], strict=True))
     return [
-        {"prompt": f"What color is the {thing}?", "chosen": f" The {thing} is {colour}.",
-         "rejected": f" The {thing} is {wrong[thing]}."}
+        {
+            "prompt": f"What color is the {thing}?",
+            "chosen": f" The {thing} is {colour}.",
+            "rejected": f" The {thing} is {wrong[thing]}.",
+        }
         for thing, colour in COLOURS.items()
     ]
-
-
 
 
 def test_rendered_evaluator_is_self_contained_and_shadows_no_runtime_name(tmp_path: Path) -> None:
@@ -174,8 +191,9 @@ def test_metrics_follow_the_data_when_not_asked_for(evaluator: ModuleType) -> No
         ("perplexity", "messages", True, "reward model"),
     ],
 )
-def test_metrics_that_do_not_fit_are_refused(evaluator: ModuleType, metric: str, fmt: str, reward_head: bool,
-                                             words: str) -> None:
+def test_metrics_that_do_not_fit_are_refused(
+    evaluator: ModuleType, metric: str, fmt: str, reward_head: bool, words: str
+) -> None:
     with pytest.raises(ValueError, match=words):
         evaluator.choose_metrics([metric], fmt, [], reward_head)
 
@@ -185,7 +203,12 @@ def test_only_a_verified_commit_is_evaluated(evaluator: ModuleType, tmp_path: Pa
     plain = tmp_path / "plain-model"
     plain.mkdir()
     assert evaluator.describe_checkpoint({"model": str(plain)}) == {
-        "label": str(plain), "model": str(plain), "adapter": None, "manifest_sha256": None, "step": None}
+        "label": str(plain),
+        "model": str(plain),
+        "adapter": None,
+        "manifest_sha256": None,
+        "step": None,
+    }
 
     ckpt = tmp_path / "checkpoint-3"
     ckpt.mkdir()
@@ -210,8 +233,9 @@ def test_answers_match_regardless_of_case_spacing_and_full_stop(evaluator: Modul
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_dataset: Path,
-         job_env: dict[str, str]) -> dict[str, JobRun]:
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]
+) -> dict[str, JobRun]:
     """Every evaluation of this module, run side by side (they are mostly import-bound)."""
     root = tmp_path_factory.mktemp("evaluate")
     held_out = write_chat_dataset(root / "held_out.jsonl", rows=12, seed=1)
@@ -225,8 +249,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_datase
         return start("evaluate", config, root / name, job_env)
 
     trainings = {
-        template: start(template, training_config(template, tiny_model, data, root / template / "out"),
-                        root / template, job_env)
+        template: start(
+            template, training_config(template, tiny_model, data, root / template / "out"), root / template, job_env
+        )
         for template, data in (("sft", chat_dataset), ("reward", pairs))
     }
     jobs = {
@@ -234,8 +259,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_datase
         "qa": evaluation("qa", qa),
         "pairs": evaluation("pairs", pairs),
         "broken_rows": evaluation("broken_rows", broken),
-        "bad_metric": start("evaluate", {**eval_config(model, str(held_out), output_dir=str(root / "bad" / "out")),
-                                         "metrics": ["bleu"]}, root / "bad", job_env),
+        "bad_metric": start(
+            "evaluate",
+            {**eval_config(model, str(held_out), output_dir=str(root / "bad" / "out")), "metrics": ["bleu"]},
+            root / "bad",
+            job_env,
+        ),
     }
     for training in trainings.values():
         trained = finish(training)
@@ -250,7 +279,7 @@ def test_base_model_loss_and_perplexity_on_chat_data(runs: dict[str, JobRun]) ->
     assert finished["checkpoint"]["label"] == "base" and finished["checkpoint"]["adapter"] is None
     assert set(finished["metrics"]) == {"loss", "perplexity"}  # chat data: no exact_match unasked
     loss, perplexity = finished["metrics"]["loss"], finished["metrics"]["perplexity"]
-    assert loss > 0 and perplexity == pytest.approx(2.718281828 ** loss, rel=1e-6)
+    assert loss > 0 and perplexity == pytest.approx(2.718281828**loss, rel=1e-6)
     manifest = next(e for e in runs["base"].events if e["event"] == "data_manifest")
     assert (manifest["format"], manifest["rows"]) == ("messages", 12)
 

@@ -95,11 +95,19 @@ def _adapter(dest: Path, base: str, *, embedding_rows: int | None = None, extra_
     """An adapter directory as PEFT writes it, with only a safetensors header for weights."""
     dest.mkdir(parents=True)
     (dest / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "peft_type": "LORA"}))
-    header: dict[str, Any] = {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight":
-                              {"dtype": "F32", "shape": [8, 64], "data_offsets": [0, 0]}}
+    header: dict[str, Any] = {
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": {
+            "dtype": "F32",
+            "shape": [8, 64],
+            "data_offsets": [0, 0],
+        }
+    }
     if embedding_rows is not None:
-        header["base_model.model.model.embed_tokens.weight"] = {"dtype": "F32", "shape": [embedding_rows, 64],
-                                                                "data_offsets": [0, 0]}
+        header["base_model.model.model.embed_tokens.weight"] = {
+            "dtype": "F32",
+            "shape": [embedding_rows, 64],
+            "data_offsets": [0, 0],
+        }
     raw = json.dumps(header).encode()
     (dest / "adapter_model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
     vocab = {f"t{i}": i for i in range(800 + extra_tokens)}
@@ -147,8 +155,12 @@ def test_adapter_whose_base_is_missing_is_refused_with_the_fix(tiny_model: Path,
     found = codes(check_conversion(conversion_facts(str(adapter), base_model=str(tiny_model)), ["Q4_K_M"], "qwen2"))
     assert "gguf.adapter_base_missing" not in found and "gguf.k_quant_fallback" in found
     hub_base = _adapter(tmp_path / "hub-adapter", "Qwen/Qwen2.5-0.5B")
-    assert codes(check_conversion(conversion_facts(str(hub_base)), ["Q8_0"], "qwen2"))[
-        "gguf.adapter_base_unverified"].severity == "warning"
+    assert (
+        codes(check_conversion(conversion_facts(str(hub_base)), ["Q8_0"], "qwen2"))[
+            "gguf.adapter_base_unverified"
+        ].severity
+        == "warning"
+    )
 
 
 def test_resized_embeddings_are_merged_or_refused(tiny_model: Path, tmp_path: Path) -> None:
@@ -170,8 +182,11 @@ def test_missing_source_and_hub_source(tmp_path: Path) -> None:
 
 def test_conversion_config_is_the_templates_contract(tmp_path: Path) -> None:
     config = conversion_config(
-        str(tmp_path / "runs" / "sft-1" / "out" / "final"), output_dir=tmp_path / "gguf",
-        cache_dir=tmp_path / "cache", quantizations=["q8_0", "F16", "Q4_K_M"], pre_tokenizer="qwen2",
+        str(tmp_path / "runs" / "sft-1" / "out" / "final"),
+        output_dir=tmp_path / "gguf",
+        cache_dir=tmp_path / "cache",
+        quantizations=["q8_0", "F16", "Q4_K_M"],
+        pre_tokenizer="qwen2",
     )
     example = _template_config()
     assert set(config) == set(example) and set(config["source"]) == set(example["source"])
@@ -205,8 +220,6 @@ def test_rendered_script_is_self_contained(tmp_path: Path) -> None:
     assert not clashes, f"convert_gguf.py and its runtime modules share names once inlined: {clashes}"
 
 
-
-
 def test_template_imports_without_heavy_packages(job_env: dict[str, str]) -> None:
     assert_templates_import_light(["convert_gguf"], job_env)
 
@@ -215,15 +228,22 @@ def test_template_imports_without_heavy_packages(job_env: dict[str, str]) -> Non
 
 
 def run_script(script: Path, env: dict[str, str], timeout: float = JOB_TIMEOUT_S) -> JobRun:
-    proc = subprocess.run([sys.executable, str(script)], cwd=script.parent, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=script.parent, env=env, capture_output=True, text=True, timeout=timeout
+    )
     return JobRun(proc.returncode, proc.stdout, proc.stderr, parse_events(proc.stdout))
 
 
 def run_scripts(*jobs: tuple[Path, dict[str, str]]) -> list[JobRun]:
     """Side by side: they are mostly imports and model loading."""
-    procs = [(subprocess.Popen([sys.executable, str(s)], cwd=s.parent, env=e, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)) for s, e in jobs]
+    procs = [
+        (
+            subprocess.Popen(
+                [sys.executable, str(s)], cwd=s.parent, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+        for s, e in jobs
+    ]
     outputs = [p.communicate(timeout=JOB_TIMEOUT_S) for p in procs]
     return [JobRun(p.returncode, out, err, parse_events(out)) for p, (out, err) in zip(procs, outputs, strict=True)]
 
@@ -241,24 +261,39 @@ def render_conversion(workdir: Path, source: Path, **options: Any) -> Path:
 def tiny256(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
     """The tiny Qwen2 at hidden size 256 / intermediate 512: every row fills whole K-quant blocks."""
     dest = tmp_path_factory.mktemp("tiny256") / "model"
-    code = ("import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
-            "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)")
+    code = (
+        "import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
+        "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)"
+    )
     subprocess.run([sys.executable, "-c", code, str(dest)], env=job_env, check=True, timeout=300)
     return dest
 
 
 @pytest.fixture(scope="module")
-def sft_adapter(tmp_path_factory: pytest.TempPathFactory, tiny256: Path, chat_dataset: Path,
-                job_env: dict[str, str]) -> Path:
+def sft_adapter(
+    tmp_path_factory: pytest.TempPathFactory, tiny256: Path, chat_dataset: Path, job_env: dict[str, str]
+) -> Path:
     """A LoRA adapter trained by a real jobtrail SFT job (4 steps): its committed output_dir/final."""
     workdir = tmp_path_factory.mktemp("sft256")
     config = {
-        "template": "sft", "template_version": 1, "model": str(tiny256),
-        "dataset": {"source": str(chat_dataset), "split": "train"}, "output_dir": str(workdir / "out"),
+        "template": "sft",
+        "template_version": 1,
+        "model": str(tiny256),
+        "dataset": {"source": str(chat_dataset), "split": "train"},
+        "output_dir": str(workdir / "out"),
         "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
-        "training_args": {"max_steps": 4, "learning_rate": 5e-3, "per_device_train_batch_size": 2, "save_steps": 4,
-                          "logging_steps": 1, "max_length": 64, "seed": 0},
-        "checkpoint_retention": 1, "push_to_hub": False, "hub_model_id": None,
+        "training_args": {
+            "max_steps": 4,
+            "learning_rate": 5e-3,
+            "per_device_train_batch_size": 2,
+            "save_steps": 4,
+            "logging_steps": 1,
+            "max_length": 64,
+            "seed": 0,
+        },
+        "checkpoint_retention": 1,
+        "push_to_hub": False,
+        "hub_model_id": None,
     }
     script = workdir / "sft.py"
     script.write_text(render_script("sft", config))
@@ -269,8 +304,9 @@ def sft_adapter(tmp_path_factory: pytest.TempPathFactory, tiny256: Path, chat_da
 @pytest.fixture(scope="module")
 def conversion(tmp_path_factory: pytest.TempPathFactory, sft_adapter: Path, job_env: dict[str, str]) -> JobRun:
     """The adapter → F16 + Q8_0 + Q4_K_M. The first run on a machine also fills LLAMA_CPP_CACHE."""
-    script = render_conversion(tmp_path_factory.mktemp("convert"), sft_adapter,
-                               quantizations=["Q8_0", "Q4_K_M"], pre_tokenizer="qwen2")
+    script = render_conversion(
+        tmp_path_factory.mktemp("convert"), sft_adapter, quantizations=["Q8_0", "Q4_K_M"], pre_tokenizer="qwen2"
+    )
     return run_script(script, job_env, timeout=FIRST_BUILD_TIMEOUT_S)
 
 
@@ -355,8 +391,13 @@ def gguf_hub() -> Iterator[HubEmulator]:
 
 
 @pytest.fixture(scope="module")
-def follow_ups(conversion: JobRun, tiny256: Path, tmp_path_factory: pytest.TempPathFactory,
-               job_env: dict[str, str], gguf_hub: HubEmulator) -> dict[str, JobRun]:
+def follow_ups(
+    conversion: JobRun,
+    tiny256: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    job_env: dict[str, str],
+    gguf_hub: HubEmulator,
+) -> dict[str, JobRun]:
     """Jobs run once the cache is warm, side by side: what must not rebuild (and pushes, as on a
     remote backend), and what must refuse."""
     root = tmp_path_factory.mktemp("follow-ups")
@@ -366,15 +407,27 @@ def follow_ups(conversion: JobRun, tiny256: Path, tmp_path_factory: pytest.TempP
     (fancy / "config.json").write_text(json.dumps({**config, "architectures": ["FancyNewForCausalLM"]}))
     online = {k: v for k, v in job_env.items() if k != "HF_HUB_OFFLINE"}
     jobs = {
-        "cached": (render_conversion(root / "cached", tiny256, quantizations=["Q8_0"], pre_tokenizer="qwen2",
-                                     push_to_hub=True, hub_model_id=HUB_REPO),
-                   {**online, "HF_ENDPOINT": gguf_hub.url, "HF_TOKEN": HUB_TOKEN}),
+        "cached": (
+            render_conversion(
+                root / "cached",
+                tiny256,
+                quantizations=["Q8_0"],
+                pre_tokenizer="qwen2",
+                push_to_hub=True,
+                hub_model_id=HUB_REPO,
+            ),
+            {**online, "HF_ENDPOINT": gguf_hub.url, "HF_TOKEN": HUB_TOKEN},
+        ),
         "no_pre_tokenizer": (render_conversion(root / "no-pre", tiny256, quantizations=[]), job_env),
-        "unsupported": (render_conversion(root / "fancy", fancy, quantizations=["Q8_0"], pre_tokenizer="qwen2"),
-                        job_env),
+        "unsupported": (
+            render_conversion(root / "fancy", fancy, quantizations=["Q8_0"], pre_tokenizer="qwen2"),
+            job_env,
+        ),
         # An empty cache and no build tools on PATH: nothing to build llama-quantize with.
-        "no_cmake": (render_conversion(root / "no-cmake", tiny256, cache_dir=root / "empty-cache"),
-                     {**job_env, "PATH": str(root / "empty-path")}),
+        "no_cmake": (
+            render_conversion(root / "no-cmake", tiny256, cache_dir=root / "empty-cache"),
+            {**job_env, "PATH": str(root / "empty-path")},
+        ),
     }
     return dict(zip(jobs, run_scripts(*jobs.values()), strict=True))
 
@@ -460,8 +513,13 @@ try:
 except job.ConversionRefused as exc:
     print("REFUSED", exc)
 """
-    out = subprocess.run([sys.executable, "-c", code, str(SCRIPTS), str(tiny_model), str(tmp_path)],
-                         env=job_env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(SCRIPTS), str(tiny_model), str(tmp_path)],
+        env=job_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     events = parse_events(out.stdout)
     assert next(e for e in events if e["event"] == "embeddings_resized")["adapter_rows"] == 802

@@ -62,8 +62,6 @@ def test_rendered_script_is_self_contained(tmp_path: Path) -> None:
     assert namespace["CONFIG"] == config
 
 
-
-
 def test_template_does_not_shadow_the_inlined_runtime() -> None:
     clash = top_level_names(SCRIPTS / "sft.py") & top_level_names(SCRIPTS / "_runtime.py")
     assert not clash, f"sft.py redefines runtime names once inlined: {clash}"
@@ -86,9 +84,7 @@ def lora_run(tmp_path_factory: pytest.TempPathFactory, kit: JobKit) -> tuple[Job
     return run, workdir / "out"
 
 
-def test_lora_run_succeeds_with_full_event_trail(
-    lora_run: tuple[JobRun, Path], kit: JobKit, rt: ModuleType
-) -> None:
+def test_lora_run_succeeds_with_full_event_trail(lora_run: tuple[JobRun, Path], kit: JobKit, rt: ModuleType) -> None:
     run, out = lora_run
     succeeded(run)
     assert [e["event"] for e in run.events[:2]] == ["start", "environment"]
@@ -122,9 +118,7 @@ def test_lora_run_succeeds_with_full_event_trail(
     assert metrics["peak_memory_bytes"] > 0 and metrics["tokens_per_second"] > 0
 
 
-def test_lora_run_commits_checkpoints_and_keeps_the_newest(
-    lora_run: tuple[JobRun, Path], rt: ModuleType
-) -> None:
+def test_lora_run_commits_checkpoints_and_keeps_the_newest(lora_run: tuple[JobRun, Path], rt: ModuleType) -> None:
     _, out = lora_run
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
     trainer_files = ("adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth")
@@ -142,7 +136,7 @@ def test_text_and_prompt_completion_formats_train(tmp_path: Path, kit: JobKit) -
         "prompt_completion": write_prompt_completion_dataset(tmp_path / "pc.jsonl"),
     }
     jobs = [kit.job(tmp_path / name, dataset=path, max_steps=2) for name, path in datasets.items()]
-    for name, run in zip(datasets, run_jobs(*jobs)):
+    for name, run in zip(datasets, run_jobs(*jobs), strict=True):
         succeeded(run)
         assert run.one("data_manifest")["format"] == name
         assert run.steps() == [1, 2] and all(isinstance(s["loss"], float) for s in run.named("step"))
@@ -242,7 +236,7 @@ def test_failures_are_classified(tmp_path: Path, kit: JobKit) -> None:
         "dependency": (kit.job(tmp_path / "c5", env=broken_trl), "dependency_error", "simulated"),
     }
     runs = run_jobs(*(job for job, _, _ in cases.values()))
-    for (name, (_, reason, needle)), run in zip(cases.items(), runs):
+    for (name, (_, reason, needle)), run in zip(cases.items(), runs, strict=True):
         assert run.returncode != 0, f"{name}: {run.describe()}"
         term = run.termination
         assert term["reason"] == reason, f"{name}: {term}\n{run.stderr[-2000:]}"
@@ -258,8 +252,8 @@ def test_failures_are_classified(tmp_path: Path, kit: JobKit) -> None:
 def test_emit_prints_one_compact_json_line(rt: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     rt.emit("step", step=3, loss=1.5, path=Path("/x"))
     out = capsys.readouterr().out
-    assert out.count("\n") == 1 and out.startswith("JOBTRAIL {\"event\":\"step\",")
-    record = json.loads(out[len("JOBTRAIL "):])
+    assert out.count("\n") == 1 and out.startswith('JOBTRAIL {"event":"step",')
+    record = json.loads(out[len("JOBTRAIL ") :])
     assert list(record)[:2] == ["event", "time"] and isinstance(record["time"], float)
     assert record["path"] == "/x" and ", " not in out
 
@@ -274,9 +268,7 @@ def _fake_checkpoint(out: Path, step: int, rt: ModuleType, *, commit: bool = Tru
     return ckpt
 
 
-def test_commit_writes_manifest_and_marker(
-    tmp_path: Path, rt: ModuleType, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_commit_writes_manifest_and_marker(tmp_path: Path, rt: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     ckpt = _fake_checkpoint(tmp_path, 3, rt)
     event = parse_events(capsys.readouterr().out)[-1]
     assert event["state"] == "committed" and event["files"] == 2 and event["bytes"] > 256
@@ -318,12 +310,10 @@ def test_find_resume_target_never_picks_partial_or_corrupt(tmp_path: Path, rt: M
     assert rt.find_resume_target(tmp_path / "missing") == (None, None, [])
 
 
-def test_retention_keeps_newest_committed(
-    tmp_path: Path, rt: ModuleType, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_retention_keeps_newest_committed(tmp_path: Path, rt: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     for step in (2, 4, 6, 8):
         _fake_checkpoint(tmp_path, step, rt)
-    _fake_checkpoint(tmp_path, 3, rt, commit=False)   # dead partial, older than the newest commit
+    _fake_checkpoint(tmp_path, 3, rt, commit=False)  # dead partial, older than the newest commit
     _fake_checkpoint(tmp_path, 10, rt, commit=False)  # newer partial: may still be being written
     capsys.readouterr()
     rt.apply_retention(tmp_path, 2)
@@ -454,9 +444,7 @@ def test_sigterm_emits_signal_and_exits_143(tmp_path: Path, job_env: dict[str, s
         "    time.sleep(60)  # interrupted by the handler; never reached in full\n"
         "run_job(main)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, str(script)], env=job_env, capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run([sys.executable, str(script)], env=job_env, capture_output=True, text=True, timeout=60)
     events = parse_events(proc.stdout)
     assert proc.returncode == 143, proc.stderr
     assert [e["event"] for e in events] == ["ready", "signal"] and events[1]["signal"] == 15

@@ -32,8 +32,17 @@ SCRIPTS = scripts_dir()
 METHODS = ("dpo", "grpo", "reward", "kto")
 RUNTIME_MODULES = ("_runtime.py", "_training.py")
 # Small and fast: 2 steps, a checkpoint at each, tiny sequences; GRPO makes 2 completions per prompt.
-FAST = {"max_steps": 2, "save_steps": 1, "logging_steps": 1, "learning_rate": 1e-3, "seed": 0,
-        "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "lora_r": 4, "lora_alpha": 8}
+FAST = {
+    "max_steps": 2,
+    "save_steps": 1,
+    "logging_steps": 1,
+    "learning_rate": 1e-3,
+    "seed": 0,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "lora_r": 4,
+    "lora_alpha": 8,
+}
 FAST_BY_METHOD: dict[str, dict[str, Any]] = {
     "dpo": {"max_length": 48},
     "reward": {"max_length": 48},
@@ -72,8 +81,13 @@ def method_config(
     training_defaults(method) under the user's values, jobtrail's peft/job knobs split off, and for
     GRPO the reward knobs moved from training_args into the `rewards` block."""
     merged = {**training_defaults(method), **hyperparams.PEFT_DEFAULTS, **hyperparams.JOB_DEFAULTS, **hyperparameters}
-    peft = {"method": merged.pop("peft"), "r": merged.pop("lora_r"), "alpha": merged.pop("lora_alpha"),
-            "dropout": merged.pop("lora_dropout"), "target_modules": merged.pop("lora_target_modules")}
+    peft = {
+        "method": merged.pop("peft"),
+        "r": merged.pop("lora_r"),
+        "alpha": merged.pop("lora_alpha"),
+        "dropout": merged.pop("lora_dropout"),
+        "target_modules": merged.pop("lora_target_modules"),
+    }
     job = {name: merged.pop(name) for name in hyperparams.JOB_DEFAULTS}
     training_args = {k: v for k, v in merged.items() if k not in REWARD_HYPERPARAMETERS}
     config = {
@@ -94,8 +108,13 @@ def method_config(
 
 
 def job(
-    workdir: Path, method: str, model: Path, dataset: Path, env: dict[str, str],
-    user_reward: dict[str, Any] | None = None, **hyperparameters: Any,
+    workdir: Path,
+    method: str,
+    model: Path,
+    dataset: Path,
+    env: dict[str, str],
+    user_reward: dict[str, Any] | None = None,
+    **hyperparameters: Any,
 ) -> tuple[Path, dict[str, str]]:
     """(script, env) for run_jobs: a fast job of `method` training into workdir/out."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -112,21 +131,25 @@ def _toy_pairs() -> list[tuple[str, str, str]]:
     return [(f"What comes after {w}?", words[(i + 1) % 10], words[(i + 5) % 10]) for i, w in enumerate(words)]
 
 
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny datasets in TRL's formats: preference pairs, unpaired with a boolean label, prompt-only."""
     root, pairs = tmp_path_factory.mktemp("method-data"), _toy_pairs()
     return {
-        "pairs": write_jsonl(root / "pairs.jsonl", [
-            {"prompt": p, "chosen": f" After it comes {good}.", "rejected": f" After it comes {bad}."}
-            for p, good, bad in pairs
-        ]),
-        "unpaired": write_jsonl(root / "unpaired.jsonl", [
-            {"prompt": p, "completion": f" It is {good if i % 2 else bad}.", "label": bool(i % 2)}
-            for i, (p, good, bad) in enumerate(pairs)
-        ]),
+        "pairs": write_jsonl(
+            root / "pairs.jsonl",
+            [
+                {"prompt": p, "chosen": f" After it comes {good}.", "rejected": f" After it comes {bad}."}
+                for p, good, bad in pairs
+            ],
+        ),
+        "unpaired": write_jsonl(
+            root / "unpaired.jsonl",
+            [
+                {"prompt": p, "completion": f" It is {good if i % 2 else bad}.", "label": bool(i % 2)}
+                for i, (p, good, bad) in enumerate(pairs)
+            ],
+        ),
         "prompts": write_jsonl(root / "prompts.jsonl", [{"prompt": p, "answer": good} for p, good, _ in pairs]),
     }
 
@@ -154,12 +177,32 @@ def runs(
         "dpo": job(root / "dpo", "dpo", tiny_model, data["pairs"], job_env),
         "reward": job(root / "reward", "reward", tiny_model, data["pairs"], job_env),
         "kto": job(root / "kto", "kto", tiny_model, data["unpaired"], job_env),
-        "grpo": job(root / "grpo", "grpo", tiny_model, data["prompts"], job_env,
-                    reward_funcs=["exact_match", "length"], reward_length_target=4),
-        "grpo_user": job(root / "grpo_user", "grpo", tiny_model, data["prompts"], job_env,
-                         user_reward={"file": reward_file, "function": "names_a_number"}, max_steps=1),
-        "grpo_broken_reward": job(root / "grpo_broken", "grpo", tiny_model, data["prompts"], job_env,
-                                  user_reward={"file": broken_file, "function": "broken"}),
+        "grpo": job(
+            root / "grpo",
+            "grpo",
+            tiny_model,
+            data["prompts"],
+            job_env,
+            reward_funcs=["exact_match", "length"],
+            reward_length_target=4,
+        ),
+        "grpo_user": job(
+            root / "grpo_user",
+            "grpo",
+            tiny_model,
+            data["prompts"],
+            job_env,
+            user_reward={"file": reward_file, "function": "names_a_number"},
+            max_steps=1,
+        ),
+        "grpo_broken_reward": job(
+            root / "grpo_broken",
+            "grpo",
+            tiny_model,
+            data["prompts"],
+            job_env,
+            user_reward={"file": broken_file, "function": "broken"},
+        ),
         "qlora_on_cpu": job(root / "qlora", "dpo", tiny_model, data["pairs"], job_env, peft="qlora"),
     }
     results = run_jobs(*jobs.values())
@@ -199,12 +242,23 @@ def test_each_method_trains_to_a_committed_checkpoint(
 
 
 def test_grpo_resumes_from_its_newest_committed_checkpoint(
-    runs: dict[str, tuple[JobRun, Path]], tmp_path: Path, tiny_model: Path, data: dict[str, Path],
+    runs: dict[str, tuple[JobRun, Path]],
+    tmp_path: Path,
+    tiny_model: Path,
+    data: dict[str, Path],
     job_env: dict[str, str],
 ) -> None:
     shutil.copytree(runs["grpo"][1], tmp_path / "out")
-    second = job(tmp_path, "grpo", tiny_model, data["prompts"], {**job_env, "JOBTRAIL_ATTEMPT_ID": "att-2"},
-                 reward_funcs=["exact_match", "length"], reward_length_target=4, max_steps=3)
+    second = job(
+        tmp_path,
+        "grpo",
+        tiny_model,
+        data["prompts"],
+        {**job_env, "JOBTRAIL_ATTEMPT_ID": "att-2"},
+        reward_funcs=["exact_match", "length"],
+        reward_length_target=4,
+        max_steps=3,
+    )
     (run,) = run_jobs(second)
     succeeded(run)
     assert run.one("resume")["checkpoint"] == str(tmp_path / "out" / "checkpoint-2")
@@ -241,12 +295,11 @@ def test_qlora_on_cpu_fails_fast_with_the_reason(runs: dict[str, tuple[JobRun, P
 # --- templates -----------------------------------------------------------------------------------
 
 
-
-
 @pytest.mark.parametrize("method", ("sft", *METHODS))
 def test_templates_render_self_contained_without_shadowing_the_runtime(method: str, tmp_path: Path) -> None:
-    config = method_config(method, Path("/m"), Path("/d.jsonl"), tmp_path, {"reward_funcs": ["format"]}
-                           if method == "grpo" else {})
+    config = method_config(
+        method, Path("/m"), Path("/d.jsonl"), tmp_path, {"reward_funcs": ["format"]} if method == "grpo" else {}
+    )
     text = render_script(method, config)
     ast.parse(text)
     assert "from _runtime" not in text and "from _training" not in text and "jobtrail:runtime ---\n#" in text
@@ -290,18 +343,32 @@ def test_server_knows_the_job_side_builtin_rewards(grpo_template: ModuleType) ->
 
 
 def test_builtin_rewards_score_completions(grpo_template: ModuleType) -> None:
-    funcs = grpo_template.build_reward_funcs(rewards_config({"reward_funcs": list(BUILTIN_REWARDS),
-                                                             "reward_length_target": 4}))
+    funcs = grpo_template.build_reward_funcs(
+        rewards_config({"reward_funcs": list(BUILTIN_REWARDS), "reward_length_target": 4})
+    )
     assert [f.__name__ for f in funcs] == list(BUILTIN_REWARDS)  # TRL logs rewards/<name>/mean
     exact, numeric, fmt, length = funcs
     chat = [[{"role": "assistant", "content": "<think>hm</think> <answer>Two.</answer>"}]]
-    assert exact(prompts=["q"] * 3, completions=["two", "It is three", chat[0]], answer=["Two", "two", "two"]) == [1.0, 0.0, 1.0]
+    assert exact(prompts=["q"] * 3, completions=["two", "It is three", chat[0]], answer=["Two", "two", "two"]) == [
+        1.0,
+        0.0,
+        1.0,
+    ]
     assert exact(prompts=["q"], completions=["x"], solution=["x"]) == [1.0]
-    assert numeric(prompts=["q"] * 3, completions=["so 1,000.0", "<answer>41</answer>", "none"],
-                   answer=["1000", "42", "7"]) == [1.0, 0.0, 0.0]
+    assert numeric(
+        prompts=["q"] * 3, completions=["so 1,000.0", "<answer>41</answer>", "none"], answer=["1000", "42", "7"]
+    ) == [1.0, 0.0, 0.0]
     assert numeric(prompts=["q"], completions=["5"], answer=["no number"]) == [None]
-    assert fmt(prompts=["q"] * 3, completions=["<think>a\nb</think>\n<answer>c</answer>", "c", chat[0]]) == [1.0, 0.0, 1.0]
-    assert length(prompts=["q"] * 3, completions=["", "", ""], completion_ids=[[1] * 4, [1] * 2, [1] * 9]) == [1.0, 0.5, 0.0]
+    assert fmt(prompts=["q"] * 3, completions=["<think>a\nb</think>\n<answer>c</answer>", "c", chat[0]]) == [
+        1.0,
+        0.0,
+        1.0,
+    ]
+    assert length(prompts=["q"] * 3, completions=["", "", ""], completion_ids=[[1] * 4, [1] * 2, [1] * 9]) == [
+        1.0,
+        0.5,
+        0.0,
+    ]
     with pytest.raises(ValueError, match="unknown built-in reward"):
         grpo_template.build_reward_funcs({"builtin": ["exact"], "user": None})
 
@@ -334,7 +401,8 @@ def test_a_valid_reward_file_passes(tmp_path: Path) -> None:
     assert _codes(tmp_path, USER_REWARD, "names_a_number") == [("reward_file.columns", "warning")]  # `answer`
     source = (
         '"""Doc."""\nfrom __future__ import annotations\nimport math\nimport numpy as np\n'
-        "SCALE: float = 2 ** -1\nNAMES = {'a': (1, 2), **{}}\nLABEL = f'{SCALE}'\nFLAG = math.pi\nclip = lambda x: x\n\n"
+        "SCALE: float = 2 ** -1\nNAMES = {'a': (1, 2), **{}}\nLABEL = f'{SCALE}'\n"
+        "FLAG = math.pi\nclip = lambda x: x\n\n"
         "class Helper:\n    pass\n\n"
         "def score(completions, prompts=None, *, answer=None, **kwargs):\n    return [SCALE for _ in completions]\n"
     )
@@ -353,8 +421,10 @@ def test_a_valid_reward_file_passes(tmp_path: Path) -> None:
         ("def score(completions, /, **kwargs):\n    return []\n", "reward_file.signature"),
         ("async def score(completions, **kwargs):\n    return []\n", "reward_file.signature"),
         ("print('loading')\ndef score(completions, **kwargs):\n    return []\n", "reward_file.top_level"),
-        ("import json\nDATA = json.load(open('x'))\ndef score(completions, **kwargs):\n    return []\n",
-         "reward_file.top_level"),
+        (
+            "import json\nDATA = json.load(open('x'))\ndef score(completions, **kwargs):\n    return []\n",
+            "reward_file.top_level",
+        ),
         ("for i in range(3):\n    pass\ndef score(completions, **kwargs):\n    return []\n", "reward_file.top_level"),
         ("from .helpers import weight\ndef score(completions, **kwargs):\n    return []\n", "reward_file.import"),
     ],
@@ -368,9 +438,13 @@ def test_an_invalid_reward_file_is_refused(tmp_path: Path, source: str, code: st
 def test_reward_file_problems_say_why(tmp_path: Path) -> None:
     [missing] = check_reward_file(tmp_path / "nope.py", "score")
     assert missing.code == "reward_file.missing"
-    [top] = check_reward_file(_reward_file(tmp_path, "x = open('f')\ndef score(completions, **kwargs):\n  return []\n"), "score")
+    [top] = check_reward_file(
+        _reward_file(tmp_path, "x = open('f')\ndef score(completions, **kwargs):\n  return []\n"), "score"
+    )
     assert "Line 1" in top.message and "before training" in top.message
-    [imp] = check_reward_file(_reward_file(tmp_path, "import sympy\ndef score(completions, **kwargs):\n  return []\n"), "score")
+    [imp] = check_reward_file(
+        _reward_file(tmp_path, "import sympy\ndef score(completions, **kwargs):\n  return []\n"), "score"
+    )
     assert (imp.code, imp.severity) == ("reward_file.import", "warning") and "sympy" in imp.message
     [sig] = check_reward_file(_reward_file(tmp_path, "def score(completions):\n  return []\n"), "score")
     assert "**kwargs" in sig.message and "def score(prompts, completions, **kwargs)" in sig.fix
@@ -379,8 +453,12 @@ def test_reward_file_problems_say_why(tmp_path: Path) -> None:
 def test_rewards_config_carries_the_source(tmp_path: Path) -> None:
     path = _reward_file(tmp_path, USER_REWARD)
     block = rewards_config({"reward_funcs": "format", "max_steps": 3}, {"file": path, "function": "names_a_number"})
-    assert block == {"builtin": ["format"], "user": {"function": "names_a_number", "source": USER_REWARD},
-                     "format_regex": REWARD_HYPERPARAMETERS["reward_format_regex"], "length_target": 256}
+    assert block == {
+        "builtin": ["format"],
+        "user": {"function": "names_a_number", "source": USER_REWARD},
+        "format_regex": REWARD_HYPERPARAMETERS["reward_format_regex"],
+        "length_target": 256,
+    }
 
 
 # --- method rules --------------------------------------------------------------------------------
@@ -395,12 +473,24 @@ GOOD_GRPO = {"reward_funcs": ["exact_match"]}
         ("grpo", {}, {"function": "f"}, None),
         ("grpo", {}, None, "grpo.rewards_missing"),
         ("grpo", {"reward_funcs": ["exact_macth"]}, None, "grpo.reward_unknown"),
-        ("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 3},
-         None, "grpo.num_generations"),
-        ("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 3},
-         None, None),
-        ("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1},
-         None, "grpo.generation_batch_small"),
+        (
+            "grpo",
+            {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 3},
+            None,
+            "grpo.num_generations",
+        ),
+        (
+            "grpo",
+            {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 3},
+            None,
+            None,
+        ),
+        (
+            "grpo",
+            {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1},
+            None,
+            "grpo.generation_batch_small",
+        ),
         ("grpo", {**GOOD_GRPO, "num_generations": 1}, None, "grpo.num_generations"),
         ("grpo", {**GOOD_GRPO, "generation_batch_size": 6}, None, "grpo.generation_batch"),  # per-device batch is 4
         ("grpo", {**GOOD_GRPO, "generation_batch_size": 12, "steps_per_generation": 3}, None, "grpo.generation_batch"),
@@ -429,18 +519,22 @@ GOOD_GRPO = {"reward_funcs": ["exact_match"]}
         ("sft", {}, None, None),
     ],
 )
-def test_method_rules(method: str, hyperparameters: dict[str, Any], user: dict[str, Any] | None, code: str | None) -> None:
+def test_method_rules(
+    method: str, hyperparameters: dict[str, Any], user: dict[str, Any] | None, code: str | None
+) -> None:
     findings = check_method(method, hyperparameters, user)
     assert [f.code for f in findings] == ([code] if code else []), findings
     assert all(f.fix for f in findings)
 
 
 def test_grpo_batch_fix_names_exact_values() -> None:
-    [finding] = check_method("grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4,
-                                      "gradient_accumulation_steps": 3})
+    [finding] = check_method(
+        "grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 3}
+    )
     assert "per_device_train_batch_size (4) x gradient_accumulation_steps (3) on 1 process = 12" in finding.message
-    assert finding.fix == ("Set gradient_accumulation_steps=4, or per_device_train_batch_size=8, "
-                           "or num_generations=4 or 6 or 12.")
+    assert finding.fix == (
+        "Set gradient_accumulation_steps=4, or per_device_train_batch_size=8, or num_generations=4 or 6 or 12."
+    )
     [unknown] = check_method("grpo", {"reward_funcs": ["exact_macth"]})
     assert "Did you mean 'exact_match'?" in unknown.message
 

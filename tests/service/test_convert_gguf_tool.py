@@ -23,14 +23,28 @@ def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, ch
     # The same llama.cpp cache as tests/test_gguf.py, so the quantizer is built once per machine.
     monkeypatch.setenv("JOBTRAIL_LLAMA_CPP_CACHE", str(LLAMA_CPP_CACHE.parent))
     model = tmp_path / "tiny256"
-    code = ("import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
-            "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)")
+    code = (
+        "import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
+        "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)"
+    )
     subprocess.run([sys.executable, "-c", code, str(model)], env=job_env, check=True, timeout=300)
     service = build_service(tmp_path / "home")
-    job = service.submit(JobSpec(method="sft", model=str(model), dataset=str(chat_dataset),
-                                 hyperparameters={"max_steps": 2, "max_length": 64, "logging_steps": 1}))
-    assert wait_for(lambda: (r := service.inspect(job.job_id)).status != "running" and r.status != "queued" and r, 180,
-                    "training").status == "succeeded"
+    job = service.submit(
+        JobSpec(
+            method="sft",
+            model=str(model),
+            dataset=str(chat_dataset),
+            hyperparameters={"max_steps": 2, "max_length": 64, "logging_steps": 1},
+        )
+    )
+    assert (
+        wait_for(
+            lambda: (r := service.inspect(job.job_id)).status != "running" and r.status != "queued" and r,
+            180,
+            "training",
+        ).status
+        == "succeeded"
+    )
     server = build_server(service)
 
     async def call(arguments):
@@ -42,8 +56,12 @@ def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, ch
     started = anyio.run(call, {"source": job.job_id, "quantizations": ["Q8_0"], "pre_tokenizer": "qwen2"})
     conversion = started.structured_content
     assert conversion["job_id"] and conversion["source"].endswith("/output/final")
-    done = wait_for(lambda: (r := service.inspect(conversion["job_id"])).status in ("succeeded", "failed") and r,
-                    FIRST_BUILD_TIMEOUT_S + 300, "the conversion", interval=1.0)
+    done = wait_for(
+        lambda: (r := service.inspect(conversion["job_id"])).status in ("succeeded", "failed") and r,
+        FIRST_BUILD_TIMEOUT_S + 300,
+        "the conversion",
+        interval=1.0,
+    )
     assert done.status == "succeeded", (done.termination_message, service.logs(conversion["job_id"], tail=30).lines)
     files = {a["quantization"]: a for a in done.artifacts if a.get("kind") == "gguf"}
     assert set(files) == {"F16", "Q8_0"}

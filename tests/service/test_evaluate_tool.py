@@ -12,8 +12,15 @@ from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec
 from support.waiting import wait_for
 
-HYPER = {"max_steps": 8, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 4,
-         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 2e-2}
+HYPER = {
+    "max_steps": 8,
+    "logging_steps": 1,
+    "save_steps": 4,
+    "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 1,
+    "max_length": 64,
+    "learning_rate": 2e-2,
+}
 
 
 def _ended(service, job_id):
@@ -24,14 +31,17 @@ def _ended(service, job_id):
 def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
-    trained = service.submit(JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER))
+    trained = service.submit(
+        JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER)
+    )
     assert wait_for(lambda: _ended(service, trained.job_id), 180, "training").status == "succeeded"
 
     base = service.evaluate(str(heldout), model=str(tiny_model))
     final = service.evaluate(str(heldout), job_id=trained.job_id)
     middle = service.evaluate(str(heldout), job_id=trained.job_id, checkpoint="checkpoint-4")
     for ev in (base, final, middle):
-        assert wait_for(lambda: _ended(service, ev.job_id), 180, "an evaluation").status == "succeeded"
+        job_id = ev.job_id
+        assert wait_for(lambda job_id=job_id: _ended(service, job_id), 180, "an evaluation").status == "succeeded"
 
     records = {e["checkpoint"]: e for e in service.inspect(trained.job_id).evaluations}
     assert set(records) == {"final", "checkpoint-4"}
@@ -46,16 +56,26 @@ def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, t
 
     # "Which checkpoint of this run scored best on task set X, with which evaluator?" — one query.
     task_set = final_record["task_set"]["revision_or_sha256"]
-    best = service.ledger._conn().execute(
-        "SELECT checkpoint, evaluator_sha256 FROM evals WHERE target_run_id = ? AND task_set_sha256 = ? AND state = 'finished'"
-        " ORDER BY json_extract(metrics_json, '$.loss') LIMIT 1", (trained.job_id, task_set)).fetchone()
+    best = (
+        service.ledger._conn()
+        .execute(
+            "SELECT checkpoint, evaluator_sha256 FROM evals "
+            "WHERE target_run_id = ? AND task_set_sha256 = ? AND state = 'finished'"
+            " ORDER BY json_extract(metrics_json, '$.loss') LIMIT 1",
+            (trained.job_id, task_set),
+        )
+        .fetchone()
+    )
     assert best[0] in ("final", "checkpoint-4") and best[1] == final_record["evaluator"]["script_sha256"]
 
 
 def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
-    trained = service.submit(JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset),
-                                     hyperparameters={**HYPER, "max_steps": 2}))
+    trained = service.submit(
+        JobSpec(
+            method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters={**HYPER, "max_steps": 2}
+        )
+    )
     assert wait_for(lambda: _ended(service, trained.job_id), 180, "training").status == "succeeded"
     failing = service.evaluate(str(chat_dataset), job_id=trained.job_id, metrics=["pairwise_accuracy"])
     done = wait_for(lambda: _ended(service, failing.job_id), 180, "the evaluation")
@@ -71,9 +91,17 @@ def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_pat
 def test_submit_with_eval_dataset_measures_base_before_and_final_after(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
-    job = service.submit(JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER,
-                                 eval_dataset=str(heldout)))
-    done = wait_for(lambda: (r := service.inspect(job.job_id)).eval_delta is not None and r, 300,
-                    "both evaluations and the delta")
+    job = service.submit(
+        JobSpec(
+            method="sft",
+            model=str(tiny_model),
+            dataset=str(chat_dataset),
+            hyperparameters=HYPER,
+            eval_dataset=str(heldout),
+        )
+    )
+    done = wait_for(
+        lambda: (r := service.inspect(job.job_id)).eval_delta is not None and r, 300, "both evaluations and the delta"
+    )
     assert [e["checkpoint"] for e in done.evaluations] == ["base", "final"]
     assert done.eval_delta["loss"] < 0 and "Change from the base model" in done.to_markdown()

@@ -10,14 +10,23 @@ from jobtrail.models import JobSpec
 from support.waiting import wait_for
 
 TOKEN = "hf_alice_write_secret_token_42"
-HYPER = {"max_steps": 6, "logging_steps": 1, "save_steps": 3, "per_device_train_batch_size": 2,
-         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+HYPER = {
+    "max_steps": 6,
+    "logging_steps": 1,
+    "save_steps": 3,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "max_length": 64,
+    "learning_rate": 1e-3,
+}
 
 
 @pytest.fixture
 def remote(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
     hub.add_token(TOKEN, "alice")
-    hub.add_repo("alice/tiny", files={p.name: p for p in tiny_model.iterdir() if p.is_file() and not p.name.startswith(".")})
+    hub.add_repo(
+        "alice/tiny", files={p.name: p for p in tiny_model.iterdir() if p.is_file() and not p.name.startswith(".")}
+    )
     hub.add_repo("alice/chat", repo_type="dataset", files={"train.jsonl": chat_dataset})
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -25,8 +34,16 @@ def remote(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
 
 
 def _spec(**kw) -> JobSpec:
-    base = dict(method="sft", model="alice/tiny", dataset="alice/chat", backend="hf-jobs", flavor="cpu-basic",
-                timeout_s=1800, hyperparameters=HYPER, output="alice/tiny-sft")
+    base = dict(
+        method="sft",
+        model="alice/tiny",
+        dataset="alice/chat",
+        backend="hf-jobs",
+        flavor="cpu-basic",
+        timeout_s=1800,
+        hyperparameters=HYPER,
+        output="alice/tiny-sft",
+    )
     return JobSpec(**{**base, **kw})
 
 
@@ -34,8 +51,12 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     submitted = remote.submit(_spec())
     assert submitted.job_id, [f.model_dump() for f in submitted.findings]
     assert submitted.output_repo == "alice/tiny-sft"
-    done = wait_for(lambda: (r := remote.inspect(submitted.job_id)).status in ("succeeded", "failed") and r, 240,
-                    "the remote job to end", interval=0.5)
+    done = wait_for(
+        lambda: (r := remote.inspect(submitted.job_id)).status in ("succeeded", "failed") and r,
+        240,
+        "the remote job to end",
+        interval=0.5,
+    )
     assert done.status == "succeeded", (done.termination_message, remote.logs(submitted.job_id, tail=40).lines)
     attempt = done.attempts[0]
     assert attempt.placement.remote_id and attempt.placement.url and attempt.placement.flavor == "cpu-basic"
@@ -46,8 +67,9 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     job = hub.jobs[attempt.placement.remote_id]
     assert job.spec["labels"]["jobtrail-run"] == submitted.job_id
     assert job.spec["labels"]["jobtrail-config-sha256"] == attempt.config_sha256
-    calibrated = remote.estimate_cost("alice/tiny", num_examples=12, avg_tokens=20, max_length=64,
-                                      per_device_batch_size=2, flavor="cpu-basic")
+    calibrated = remote.estimate_cost(
+        "alice/tiny", num_examples=12, avg_tokens=20, max_length=64, per_device_batch_size=2, flavor="cpu-basic"
+    )
     assert calibrated.calibrated, "a finished attempt's measurement should replace the model's guess"
     files = set(hub.repo_files("alice/tiny-sft"))
     assert "last-checkpoint/JOBTRAIL_COMMITTED" in files and "last-checkpoint/jobtrail_manifest.json" in files
@@ -79,7 +101,9 @@ def test_read_only_token_cannot_push_so_the_job_is_refused(remote, hub, monkeypa
 
 def test_cancel_a_remote_job(remote):
     # 100,000 steps would outlast the timeout (preflight says so): forced, since it is cancelled anyway.
-    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 100000}), force=True).job_id
+    job_id = remote.submit(
+        _spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 100000}), force=True
+    ).job_id
     wait_for(lambda: remote.inspect(job_id).status == "running", 120, "the remote job to run", interval=0.5)
     result = remote.cancel(job_id)
     assert result.status == "cancelled" and result.termination_reason == "cancelled"
@@ -103,13 +127,21 @@ def test_jobs_403_ends_the_attempt_as_auth_error_with_the_fix(remote, hub):
 
 def test_a_retried_remote_job_resumes_on_a_fresh_machine_from_the_hubs_last_checkpoint(remote, hub):
     job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 2}), force=True).job_id
-    wait_for(lambda: "last-checkpoint/JOBTRAIL_COMMITTED" in set(hub.repo_files("alice/tiny-sft")), 180,
-             "a committed checkpoint on the Hub", interval=0.5)
+    wait_for(
+        lambda: "last-checkpoint/JOBTRAIL_COMMITTED" in set(hub.repo_files("alice/tiny-sft")),
+        180,
+        "a committed checkpoint on the Hub",
+        interval=0.5,
+    )
     assert remote.cancel(job_id).status == "cancelled"
     answer = remote.retry(job_id, {"max_steps": 8})
     assert answer.retried
-    done = wait_for(lambda: (r := remote.inspect(job_id)).status in ("succeeded", "failed") and len(r.attempts) == 2 and r,
-                    240, "the resumed remote attempt", interval=0.5)
+    done = wait_for(
+        lambda: (r := remote.inspect(job_id)).status in ("succeeded", "failed") and len(r.attempts) == 2 and r,
+        240,
+        "the resumed remote attempt",
+        interval=0.5,
+    )
     assert done.status == "succeeded", done.termination_message
     second = done.attempts[1]
     # The emulator runs each job in a fresh directory: the checkpoint can only have come from the Hub.

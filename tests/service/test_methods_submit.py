@@ -11,13 +11,21 @@ from jobtrail.app import build_service
 from jobtrail.models import JobSpec
 from support.waiting import wait_for
 
-FAST = {"max_steps": 2, "save_steps": 1, "logging_steps": 1, "learning_rate": 1e-3, "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 1, "lora_r": 4, "lora_alpha": 8}
-REWARD = '''import re
+FAST = {
+    "max_steps": 2,
+    "save_steps": 1,
+    "logging_steps": 1,
+    "learning_rate": 1e-3,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "lora_r": 4,
+    "lora_alpha": 8,
+}
+REWARD = """import re
 
 def short_and_numeric(prompts, completions, **kwargs):
     return [1.0 if re.search(r"[0-9]", str(c)) else 0.0 for c in completions]
-'''
+"""
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:
@@ -33,27 +41,46 @@ def service(tmp_path):
 def _run(service, spec: JobSpec) -> str:
     submitted = service.submit(spec)
     assert submitted.job_id, [f.model_dump() for f in submitted.findings if f.severity == "error"]
-    done = wait_for(lambda: (r := service.inspect(submitted.job_id)).status in ("succeeded", "failed") and r, 240,
-                    f"the {spec.method} job")
+    done = wait_for(
+        lambda: (r := service.inspect(submitted.job_id)).status in ("succeeded", "failed") and r,
+        240,
+        f"the {spec.method} job",
+    )
     assert done.status == "succeeded", (done.termination_message, service.logs(submitted.job_id, tail=30).lines)
     assert any(c.state == "committed" for c in done.checkpoints)
     return submitted.job_id
 
 
 def test_dpo_and_grpo_with_a_user_reward_file_train_through_submit(service, tiny_model, tmp_path):
-    pairs = _jsonl(tmp_path / "pairs.jsonl", [{"prompt": f"Count to {i}.", "chosen": f" {i}", "rejected": " no"}
-                                               for i in range(1, 9)])
-    _run(service, JobSpec(method="dpo", model=str(tiny_model), dataset=str(pairs),
-                          hyperparameters={**FAST, "max_length": 48}))
-    prompts = _jsonl(tmp_path / "prompts.jsonl", [{"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(8)])
+    pairs = _jsonl(
+        tmp_path / "pairs.jsonl",
+        [{"prompt": f"Count to {i}.", "chosen": f" {i}", "rejected": " no"} for i in range(1, 9)],
+    )
+    _run(
+        service,
+        JobSpec(method="dpo", model=str(tiny_model), dataset=str(pairs), hyperparameters={**FAST, "max_length": 48}),
+    )
+    prompts = _jsonl(
+        tmp_path / "prompts.jsonl", [{"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(8)]
+    )
     reward = tmp_path / "reward.py"
     reward.write_text(REWARD)
-    job_id = _run(service, JobSpec(method="grpo", model=str(tiny_model), dataset=str(prompts),
-                                   hyperparameters={**FAST, "num_generations": 2, "max_completion_length": 8,
-                                                    "reward_funcs": ["exact_match"]},
-                                   reward_file=str(reward), reward_function="short_and_numeric"))
+    job_id = _run(
+        service,
+        JobSpec(
+            method="grpo",
+            model=str(tiny_model),
+            dataset=str(prompts),
+            hyperparameters={**FAST, "num_generations": 2, "max_completion_length": 8, "reward_funcs": ["exact_match"]},
+            reward_file=str(reward),
+            reward_function="short_and_numeric",
+        ),
+    )
     config = service.ledger.attempts(job_id)[0].config
-    assert config["rewards"]["builtin"] == ["exact_match"] and "def short_and_numeric" in config["rewards"]["user"]["source"]
+    assert (
+        config["rewards"]["builtin"] == ["exact_match"]
+        and "def short_and_numeric" in config["rewards"]["user"]["source"]
+    )
     assert "reward_funcs" not in config["training_args"]
 
 
@@ -61,13 +88,28 @@ def test_grpo_preflight_refuses_a_bad_reward_file_and_an_indivisible_batch(servi
     prompts = _jsonl(tmp_path / "prompts.jsonl", [{"prompt": "2+2?", "answer": "4"}] * 4)
     bad = tmp_path / "bad.py"
     bad.write_text("def score(x):\n    return [0.0]\n")
-    refused = service.submit(JobSpec(method="grpo", model=str(tiny_model), dataset=str(prompts),
-                                     hyperparameters={**FAST, "num_generations": 3}, reward_file=str(bad),
-                                     reward_function="score"))
+    refused = service.submit(
+        JobSpec(
+            method="grpo",
+            model=str(tiny_model),
+            dataset=str(prompts),
+            hyperparameters={**FAST, "num_generations": 3},
+            reward_file=str(bad),
+            reward_function="score",
+        )
+    )
     codes = {f.code for f in refused.findings if f.severity == "error"}
     assert refused.status == "rejected" and len(codes) >= 2
     assert any("num_generations" in f.message for f in refused.findings)
-    missing = service.submit(JobSpec(method="grpo", model=str(tiny_model), dataset=str(prompts),
-                                     hyperparameters=FAST, reward_file=str(tmp_path / "nope.py"), reward_function="f"))
+    missing = service.submit(
+        JobSpec(
+            method="grpo",
+            model=str(tiny_model),
+            dataset=str(prompts),
+            hyperparameters=FAST,
+            reward_file=str(tmp_path / "nope.py"),
+            reward_function="f",
+        )
+    )
     assert missing.status == "rejected"
     assert service.ps().jobs == []

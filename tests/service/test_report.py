@@ -18,14 +18,29 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 DAY = 86400.0
 
 
-def seed(ledger, run_id: str, reason: TerminationReason, ended_ago_days: float, gpu_s: float, cost: float, method="sft"):
+def seed(
+    ledger, run_id: str, reason: TerminationReason, ended_ago_days: float, gpu_s: float, cost: float, method="sft"
+):
     now = time.time()
     spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
-    run = RunRecord(run_id=run_id, created_at=now, method=method, model="/m", dataset="/d.jsonl", backend="local", spec=spec)
+    run = RunRecord(
+        run_id=run_id, created_at=now, method=method, model="/m", dataset="/d.jsonl", backend="local", spec=spec
+    )
     attempt = AttemptRecord(
-        attempt_id=f"{run_id}/1", run_id=run_id, number=1, status=reason.status, created_at=now,
-        ended_at=now - ended_ago_days * DAY, backend="local", config={}, config_sha256="c", script="", script_sha256="s",
-        termination_reason=reason, gpu_seconds=gpu_s, cost_usd=cost,
+        attempt_id=f"{run_id}/1",
+        run_id=run_id,
+        number=1,
+        status=reason.status,
+        created_at=now,
+        ended_at=now - ended_ago_days * DAY,
+        backend="local",
+        config={},
+        config_sha256="c",
+        script="",
+        script_sha256="s",
+        termination_reason=reason,
+        gpu_seconds=gpu_s,
+        cost_usd=cost,
     )
     ledger.add_run(run, attempt)
 

@@ -13,8 +13,15 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec
 from support.waiting import wait_for
 
-HYPER = {"max_steps": 16, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 2,
-         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+HYPER = {
+    "max_steps": 16,
+    "logging_steps": 1,
+    "save_steps": 4,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "max_length": 64,
+    "learning_rate": 1e-3,
+}
 
 
 @pytest.fixture
@@ -27,8 +34,11 @@ def _spec(model: Path, dataset: Path, **hyper) -> JobSpec:
 
 
 def _committed_step(service, job_id: str) -> int:
-    steps = [c.step or 0 for c in service.inspect(job_id).checkpoints
-             if c.state == "committed" and Path(c.path).name.startswith("checkpoint-")]
+    steps = [
+        c.step or 0
+        for c in service.inspect(job_id).checkpoints
+        if c.state == "committed" and Path(c.path).name.startswith("checkpoint-")
+    ]
     return max(steps, default=0)
 
 
@@ -42,10 +52,15 @@ def test_preempted_job_is_resumed_automatically_from_its_last_committed_checkpoi
     wait_for(lambda: _committed_step(service, job_id) >= 4, 120, "a committed checkpoint")
     placement = service.inspect(job_id).attempts[0].placement
     os.killpg(placement.pgid, signal.SIGTERM)  # a signal jobtrail did not send: the machine taking the job away
-    first = wait_for(lambda: (a := service.inspect(job_id).attempts[0]).termination_reason and a, 60, "attempt 1 to end")
+    first = wait_for(
+        lambda: (a := service.inspect(job_id).attempts[0]).termination_reason and a, 60, "attempt 1 to end"
+    )
     assert first.termination_reason == "preempted", first
-    second = wait_for(lambda: len(service.inspect(job_id).attempts) == 2 and service.inspect(job_id).attempts[1], 30,
-                      "the automatic retry")
+    second = wait_for(
+        lambda: len(service.inspect(job_id).attempts) == 2 and service.inspect(job_id).attempts[1],
+        30,
+        "the automatic retry",
+    )
     assert second.retry_note and "preempted" in second.retry_note
     wait_for(lambda: service.inspect(job_id).attempts[1].resumed_from, 120, "attempt 2 to resume")
     resumed = service.inspect(job_id).attempts[1]
@@ -56,7 +71,9 @@ def test_preempted_job_is_resumed_automatically_from_its_last_committed_checkpoi
 
 def test_bad_input_is_not_retried_and_the_answer_carries_the_diagnosis(service, tiny_model, tmp_path):
     data = tmp_path / "broken.jsonl"
-    data.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{oops\n')
+    data.write_text(
+        '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{oops\n'
+    )
     job_id = service.submit(_spec(tiny_model, data), force=True, max_retries=3).job_id
     done = wait_for(lambda: _ended(service, job_id, 1), 120, "the job to fail")
     assert done.termination_reason == "bad_input" and len(done.attempts) == 1  # max_retries did not retry it
@@ -87,7 +104,9 @@ def test_retry_with_changes_renders_a_new_config_and_refuses_unknown_names(servi
         service.retry(job_id, {"learning_rte": 1})
     assert "learning_rate" in str(info.value)
     assert len(service.inspect(job_id).attempts) == 1
-    changed = service.retry(job_id, {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2, "max_steps": 2})
+    changed = service.retry(
+        job_id, {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2, "max_steps": 2}
+    )
     assert changed.retried and changed.changes["per_device_train_batch_size"] == 1
     done = wait_for(lambda: _ended(service, job_id, 2), 180, "the changed attempt")
     first, second = done.attempts

@@ -168,7 +168,7 @@ class JobProcess:
             for line in self.proc.stdout:
                 # A line cut short by SIGKILL has no newline and is not an event.
                 if line.startswith(EVENT_PREFIX) and line.endswith("\n"):
-                    self._queue.put(json.loads(line[len(EVENT_PREFIX):]))
+                    self._queue.put(json.loads(line[len(EVENT_PREFIX) :]))
         finally:  # even if a line does not parse, the attempt sees the end instead of hanging
             self._queue.put(None)
 
@@ -492,9 +492,7 @@ def record_kill(attempt: Attempt, plan: KillPlan, rt: ModuleType, report: CrashR
         report.partial_dirs_left += writing.is_dir() and not rt.verify_checkpoint(writing)[0]
 
 
-def maybe_plant(
-    output_dir: Path, rng: random.Random, rt: ModuleType, report: CrashReport, lineage: Lineage
-) -> None:
+def maybe_plant(output_dir: Path, rng: random.Random, rt: ModuleType, report: CrashReport, lineage: Lineage) -> None:
     """Plant each kind of decoy as soon as there is a checkpoint to copy (so every later resume
     meets both), then more now and then, copied from newer checkpoints."""
     source, _ = newest_verifying(output_dir, rt)

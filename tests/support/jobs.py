@@ -41,9 +41,7 @@ class JobRun:
     events: list[dict[str, Any]] = field(default_factory=list)
 
     def named(self, name: str, **match: Any) -> list[dict[str, Any]]:
-        return [
-            e for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in match.items())
-        ]
+        return [e for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in match.items())]
 
     def one(self, name: str) -> dict[str, Any]:
         found = self.named(name)
@@ -101,9 +99,7 @@ class JobKit:
             "hub_model_id": None,
         }
 
-    def job(
-        self, workdir: Path, *, env: dict[str, str] | None = None, **config: Any
-    ) -> tuple[Path, dict[str, str]]:
+    def job(self, workdir: Path, *, env: dict[str, str] | None = None, **config: Any) -> tuple[Path, dict[str, str]]:
         """(script, env) for run_jobs: renders a job whose output dir is workdir/out."""
         workdir.mkdir(parents=True, exist_ok=True)
         script = workdir / "job.py"

@@ -116,8 +116,21 @@ def test_tool_commands_run_the_tools(tmp_path, monkeypatch, capsys, tiny_model, 
     assert cli.main(["report", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["days"] == 7 and report["group_by"] == "termination_reason" and report["rows"] == []
-    assert cli.main(["estimate", str(tiny_model), "--dataset", str(chat_dataset), "--flavor", "a10g-large",
-                     "--no-gradient-checkpointing", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "estimate",
+                str(tiny_model),
+                "--dataset",
+                str(chat_dataset),
+                "--flavor",
+                "a10g-large",
+                "--no-gradient-checkpointing",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["fits"]["a10g-large"] is True
     assert cli.main(["validate-dataset", str(chat_dataset), "--method", "sft"]) == 0
     assert "READY" in capsys.readouterr().out

@@ -10,8 +10,27 @@ from mcp import Client
 from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
 
-JUNK_VALUES = [None, "", " ", -1, 0, 10**12, 3.7, True, [], {}, ["x"], {"a": {"b": [1]}}, "x" * 20000,
-               "../../etc/passwd", "jt-\u0000nul", "💥" * 50, "/dev/null", "org/", "a/b/c/d"]
+JUNK_VALUES = [
+    None,
+    "",
+    " ",
+    -1,
+    0,
+    10**12,
+    3.7,
+    True,
+    [],
+    {},
+    ["x"],
+    {"a": {"b": [1]}},
+    "x" * 20000,
+    "../../etc/passwd",
+    "jt-\u0000nul",
+    "💥" * 50,
+    "/dev/null",
+    "org/",
+    "a/b/c/d",
+]
 
 
 def _files(tmp_path):

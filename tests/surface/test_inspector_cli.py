@@ -14,8 +14,9 @@ INSPECTOR = Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / ".
 def _inspector(home: Path, *args: str) -> dict:
     assert INSPECTOR.exists(), "the MCP Inspector is missing: run `make test` (it installs it under .tools/)"
     command = [str(INSPECTOR), "--cli", sys.executable, "-m", "jobtrail", "serve", *args]
-    out = subprocess.run(command, env={**os.environ, "JOBTRAIL_HOME": str(home)}, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        command, env={**os.environ, "JOBTRAIL_HOME": str(home)}, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 

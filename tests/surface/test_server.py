@@ -14,8 +14,20 @@ from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
 from support.waiting import wait_for
 
-TOOLS = {"submit", "ps", "inspect", "logs", "cancel", "retry", "report", "validate_dataset", "hardware",
-         "estimate_cost", "evaluate", "convert_gguf"}
+TOOLS = {
+    "submit",
+    "ps",
+    "inspect",
+    "logs",
+    "cancel",
+    "retry",
+    "report",
+    "validate_dataset",
+    "hardware",
+    "estimate_cost",
+    "evaluate",
+    "convert_gguf",
+}
 
 
 def call(server, tool: str, arguments: dict[str, Any]):
@@ -52,8 +64,18 @@ def test_tools_are_typed_titled_and_annotated(server):
     assert tools["cancel"].annotations.destructive_hint is True
     assert tools["submit"].annotations.read_only_hint is False
     props = tools["submit"].input_schema["properties"]
-    for arg in ("method", "model", "dataset", "backend", "flavor", "timeout", "hyperparameters", "output", "dry_run",
-                "force"):
+    for arg in (
+        "method",
+        "model",
+        "dataset",
+        "backend",
+        "flavor",
+        "timeout",
+        "hyperparameters",
+        "output",
+        "dry_run",
+        "force",
+    ):
         assert arg in props, arg
     assert set(tools["submit"].input_schema["required"]) == {"method", "model", "dataset"}
 
@@ -85,22 +107,27 @@ def test_missing_dataset_is_a_finding_that_blocks(server, tiny_model, tmp_path):
 
 
 def test_unknown_hyperparameter_blocks_with_did_you_mean(server, tiny_model, chat_dataset):
-    result = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset),
-                                     "hyperparameters": {"max_step": 3}})
+    result = call(
+        server,
+        "submit",
+        {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "hyperparameters": {"max_step": 3}},
+    )
     data = result.structured_content
     assert data["status"] == "rejected"
     assert any("max_steps" in f["message"] for f in data["findings"])
 
 
 def test_bad_timeout_is_a_tool_error_with_the_fix(server, tiny_model, chat_dataset):
-    result = call(server, "submit",
-                  {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "timeout": "soon"})
+    result = call(
+        server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "timeout": "soon"}
+    )
     assert result.is_error and "45m" in result.content[0].text
 
 
 def test_dry_run_renders_without_running(server, tiny_model, chat_dataset):
-    result = call(server, "submit",
-                  {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "dry_run": True})
+    result = call(
+        server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "dry_run": True}
+    )
     data = result.structured_content
     assert data["status"] == "dry_run" and data["job_id"] is None
     assert data["script"].startswith("# /// script") and len(data["script_sha256"]) == 64
@@ -109,11 +136,21 @@ def test_dry_run_renders_without_running(server, tiny_model, chat_dataset):
 
 
 def _submit(server, model: Path, dataset: Path, **extra: Any) -> str:
-    hyper = {"max_steps": 4, "logging_steps": 1, "save_steps": 2, "per_device_train_batch_size": 2,
-             "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+    hyper = {
+        "max_steps": 4,
+        "logging_steps": 1,
+        "save_steps": 2,
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 1,
+        "max_length": 64,
+        "learning_rate": 1e-3,
+    }
     hyper.update(extra.pop("hyperparameters", {}))
-    result = call(server, "submit", {"method": "sft", "model": str(model), "dataset": str(dataset),
-                                     "hyperparameters": hyper, **extra})
+    result = call(
+        server,
+        "submit",
+        {"method": "sft", "model": str(model), "dataset": str(dataset), "hyperparameters": hyper, **extra},
+    )
     assert not result.is_error, result.content
     data = result.structured_content
     assert data["job_id"] and data["status"] in ("queued", "starting", "running"), data
@@ -193,13 +230,21 @@ def test_queue_respects_the_concurrency_limit(server, tiny_model, chat_dataset):
 def test_secret_reaches_the_job_but_no_output_or_ledger_byte(server, tiny_model, chat_dataset, tmp_path, monkeypatch):
     value = "hf_SECRETvalue_1234567890"
     monkeypatch.setenv("JOBTRAIL_TEST_SECRET", value)
-    literal = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset),
-                                      "secrets": {"MY_TOKEN": value}})
+    literal = call(
+        server,
+        "submit",
+        {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "secrets": {"MY_TOKEN": value}},
+    )
     assert literal.is_error and value not in literal.content[0].text and "$MY_TOKEN" in literal.content[0].text
     # The training job itself prints the secret it received (a careless user script would):
     # every output and the ledger must show it redacted.
-    job_id = _submit(server, tiny_model, chat_dataset, secrets={"MY_TOKEN": "$JOBTRAIL_TEST_SECRET"},
-                     hyperparameters={"run_name": "x"})
+    job_id = _submit(
+        server,
+        tiny_model,
+        chat_dataset,
+        secrets={"MY_TOKEN": "$JOBTRAIL_TEST_SECRET"},
+        hyperparameters={"run_name": "x"},
+    )
     data = wait_for(lambda: _terminal(server, job_id), 180, "the job to end")
     assert data["status"] == "succeeded"
     workdir = Path(data["attempts"][0]["workdir"])
@@ -251,13 +296,23 @@ def test_hardware_and_estimate_cost_tools(server, tiny_model, chat_dataset, hub)
     assert hw["source"] == "bundled" and hw["snapshot_date"]
     a10g = next(f for f in hw["flavors"] if f["name"] == "a10g-large")
     assert a10g["gpu"] == "A10G" and a10g["vram_gb"] == 24 and a10g["price_per_hour"] == 1.5 and a10g["bf16"]
-    est = call(server, "estimate_cost",
-               {"model": str(tiny_model), "dataset": str(chat_dataset), "flavor": "a10g-large"})
+    est = call(
+        server, "estimate_cost", {"model": str(tiny_model), "dataset": str(chat_dataset), "flavor": "a10g-large"}
+    )
     data = est.structured_content
     assert data["params"] > 0 and data["fits"]["a10g-large"] is True and data["recommended_flavor"]
-    assert set(data["memory"]) >= {"weights_gb", "trainable_gb", "gradients_gb", "optimizer_gb", "activations_gb",
-                                   "logits_gb", "overhead_gb", "total_gb"}
+    assert set(data["memory"]) >= {
+        "weights_gb",
+        "trainable_gb",
+        "gradients_gb",
+        "optimizer_gb",
+        "activations_gb",
+        "logits_gb",
+        "overhead_gb",
+        "total_gb",
+    }
     assert data["recommended_timeout"] == "1h" and "Fits a10g-large" in est.content[0].text
-    bad = call(server, "estimate_cost",
-               {"model": str(tiny_model), "num_examples": 10, "avg_tokens": 5, "flavor": "a10g-lage"})
+    bad = call(
+        server, "estimate_cost", {"model": str(tiny_model), "num_examples": 10, "avg_tokens": 5, "flavor": "a10g-lage"}
+    )
     assert bad.is_error and "a10g-large" in bad.content[0].text

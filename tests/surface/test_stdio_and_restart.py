@@ -16,8 +16,15 @@ from jobtrail.app import build_service
 from jobtrail.models import JobSpec
 from support.waiting import wait_for
 
-HYPER = {"max_steps": 12, "logging_steps": 1, "save_steps": 4, "per_device_train_batch_size": 2,
-         "gradient_accumulation_steps": 1, "max_length": 64, "learning_rate": 1e-3}
+HYPER = {
+    "max_steps": 12,
+    "logging_steps": 1,
+    "save_steps": 4,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "max_length": 64,
+    "learning_rate": 1e-3,
+}
 
 
 def _params(home) -> StdioServerParameters:
@@ -55,8 +62,9 @@ def test_stdio_server_answers_and_a_job_survives_its_restart(tmp_path, tiny_mode
 
 def test_a_job_whose_processes_vanished_becomes_lost(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
-    spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset),
-                   hyperparameters={**HYPER, "max_steps": 100000})
+    spec = JobSpec(
+        method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters={**HYPER, "max_steps": 100000}
+    )
     job_id = service.submit(spec).job_id
     placement = wait_for(lambda: service.inspect(job_id).attempts[0].placement, 30, "placement")
     os.kill(placement.pid, signal.SIGKILL)
@@ -70,11 +78,23 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     env = {**os.environ, "JOBTRAIL_HOME": str(tmp_path / "home")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jobtrail", *args], env=env, text=True, capture_output=True,
-                              timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "jobtrail", *args], env=env, text=True, capture_output=True, timeout=60
+        )
 
-    dry = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset),
-              "--set", "max_steps=2", "--dry-run", "--json")
+    dry = cli(
+        "submit",
+        "--method",
+        "sft",
+        "--model",
+        str(tiny_model),
+        "--dataset",
+        str(chat_dataset),
+        "--set",
+        "max_steps=2",
+        "--dry-run",
+        "--json",
+    )
     assert dry.returncode == 0, dry.stderr
     assert '"status": "dry_run"' in dry.stdout
     table = cli("ps")
@@ -83,8 +103,17 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     assert missing.returncode == 2 and "Fix:" in missing.stderr and "Traceback" not in missing.stderr
     rejected = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", "/nope.jsonl")
     assert rejected.returncode == 1 and "dataset.missing" in rejected.stdout
-    checked = cli("preflight", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset),
-                  "--set", "max_lenght=64")
+    checked = cli(
+        "preflight",
+        "--method",
+        "sft",
+        "--model",
+        str(tiny_model),
+        "--dataset",
+        str(chat_dataset),
+        "--set",
+        "max_lenght=64",
+    )
     assert checked.returncode == 1 and "Did you mean 'max_length'" in checked.stdout and "```" not in checked.stdout
     clean = cli("preflight", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset))
     assert clean.returncode == 0 and "would be accepted" in clean.stdout
@@ -97,9 +126,14 @@ def test_streamable_http_transport(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "JOBTRAIL_HOME": str(tmp_path / "home")}
-    server = subprocess.Popen([sys.executable, "-m", "jobtrail", "serve", "--http", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jobtrail", "serve", "--http", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
+
         def accepting() -> bool:
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", port)) == 0

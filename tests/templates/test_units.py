@@ -20,7 +20,9 @@ from jobtrail.templates.render import config_json, render_script, sha256_text
 from jobtrail.util.timefmt import human_duration, parse_duration
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("45m", 2700), ("2h", 7200), ("1h30m", 5400), (90, 90), ("120", 120), ("1.5h", 5400)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("45m", 2700), ("2h", 7200), ("1h30m", 5400), (90, 90), ("120", 120), ("1.5h", 5400)]
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -54,7 +56,7 @@ def test_event_lines_are_parsed_and_folded():
         'JOBTRAIL {"event":"step","time":3,"step":2,"loss":2.1}',
         'JOBTRAIL {"event":"checkpoint","time":4,"state":"committed","step":2,"path":"/o/checkpoint-2",'
         '"manifest_sha256":"ab"}',
-        'JOBTRAIL {not json',
+        "JOBTRAIL {not json",
     ]
     digest = events.digest(lines)
     assert [e["event"] for e in digest.events] == ["environment", "step", "step", "checkpoint"]
@@ -93,7 +95,9 @@ def test_rendered_script_is_self_contained_and_deterministic():
     assert "import jobtrail" not in first and "from jobtrail" not in first and "from _runtime" not in first
     ast.parse(first)
     assert first.startswith("# /// script")
-    assert config_json(config) in first or json.dumps(config_json(config)) in first or repr(config_json(config)) in first
+    assert (
+        config_json(config) in first or json.dumps(config_json(config)) in first or repr(config_json(config)) in first
+    )
     assert config["training_args"]["max_steps"] == 3 and config["peft"]["method"] == "lora"
     assert sha256_text(first) != sha256_text(render_script("sft", build_config(spec, "/elsewhere")))
 

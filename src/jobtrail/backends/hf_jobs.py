@@ -230,10 +230,12 @@ def _backend_error(action: str, exc: BaseException) -> BackendError:
             reason="auth_error",
         )
     if status == 403:
-        return BackendError(f"HF Jobs refused to {action}: this token may not run jobs here (403).",
-                            fix="Use a token with the 'job.write' permission (or a write token) for this namespace, "
-                                "and check that the account has Jobs enabled (a PRO or Team/Enterprise plan).",
-                            reason="auth_error")
+        return BackendError(
+            f"HF Jobs refused to {action}: this token may not run jobs here (403).",
+            fix="Use a token with the 'job.write' permission (or a write token) for this namespace, "
+            "and check that the account has Jobs enabled (a PRO or Team/Enterprise plan).",
+            reason="auth_error",
+        )
     first = str(exc).strip().splitlines()
     return BackendError(
         f"Could not {action} on HF Jobs: {type(exc).__name__}: {first[0] if first else ''}"[:400],

@@ -55,21 +55,25 @@ async def _drive(model: Path, dataset: Path, steps: int, quiet: bool) -> dict[st
 
     server = build_server(build_service())
     async with Client(server) as client:
-        submitted = await _call(client, "submit", {
-            "method": "sft",
-            "model": str(model),
-            "dataset": str(dataset),
-            "timeout": "15m",
-            "hyperparameters": {
-                "max_steps": steps,
-                "logging_steps": 1,
-                "save_steps": max(1, steps // 3),
-                "per_device_train_batch_size": 4,
-                "gradient_accumulation_steps": 1,
-                "learning_rate": 5e-3,
-                "max_length": 128,
+        submitted = await _call(
+            client,
+            "submit",
+            {
+                "method": "sft",
+                "model": str(model),
+                "dataset": str(dataset),
+                "timeout": "15m",
+                "hyperparameters": {
+                    "max_steps": steps,
+                    "logging_steps": 1,
+                    "save_steps": max(1, steps // 3),
+                    "per_device_train_batch_size": 4,
+                    "gradient_accumulation_steps": 1,
+                    "learning_rate": 5e-3,
+                    "max_length": 128,
+                },
             },
-        })
+        )
         job_id = submitted["job_id"]
         if job_id is None:
             raise JobtrailError("The demo job was not submitted: " + json.dumps(submitted["findings"]))
@@ -120,14 +124,16 @@ def _receipt_text(r: dict[str, Any]) -> str:
         f"  status              {r['status']} ({r['termination_reason']})",
         f"  steps               {progress['step']}",
         f"  loss                {progress['first_loss']:.4f} → {progress['last_loss']:.4f}"
-        if progress["first_loss"] is not None else "  loss                -",
+        if progress["first_loss"] is not None
+        else "  loss                -",
         f"  last checkpoint     {committed[-1]['path'] if committed else '-'}",
         f"  final model         {attempt['output_dir']}/final",
         f"  config sha256       {attempt['config_sha256']}",
         f"  script sha256       {attempt['script_sha256']}",
         f"  data manifest       {manifest.get('source')} rows={manifest.get('rows')} sha256={manifest.get('sha256')}",
         f"  placement           {placement['backend']} host={placement['host']} pid={placement['pid']}"
-        if placement else "  placement           -",
+        if placement
+        else "  placement           -",
         f"  duration            {attempt['duration_s']:.1f}s" if attempt.get("duration_s") else "",
         "",
         f"More: jobtrail inspect {r['job_id']}   ·   jobtrail logs {r['job_id']}",

@@ -51,8 +51,14 @@ CHAT_TEMPLATE = (
 # The toy world the datasets talk about: a small closed vocabulary with a fixed mapping, so a
 # tiny model learns it (and the loss visibly drops) within a handful of steps.
 _THINGS = {
-    "apple": "red", "sky": "blue", "grass": "green", "snow": "white", "coal": "black",
-    "lemon": "yellow", "plum": "purple", "carrot": "orange",
+    "apple": "red",
+    "sky": "blue",
+    "grass": "green",
+    "snow": "white",
+    "coal": "black",
+    "lemon": "yellow",
+    "plum": "purple",
+    "carrot": "orange",
 }
 _NUMBERS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "do", "fa", "gu", "hi"]
@@ -124,10 +130,7 @@ def _corpus(seed: int) -> list[str]:
     for i, word in enumerate(_NUMBERS):
         lines += [f"What comes after {word}?", f"After {word} comes {_NUMBERS[(i + 1) % 10]}."]
     for _ in range(1500):
-        words = [
-            "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3)))
-            for _ in range(rng.randint(3, 9))
-        ]
+        words = ["".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(3, 9))]
         lines.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", ", 42.", "\n"]))
     lines += ["Hello, world! It's 2024; numbers 0123456789 and ÜñíçØdé text."] * 3
     return lines
@@ -219,9 +222,7 @@ def _save_model(
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=token_ids[IM_END], pad_token_id=token_ids[ENDOFTEXT]
-    )
+    model.generation_config = GenerationConfig(eos_token_id=token_ids[IM_END], pad_token_id=token_ids[ENDOFTEXT])
     model.save_pretrained(out)  # safetensors is the default (and only) format in transformers 5
 
 
@@ -289,6 +290,4 @@ def write_text_dataset(path: Path, rows: int = 32, seed: int = 0) -> Path:
 
 def write_prompt_completion_dataset(path: Path, rows: int = 32, seed: int = 0) -> Path:
     """`prompt` / `completion` rows, jsonl."""
-    return _write_jsonl(
-        path, [{"prompt": q, "completion": " " + a} for q, a in _qa_pairs(rows, seed)]
-    )
+    return _write_jsonl(path, [{"prompt": q, "completion": " " + a} for q, a in _qa_pairs(rows, seed)])

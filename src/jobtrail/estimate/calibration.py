@@ -55,19 +55,29 @@ def record_measurement(
     attempt_id: str,
 ) -> None:
     """Store one attempt's measurement; recording the same attempt again replaces it."""
-    ledger.record_calibration({
-        "attempt_id": attempt_id, "architecture": architecture, "params": int(params), "method": method,
-        "peft": peft, "flavor": flavor, "tokens_per_second": tokens_per_second,
-        "peak_memory_bytes": peak_memory_bytes, "max_length": max_length, "batch": batch,
-    })
+    ledger.record_calibration(
+        {
+            "attempt_id": attempt_id,
+            "architecture": architecture,
+            "params": int(params),
+            "method": method,
+            "peft": peft,
+            "flavor": flavor,
+            "tokens_per_second": tokens_per_second,
+            "peak_memory_bytes": peak_memory_bytes,
+            "max_length": max_length,
+            "batch": batch,
+        }
+    )
 
 
 def lookup(
     ledger: Ledger, *, architecture: str, params: int, method: str, peft: str, flavor: str
 ) -> Measurement | None:
     """The newest measurement for this key, its throughput the median of the RECENT newest."""
-    rows = ledger.calibrations(architecture=architecture, params=params, method=method, peft=peft, flavor=flavor,
-                               limit=RECENT)
+    rows = ledger.calibrations(
+        architecture=architecture, params=params, method=method, peft=peft, flavor=flavor, limit=RECENT
+    )
     if not rows:
         return None
     rates = [r["tokens_per_second"] for r in rows if r["tokens_per_second"]]

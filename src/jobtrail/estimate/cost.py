@@ -48,9 +48,12 @@ DATA_PARALLEL_SCALING = 0.9
 # gradient clipping, collation).
 STEP_OVERHEAD_S: dict[Device, float] = {"cuda_bf16": 0.012, "cuda_fp16": 0.012, "cpu": 0.012}
 LAYER_OVERHEAD_S: dict[tuple[Device, bool], float] = {  # (device, adapters?) → seconds per layer
-    ("cuda_bf16", True): 0.016, ("cuda_bf16", False): 0.007,
-    ("cuda_fp16", True): 0.016, ("cuda_fp16", False): 0.007,
-    ("cpu", True): 0.005, ("cpu", False): 0.0025,
+    ("cuda_bf16", True): 0.016,
+    ("cuda_bf16", False): 0.007,
+    ("cuda_fp16", True): 0.016,
+    ("cuda_fp16", False): 0.007,
+    ("cpu", True): 0.005,
+    ("cpu", False): 0.0025,
 }
 # Elementwise work (norms, RoPE, activations, dropout, their gradients) scales with the
 # activations, not the FLOPs. On a CPU it costs ~3.1 ns per byte of a layer's saved
@@ -132,8 +135,12 @@ def estimate_time(
     sequences, completion = rule.sequences, rule.completion_tokens
     seq = work.seq_len + completion
     fpt = flops_per_token(
-        shape, seq_len=seq, peft=peft, method=method,
-        gradient_checkpointing=gradient_checkpointing, lora_trainable=lora_trainable,
+        shape,
+        seq_len=seq,
+        peft=peft,
+        method=method,
+        gradient_checkpointing=gradient_checkpointing,
+        lora_trainable=lora_trainable,
     )
     rows = work.examples * work.epochs
     tokens = int(rows * sequences * (work.real_tokens_per_example + completion))

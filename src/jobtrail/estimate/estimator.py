@@ -112,10 +112,17 @@ def estimate_cost(
     measurements replace the model where they exist; `api` an HfApi for live prices.
     """
     request = _validate(
-        method=method, peft=peft, optimizer=optimizer, max_length=max_length, batch=per_device_batch_size,
-        gradient_accumulation_steps=gradient_accumulation_steps, epochs=epochs,
-        gradient_checkpointing=gradient_checkpointing, lora_r=lora_r,
-        num_examples=num_examples, avg_tokens=avg_tokens,
+        method=method,
+        peft=peft,
+        optimizer=optimizer,
+        max_length=max_length,
+        batch=per_device_batch_size,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        epochs=epochs,
+        gradient_checkpointing=gradient_checkpointing,
+        lora_r=lora_r,
+        num_examples=num_examples,
+        avg_tokens=avg_tokens,
     )
     work, memory_seq, data_note = _workload(dataset, num_examples, avg_tokens, request)
     flavors, source, catalog_note = _candidates(flavor, api)
@@ -124,8 +131,16 @@ def estimate_cost(
     trainable = shape.params if request.peft == "none" else lora_params(shape, request.lora_r)
     remote = source != "given"  # a catalog flavor is rented: start-up and upload count
     verdicts = [
-        _judge(shape, request, work, memory_seq, trainable, f, _measurement(calibration, shape, request, f.name),
-               remote=remote)
+        _judge(
+            shape,
+            request,
+            work,
+            memory_seq,
+            trainable,
+            f,
+            _measurement(calibration, shape, request, f.name),
+            remote=remote,
+        )
         for f in flavors
     ]
     choices = _ranked(verdicts)
@@ -162,23 +177,43 @@ def estimate_cost(
 
 
 def _validate(
-    *, method: str, peft: str, optimizer: str, max_length: int, batch: int, gradient_accumulation_steps: int,
-    epochs: int, gradient_checkpointing: bool, lora_r: int, num_examples: int | None, avg_tokens: float | None,
+    *,
+    method: str,
+    peft: str,
+    optimizer: str,
+    max_length: int,
+    batch: int,
+    gradient_accumulation_steps: int,
+    epochs: int,
+    gradient_checkpointing: bool,
+    lora_r: int,
+    num_examples: int | None,
+    avg_tokens: float | None,
 ) -> _Request:
     method_ = _choice("method", method, METHODS)
     peft_ = cast(Peft, _choice("peft", peft, PEFTS))
     optimizer_ = OPTIMIZER_ALIASES.get(str(optimizer).lower(), str(optimizer).lower())
     _choice("optimizer", optimizer_, tuple(OPTIMIZER_BYTES))
     for name, value in {
-        "max_length": max_length, "per_device_batch_size": batch,
-        "gradient_accumulation_steps": gradient_accumulation_steps, "epochs": epochs,
-        "lora_r": lora_r, "num_examples": num_examples, "avg_tokens": avg_tokens,
+        "max_length": max_length,
+        "per_device_batch_size": batch,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "epochs": epochs,
+        "lora_r": lora_r,
+        "num_examples": num_examples,
+        "avg_tokens": avg_tokens,
     }.items():
         _positive(name, value, optional=name in ("num_examples", "avg_tokens"), integer=name != "avg_tokens")
     return _Request(
-        method=method_, peft=peft_, optimizer=optimizer_, max_length=max_length, batch=batch,
-        gradient_accumulation_steps=gradient_accumulation_steps, epochs=epochs,
-        gradient_checkpointing=bool(gradient_checkpointing), lora_r=lora_r,
+        method=method_,
+        peft=peft_,
+        optimizer=optimizer_,
+        max_length=max_length,
+        batch=batch,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        epochs=epochs,
+        gradient_checkpointing=bool(gradient_checkpointing),
+        lora_r=lora_r,
     )
 
 
@@ -231,8 +266,12 @@ def _workload(
         memory_seq = request.max_length  # the longest row is unknown: a batch may reach max_length
         note = f"{rows:,} rows × {real:.0f} tokens as given (padding not counted)"
     work = Workload(
-        examples=rows, epochs=request.epochs, seq_len=padded, real_tokens_per_example=real,
-        batch=request.batch, gradient_accumulation_steps=request.gradient_accumulation_steps,
+        examples=rows,
+        epochs=request.epochs,
+        seq_len=padded,
+        real_tokens_per_example=real,
+        batch=request.batch,
+        gradient_accumulation_steps=request.gradient_accumulation_steps,
     )
     return work, memory_seq, note
 
@@ -279,19 +318,36 @@ def _measurement(ledger: Ledger | None, shape: ModelShape, request: _Request, fl
     if ledger is None:
         return None
     return calib.lookup(
-        ledger, architecture=shape.architecture, params=shape.params, method=request.method,
-        peft=request.peft, flavor=flavor,
+        ledger,
+        architecture=shape.architecture,
+        params=shape.params,
+        method=request.method,
+        peft=request.peft,
+        flavor=flavor,
     )
 
 
 def _judge(
-    shape: ModelShape, request: _Request, work: Workload, memory_seq: int, trainable: int,
-    flavor: Flavor, measurement: calib.Measurement | None, *, remote: bool,
+    shape: ModelShape,
+    request: _Request,
+    work: Workload,
+    memory_seq: int,
+    trainable: int,
+    flavor: Flavor,
+    measurement: calib.Measurement | None,
+    *,
+    remote: bool,
 ) -> _Verdict:
     device = device_for(gpu_count=flavor.gpu_count, bf16=flavor.bf16)
     memory = estimate_memory(
-        shape, device=device, peft=request.peft, trainable_params=trainable, optimizer=request.optimizer,
-        seq_len=memory_seq, batch=request.batch, gradient_checkpointing=request.gradient_checkpointing,
+        shape,
+        device=device,
+        peft=request.peft,
+        trainable_params=trainable,
+        optimizer=request.optimizer,
+        seq_len=memory_seq,
+        batch=request.batch,
+        gradient_checkpointing=request.gradient_checkpointing,
     )
     measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
     if measured_peak is not None:
@@ -299,16 +355,27 @@ def _judge(
         context = 0.0 if device == "cpu" else CUDA_CONTEXT_GB
         memory = memory.model_copy(update={"total_gb": round(measured_peak / GB + context, 3)})
     time = estimate_time(
-        shape, work, device=device, peft=request.peft, method=request.method,
+        shape,
+        work,
+        device=device,
+        peft=request.peft,
+        method=request.method,
         gradient_checkpointing=request.gradient_checkpointing,
         lora_trainable=trainable if request.peft != "none" else 0,
-        peak_tflops=flavor.peak_tflops, gpu_count=flavor.gpu_count, remote=remote,
+        peak_tflops=flavor.peak_tflops,
+        gpu_count=flavor.gpu_count,
+        remote=remote,
         measured_tokens_per_second=measurement.tokens_per_second if measurement else None,
     )
     device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
     return _Verdict(
-        flavor=flavor, device=device, memory=memory, usable_gb=device_gb * HEADROOM, time=time,
-        cost_usd=cost_usd(time.hours, flavor.price_per_hour), measurement=measurement,
+        flavor=flavor,
+        device=device,
+        memory=memory,
+        usable_gb=device_gb * HEADROOM,
+        time=time,
+        cost_usd=cost_usd(time.hours, flavor.price_per_hour),
+        measurement=measurement,
         measured_memory=measured_peak is not None,
     )
 
@@ -336,8 +403,13 @@ def _target(verdicts: list[_Verdict], name: str | None, recommended: _Verdict | 
 
 def _option(v: _Verdict) -> FlavorOption:
     return FlavorOption(
-        flavor=v.flavor.name, fits=v.fits, total_gb=v.memory.total_gb, usable_gb=round(v.usable_gb, 2),
-        hours=round(v.time.hours, 4), cost_usd=v.cost_usd, calibrated=v.measurement is not None,
+        flavor=v.flavor.name,
+        fits=v.fits,
+        total_gb=v.memory.total_gb,
+        usable_gb=round(v.usable_gb, 2),
+        hours=round(v.time.hours, 4),
+        cost_usd=v.cost_usd,
+        calibrated=v.measurement is not None,
         timeout=f"{recommended_timeout_s(v.time.hours) // 3600}h",
     )
 

@@ -69,14 +69,24 @@ class Flavor(BaseModel):
 def _gpu(name: str, gpu: str, count: int, price: float, cpu: str, ram_gb: float) -> Flavor:
     facts = GPU_FACTS[gpu]
     return Flavor(
-        name=name, gpu=gpu, gpu_count=count, vram_gb=facts.vram_gb, ram_gb=ram_gb, cpu=cpu,
-        price_per_hour=price, bf16=facts.bf16, peak_tflops=facts.peak_tflops,
+        name=name,
+        gpu=gpu,
+        gpu_count=count,
+        vram_gb=facts.vram_gb,
+        ram_gb=ram_gb,
+        cpu=cpu,
+        price_per_hour=price,
+        bf16=facts.bf16,
+        peak_tflops=facts.peak_tflops,
     )
 
 
 def _cpu(name: str, vcpus: int, ram_gb: float, price: float) -> Flavor:
     return Flavor(
-        name=name, cpu=f"{vcpus} vCPU", ram_gb=ram_gb, price_per_hour=price,
+        name=name,
+        cpu=f"{vcpus} vCPU",
+        ram_gb=ram_gb,
+        price_per_hour=price,
         peak_tflops=round(vcpus * CPU_TFLOPS_PER_VCPU, 3),
     )
 
@@ -113,8 +123,14 @@ BUNDLED: list[Flavor] = [
 _UNIT_PER_HOUR = {"minute": 60.0, "hour": 1.0, "second": 3600.0}
 _SIZE = re.compile(r"([\d.]+)\s*([KMGT]i?B)?", re.I)
 _SIZE_TO_GB = {  # the Hub writes "46 GB"; accept binary units too
-    "kb": 1e-6, "mb": 1e-3, "gb": 1.0, "tb": 1e3,
-    "kib": 1024 / 1e9, "mib": 1024**2 / 1e9, "gib": 1024**3 / 1e9, "tib": 1024**4 / 1e9,
+    "kb": 1e-6,
+    "mb": 1e-3,
+    "gb": 1.0,
+    "tb": 1e3,
+    "kib": 1024 / 1e9,
+    "mib": 1024**2 / 1e9,
+    "gib": 1024**3 / 1e9,
+    "tib": 1024**4 / 1e9,
 }
 
 
@@ -147,8 +163,12 @@ def flavor_from_hub(info: Any) -> Flavor:
     if accel is None:
         vcpus = _number(info.cpu) or 0.0  # "8 vCPU"
         return Flavor(
-            name=info.name, pretty_name=info.pretty_name, cpu=info.cpu, ram_gb=ram_gb,
-            price_per_hour=round(price, 4), peak_tflops=round(vcpus * CPU_TFLOPS_PER_VCPU, 3),
+            name=info.name,
+            pretty_name=info.pretty_name,
+            cpu=info.cpu,
+            ram_gb=ram_gb,
+            price_per_hour=round(price, 4),
+            peak_tflops=round(vcpus * CPU_TFLOPS_PER_VCPU, 3),
         )
     count = int(accel.quantity)
     facts = gpu_facts(str(accel.model))
@@ -156,9 +176,16 @@ def flavor_from_hub(info: Any) -> Flavor:
     # when it is a GPU we know, else the total split evenly.
     vram = facts.vram_gb if facts else (_gb(accel.vram) or 0) / max(count, 1)
     return Flavor(
-        name=info.name, pretty_name=info.pretty_name, gpu=str(accel.model), gpu_count=count,
-        vram_gb=vram, ram_gb=ram_gb, cpu=info.cpu, price_per_hour=round(price, 4),
-        bf16=facts.bf16 if facts else True, peak_tflops=facts.peak_tflops if facts else 0.0,
+        name=info.name,
+        pretty_name=info.pretty_name,
+        gpu=str(accel.model),
+        gpu_count=count,
+        vram_gb=vram,
+        ram_gb=ram_gb,
+        cpu=info.cpu,
+        price_per_hour=round(price, 4),
+        bf16=facts.bf16 if facts else True,
+        peak_tflops=facts.peak_tflops if facts else 0.0,
     )
 
 

@@ -113,7 +113,9 @@ def dataset_stats(dataset: str) -> DataStats | None:
     if path.suffix.lower() != ".jsonl":
         return None
     if not path.is_file():
-        raise NotFoundError(f"No dataset file at {dataset!r}.", fix="Check the path, or pass num_examples and avg_tokens.")
+        raise NotFoundError(
+            f"No dataset file at {dataset!r}.", fix="Check the path, or pass num_examples and avg_tokens."
+        )
     lengths: list[int] = []
     with path.open(encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
@@ -127,7 +129,9 @@ def dataset_stats(dataset: str) -> DataStats | None:
                     fix="Fix that line (validate_dataset shows every bad row), or pass num_examples and avg_tokens.",
                 ) from exc
             lengths.append(max(1, math.ceil(text_chars(row) / CHARS_PER_TOKEN)))
-    return DataStats(rows=len(lengths), token_lengths=lengths, source=f"{path.name}: characters/{CHARS_PER_TOKEN} per row")
+    return DataStats(
+        rows=len(lengths), token_lengths=lengths, source=f"{path.name}: characters/{CHARS_PER_TOKEN} per row"
+    )
 
 
 def _one_line(exc: BaseException) -> str:

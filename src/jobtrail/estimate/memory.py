@@ -35,9 +35,15 @@ NF4_BYTES = 0.5 + (8 / 64 + 32 / (64 * 256)) / 8
 OPTIMIZER_BYTES: dict[str, float] = {"adamw": 8, "adamw_8bit": 2, "lion": 4, "sgd": 0}
 # TRL/transformers `optim` names → the families above.
 OPTIMIZER_ALIASES: dict[str, str] = {
-    "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adam": "adamw",
-    "adamw_bnb_8bit": "adamw_8bit", "adamw_8bit": "adamw_8bit", "paged_adamw_8bit": "adamw_8bit",
-    "lion_32bit": "lion", "paged_lion_32bit": "lion",
+    "adamw_torch": "adamw",
+    "adamw_torch_fused": "adamw",
+    "adamw_hf": "adamw",
+    "adam": "adamw",
+    "adamw_bnb_8bit": "adamw_8bit",
+    "adamw_8bit": "adamw_8bit",
+    "paged_adamw_8bit": "adamw_8bit",
+    "lion_32bit": "lion",
+    "paged_lion_32bit": "lion",
 }
 
 # Process overhead outside the tensors counted here.
@@ -65,9 +71,7 @@ class MemoryBreakdown(BaseModel):
     """GB (1e9 bytes) per component, for one device; total_gb is their sum."""
 
     weights_gb: float = Field(description="Frozen weights: the base model under LoRA/QLoRA, a vision tower.")
-    trainable_gb: float = Field(
-        description="Weights being trained: the adapters, or the whole model without PEFT."
-    )
+    trainable_gb: float = Field(description="Weights being trained: the adapters, or the whole model without PEFT.")
     gradients_gb: float = Field(description="fp32 gradients of the trainable weights.")
     optimizer_gb: float = Field(description="Optimizer state per trainable weight (AdamW: two fp32 moments).")
     activations_gb: float = Field(

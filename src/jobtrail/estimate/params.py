@@ -24,12 +24,24 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "phi3": {"tie_word_embeddings": False, "vocab_size": 32064},
     "gemma": {"tie_word_embeddings": True, "head_dim": 256, "vocab_size": 256000},
     "gemma2": {
-        "tie_word_embeddings": True, "head_dim": 256, "vocab_size": 256000, "hidden_size": 2304,
-        "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "tie_word_embeddings": True,
+        "head_dim": 256,
+        "vocab_size": 256000,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
     },
     "gemma3_text": {
-        "tie_word_embeddings": True, "head_dim": 256, "vocab_size": 262208, "hidden_size": 2304,
-        "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "tie_word_embeddings": True,
+        "head_dim": 256,
+        "vocab_size": 262208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
     },
 }
 # Families whose layers have extra RMSNorms: gemma2/3 norm before AND after attention and MLP

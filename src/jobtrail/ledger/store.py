@@ -220,13 +220,17 @@ class Ledger:
     def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
         column = REPORT_GROUPS[group_by]
-        rows = self._conn().execute(
-            f"SELECT {column} AS grp, COUNT(*) AS attempts,"
-            " COALESCE(SUM(a.gpu_seconds), 0) / 3600.0 AS gpu_hours, COALESCE(SUM(a.cost_usd), 0) AS cost_usd"
-            " FROM attempts a JOIN runs r ON r.run_id = a.run_id"
-            " WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
-            (since,),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT {column} AS grp, COUNT(*) AS attempts,"
+                " COALESCE(SUM(a.gpu_seconds), 0) / 3600.0 AS gpu_hours, COALESCE(SUM(a.cost_usd), 0) AS cost_usd"
+                " FROM attempts a JOIN runs r ON r.run_id = a.run_id"
+                " WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
+                (since,),
+            )
+            .fetchall()
+        )
         return [dict(row) for row in rows]
 
     # --- evaluations ------------------------------------------------------------------
@@ -257,9 +261,11 @@ class Ledger:
             )
 
     def evals_of(self, target_run_id: str) -> list[dict[str, Any]]:
-        rows = self._conn().execute(
-            "SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,)
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,))
+            .fetchall()
+        )
         return [
             {
                 "eval_job_id": r["eval_attempt_id"].split("/")[0],
@@ -274,18 +280,24 @@ class Ledger:
         ]
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
-        rows = self._conn().execute(
-            "SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,)
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,))
+            .fetchall()
+        )
         return [_checkpoint(r) for r in rows]
 
     def committed_checkpoints(self, run_id: str) -> list[CheckpointRecord]:
         """Every committed checkpoint of a run: attempt by attempt, each attempt's by step."""
-        rows = self._conn().execute(
-            "SELECT c.* FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
-            " WHERE a.run_id = ? AND c.state = 'committed' ORDER BY a.number, c.step, c.path",
-            (run_id,),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT c.* FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
+                " WHERE a.run_id = ? AND c.state = 'committed' ORDER BY a.number, c.step, c.path",
+                (run_id,),
+            )
+            .fetchall()
+        )
         return [_checkpoint(r) for r in rows]
 
     # --- calibration ------------------------------------------------------------------
@@ -305,17 +317,30 @@ class Ledger:
         self, *, architecture: str, params: int, method: str, peft: str, flavor: str, limit: int
     ) -> list[dict[str, Any]]:
         """The newest `limit` measurements for one key, newest first."""
-        rows = self._conn().execute(
-            "SELECT * FROM calibration WHERE architecture = ? AND params = ? AND method = ? AND peft = ?"
-            " AND flavor = ? ORDER BY recorded_at DESC LIMIT ?",
-            (architecture, int(params), method, peft, flavor, limit),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT * FROM calibration WHERE architecture = ? AND params = ? AND method = ? AND peft = ?"
+                " AND flavor = ? ORDER BY recorded_at DESC LIMIT ?",
+                (architecture, int(params), method, peft, flavor, limit),
+            )
+            .fetchall()
+        )
         return [dict(r) for r in rows]
 
 
 _CALIBRATION_COLUMNS = (
-    "attempt_id", "recorded_at", "architecture", "params", "method", "peft", "flavor",
-    "tokens_per_second", "peak_memory_bytes", "max_length", "batch",
+    "attempt_id",
+    "recorded_at",
+    "architecture",
+    "params",
+    "method",
+    "peft",
+    "flavor",
+    "tokens_per_second",
+    "peak_memory_bytes",
+    "max_length",
+    "batch",
 )
 
 

@@ -70,25 +70,49 @@ class MethodSpec:
 # Learning rates suit adapters (jobtrail's default peft is LoRA); TRL's own defaults (1e-6 for
 # DPO, KTO and GRPO) assume full fine-tuning and barely move a LoRA adapter.
 _SFT = MethodSpec(
-    name="sft", trl_name="SFT", data_formats=("messages", "prompt_completion", "text"),
-    defaults={**_COMMON_DEFAULTS, "learning_rate": 2e-4, "per_device_train_batch_size": 2,
-              "gradient_accumulation_steps": 4, "max_length": 1024},
-    flops=FlopsRule(), checks=(rules.rewards_only_for_grpo,),
+    name="sft",
+    trl_name="SFT",
+    data_formats=("messages", "prompt_completion", "text"),
+    defaults={
+        **_COMMON_DEFAULTS,
+        "learning_rate": 2e-4,
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 4,
+        "max_length": 1024,
+    },
+    flops=FlopsRule(),
+    checks=(rules.rewards_only_for_grpo,),
 )
 _DPO = MethodSpec(
-    name="dpo", trl_name="DPO", data_formats=("preference", "preference_implicit_prompt"),
-    defaults={**_COMMON_DEFAULTS, "learning_rate": 5e-6, "per_device_train_batch_size": 2,
-              "gradient_accumulation_steps": 4, "max_length": 1024, "beta": 0.1},
+    name="dpo",
+    trl_name="DPO",
+    data_formats=("preference", "preference_implicit_prompt"),
+    defaults={
+        **_COMMON_DEFAULTS,
+        "learning_rate": 5e-6,
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 4,
+        "max_length": 1024,
+        "beta": 0.1,
+    },
     # Chosen and rejected both train, and the reference model scores both (TRL 1.16's default
     # precompute_ref_log_probs=False; under LoRA the reference is the base with adapters off).
     flops=FlopsRule(sequences=2, extra_forwards=1, why="reference forward"),
     checks=(rules.rewards_only_for_grpo, rules.positive_beta, rules.dpo_label_smoothing),
 )
 _KTO = MethodSpec(
-    name="kto", trl_name="KTO", data_formats=("unpaired_preference", "preference", "preference_implicit_prompt"),
+    name="kto",
+    trl_name="KTO",
+    data_formats=("unpaired_preference", "preference", "preference_implicit_prompt"),
     # KTO estimates its KL term from the other rows of the same micro-batch: it needs more than one.
-    defaults={**_COMMON_DEFAULTS, "learning_rate": 5e-6, "per_device_train_batch_size": 4,
-              "gradient_accumulation_steps": 2, "max_length": 1024, "beta": 0.1},
+    defaults={
+        **_COMMON_DEFAULTS,
+        "learning_rate": 5e-6,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+        "max_length": 1024,
+        "beta": 0.1,
+    },
     # One sequence trains; the reference model scores it, and for the KL term (loss_type "kto",
     # the default) policy and reference each run a forward on a mismatched completion (TRL 1.16
     # KTOTrainer; under LoRA the reference is the base with adapters off).
@@ -96,25 +120,39 @@ _KTO = MethodSpec(
     checks=(rules.rewards_only_for_grpo, rules.positive_beta, rules.kto_loss_and_batch),
 )
 _REWARD = MethodSpec(
-    name="reward", trl_name="Reward", data_formats=("preference", "preference_implicit_prompt"),
-    defaults={**_COMMON_DEFAULTS, "learning_rate": 1e-4, "per_device_train_batch_size": 2,
-              "gradient_accumulation_steps": 4, "max_length": 1024},
+    name="reward",
+    trl_name="Reward",
+    data_formats=("preference", "preference_implicit_prompt"),
+    defaults={
+        **_COMMON_DEFAULTS,
+        "learning_rate": 1e-4,
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 4,
+        "max_length": 1024,
+    },
     flops=FlopsRule(sequences=2),  # chosen and rejected, scored against each other; no reference model
     checks=(rules.rewards_only_for_grpo, rules.reward_centering),
 )
 # Generation batch 4 x 2 = 8 completions: two prompts' groups of 4 per optimizer step. GRPO has
 # no max_length: prompts are kept whole and completions capped by max_completion_length.
-_GRPO_DEFAULTS: dict[str, Any] = {**_COMMON_DEFAULTS, "learning_rate": 1e-5, "per_device_train_batch_size": 4,
-                                  "gradient_accumulation_steps": 2, "num_generations": 4,
-                                  "max_completion_length": 256}
+_GRPO_DEFAULTS: dict[str, Any] = {
+    **_COMMON_DEFAULTS,
+    "learning_rate": 1e-5,
+    "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 2,
+    "num_generations": 4,
+    "max_completion_length": 256,
+}
 _GRPO = MethodSpec(
-    name="grpo", trl_name="GRPO",
+    name="grpo",
+    trl_name="GRPO",
     # Any row with a prompt: GRPO generates the completions, and the other columns reach the rewards.
     data_formats=("prompt_only", "prompt_completion", "preference", "unpaired_preference"),
     defaults=_GRPO_DEFAULTS,
     # Each prompt's group of completions is generated, then trained on (beta=0: no reference model).
-    flops=FlopsRule(sequences=_GRPO_DEFAULTS["num_generations"],
-                    completion_tokens=_GRPO_DEFAULTS["max_completion_length"]),
+    flops=FlopsRule(
+        sequences=_GRPO_DEFAULTS["num_generations"], completion_tokens=_GRPO_DEFAULTS["max_completion_length"]
+    ),
     checks=(rules.grpo_batch, rules.grpo_generation, rules.grpo_rewards),
     inputs=REWARD_HYPERPARAMETERS,
 )

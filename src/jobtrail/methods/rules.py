@@ -51,26 +51,32 @@ def grpo_batch(rule: RuleInput) -> list[Finding]:
         return problems
     generations = typed["num_generations"][0]
     if generations < 2:
-        return [_error(
-            "grpo.num_generations",
-            f"num_generations={generations}: GRPO scores each completion against the others for the same prompt, "
-            "so it needs at least 2.",
-            "Set num_generations=4 (or any value from 2 up that divides the generation batch).",
-        )]
+        return [
+            _error(
+                "grpo.num_generations",
+                f"num_generations={generations}: GRPO scores each completion against the others for the same prompt, "
+                "so it needs at least 2.",
+                "Set num_generations=4 (or any value from 2 up that divides the generation batch).",
+            )
+        ]
     if values.get("auto_find_batch_size"):
-        return [_error(
-            "grpo.auto_find_batch_size",
-            "auto_find_batch_size would halve the batch on out-of-memory and split prompts' groups of completions; "
-            "TRL refuses it for GRPO.",
-            "Remove auto_find_batch_size and set a smaller per_device_train_batch_size yourself.",
-        )]
+        return [
+            _error(
+                "grpo.auto_find_batch_size",
+                "auto_find_batch_size would halve the batch on out-of-memory and split prompts' groups of completions; "
+                "TRL refuses it for GRPO.",
+                "Remove auto_find_batch_size and set a smaller per_device_train_batch_size yourself.",
+            )
+        ]
     if "generation_batch_size" in typed and "steps_per_generation" in typed:
-        return [_error(
-            "grpo.generation_batch",
-            "generation_batch_size and steps_per_generation are both set; TRL accepts one or the other.",
-            "Remove one of them (with steps_per_generation, the generation batch is per_device_train_batch_size x "
-            "steps_per_generation).",
-        )]
+        return [
+            _error(
+                "grpo.generation_batch",
+                "generation_batch_size and steps_per_generation are both set; TRL accepts one or the other.",
+                "Remove one of them (with steps_per_generation, the generation batch is per_device_train_batch_size x "
+                "steps_per_generation).",
+            )
+        ]
     sizes = {name: value for name, (value, _) in typed.items()}
     return _divides(_generation_batch(sizes, generations), generations) + _grpo_eval_batch(values, generations)
 
@@ -93,9 +99,13 @@ def _generation_batch(sizes: dict[str, int], generations: int) -> _Batch:
     if "generation_batch_size" in sizes:
         size = sizes["generation_batch_size"]
         knobs = [("generation_batch_size", size, math.lcm(global_batch, generations))]
-        problem = None if size % global_batch == 0 else (
-            f"generation_batch_size={size} is not a multiple of the global batch, per_device_train_batch_size "
-            f"({per_device}) x {PROCESSES} process"
+        problem = (
+            None
+            if size % global_batch == 0
+            else (
+                f"generation_batch_size={size} is not a multiple of the global batch, per_device_train_batch_size "
+                f"({per_device}) x {PROCESSES} process"
+            )
         )
         return _Batch(size, f"generation_batch_size={size}", knobs, problem)
     name = "steps_per_generation" if "steps_per_generation" in sizes else "gradient_accumulation_steps"
@@ -105,8 +115,10 @@ def _generation_batch(sizes: dict[str, int], generations: int) -> _Batch:
         size,
         f"per_device_train_batch_size ({per_device}) x {name} ({steps}) on {PROCESSES} process = {size}",
         # value x factor = size, so the value must be a multiple of generations / gcd(factor, generations).
-        [(knob, value, generations // math.gcd(size // value, generations))
-         for knob, value in ((name, steps), ("per_device_train_batch_size", per_device))],
+        [
+            (knob, value, generations // math.gcd(size // value, generations))
+            for knob, value in ((name, steps), ("per_device_train_batch_size", per_device))
+        ],
     )
 
 
@@ -122,18 +134,22 @@ def _divides(batch: _Batch, generations: int) -> list[Finding]:
         fixes.append(f"num_generations={' or '.join(map(str, divisors[-3:]))}")
     fix = "Set " + ", or ".join(fixes) + "."
     if batch.size < generations:
-        return [_error(
-            "grpo.generation_batch_small",
-            f"The generation batch, {batch.explained}, holds fewer completions than one prompt's group "
-            f"(num_generations={generations}).",
+        return [
+            _error(
+                "grpo.generation_batch_small",
+                f"The generation batch, {batch.explained}, holds fewer completions than one prompt's group "
+                f"(num_generations={generations}).",
+                fix,
+            )
+        ]
+    return [
+        _error(
+            "grpo.num_generations",
+            f"num_generations={generations} does not divide the generation batch, {batch.explained}: GRPO needs whole "
+            "groups of completions per prompt in every batch.",
             fix,
-        )]
-    return [_error(
-        "grpo.num_generations",
-        f"num_generations={generations} does not divide the generation batch, {batch.explained}: GRPO needs whole "
-        "groups of completions per prompt in every batch.",
-        fix,
-    )]
+        )
+    ]
 
 
 def _grpo_eval_batch(values: Mapping[str, Any], generations: int) -> list[Finding]:
@@ -145,12 +161,14 @@ def _grpo_eval_batch(values: Mapping[str, Any], generations: int) -> list[Findin
     eval_generations = values.get("num_generations_eval") or generations
     if (eval_batch * PROCESSES) % eval_generations == 0:
         return []
-    return [_error(
-        "grpo.eval_batch",
-        f"per_device_eval_batch_size ({eval_batch}) is not divisible by the evaluation's num_generations "
-        f"({eval_generations}).",
-        f"Set per_device_eval_batch_size={_next_multiple(eval_batch, eval_generations)}.",
-    )]
+    return [
+        _error(
+            "grpo.eval_batch",
+            f"per_device_eval_batch_size ({eval_batch}) is not divisible by the evaluation's num_generations "
+            f"({eval_generations}).",
+            f"Set per_device_eval_batch_size={_next_multiple(eval_batch, eval_generations)}.",
+        )
+    ]
 
 
 # --- GRPO: generation and rewards ---------------------------------------------------------------
@@ -164,16 +182,23 @@ def grpo_generation(rule: RuleInput) -> list[Finding]:
         findings += [f for f in [_whole(values, "max_completion_length", minimum=1, example=256)[1]] if f]
     temperature = values.get("temperature")
     if temperature is not None and (not _is_number(temperature) or temperature <= 0):
-        findings.append(_error(
-            "grpo.temperature",
-            f"temperature={temperature!r}: GRPO samples its completions and needs temperature > 0 (at 0 every "
-            "completion of a prompt is the same, so there is nothing to compare).",
-            "Set temperature=1.0 (TRL's default), or 0.7 for less random samples.",
-        ))
+        findings.append(
+            _error(
+                "grpo.temperature",
+                f"temperature={temperature!r}: GRPO samples its completions and needs temperature > 0 (at 0 every "
+                "completion of a prompt is the same, so there is nothing to compare).",
+                "Set temperature=1.0 (TRL's default), or 0.7 for less random samples.",
+            )
+        )
     beta = values.get("beta")
     if beta is not None and (not _is_number(beta) or beta < 0):
-        findings.append(_error("grpo.beta", f"beta={beta!r} must be 0 (no reference model) or positive.",
-                               "Set beta=0.0 (TRL's default) or a small KL weight such as 0.04."))
+        findings.append(
+            _error(
+                "grpo.beta",
+                f"beta={beta!r} must be 0 (no reference model) or positive.",
+                "Set beta=0.0 (TRL's default) or a small KL weight such as 0.04.",
+            )
+        )
     return findings
 
 
@@ -182,28 +207,35 @@ def grpo_rewards(rule: RuleInput) -> list[Finding]:
     values, user = rule.values, rule.user_reward
     names, findings = _reward_names(values.get("reward_funcs"))
     if not names and not user and not findings:
-        return [_error(
-            "grpo.rewards_missing",
-            "GRPO learns only from rewards, and none is given.",
-            f"Pass hyperparameters={{\"reward_funcs\": [\"exact_match\"]}} (built-ins: {', '.join(BUILTIN_REWARDS)}), "
-            "or a reward file with the function to call.",
-        )]
+        return [
+            _error(
+                "grpo.rewards_missing",
+                "GRPO learns only from rewards, and none is given.",
+                f'Pass hyperparameters={{"reward_funcs": ["exact_match"]}} (built-ins: {", ".join(BUILTIN_REWARDS)}), '
+                "or a reward file with the function to call.",
+            )
+        ]
     for name in names:
         if name not in BUILTIN_REWARDS:
             close = difflib.get_close_matches(name, BUILTIN_REWARDS, n=1, cutoff=0.5)
-            findings.append(_error(
-                "grpo.reward_unknown",
-                f"There is no built-in reward {name!r}." + (f" Did you mean {close[0]!r}?" if close else ""),
-                (f"Use {close[0]!r}" if close else f"Use one of {', '.join(BUILTIN_REWARDS)}")
-                + ", or give your own function in a reward file.",
-            ))
+            findings.append(
+                _error(
+                    "grpo.reward_unknown",
+                    f"There is no built-in reward {name!r}." + (f" Did you mean {close[0]!r}?" if close else ""),
+                    (f"Use {close[0]!r}" if close else f"Use one of {', '.join(BUILTIN_REWARDS)}")
+                    + ", or give your own function in a reward file.",
+                )
+            )
     for name in sorted({n for n in names if names.count(n) > 1}):
-        findings.append(Finding(
-            code="grpo.reward_duplicate", severity="warning",
-            message=f"Reward {name!r} is listed {names.count(name)} times, so it counts "
-                    f"{names.count(name)} times over.",
-            fix="List it once; use reward_weights to weigh rewards.",
-        ))
+        findings.append(
+            Finding(
+                code="grpo.reward_duplicate",
+                severity="warning",
+                message=f"Reward {name!r} is listed {names.count(name)} times, so it counts "
+                f"{names.count(name)} times over.",
+                fix="List it once; use reward_weights to weigh rewards.",
+            )
+        )
     return findings + _reward_settings(values, names) + _reward_weights(values, len(names) + (1 if user else 0))
 
 
@@ -214,8 +246,13 @@ def _reward_names(value: Any) -> tuple[list[str], list[Finding]]:
         return [value], []
     if isinstance(value, list | tuple) and all(isinstance(n, str) for n in value):
         return list(value), []
-    return [], [_error("grpo.reward_funcs", f"reward_funcs={value!r} must be a list of reward names.",
-                       'Pass e.g. reward_funcs=["exact_match", "format"].')]
+    return [], [
+        _error(
+            "grpo.reward_funcs",
+            f"reward_funcs={value!r} must be a list of reward names.",
+            'Pass e.g. reward_funcs=["exact_match", "format"].',
+        )
+    ]
 
 
 def _reward_settings(values: Mapping[str, Any], names: list[str]) -> list[Finding]:
@@ -224,11 +261,13 @@ def _reward_settings(values: Mapping[str, Any], names: list[str]) -> list[Findin
     try:
         re.compile(pattern)
     except (re.error, TypeError) as exc:
-        findings.append(_error(
-            "grpo.format_regex",
-            f"reward_format_regex {pattern!r} is not a valid regular expression: {exc}.",
-            f"Fix it, or leave it out for the default {REWARD_HYPERPARAMETERS['reward_format_regex']!r}.",
-        ))
+        findings.append(
+            _error(
+                "grpo.format_regex",
+                f"reward_format_regex {pattern!r} is not a valid regular expression: {exc}.",
+                f"Fix it, or leave it out for the default {REWARD_HYPERPARAMETERS['reward_format_regex']!r}.",
+            )
+        )
     _, problem = _whole(values, "reward_length_target", minimum=1, example=256, code="grpo.length_target")
     return findings + ([problem] if problem else [])
 
@@ -238,15 +277,22 @@ def _reward_weights(values: Mapping[str, Any], count: int) -> list[Finding]:
     if weights is None:
         return []
     if not isinstance(weights, list | tuple) or not all(_is_number(w) for w in weights):
-        return [_error("grpo.reward_weights", f"reward_weights={weights!r} must be a list of numbers.",
-                       f"Pass {count} numbers, e.g. reward_weights={[1.0] * count}.")]
+        return [
+            _error(
+                "grpo.reward_weights",
+                f"reward_weights={weights!r} must be a list of numbers.",
+                f"Pass {count} numbers, e.g. reward_weights={[1.0] * count}.",
+            )
+        ]
     if len(weights) != count:
-        return [_error(
-            "grpo.reward_weights",
-            f"reward_weights has {len(weights)} value(s) for {count} reward function(s) (the built-ins in "
-            "reward_funcs order, then the reward file's function).",
-            f"Pass exactly {count}, e.g. reward_weights={[1.0] * count}.",
-        )]
+        return [
+            _error(
+                "grpo.reward_weights",
+                f"reward_weights has {len(weights)} value(s) for {count} reward function(s) (the built-ins in "
+                "reward_funcs order, then the reward file's function).",
+                f"Pass exactly {count}, e.g. reward_weights={[1.0] * count}.",
+            )
+        ]
     return []
 
 
@@ -257,11 +303,14 @@ def rewards_only_for_grpo(rule: RuleInput) -> list[Finding]:
     given += ["a reward file"] if rule.user_reward else []
     if not given:
         return []
-    return [_error(
-        "rewards.not_grpo",
-        f"Rewards ({', '.join(given)}) apply only to method 'grpo'; {method} does not generate completions to score.",
-        f"Leave out {' and '.join(given)}, or use method='grpo'.",
-    )]
+    return [
+        _error(
+            "rewards.not_grpo",
+            f"Rewards ({', '.join(given)}) apply only to method 'grpo'; "
+            f"{method} does not generate completions to score.",
+            f"Leave out {' and '.join(given)}, or use method='grpo'.",
+        )
+    ]
 
 
 # --- DPO, KTO, reward ----------------------------------------------------------------------------
@@ -276,11 +325,14 @@ def dpo_label_smoothing(rule: RuleInput) -> list[Finding]:
     smoothing = rule.values.get("label_smoothing", 0.0)
     if _is_number(smoothing) and 0 <= smoothing < 0.5:
         return []
-    return [_error(
-        "dpo.label_smoothing",
-        f"label_smoothing={smoothing!r}: it is the assumed share of wrongly labelled pairs and must be in [0, 0.5).",
-        "Leave it out (0.0) or set e.g. label_smoothing=0.1.",
-    )]
+    return [
+        _error(
+            "dpo.label_smoothing",
+            f"label_smoothing={smoothing!r}: it is the assumed share of wrongly labelled pairs "
+            "and must be in [0, 0.5).",
+            "Leave it out (0.0) or set e.g. label_smoothing=0.1.",
+        )
+    ]
 
 
 def kto_loss_and_batch(rule: RuleInput) -> list[Finding]:
@@ -288,31 +340,42 @@ def kto_loss_and_batch(rule: RuleInput) -> list[Finding]:
     values = rule.values
     loss = values.get("loss_type", "kto")
     if loss not in KTO_LOSSES:
-        return [_error("kto.loss_type", f"loss_type={loss!r} is not a KTO loss.",
-                       f"Use one of {', '.join(KTO_LOSSES)} (or leave it out for 'kto').")]
-    findings = [*_positive("kto", values, "desirable_weight", "1.0"),
-                *_positive("kto", values, "undesirable_weight", "1.0")]
+        return [
+            _error(
+                "kto.loss_type",
+                f"loss_type={loss!r} is not a KTO loss.",
+                f"Use one of {', '.join(KTO_LOSSES)} (or leave it out for 'kto').",
+            )
+        ]
+    findings = [
+        *_positive("kto", values, "desirable_weight", "1.0"),
+        *_positive("kto", values, "undesirable_weight", "1.0"),
+    ]
     if loss == "apo_zero_unpaired":
         return findings  # the only KTO loss without a KL estimate: no batch constraints
     batch, problem = _whole(values, "per_device_train_batch_size", minimum=1)
     if problem:
         return [*findings, problem]
     if batch < 2:
-        findings.append(_error(
-            "kto.batch_size",
-            f"per_device_train_batch_size={batch}: KTO estimates its KL term from the other rows of the same "
-            "micro-batch, so it needs at least 2 (TRL refuses 1).",
-            "Set per_device_train_batch_size=2 or more (lower gradient_accumulation_steps to keep the effective "
-            "batch).",
-        ))
+        findings.append(
+            _error(
+                "kto.batch_size",
+                f"per_device_train_batch_size={batch}: KTO estimates its KL term from the other rows of the same "
+                "micro-batch, so it needs at least 2 (TRL refuses 1).",
+                "Set per_device_train_batch_size=2 or more (lower gradient_accumulation_steps to keep the effective "
+                "batch).",
+            )
+        )
     sampling = values.get("train_sampling_strategy", "sequential")
     if sampling != "sequential":
-        findings.append(_error(
-            "kto.sampling",
-            f"train_sampling_strategy={sampling!r}: KTO pairs each row with its neighbours for the KL estimate, "
-            "which needs the rows in a fixed order.",
-            "Remove train_sampling_strategy (KTO's default is 'sequential'; shuffle the data beforehand instead).",
-        ))
+        findings.append(
+            _error(
+                "kto.sampling",
+                f"train_sampling_strategy={sampling!r}: KTO pairs each row with its neighbours for the KL estimate, "
+                "which needs the rows in a fixed order.",
+                "Remove train_sampling_strategy (KTO's default is 'sequential'; shuffle the data beforehand instead).",
+            )
+        )
     return findings
 
 
@@ -320,8 +383,13 @@ def reward_centering(rule: RuleInput) -> list[Finding]:
     coefficient = rule.values.get("center_rewards_coefficient")
     if coefficient is None or (_is_number(coefficient) and coefficient >= 0):
         return []
-    return [_error("reward.center_rewards", f"center_rewards_coefficient={coefficient!r} must be 0 or positive.",
-                   "Leave it out, or set a small value such as 0.01 to keep rewards centred on zero.")]
+    return [
+        _error(
+            "reward.center_rewards",
+            f"center_rewards_coefficient={coefficient!r} must be 0 or positive.",
+            "Leave it out, or set a small value such as 0.01 to keep rewards centred on zero.",
+        )
+    ]
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -331,8 +399,13 @@ def _positive(method: str, values: Mapping[str, Any], name: str, example: str) -
     value = values.get(name)
     if value is None or (_is_number(value) and value > 0):
         return []
-    return [_error(f"{method}.{name}", f"{name}={value!r} must be a positive number.",
-                   f"Set {name}={example} (the usual value) or another positive number.")]
+    return [
+        _error(
+            f"{method}.{name}",
+            f"{name}={value!r} must be a positive number.",
+            f"Set {name}={example} (the usual value) or another positive number.",
+        )
+    ]
 
 
 def _whole(
@@ -342,9 +415,11 @@ def _whole(
     value = values.get(name)
     if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
         return value, None
-    return 0, _error(code or f"hyperparameters.{name}",
-                     f"{name}={value!r} must be a whole number of at least {minimum}.",
-                     f"Set {name} to a whole number, e.g. {name}={max(minimum, example)}.")
+    return 0, _error(
+        code or f"hyperparameters.{name}",
+        f"{name}={value!r} must be a whole number of at least {minimum}.",
+        f"Set {name} to a whole number, e.g. {name}={max(minimum, example)}.",
+    )
 
 
 def _is_number(value: Any) -> bool:

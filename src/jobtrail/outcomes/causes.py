@@ -42,41 +42,113 @@ def _text(*alternatives: str) -> re.Pattern[str]:
     return re.compile("|".join(alternatives), re.IGNORECASE)
 
 
-_OUT_OF_MEMORY = _text(r"out of memory", r"DefaultCPUAllocator", r"Unable to allocate [\d.]+ ?[KMGTP]i?B",
-                       r"Cannot allocate memory", r"can't allocate memory")
-_GATED = _text(r"Cannot access gated repo", r"You are trying to access a gated repo",
-               r"Access to \S+ \S+ is restricted", r"\bis a gated (dataset|model|repo)")
-_REFUSED = _text(r"\b40[13]\b.*(Client Error|Unauthorized|Forbidden)", r"Invalid credentials",
-                 r"Invalid user token", r"You don't have the rights", r"not in the authorized list",
-                 r"Token is required")
-_NOT_FOUND = {"RepositoryNotFoundError", "RevisionNotFoundError", "DatasetNotFoundError", "DataFilesNotFoundError",
-              "EmptyDatasetError"}
+_OUT_OF_MEMORY = _text(
+    r"out of memory",
+    r"DefaultCPUAllocator",
+    r"Unable to allocate [\d.]+ ?[KMGTP]i?B",
+    r"Cannot allocate memory",
+    r"can't allocate memory",
+)
+_GATED = _text(
+    r"Cannot access gated repo",
+    r"You are trying to access a gated repo",
+    r"Access to \S+ \S+ is restricted",
+    r"\bis a gated (dataset|model|repo)",
+)
+_REFUSED = _text(
+    r"\b40[13]\b.*(Client Error|Unauthorized|Forbidden)",
+    r"Invalid credentials",
+    r"Invalid user token",
+    r"You don't have the rights",
+    r"not in the authorized list",
+    r"Token is required",
+)
+_NOT_FOUND = {
+    "RepositoryNotFoundError",
+    "RevisionNotFoundError",
+    "DatasetNotFoundError",
+    "DataFilesNotFoundError",
+    "EmptyDatasetError",
+}
 _DATASET_REF = _text(r"\bdataset\b", r"huggingface\.co/(api/)?datasets/")
 _DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow)['\"]")
-_MODEL_MISSING = _text(r"is not a local folder and is not a valid model identifier",
-                       r"is not a valid git identifier")
+_MODEL_MISSING = _text(r"is not a local folder and is not a valid model identifier", r"is not a valid git identifier")
 # Transport failures (DNS, connect, read), rate limits and server errors: worth a retry.
-_NETWORK_TYPES = {"ConnectionError", "ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
-                  "Timeout", "TimeoutError", "ConnectTimeoutError", "ReadTimeoutError", "NewConnectionError",
-                  "NameResolutionError", "MaxRetryError", "ProxyError", "RemoteDisconnected", "ProtocolError",
-                  "ChunkedEncodingError", "IncompleteRead", "gaierror", "timeout", "LocalEntryNotFoundError",
-                  "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError"}
-_NETWORK = _text(r"Temporary failure in name resolution", r"Name or service not known", r"Failed to resolve",
-                 r"nodename nor servname", r"Failed to establish a new connection", r"Connection (reset|refused)",
-                 r"timed out", r"We couldn't connect to", r"Couldn't reach",
-                 r"\b(429|5\d\d)\b.*(Client|Server) Error", r"Too Many Requests")
-_PUSHING = {"push_to_hub", "upload_folder", "upload_file", "upload_large_folder", "create_commit",
-            "preupload_lfs_files", "_push_from_checkpoint", "create_repo"}
-_NATIVE = _text(r"CUDA Setup failed", r"libcudart", r"cannot open shared object file", r"compiled without GPU support",
-                r"CUDA driver version is insufficient", r"NVIDIA driver on your system is too old",
-                r"undefined symbol")
-_PACKAGES = _text(r"No module named", r"Failed to import \S+ because of the following error",
-                  r"does not recognize this architecture")
-_BAD_CALL = _text(r"got an unexpected keyword argument", r"got multiple values for (keyword )?argument",
-                  r"missing \d+ required (positional|keyword-only) arguments?")
+_NETWORK_TYPES = {
+    "ConnectionError",
+    "ConnectError",
+    "ConnectTimeout",
+    "ReadTimeout",
+    "WriteTimeout",
+    "PoolTimeout",
+    "Timeout",
+    "TimeoutError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "NewConnectionError",
+    "NameResolutionError",
+    "MaxRetryError",
+    "ProxyError",
+    "RemoteDisconnected",
+    "ProtocolError",
+    "ChunkedEncodingError",
+    "IncompleteRead",
+    "gaierror",
+    "timeout",
+    "LocalEntryNotFoundError",
+    "ConnectionResetError",
+    "ConnectionRefusedError",
+    "ConnectionAbortedError",
+}
+_NETWORK = _text(
+    r"Temporary failure in name resolution",
+    r"Name or service not known",
+    r"Failed to resolve",
+    r"nodename nor servname",
+    r"Failed to establish a new connection",
+    r"Connection (reset|refused)",
+    r"timed out",
+    r"We couldn't connect to",
+    r"Couldn't reach",
+    r"\b(429|5\d\d)\b.*(Client|Server) Error",
+    r"Too Many Requests",
+)
+_PUSHING = {
+    "push_to_hub",
+    "upload_folder",
+    "upload_file",
+    "upload_large_folder",
+    "create_commit",
+    "preupload_lfs_files",
+    "_push_from_checkpoint",
+    "create_repo",
+}
+_NATIVE = _text(
+    r"CUDA Setup failed",
+    r"libcudart",
+    r"cannot open shared object file",
+    r"compiled without GPU support",
+    r"CUDA driver version is insufficient",
+    r"NVIDIA driver on your system is too old",
+    r"undefined symbol",
+)
+_PACKAGES = _text(
+    r"No module named", r"Failed to import \S+ because of the following error", r"does not recognize this architecture"
+)
+_BAD_CALL = _text(
+    r"got an unexpected keyword argument",
+    r"got multiple values for (keyword )?argument",
+    r"missing \d+ required (positional|keyword-only) arguments?",
+)
 _CONFIG_PACKAGES = ("trl", "transformers", "accelerate")
-_DATA_TYPES = {"JSONDecodeError", "DatasetGenerationError", "ArrowInvalid", "ArrowTypeError", "CastError",
-               "SchemaInferenceError"}
+_DATA_TYPES = {
+    "JSONDecodeError",
+    "DatasetGenerationError",
+    "ArrowInvalid",
+    "ArrowTypeError",
+    "CastError",
+    "SchemaInferenceError",
+}
 
 
 def _oom(error: RaisedError, _: Progress) -> str | None:
@@ -166,18 +238,30 @@ def _bad_data(error: RaisedError, _: Progress) -> str | None:
 # cannot find), the push after training before both.
 CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.OOM, OOM, _oom),
-    CauseRule(R.HUB_ERROR, "Pushing to the Hub failed after the training had saved its work; only the push "
-              "needs repeating.", _push_failed),
+    CauseRule(
+        R.HUB_ERROR,
+        "Pushing to the Hub failed after the training had saved its work; only the push needs repeating.",
+        _push_failed,
+    ),
     CauseRule(R.AUTH_ERROR, REFUSED, _gated),
-    CauseRule(R.BAD_INPUT, "The dataset (or one of its files) does not exist, or is not visible to this token.",
-              _dataset_missing),
-    CauseRule(R.CONFIG_ERROR, "The model (or revision) does not exist on the Hub, or is not visible to this token.",
-              _model_missing),
+    CauseRule(
+        R.BAD_INPUT,
+        "The dataset (or one of its files) does not exist, or is not visible to this token.",
+        _dataset_missing,
+    ),
+    CauseRule(
+        R.CONFIG_ERROR,
+        "The model (or revision) does not exist on the Hub, or is not visible to this token.",
+        _model_missing,
+    ),
     CauseRule(R.AUTH_ERROR, REFUSED, _refused),
     CauseRule(R.CONFIG_ERROR, "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it.", _offline),
     CauseRule(R.INFRA_TRANSIENT, TRANSIENT, _network),
-    CauseRule(R.DEPENDENCY_ERROR, "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or "
-              "does not match this machine.", _native),
+    CauseRule(
+        R.DEPENDENCY_ERROR,
+        "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or does not match this machine.",
+        _native,
+    ),
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),

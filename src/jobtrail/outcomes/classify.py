@@ -51,31 +51,81 @@ def _rule(reason: R, message: str, *alternatives: str, ignore_case: bool = True)
 # a line, earlier rules win (so a 403 while pushing is hub_error before it can be auth_error,
 # and a job timeout before a read timeout).
 LOG_RULES: list[LogRule] = [
-    _rule(R.TIMEOUT, "The job ran past its timeout.",
-          r"Job timed out", r"exceeded (its|the) (timeout|maximum duration)"),
-    _rule(R.HUB_ERROR, HUB_FAILED,
-          r"\b40[13]\b.*(/commit/|/preupload/|upload|push)", r"Failed to push", r"push_to_hub.*(failed|error)"),
-    _rule(R.OOM, OOM,
-          r"CUDA out of memory", r"OutOfMemoryError", r"Cannot allocate memory", r"can't allocate memory",
-          r"oom-kill", r"out of memory: Killed process"),
-    _rule(R.AUTH_ERROR, REFUSED,
-          r"GatedRepoError", r"Cannot access gated repo", r"not in the authorized list",
-          r"Invalid credentials in Authorization header", r"\b401\b.*Unauthorized", r"LocalTokenNotFoundError",
-          r"Token is required"),
+    _rule(
+        R.TIMEOUT, "The job ran past its timeout.", r"Job timed out", r"exceeded (its|the) (timeout|maximum duration)"
+    ),
+    _rule(
+        R.HUB_ERROR,
+        HUB_FAILED,
+        r"\b40[13]\b.*(/commit/|/preupload/|upload|push)",
+        r"Failed to push",
+        r"push_to_hub.*(failed|error)",
+    ),
+    _rule(
+        R.OOM,
+        OOM,
+        r"CUDA out of memory",
+        r"OutOfMemoryError",
+        r"Cannot allocate memory",
+        r"can't allocate memory",
+        r"oom-kill",
+        r"out of memory: Killed process",
+    ),
+    _rule(
+        R.AUTH_ERROR,
+        REFUSED,
+        r"GatedRepoError",
+        r"Cannot access gated repo",
+        r"not in the authorized list",
+        r"Invalid credentials in Authorization header",
+        r"\b401\b.*Unauthorized",
+        r"LocalTokenNotFoundError",
+        r"Token is required",
+    ),
     # Case matters for the next two: their words are Python's and the installers' exact spelling.
-    _rule(R.DEPENDENCY_ERROR, DEPENDENCY,
-          r"ModuleNotFoundError", r"ImportError", r"No matching distribution", r"Failed to build",
-          r"No solution found when resolving", ignore_case=False),
-    _rule(R.CONFIG_ERROR, CONFIG,
-          r"got an unexpected keyword argument", r"eval_strategy.*eval_dataset", r"doesn't support bf16",
-          r"chat_template is not set", r"Cannot use chat template", ignore_case=False),
-    _rule(R.BAD_INPUT, DATA,
-          r"JSONDecodeError", r"DatasetGenerationError", r"JSON parse error", r"^KeyError: '",
-          r"Column '.*' not in the dataset"),
-    _rule(R.INFRA_TRANSIENT, TRANSIENT,
-          r"ReadTimeout", r"ConnectTimeout", r"read operation timed out", r"Read timed out", r"Connection reset",
-          r"ConnectionError", r"\b5\d\d Server Error", r"Bad Gateway", r"Service Unavailable",
-          r"Gateway Time-?out"),
+    _rule(
+        R.DEPENDENCY_ERROR,
+        DEPENDENCY,
+        r"ModuleNotFoundError",
+        r"ImportError",
+        r"No matching distribution",
+        r"Failed to build",
+        r"No solution found when resolving",
+        ignore_case=False,
+    ),
+    _rule(
+        R.CONFIG_ERROR,
+        CONFIG,
+        r"got an unexpected keyword argument",
+        r"eval_strategy.*eval_dataset",
+        r"doesn't support bf16",
+        r"chat_template is not set",
+        r"Cannot use chat template",
+        ignore_case=False,
+    ),
+    _rule(
+        R.BAD_INPUT,
+        DATA,
+        r"JSONDecodeError",
+        r"DatasetGenerationError",
+        r"JSON parse error",
+        r"^KeyError: '",
+        r"Column '.*' not in the dataset",
+    ),
+    _rule(
+        R.INFRA_TRANSIENT,
+        TRANSIENT,
+        r"ReadTimeout",
+        r"ConnectTimeout",
+        r"read operation timed out",
+        r"Read timed out",
+        r"Connection reset",
+        r"ConnectionError",
+        r"\b5\d\d Server Error",
+        r"Bad Gateway",
+        r"Service Unavailable",
+        r"Gateway Time-?out",
+    ),
 ]
 
 
@@ -94,8 +144,11 @@ def classify(
     if lost:
         return Verdict(R.LOST, "The backend no longer knows this attempt and left no exit record.")
     if termination and termination.get("reason") in R.__members__.values():
-        told = Verdict(R(termination["reason"]), str(termination.get("message") or termination["reason"]),
-                       evidence="termination event")
+        told = Verdict(
+            R(termination["reason"]),
+            str(termination.get("message") or termination["reason"]),
+            evidence="termination event",
+        )
         # The job could not name the cause; its log may (a library's exception it does not know).
         return (_from_log(log_tail) or told) if told.reason is R.UNKNOWN else told
     if exit_record and exit_record.exit_code == 0 and exit_record.signal is None:
@@ -128,8 +181,11 @@ def _from_signal(signum: int, by_log: Verdict | None) -> Verdict:
     if signum in (signals.SIGKILL, signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
         # Without OOM evidence in the log, a kill jobtrail did not send is the machine taking
         # the job away (preemption, eviction, a reboot), which a resume can recover from.
-        return Verdict(R.PREEMPTED, f"Stopped by {name}, which jobtrail did not send, with no sign of running "
-                       "out of memory.", evidence=name)
+        return Verdict(
+            R.PREEMPTED,
+            f"Stopped by {name}, which jobtrail did not send, with no sign of running out of memory.",
+            evidence=name,
+        )
     return by_log or Verdict(R.UNKNOWN, f"Died by {name}.", evidence=name)
 
 

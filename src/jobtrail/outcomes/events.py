@@ -61,10 +61,15 @@ def _fold(event: dict[str, Any], out: Digest) -> None:
         out.fields["last_metrics"] = {k: payload[k] for k in _STEP_FIELDS if payload.get(k) is not None}
     elif kind == "metrics":
         out.fields["summary"] = payload
-    elif kind == "checkpoint" and payload.get("path") and payload.get("state") in (
-        "writing",
-        "committed",
-        "superseded",
+    elif (
+        kind == "checkpoint"
+        and payload.get("path")
+        and payload.get("state")
+        in (
+            "writing",
+            "committed",
+            "superseded",
+        )
     ):
         out.checkpoints.append(
             CheckpointRecord(

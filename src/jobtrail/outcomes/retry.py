@@ -75,13 +75,15 @@ def decide(
     if reason is None:
         return Decision(False, "The latest attempt has not ended yet.", "Wait for it, or cancel it first.")
     if reason is R.SUCCEEDED:
-        return Decision(False, "The job already succeeded; there is nothing to retry.",
-                        "Submit a new job to train further.")
+        return Decision(
+            False, "The job already succeeded; there is nothing to retry.", "Submit a new job to train further."
+        )
     if reason is R.CANCELLED:
         if automatic:
             return Decision(False, "It was cancelled on request; automatic retries leave it stopped.")
-        return Decision(True, "Resuming the cancelled job from its last committed checkpoint.",
-                        changes=dict(changes or {}))
+        return Decision(
+            True, "Resuming the cancelled job from its last committed checkpoint.", changes=dict(changes or {})
+        )
     if reason in NEVER:
         return Decision(False, f"Not retried: {reason.value} does not go away by trying again.", NEVER[reason])
     budget = BUDGETS.get(reason)
@@ -93,25 +95,38 @@ def decide(
         )
     used = _used(history, reason)
     if used >= budget.retries:
-        return Decision(False, f"The retry budget for {reason.value} is spent ({used} of {budget.retries}).",
-                        "Look at why it keeps happening (inspect, logs) before spending more.")
+        return Decision(
+            False,
+            f"The retry budget for {reason.value} is spent ({used} of {budget.retries}).",
+            "Look at why it keeps happening (inspect, logs) before spending more.",
+        )
     if budget.charged and _storm(history):
-        return Decision(False, f"The same config failed twice with {reason.value}: a retry storm is not progress.",
-                        "Change the config (retry with changes=...) or fix the cause first.")
+        return Decision(
+            False,
+            f"The same config failed twice with {reason.value}: a retry storm is not progress.",
+            "Change the config (retry with changes=...) or fix the cause first.",
+        )
     if reason is R.TIMEOUT and not _advanced(last):
-        return Decision(False, "The last attempt timed out without advancing a step; resuming would time out again.",
-                        "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.")
+        return Decision(
+            False,
+            "The last attempt timed out without advancing a step; resuming would time out again.",
+            "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.",
+        )
     merged = dict(changes or {})
     if reason is R.OOM:
         proposal = propose_memory_change(hyperparameters)
         if not _changes_memory_shape(merged, hyperparameters):
             if not automatic:
-                return Decision(False, "Not retried: the same memory shape would run out of memory again.",
-                                f"retry with changes={proposal} (or shorter max_length, peft, a bigger flavor).")
+                return Decision(
+                    False,
+                    "Not retried: the same memory shape would run out of memory again.",
+                    f"retry with changes={proposal} (or shorter max_length, peft, a bigger flavor).",
+                )
             merged.update(proposal)
     delay = budget.backoff_s * (2**used)
-    return Decision(True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).",
-                    delay_s=delay, changes=merged)
+    return Decision(
+        True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).", delay_s=delay, changes=merged
+    )
 
 
 def propose_memory_change(hyperparameters: dict[str, Any]) -> dict[str, Any]:

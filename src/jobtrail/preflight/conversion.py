@@ -212,16 +212,25 @@ def check_source(facts: ConversionFacts, quantizations: list[str], pre_tokenizer
         return [_hub_source_unverified(facts.source)]
     model = facts.model
     if model is None or not model.exists:
-        return [_finding("gguf.source_missing", "error", f"{facts.source} is not a directory.",
-                         "Pass a jobtrail job id, a local model or adapter directory, or a Hub id.")]
+        return [
+            _finding(
+                "gguf.source_missing",
+                "error",
+                f"{facts.source} is not a directory.",
+                "Pass a jobtrail job id, a local model or adapter directory, or a Hub id.",
+            )
+        ]
     if model.adapter_config is not None:
         findings, config, base_tokenizer = _check_adapter(facts)
     elif model.config is None:
-        return [_finding(
-            "gguf.source_missing", "error",
-            f"{facts.source} has neither config.json (a model) nor adapter_config.json (a LoRA adapter).",
-            "Point source at the directory holding the model's config.json and weights, or at the adapter's.",
-        )]
+        return [
+            _finding(
+                "gguf.source_missing",
+                "error",
+                f"{facts.source} has neither config.json (a model) nor adapter_config.json (a LoRA adapter).",
+                "Point source at the directory holding the model's config.json and weights, or at the adapter's.",
+            )
+        ]
     else:
         findings, config, base_tokenizer = [], model.config, None
     if config is not None:
@@ -238,22 +247,32 @@ def check_quantizations(names: list[str]) -> list[Finding]:
         if canonical is None:
             close = difflib.get_close_matches(name.upper(), known, n=3, cutoff=0.5)
             hint = f"Did you mean {' or '.join(close)}? " if close else ""
-            findings.append(_finding(
-                "gguf.quantization_unknown", "error", f"llama-quantize has no quantization type {name!r}.",
-                f"{hint}Use one of: {', '.join(_usable(known))}.",
-            ))
+            findings.append(
+                _finding(
+                    "gguf.quantization_unknown",
+                    "error",
+                    f"llama-quantize has no quantization type {name!r}.",
+                    f"{hint}Use one of: {', '.join(_usable(known))}.",
+                )
+            )
         elif canonical in IMATRIX_QUANTIZATIONS:
-            findings.append(_finding(
-                "gguf.quantization_needs_imatrix", "error",
-                f"{canonical} needs an importance matrix, which convert_gguf does not compute.",
-                "Use a K-quant such as Q4_K_M, Q5_K_M or Q6_K, or Q8_0.",
-            ))
+            findings.append(
+                _finding(
+                    "gguf.quantization_needs_imatrix",
+                    "error",
+                    f"{canonical} needs an importance matrix, which convert_gguf does not compute.",
+                    "Use a K-quant such as Q4_K_M, Q5_K_M or Q6_K, or Q8_0.",
+                )
+            )
         elif canonical in POINTLESS_QUANTIZATIONS:
-            findings.append(_finding(
-                "gguf.quantization_pointless", "error",
-                f"{canonical} would only re-encode the F16 base file, which is always produced.",
-                f"Drop {canonical}; the F16 file is kept as the base.",
-            ))
+            findings.append(
+                _finding(
+                    "gguf.quantization_pointless",
+                    "error",
+                    f"{canonical} would only re-encode the F16 base file, which is always produced.",
+                    f"Drop {canonical}; the F16 file is kept as the base.",
+                )
+            )
     return findings
 
 
@@ -267,29 +286,41 @@ def check_pre_tokenizer_name(name: str | None) -> list[Finding]:
         return []
     close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.5)
     hint = f"Did you mean {' or '.join(close)}? " if close else ""
-    return [_finding(
-        "gguf.pre_tokenizer_unknown", "error", f"llama.cpp knows no pre-tokenizer named {name!r}.",
-        f"{hint}Known names include: {', '.join(sorted(known))}.",
-    )]
+    return [
+        _finding(
+            "gguf.pre_tokenizer_unknown",
+            "error",
+            f"llama.cpp knows no pre-tokenizer named {name!r}.",
+            f"{hint}Known names include: {', '.join(sorted(known))}.",
+        )
+    ]
 
 
 def check_architecture(config: dict[str, Any]) -> list[Finding]:
     arch = model_architecture(config)
     facts = converter_facts()
     if arch is None:
-        return [_finding("gguf.architecture_missing", "error",
-                         "config.json names no architecture, so llama.cpp's converter cannot pick a model class.",
-                         'Add "architectures": ["<Name>ForCausalLM"] to config.json (as transformers saves it).')]
+        return [
+            _finding(
+                "gguf.architecture_missing",
+                "error",
+                "config.json names no architecture, so llama.cpp's converter cannot pick a model class.",
+                'Add "architectures": ["<Name>ForCausalLM"] to config.json (as transformers saves it).',
+            )
+        ]
     if arch in facts.architectures:
         return []
     close = difflib.get_close_matches(arch, sorted(facts.architectures), n=3, cutoff=0.6)
     hint = f" Closest supported: {', '.join(close)}." if close else ""
-    return [_finding(
-        "gguf.architecture_unsupported", "error",
-        f"llama.cpp's converter (llama-cpp-python {facts.llama_cpp_python}) does not support {arch}.{hint}",
-        "Convert a model of a supported architecture, or wait for a llama.cpp release that adds it "
-        "(jobtrail pins the converter it has tested).",
-    )]
+    return [
+        _finding(
+            "gguf.architecture_unsupported",
+            "error",
+            f"llama.cpp's converter (llama-cpp-python {facts.llama_cpp_python}) does not support {arch}.{hint}",
+            "Convert a model of a supported architecture, or wait for a llama.cpp release that adds it "
+            "(jobtrail pins the converter it has tested).",
+        )
+    ]
 
 
 def check_k_quant_shapes(config: dict[str, Any], quantizations: list[str]) -> list[Finding]:
@@ -301,14 +332,17 @@ def check_k_quant_shapes(config: dict[str, Any], quantizations: list[str]) -> li
         return []
     widths = ", ".join(f"{name} {width}" for name, width in odd.items())
     small = " (smaller than one block)" if dims.get("hidden_size", QK_K) < QK_K else ""
-    return [_finding(
-        "gguf.k_quant_fallback", "warning",
-        f"{', '.join(wanted)} quantize rows in blocks of {QK_K} values, but this model's {widths} "
-        f"{'is' if len(odd) == 1 else 'are'} not a multiple of {QK_K}{small}: llama-quantize stores those "
-        "tensors in other types, so the files are not the K-quants their names say.",
-        "Use Q8_0 (or Q4_0/Q5_0, blocks of 32) for this model; K-quants need hidden and "
-        f"intermediate sizes that are multiples of {QK_K}.",
-    )]
+    return [
+        _finding(
+            "gguf.k_quant_fallback",
+            "warning",
+            f"{', '.join(wanted)} quantize rows in blocks of {QK_K} values, but this model's {widths} "
+            f"{'is' if len(odd) == 1 else 'are'} not a multiple of {QK_K}{small}: llama-quantize stores those "
+            "tensors in other types, so the files are not the K-quants their names say.",
+            "Use Q8_0 (or Q4_0/Q5_0, blocks of 32) for this model; K-quants need hidden and "
+            f"intermediate sizes that are multiples of {QK_K}.",
+        )
+    ]
 
 
 def row_widths(config: dict[str, Any]) -> dict[str, int]:
@@ -329,19 +363,29 @@ def _first_int(config: dict[str, Any], *keys: str) -> int | None:
 
 def check_tokenizer(tokenizer: TokenizerFacts | None, pre_tokenizer: str | None) -> list[Finding]:
     if tokenizer is None or not tokenizer.present:
-        return [_finding(
-            "gguf.tokenizer_missing", "error",
-            "No tokenizer (tokenizer.json, tokenizer.model, or vocab.json + merges.txt) next to the model: "
-            "a GGUF file must carry its tokenizer.",
-            "Save the tokenizer into the source directory (tokenizer.save_pretrained(dir)); jobtrail "
-            "training jobs do this for their final model and checkpoints.",
-        )]
-    findings = [] if tokenizer.has_chat_template else [_finding(
-        "gguf.chat_template_missing", "warning",
-        "The tokenizer has no chat template, so the GGUF files carry none: llama.cpp, Ollama and "
-        "LM Studio will need one supplied to chat with the model.",
-        "Set tokenizer.chat_template and save it with the model before converting, if it is a chat model.",
-    )]
+        return [
+            _finding(
+                "gguf.tokenizer_missing",
+                "error",
+                "No tokenizer (tokenizer.json, tokenizer.model, or vocab.json + merges.txt) next to the model: "
+                "a GGUF file must carry its tokenizer.",
+                "Save the tokenizer into the source directory (tokenizer.save_pretrained(dir)); jobtrail "
+                "training jobs do this for their final model and checkpoints.",
+            )
+        ]
+    findings = (
+        []
+        if tokenizer.has_chat_template
+        else [
+            _finding(
+                "gguf.chat_template_missing",
+                "warning",
+                "The tokenizer has no chat template, so the GGUF files carry none: llama.cpp, Ollama and "
+                "LM Studio will need one supplied to chat with the model.",
+                "Set tokenizer.chat_template and save it with the model before converting, if it is a chat model.",
+            )
+        ]
+    )
     return findings + _pre_tokenizer_findings(tokenizer, pre_tokenizer)
 
 
@@ -349,25 +393,34 @@ def _pre_tokenizer_findings(tokenizer: TokenizerFacts, pre_tokenizer: str | None
     if tokenizer.kind != "bpe" or pre_tokenizer is not None:
         return []
     if tokenizer.converter_hash is None:
-        return [_finding(
-            "gguf.pre_tokenizer_unverified", "info",
-            f"Could not check whether llama.cpp recognises this BPE tokenizer ({tokenizer.hash_error}).",
-            "If the job stops with 'pre-tokenizer not recognized', pass pre_tokenizer=... naming the "
-            "tokenizer family (e.g. 'qwen2').",
-        )]
+        return [
+            _finding(
+                "gguf.pre_tokenizer_unverified",
+                "info",
+                f"Could not check whether llama.cpp recognises this BPE tokenizer ({tokenizer.hash_error}).",
+                "If the job stops with 'pre-tokenizer not recognized', pass pre_tokenizer=... naming the "
+                "tokenizer family (e.g. 'qwen2').",
+            )
+        ]
     if tokenizer.converter_hash in converter_facts().pre_tokenizer_hashes:
         return []
     suggestion = KNOWN_SPLIT_REGEXES.get(tokenizer.split_regex or "")
-    named = (f"Its split regex is {suggestion!r}-style: pass pre_tokenizer={suggestion!r}."
-             if suggestion else "Pass pre_tokenizer=... naming the family it was built from (e.g. 'qwen2' for "
-             "Qwen2's split regex, 'llama-bpe' for Llama 3's).")
-    return [_finding(
-        "gguf.pre_tokenizer_needed", "warning",
-        "llama.cpp's converter identifies BPE tokenizers by a hash of their output and does not know this "
-        f"one ({tokenizer.converter_hash[:12]}…, e.g. a custom-trained tokenizer): conversion will stop "
-        "unless the pre-tokenizer is named.",
-        named,
-    )]
+    named = (
+        f"Its split regex is {suggestion!r}-style: pass pre_tokenizer={suggestion!r}."
+        if suggestion
+        else "Pass pre_tokenizer=... naming the family it was built from (e.g. 'qwen2' for "
+        "Qwen2's split regex, 'llama-bpe' for Llama 3's)."
+    )
+    return [
+        _finding(
+            "gguf.pre_tokenizer_needed",
+            "warning",
+            "llama.cpp's converter identifies BPE tokenizers by a hash of their output and does not know this "
+            f"one ({tokenizer.converter_hash[:12]}…, e.g. a custom-trained tokenizer): conversion will stop "
+            "unless the pre-tokenizer is named.",
+            named,
+        )
+    ]
 
 
 def _check_adapter(facts: ConversionFacts) -> tuple[list[Finding], dict[str, Any] | None, TokenizerFacts | None]:
@@ -375,21 +428,46 @@ def _check_adapter(facts: ConversionFacts) -> tuple[list[Finding], dict[str, Any
     model, base = facts.model, facts.base
     assert model is not None
     if not facts.base_ref:
-        return [_finding("gguf.adapter_base_missing", "error",
-                         f"The adapter in {facts.source} names no base model (base_model_name_or_path).",
-                         "Pass base_model=<local dir or Hub id> of the model it was trained on.")], None, None
+        return (
+            [
+                _finding(
+                    "gguf.adapter_base_missing",
+                    "error",
+                    f"The adapter in {facts.source} names no base model (base_model_name_or_path).",
+                    "Pass base_model=<local dir or Hub id> of the model it was trained on.",
+                )
+            ],
+            None,
+            None,
+        )
     if base is None:  # a Hub id: the job downloads it
-        return [_finding("gguf.adapter_base_unverified", "warning",
-                         f"The adapter's base {facts.base_ref} is a Hub id: it was not checked here and the job "
-                         "downloads it before merging.",
-                         "Make sure the job can read it (a token for gated or private repos).")], None, None
+        return (
+            [
+                _finding(
+                    "gguf.adapter_base_unverified",
+                    "warning",
+                    f"The adapter's base {facts.base_ref} is a Hub id: it was not checked here and the job "
+                    "downloads it before merging.",
+                    "Make sure the job can read it (a token for gated or private repos).",
+                )
+            ],
+            None,
+            None,
+        )
     if not base.exists or base.config is None:
-        return [_finding(
-            "gguf.adapter_base_missing", "error",
-            f"The adapter's base model {facts.base_ref} is not a model directory here"
-            f" ({'missing' if not base.exists else 'no config.json'}): it cannot be merged.",
-            "Pass base_model=<local dir or Hub id> of the model the adapter was trained on.",
-        )], None, None
+        return (
+            [
+                _finding(
+                    "gguf.adapter_base_missing",
+                    "error",
+                    f"The adapter's base model {facts.base_ref} is not a model directory here"
+                    f" ({'missing' if not base.exists else 'no config.json'}): it cannot be merged.",
+                    "Pass base_model=<local dir or Hub id> of the model the adapter was trained on.",
+                )
+            ],
+            None,
+            None,
+        )
     return _check_resized_embeddings(model, base), base.config, base.tokenizer
 
 
@@ -399,26 +477,34 @@ def _check_resized_embeddings(adapter: ModelDirFacts, base: ModelDirFacts) -> li
     if base_rows is None:
         return []
     if rows is not None and rows != base_rows:
-        return [_finding(
-            "gguf.embeddings_resized", "info",
-            f"The adapter carries {rows}-row embeddings (the base has {base_rows}): the job resizes the base "
-            "to match before merging.", None,
-        )]
+        return [
+            _finding(
+                "gguf.embeddings_resized",
+                "info",
+                f"The adapter carries {rows}-row embeddings (the base has {base_rows}): the job resizes the base "
+                "to match before merging.",
+                None,
+            )
+        ]
     tokens = adapter.tokenizer.size if adapter.tokenizer else None
     if rows is None and tokens is not None and tokens > base_rows:
-        return [_finding(
-            "gguf.embeddings_untrained", "error",
-            f"The adapter's tokenizer has {tokens} tokens but the base embeds only {base_rows}, and the adapter "
-            "carries no embedding weights: the added tokens would have no trained embeddings.",
-            "Retrain with the embeddings saved (LoRA modules_to_save=['embed_tokens', 'lm_head'], or "
-            "save_embedding_layers=True), or convert with the base's own tokenizer.",
-        )]
+        return [
+            _finding(
+                "gguf.embeddings_untrained",
+                "error",
+                f"The adapter's tokenizer has {tokens} tokens but the base embeds only {base_rows}, and the adapter "
+                "carries no embedding weights: the added tokens would have no trained embeddings.",
+                "Retrain with the embeddings saved (LoRA modules_to_save=['embed_tokens', 'lm_head'], or "
+                "save_embedding_layers=True), or convert with the base's own tokenizer.",
+            )
+        ]
     return []
 
 
 def _hub_source_unverified(source: str) -> Finding:
     return _finding(
-        "gguf.source_unverified", "warning",
+        "gguf.source_unverified",
+        "warning",
         f"{source} is a Hub id: its architecture and tokenizer are checked by the job after download, not here.",
         "Nothing to do if the repo is a transformers model or a PEFT adapter the job's token can read.",
     )

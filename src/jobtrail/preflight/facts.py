@@ -64,8 +64,12 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
     Hub identity and the estimate (remote) or the interpreter's requirements (local)."""
     values = effective(spec.method, spec.hyperparameters)
     facts = Facts(model=probes.model_facts(spec.model, env.hub_token))
-    facts = replace(facts, dataset=validate_dataset(spec.dataset, spec.method, split=str(values.job["dataset_split"]),
-                                                    mapping=spec.dataset_mapping))
+    facts = replace(
+        facts,
+        dataset=validate_dataset(
+            spec.dataset, spec.method, split=str(values.job["dataset_split"]), mapping=spec.dataset_mapping
+        ),
+    )
     if spec.reward_file:
         source, problem = read_reward_file(spec.reward_file)
         facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
@@ -79,8 +83,11 @@ def gather_evaluation(spec: JobSpec, adapter: str | None, split: str | None, env
     if split is None:  # the evaluator's default, except that a data file is its own single split
         split = "train" if looks_local(spec.dataset) and Path(spec.dataset).is_file() else EVAL_DEFAULT_SPLIT
     missing = adapter if adapter and looks_local(adapter) and not Path(adapter).is_dir() else None
-    facts = Facts(model=probes.model_facts(spec.model, env.hub_token), missing_adapter=missing,
-                  dataset=validate_dataset(spec.dataset, None, split=split))
+    facts = Facts(
+        model=probes.model_facts(spec.model, env.hub_token),
+        missing_adapter=missing,
+        dataset=validate_dataset(spec.dataset, None, split=split),
+    )
     return gather_requirements(facts, "evaluate", env.job_python) if spec.backend == "local" else facts
 
 
@@ -122,11 +129,20 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv) -> Facts:
     chars = report.mean_chars_per_row if report else None
     try:
         estimate = estimate_cost(
-            spec.model, spec.method, peft=values.peft_method, num_examples=max(1, examples),
+            spec.model,
+            spec.method,
+            peft=values.peft_method,
+            num_examples=max(1, examples),
             avg_tokens=max(1.0, chars / CHARS_PER_TOKEN) if chars else float(max_length),
-            max_length=max_length, per_device_batch_size=batch, gradient_accumulation_steps=accumulation,
-            epochs=max(1, epochs), gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
-            flavor=spec.flavor, lora_r=int(values.peft["r"]), config=facts.model.config, calibration=env.ledger,
+            max_length=max_length,
+            per_device_batch_size=batch,
+            gradient_accumulation_steps=accumulation,
+            epochs=max(1, epochs),
+            gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
+            flavor=spec.flavor,
+            lora_r=int(values.peft["r"]),
+            config=facts.model.config,
+            calibration=env.ledger,
             api=env.hub_api() if env.hub_api else None,
         )
     except JobtrailError as exc:

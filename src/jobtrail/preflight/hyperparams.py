@@ -26,7 +26,6 @@ MANAGED: dict[str, str] = {
 }
 
 
-
 @cache
 def trl_fields(method: str) -> frozenset[str]:
     data = load_table("trl_config_fields.json")
@@ -69,8 +68,7 @@ def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
                 severity="error",
                 message=f"peft={hyperparameters['peft']!r} is not supported.",
                 fix='Use peft="lora" (adapter), "qlora" (adapter on a 4-bit base, CUDA only) or "none" '
-                '(full fine-tuning).',
+                "(full fine-tuning).",
             )
         )
     return findings
-

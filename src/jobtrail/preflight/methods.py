@@ -26,8 +26,14 @@ def check_method(
     named in hyperparameters["reward_funcs"].
     """
     if method not in SPECS:
-        return [Finding(code="method.unknown", severity="error", message=f"Unknown method {method!r}.",
-                        fix=f"Use one of: {', '.join(METHODS)}.")]
+        return [
+            Finding(
+                code="method.unknown",
+                severity="error",
+                message=f"Unknown method {method!r}.",
+                fix=f"Use one of: {', '.join(METHODS)}.",
+            )
+        ]
     values = effective(method, hyperparameters).judged
     rule = RuleInput(method=method, values=values, given=hyperparameters, user_reward=rewards)
     return [finding for check in SPECS[method].checks for finding in check(rule)]

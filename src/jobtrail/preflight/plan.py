@@ -81,7 +81,9 @@ class Plan:
 
 
 def plan(
-    spec: JobSpec, env: PlanEnv, task: Evaluation | Conversion | None = None,
+    spec: JobSpec,
+    env: PlanEnv,
+    task: Evaluation | Conversion | None = None,
     previous: Mapping[str, Any] | None = None,
 ) -> Plan:
     """Facts → findings → config → script for `spec`; `task` says what an evaluation or a conversion
@@ -107,8 +109,9 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
         config = retry_config(previous, spec, facts.reward_source)
         push_to = config["hub_model_id"]
     elif config_ok:
-        config = build_config(spec, _output_dir(spec, env), rules.max_positions(facts), push_to=push_to,
-                              reward_source=facts.reward_source)
+        config = build_config(
+            spec, _output_dir(spec, env), rules.max_positions(facts), push_to=push_to, reward_source=facts.reward_source
+        )
     return Plan(facts=facts, findings=findings, config=config, script=_render(spec.method, config), push_to=push_to)
 
 
@@ -117,25 +120,42 @@ def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
     findings, _ = rules.judge(spec, facts, EVALUATION_CHECKS)
     config = None
     if not rules.blocking(findings):
-        config = eval_config(spec.model, spec.dataset, output_dir=_output_dir(spec, env), adapter=task.adapter,
-                             checkpoint_label=task.label, metrics=task.metrics, max_new_tokens=task.max_new_tokens,
-                             temperature=task.temperature, split=task.split)
+        config = eval_config(
+            spec.model,
+            spec.dataset,
+            output_dir=_output_dir(spec, env),
+            adapter=task.adapter,
+            checkpoint_label=task.label,
+            metrics=task.metrics,
+            max_new_tokens=task.max_new_tokens,
+            temperature=task.temperature,
+            split=task.split,
+        )
     return Plan(facts=facts, findings=findings, config=config, script=_render("evaluate", config))
 
 
 def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
     facts = gather_conversion(spec, env)
     assert facts.conversion is not None
-    findings = [*check_conversion(facts.conversion, task.quantizations, task.pre_tokenizer),
-                *_conversion_output(spec), *rules.check_dependencies(spec, facts)]
+    findings = [
+        *check_conversion(facts.conversion, task.quantizations, task.pre_tokenizer),
+        *_conversion_output(spec),
+        *rules.check_dependencies(spec, facts),
+    ]
     remote = spec.backend != "local"
     push_to = spec.output if remote else None
     config = None
     if not rules.blocking(findings):
         cache = REMOTE_LLAMA_CPP_CACHE if remote else env.llama_cpp_cache
-        config = conversion_config(spec.model, output_dir=Path(_output_dir(spec, env)),
-                                   cache_dir=cache / LLAMA_CPP_PYTHON_VERSION, quantizations=task.quantizations,
-                                   pre_tokenizer=task.pre_tokenizer, push_to_hub=remote, hub_model_id=push_to)
+        config = conversion_config(
+            spec.model,
+            output_dir=Path(_output_dir(spec, env)),
+            cache_dir=cache / LLAMA_CPP_PYTHON_VERSION,
+            quantizations=task.quantizations,
+            pre_tokenizer=task.pre_tokenizer,
+            push_to_hub=remote,
+            hub_model_id=push_to,
+        )
     return Plan(facts=facts, findings=findings, config=config, script=_render("convert_gguf", config), push_to=push_to)
 
 
@@ -143,9 +163,14 @@ def check_adapter(spec: JobSpec, facts: Facts) -> list[Finding]:
     """An evaluated local adapter (a job's final model or checkpoint) must still be on disk."""
     if facts.missing_adapter is None:
         return []
-    return [Finding(code="adapter.missing", severity="error",
-                    message=f"The adapter to evaluate, {facts.missing_adapter}, is not on disk.",
-                    fix="Evaluate another committed checkpoint (inspect lists them), or the model alone.")]
+    return [
+        Finding(
+            code="adapter.missing",
+            severity="error",
+            message=f"The adapter to evaluate, {facts.missing_adapter}, is not on disk.",
+            fix="Evaluate another committed checkpoint (inspect lists them), or the model alone.",
+        )
+    ]
 
 
 def check_evaluation_data(spec: JobSpec, facts: Facts) -> list[Finding]:
@@ -154,16 +179,25 @@ def check_evaluation_data(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 
 EVALUATION_CHECKS: tuple[rules.Check, ...] = (
-    rules.check_model, check_adapter, check_evaluation_data, rules.check_dependencies, rules.check_remote_paths,
+    rules.check_model,
+    check_adapter,
+    check_evaluation_data,
+    rules.check_dependencies,
+    rules.check_remote_paths,
 )
 
 
 def _conversion_output(spec: JobSpec) -> list[Finding]:
     if spec.backend == "local" or (spec.output and "/" in spec.output):
         return []
-    return [Finding(code="output.repo", severity="error",
-                    message="A remote conversion needs a Hub repo to upload the GGUF files to.",
-                    fix="Pass output='<your-user-or-org>/<model>-GGUF'.")]
+    return [
+        Finding(
+            code="output.repo",
+            severity="error",
+            message="A remote conversion needs a Hub repo to upload the GGUF files to.",
+            fix="Pass output='<your-user-or-org>/<model>-GGUF'.",
+        )
+    ]
 
 
 def _output_dir(spec: JobSpec, env: PlanEnv) -> str:

@@ -113,11 +113,13 @@ def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
         api.auth_check(repo_id, token=token)
         config = _read_json(Path(hf_hub_download(repo_id, "config.json", token=token)))
     except GatedRepoError:
-        return ModelFacts(ref=repo_id, local=False, access="gated",
-                          detail="the repo is gated and this token has no access")
+        return ModelFacts(
+            ref=repo_id, local=False, access="gated", detail="the repo is gated and this token has no access"
+        )
     except RepositoryNotFoundError:
-        return ModelFacts(ref=repo_id, local=False, access="not_found",
-                          detail="no such repo, or it is private to others")
+        return ModelFacts(
+            ref=repo_id, local=False, access="not_found", detail="no such repo, or it is private to others"
+        )
     except (HfHubHTTPError, OSError, ValueError) as exc:
         return ModelFacts(ref=repo_id, local=False, access="unverified", detail=_one_line(exc))
     return ModelFacts(

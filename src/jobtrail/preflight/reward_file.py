@@ -21,10 +21,27 @@ MAX_REWARD_FILE_BYTES = 256 * 1024  # its source goes into the job's config and 
 # Keyword arguments TRL passes every reward function besides prompts and completions.
 TRL_REWARD_KWARGS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"})
 # Importable in a job besides the standard library: the template's dependencies and theirs.
-JOB_PACKAGES = frozenset({
-    "torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers", "huggingface_hub",
-    "safetensors", "numpy", "pandas", "pyarrow", "regex", "packaging", "yaml", "tqdm", "jinja2",
-})
+JOB_PACKAGES = frozenset(
+    {
+        "torch",
+        "transformers",
+        "trl",
+        "peft",
+        "datasets",
+        "accelerate",
+        "tokenizers",
+        "huggingface_hub",
+        "safetensors",
+        "numpy",
+        "pandas",
+        "pyarrow",
+        "regex",
+        "packaging",
+        "yaml",
+        "tqdm",
+        "jinja2",
+    }
+)
 # Calls allowed in a top-level constant: building a value, nothing else.
 _CONSTANT_CALLS = frozenset({"re.compile", "frozenset", "set", "tuple", "list", "dict"})
 _WHY_TOP_LEVEL = (
@@ -51,11 +68,13 @@ def check_reward_source(source: str, path: str | Path, function: str) -> list[Fi
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        return [_error(
-            "reward_file.syntax",
-            f"The reward file {path} is not valid Python: {exc.msg} (line {exc.lineno}, column {exc.offset}).",
-            "Fix the syntax there; `python -m py_compile FILE` shows the same error.",
-        )]
+        return [
+            _error(
+                "reward_file.syntax",
+                f"The reward file {path} is not valid Python: {exc.msg} (line {exc.lineno}, column {exc.offset}).",
+                "Fix the syntax there; `python -m py_compile FILE` shows the same error.",
+            )
+        ]
     findings = [*_top_level_findings(tree, path), *_function_findings(tree, path, function)]
     return findings + _import_findings(tree, path)
 
@@ -68,7 +87,8 @@ def read_reward_file(path: str | Path) -> tuple[str, Finding | None]:
     path = Path(path).expanduser()
     if not path.is_file():
         return "", _error(
-            "reward_file.missing", f"The reward file {path} does not exist.",
+            "reward_file.missing",
+            f"The reward file {path} does not exist.",
             "Pass the path of a .py file that defines your reward function.",
         )
     if path.stat().st_size > MAX_REWARD_FILE_BYTES:
@@ -81,8 +101,11 @@ def read_reward_file(path: str | Path) -> tuple[str, Finding | None]:
     try:
         return path.read_text(encoding="utf-8"), None
     except (OSError, UnicodeDecodeError) as exc:
-        return "", _error("reward_file.unreadable", f"The reward file {path} cannot be read: {exc}.",
-                          "Save it as UTF-8 text and check its permissions.")
+        return "", _error(
+            "reward_file.unreadable",
+            f"The reward file {path} cannot be read: {exc}.",
+            "Save it as UTF-8 text and check its permissions.",
+        )
 
 
 def _top_level_findings(tree: ast.Module, path: str | Path) -> list[Finding]:
@@ -90,12 +113,14 @@ def _top_level_findings(tree: ast.Module, path: str | Path) -> list[Finding]:
     for node in tree.body:
         what = _disallowed(node)
         if what:
-            findings.append(_error(
-                "reward_file.top_level",
-                f"Line {node.lineno} of {path} is {what} at the top level. {_WHY_TOP_LEVEL}",
-                "Move it into the reward function (or a helper it calls); keep only imports, def/class, constants "
-                "and an `if __name__ == \"__main__\":` block at the top level.",
-            ))
+            findings.append(
+                _error(
+                    "reward_file.top_level",
+                    f"Line {node.lineno} of {path} is {what} at the top level. {_WHY_TOP_LEVEL}",
+                    "Move it into the reward function (or a helper it calls); keep only imports, def/class, constants "
+                    'and an `if __name__ == "__main__":` block at the top level.',
+                )
+            )
     return findings
 
 
@@ -133,15 +158,24 @@ def _is_constant(node: ast.expr) -> bool:
     if isinstance(node, ast.JoinedStr | ast.FormattedValue):
         return all(_is_constant(v) for v in ast.iter_child_nodes(node) if isinstance(v, ast.expr))
     if isinstance(node, ast.Call):
-        return (ast.unparse(node.func) in _CONSTANT_CALLS and all(_is_constant(a) for a in node.args)
-                and all(_is_constant(k.value) for k in node.keywords))
+        return (
+            ast.unparse(node.func) in _CONSTANT_CALLS
+            and all(_is_constant(a) for a in node.args)
+            and all(_is_constant(k.value) for k in node.keywords)
+        )
     return False
 
 
 def _is_main_guard(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value == "__main__" and isinstance(test.ops[0], ast.Eq))
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+        and isinstance(test.ops[0], ast.Eq)
+    )
 
 
 # --- the function ------------------------------------------------------------------------------
@@ -149,18 +183,25 @@ def _is_main_guard(test: ast.expr) -> bool:
 
 def _function_findings(tree: ast.Module, path: str | Path, function: str) -> list[Finding]:
     if not function.isidentifier():
-        return [_error("reward_file.function", f"{function!r} is not a Python function name.",
-                       "Pass the name of the reward function defined in the file, e.g. reward_function=\"score\".")]
+        return [
+            _error(
+                "reward_file.function",
+                f"{function!r} is not a Python function name.",
+                'Pass the name of the reward function defined in the file, e.g. reward_function="score".',
+            )
+        ]
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == function]
     if not defs:
         defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-        return [_error(
-            "reward_file.function_missing",
-            f"The reward file {path} defines no top-level function {function!r}"
-            + (f" (it defines {', '.join(defined)})." if defined else "."),
-            f"Define `def {function}(prompts, completions, **kwargs):` at the top level of the file, or pass the "
-            "name of the function it defines.",
-        )]
+        return [
+            _error(
+                "reward_file.function_missing",
+                f"The reward file {path} defines no top-level function {function!r}"
+                + (f" (it defines {', '.join(defined)})." if defined else "."),
+                f"Define `def {function}(prompts, completions, **kwargs):` at the top level of the file, or pass the "
+                "name of the function it defines.",
+            )
+        ]
     node = defs[-1]  # the last definition is the one the name holds after the file runs
     if isinstance(node, ast.AsyncFunctionDef):
         return [_signature_error(path, function, "is `async def`; the job calls reward functions synchronously")]
@@ -177,26 +218,31 @@ def _signature_findings(node: ast.FunctionDef, path: str | Path) -> list[Finding
     if "completions" not in named:
         return [_signature_error(path, node.name, "has no `completions` parameter")]
     if args.kwarg is None:
-        return [_signature_error(
-            path, node.name,
-            "has no `**kwargs`; TRL also passes completion_ids, trainer_state and every dataset column",
-        )]
+        return [
+            _signature_error(
+                path,
+                node.name,
+                "has no `**kwargs`; TRL also passes completion_ids, trainer_state and every dataset column",
+            )
+        ]
     defaults = _parameters_with_defaults(args)
     columns = [name for name in named if name not in TRL_REWARD_KWARGS and name not in defaults]
     if not columns:
         return []
-    return [Finding(
-        code="reward_file.columns",
-        severity="warning",
-        message=f"{node.name}() takes {', '.join(map(repr, columns))} without a default: TRL passes them only as "
-        "dataset columns of those names, so the job fails if the dataset lacks one.",
-        fix="Check that the dataset has those columns (validate_dataset lists them), or read them from **kwargs.",
-    )]
+    return [
+        Finding(
+            code="reward_file.columns",
+            severity="warning",
+            message=f"{node.name}() takes {', '.join(map(repr, columns))} without a default: TRL passes them only as "
+            "dataset columns of those names, so the job fails if the dataset lacks one.",
+            fix="Check that the dataset has those columns (validate_dataset lists them), or read them from **kwargs.",
+        )
+    ]
 
 
 def _parameters_with_defaults(args: ast.arguments) -> set[str]:
     positional = [a.arg for a in args.args]
-    with_default = set(positional[len(positional) - len(args.defaults):]) if args.defaults else set()
+    with_default = set(positional[len(positional) - len(args.defaults) :]) if args.defaults else set()
     return with_default | {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
 
 
@@ -216,12 +262,14 @@ def _import_findings(tree: ast.Module, path: str | Path) -> list[Finding]:
     """A module the job cannot import fails it with dependency_error, at load or mid-training."""
     relative = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
     if relative:
-        return [_error(
-            "reward_file.import",
-            f"Line {relative[0].lineno} of {path} is a relative import; the job loads the file on its own, outside "
-            "any package, so it cannot work there.",
-            "Copy what it imports into the reward file, or import it from an installed package.",
-        )]
+        return [
+            _error(
+                "reward_file.import",
+                f"Line {relative[0].lineno} of {path} is a relative import; the job loads the file on its own, outside "
+                "any package, so it cannot work there.",
+                "Copy what it imports into the reward file, or import it from an installed package.",
+            )
+        ]
     missing: dict[str, int] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom):
@@ -231,13 +279,17 @@ def _import_findings(tree: ast.Module, path: str | Path) -> list[Finding]:
             top = name.split(".")[0]
             if top not in sys.stdlib_module_names and top not in JOB_PACKAGES and top != "__future__":
                 missing.setdefault(top, node.lineno)
-    return [Finding(
-        code="reward_file.import",
-        severity="warning",
-        message=f"The reward file {path} imports {top!r} (line {line}), which is neither in the standard library nor "
-        "among the job's dependencies; the job fails with dependency_error unless its environment has it.",
-        fix=f"Use the standard library or the job's packages ({', '.join(sorted(JOB_PACKAGES))}) instead.",
-    ) for top, line in missing.items()]
+    return [
+        Finding(
+            code="reward_file.import",
+            severity="warning",
+            message=f"The reward file {path} imports {top!r} (line {line}), "
+            f"which is neither in the standard library nor "
+            "among the job's dependencies; the job fails with dependency_error unless its environment has it.",
+            fix=f"Use the standard library or the job's packages ({', '.join(sorted(JOB_PACKAGES))}) instead.",
+        )
+        for top, line in missing.items()
+    ]
 
 
 def _error(code: str, message: str, fix: str) -> Finding:

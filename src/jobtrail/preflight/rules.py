@@ -47,42 +47,88 @@ def check_model(spec: JobSpec, facts: Facts) -> list[Finding]:
         return []
     if m.access == "not_found":
         if m.local:
-            code, what = ("model.missing", "does not exist") if m.detail == "no such directory" else (
-                "model.no_config", "has no readable config.json, so it is not a transformers model directory")
-            return [_error(code, f"Model {spec.model} {what}.", "Pass the directory that holds config.json and the "
-                           "weights, or a Hub id like 'Qwen/Qwen2.5-0.5B'.")]
-        return [_error("model.not_found", f"No model {spec.model!r} on the Hub ({m.detail}).",
-                       "Check the spelling (org/name); for a private repo set HF_TOKEN to a token that can read it.")]
+            code, what = (
+                ("model.missing", "does not exist")
+                if m.detail == "no such directory"
+                else ("model.no_config", "has no readable config.json, so it is not a transformers model directory")
+            )
+            return [
+                _error(
+                    code,
+                    f"Model {spec.model} {what}.",
+                    "Pass the directory that holds config.json and the weights, or a Hub id like 'Qwen/Qwen2.5-0.5B'.",
+                )
+            ]
+        return [
+            _error(
+                "model.not_found",
+                f"No model {spec.model!r} on the Hub ({m.detail}).",
+                "Check the spelling (org/name); for a private repo set HF_TOKEN to a token that can read it.",
+            )
+        ]
     if m.access == "gated":
-        return [_error("model.gated", f"{spec.model} is gated and your token has no access yet.",
-                       f"Accept the terms at https://huggingface.co/{spec.model} with your account, then retry.")]
+        return [
+            _error(
+                "model.gated",
+                f"{spec.model} is gated and your token has no access yet.",
+                f"Accept the terms at https://huggingface.co/{spec.model} with your account, then retry.",
+            )
+        ]
     if m.access == "unverified":
-        return [Finding(code="model.unverified", severity="warning",
-                        message=f"Could not check {spec.model!r} on the Hub ({m.detail}); the job downloads it.",
-                        fix="Make sure the job's machine can reach the Hub, or pass a local model directory.")]
+        return [
+            Finding(
+                code="model.unverified",
+                severity="warning",
+                message=f"Could not check {spec.model!r} on the Hub ({m.detail}); the job downloads it.",
+                fix="Make sure the job's machine can reach the Hub, or pass a local model directory.",
+            )
+        ]
     return _architecture(spec, m.config or {})
 
 
 def _architecture(spec: JobSpec, config: dict[str, Any]) -> list[Finding]:
     model_type = config.get("model_type")
     if not model_type:
-        return [_error("model.architecture", f"{spec.model}'s config.json has no model_type.",
-                       "Use a model saved by transformers (save_pretrained writes model_type).")]
+        return [
+            _error(
+                "model.architecture",
+                f"{spec.model}'s config.json has no model_type.",
+                "Use a model saved by transformers (save_pretrained writes model_type).",
+            )
+        ]
     if not is_known(model_type):
-        return [_error("model.architecture", f"transformers does not know model_type {model_type!r}.",
-                       "Upgrade transformers in the job's environment, or pick a supported model.")]
+        return [
+            _error(
+                "model.architecture",
+                f"transformers does not know model_type {model_type!r}.",
+                "Upgrade transformers in the job's environment, or pick a supported model.",
+            )
+        ]
     if not is_causal_lm(model_type):
-        return [_error("model.architecture", f"{model_type!r} has no causal-LM head, which SFT needs.",
-                       "Pick a decoder (causal LM) model such as Qwen2, Llama, Mistral or Gemma.")]
+        return [
+            _error(
+                "model.architecture",
+                f"{model_type!r} has no causal-LM head, which SFT needs.",
+                "Pick a decoder (causal LM) model such as Qwen2, Llama, Mistral or Gemma.",
+            )
+        ]
     vocab, positions = _text_config(config).get("vocab_size"), _text_config(config).get("max_position_embeddings")
-    return [Finding(code="model.ok", severity="info",
-                    message=f"{model_type}: vocabulary {vocab}, up to {positions} positions.")]
+    return [
+        Finding(
+            code="model.ok", severity="info", message=f"{model_type}: vocabulary {vocab}, up to {positions} positions."
+        )
+    ]
 
 
 def check_chat_template(spec: JobSpec, facts: Facts, conversational: bool) -> list[Finding]:
     if conversational and facts.model is not None and facts.model.has_chat_template is False:
-        return [_error("model.chat_template", f"The data is conversational but {spec.model} has no chat template.",
-                       "Use an instruct/chat model, or convert the data to text or prompt/completion form.")]
+        return [
+            _error(
+                "model.chat_template",
+                f"The data is conversational but {spec.model} has no chat template.",
+                "Use an instruct/chat model, or convert the data to text or prompt/completion form.",
+            )
+        ]
     return []
 
 
@@ -93,15 +139,25 @@ def check_lora_targets(spec: JobSpec, facts: Facts) -> list[Finding]:
         return []
     names = facts.model.module_names
     if names is None:
-        return [Finding(code="lora.targets_unverified", severity="warning",
-                        message="Could not read the model's module names, so lora_target_modules was not checked.",
-                        fix='Use "all-linear" to let PEFT pick every linear layer.')]
+        return [
+            Finding(
+                code="lora.targets_unverified",
+                severity="warning",
+                message="Could not read the model's module names, so lora_target_modules was not checked.",
+                fix='Use "all-linear" to let PEFT pick every linear layer.',
+            )
+        ]
     missing = [t for t in targets if t not in names]
     if not missing:
         return []
     linear = [n for n in names if n.endswith("proj") or n in ("fc1", "fc2", "c_attn", "c_proj", "dense")]
-    return [_error("lora.targets", f"lora_target_modules {missing} do not exist in {spec.model}.",
-                   f"Use names from this model, e.g. {linear[:7]}, or \"all-linear\".")]
+    return [
+        _error(
+            "lora.targets",
+            f"lora_target_modules {missing} do not exist in {spec.model}.",
+            f'Use names from this model, e.g. {linear[:7]}, or "all-linear".',
+        )
+    ]
 
 
 # --- data, hyperparameters, config ------------------------------------------------------
@@ -135,38 +191,70 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
     findings: list[Finding] = []
     positions, max_length = max_positions(facts), h.get("max_length")
     if positions and isinstance(max_length, int) and max_length > positions:
-        findings.append(_error("config.max_length",
-                               f"max_length {max_length} exceeds the model's {positions} positions.",
-                               f"Set max_length={positions} (or less)."))
+        findings.append(
+            _error(
+                "config.max_length",
+                f"max_length {max_length} exceeds the model's {positions} positions.",
+                f"Set max_length={positions} (or less).",
+            )
+        )
     if h.get("eval_strategy", "no") not in ("no", None) or h.get("do_eval"):
-        findings.append(_error("config.eval_without_data", "eval_strategy is set but the job has no evaluation "
-                               "split: the trainer would hang or fail.",
-                               'Remove eval_strategy (or set eval_strategy="no").'))
+        findings.append(
+            _error(
+                "config.eval_without_data",
+                "eval_strategy is set but the job has no evaluation split: the trainer would hang or fail.",
+                'Remove eval_strategy (or set eval_strategy="no").',
+            )
+        )
     gpu = flavor_gpu(spec.flavor)
     if gpu in NO_BF16_GPUS and h.get("bf16"):
-        findings.append(_error("config.bf16_unsupported", f"bf16 was requested but the {gpu} has no bf16.",
-                               "Drop bf16 (the job picks fp16 on GPUs without bf16), or choose an L4/A10G/A100 "
-                               "flavor."))
+        findings.append(
+            _error(
+                "config.bf16_unsupported",
+                f"bf16 was requested but the {gpu} has no bf16.",
+                "Drop bf16 (the job picks fp16 on GPUs without bf16), or choose an L4/A10G/A100 flavor.",
+            )
+        )
     if gpu in SLOW_COMPILE_GPUS and h.get("torch_compile"):
-        findings.append(Finding(code="config.torch_compile", severity="warning",
-                                message=f"torch.compile on a {gpu} usually costs more compile time than it saves.",
-                                fix="Remove torch_compile unless the run is long."))
+        findings.append(
+            Finding(
+                code="config.torch_compile",
+                severity="warning",
+                message=f"torch.compile on a {gpu} usually costs more compile time than it saves.",
+                fix="Remove torch_compile unless the run is long.",
+            )
+        )
     if spec.backend == "local" and spec.flavor:
-        findings.append(Finding(code="config.flavor_ignored", severity="warning",
-                                message=f"flavor={spec.flavor!r} has no effect on the local backend.",
-                                fix="Drop flavor, or use a remote backend."))
+        findings.append(
+            Finding(
+                code="config.flavor_ignored",
+                severity="warning",
+                message=f"flavor={spec.flavor!r} has no effect on the local backend.",
+                fix="Drop flavor, or use a remote backend.",
+            )
+        )
     return findings
 
 
 def check_dependencies(spec: JobSpec, facts: Facts) -> list[Finding]:
     extras = _JOB_EXTRAS.get(spec.method, "train")
     if facts.python_error:
-        return [_error("dependencies.python", f"The job's Python could not be checked: {facts.python_error}",
-                       f"Set JOBTRAIL_PYTHON to a working interpreter that has jobtrail[{extras}] installed.")]
+        return [
+            _error(
+                "dependencies.python",
+                f"The job's Python could not be checked: {facts.python_error}",
+                f"Set JOBTRAIL_PYTHON to a working interpreter that has jobtrail[{extras}] installed.",
+            )
+        ]
     if not facts.missing_requirements:
         return []
-    return [_error("dependencies.missing", f"The job's Python lacks: {', '.join(facts.missing_requirements)}.",
-                   f"Install the job's extras into that environment: pip install 'jobtrail[{extras}]'")]
+    return [
+        _error(
+            "dependencies.missing",
+            f"The job's Python lacks: {', '.join(facts.missing_requirements)}.",
+            f"Install the job's extras into that environment: pip install 'jobtrail[{extras}]'",
+        )
+    ]
 
 
 # --- remote backends ----------------------------------------------------------------------
@@ -177,9 +265,13 @@ def check_remote(spec: JobSpec, facts: Facts) -> list[Finding]:
         return []
     findings = [*_remote_token(facts), *check_remote_paths(spec, facts)]
     if spec.output and not (HUB_ID.match(spec.output) and "/" in spec.output):
-        findings.append(_error("output.repo", f"output={spec.output!r} is not a Hub repo id; a remote job's disk "
-                               "is gone when it ends.", "Pass output='<your-user-or-org>/<model-name>' (it is "
-                               "created, private, before submission)."))
+        findings.append(
+            _error(
+                "output.repo",
+                f"output={spec.output!r} is not a Hub repo id; a remote job's disk is gone when it ends.",
+                "Pass output='<your-user-or-org>/<model-name>' (it is created, private, before submission).",
+            )
+        )
     return findings
 
 
@@ -188,59 +280,114 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
     if spec.backend == "local":
         return []
     if not spec.flavor:
-        return [_error("flavor.missing", "No flavor chosen for the HF job.",
-                       "Pass flavor=... (estimate_cost recommends the cheapest that fits; hardware lists them).")]
+        return [
+            _error(
+                "flavor.missing",
+                "No flavor chosen for the HF job.",
+                "Pass flavor=... (estimate_cost recommends the cheapest that fits; hardware lists them).",
+            )
+        ]
     if facts.estimate_error or facts.estimate is None:
         why = facts.estimate_error or "the model's config.json could not be read"
-        return [Finding(code="estimate.unavailable", severity="warning",
-                        message=f"Memory and run time could not be estimated ({why}); the timeout and the fit were "
-                        "not checked.", fix="Pass a timeout with room to spare, e.g. timeout=\"4h\".")]
+        return [
+            Finding(
+                code="estimate.unavailable",
+                severity="warning",
+                message=f"Memory and run time could not be estimated ({why}); the timeout and the fit were "
+                "not checked.",
+                fix='Pass a timeout with room to spare, e.g. timeout="4h".',
+            )
+        ]
     e = facts.estimate
     findings: list[Finding] = []
     if not e.fits.get(spec.flavor, True):
         better = f"flavor={e.recommended_flavor!r}" if e.recommended_flavor else "a bigger flavor"
-        findings.append(_error("memory.does_not_fit", f"The job needs ~{e.memory.total_gb:.1f} GB but "
-                               f"{spec.flavor} offers {e.usable_gb:.1f} GB usable.", f"Use {better}, or cut memory: "
-                               "smaller per_device_train_batch_size, shorter max_length, peft='lora'."))
+        findings.append(
+            _error(
+                "memory.does_not_fit",
+                f"The job needs ~{e.memory.total_gb:.1f} GB but {spec.flavor} offers {e.usable_gb:.1f} GB usable.",
+                f"Use {better}, or cut memory: smaller per_device_train_batch_size, shorter max_length, peft='lora'.",
+            )
+        )
     needed = math.ceil(e.hours * 3600 * TIMEOUT_BUFFER)
     estimated = human_duration(e.hours * 3600)
     if spec.timeout_s is None:
-        findings.append(Finding(code="timeout.default", severity="info",
-                                message=f"No timeout given: using {e.recommended_timeout} (estimate {estimated} + "
-                                "30%, rounded up; HF's own 30-minute default kills most training).",
-                                fix=None))
+        findings.append(
+            Finding(
+                code="timeout.default",
+                severity="info",
+                message=f"No timeout given: using {e.recommended_timeout} (estimate {estimated} + "
+                "30%, rounded up; HF's own 30-minute default kills most training).",
+                fix=None,
+            )
+        )
     elif spec.timeout_s < needed:
-        findings.append(_error("timeout.short", f"timeout {human_duration(spec.timeout_s)} is shorter than the "
-                               f"estimated {estimated} (+30% buffer = {human_duration(needed)}).",
-                               f"timeout=\"{e.recommended_timeout}\""))
-    findings.append(Finding(code="estimate", severity="info",
-                            message=f"~{human_duration(e.hours * 3600)} on {spec.flavor}, ~${e.cost_usd:.2f}; "
-                                    f"{e.memory.total_gb:.1f} of {e.usable_gb:.1f} GB."))
+        findings.append(
+            _error(
+                "timeout.short",
+                f"timeout {human_duration(spec.timeout_s)} is shorter than the "
+                f"estimated {estimated} (+30% buffer = {human_duration(needed)}).",
+                f'timeout="{e.recommended_timeout}"',
+            )
+        )
+    findings.append(
+        Finding(
+            code="estimate",
+            severity="info",
+            message=f"~{human_duration(e.hours * 3600)} on {spec.flavor}, ~${e.cost_usd:.2f}; "
+            f"{e.memory.total_gb:.1f} of {e.usable_gb:.1f} GB.",
+        )
+    )
     return findings
 
 
 def _remote_token(facts: Facts) -> list[Finding]:
     if not facts.has_token:
-        return [_error("auth.no_token", "HF Jobs needs a Hugging Face token, and none is set for the jobtrail "
-                       "server.", "Create a write token at https://huggingface.co/settings/tokens and set HF_TOKEN "
-                       "in the server's environment.")]
+        return [
+            _error(
+                "auth.no_token",
+                "HF Jobs needs a Hugging Face token, and none is set for the jobtrail server.",
+                "Create a write token at https://huggingface.co/settings/tokens and set HF_TOKEN "
+                "in the server's environment.",
+            )
+        ]
     identity = facts.identity
     if identity is None or identity.error:
         detail = identity.error if identity else "not checked"
         if identity and identity.status == 401:
-            return [_error("auth.invalid", f"The Hub rejected the token ({detail}).",
-                           "Create a new token at https://huggingface.co/settings/tokens and set HF_TOKEN.")]
-        return [Finding(code="auth.unverified", severity="warning", message=f"Could not check the token ({detail}).",
-                        fix="Make sure the server can reach the Hub.")]
+            return [
+                _error(
+                    "auth.invalid",
+                    f"The Hub rejected the token ({detail}).",
+                    "Create a new token at https://huggingface.co/settings/tokens and set HF_TOKEN.",
+                )
+            ]
+        return [
+            Finding(
+                code="auth.unverified",
+                severity="warning",
+                message=f"Could not check the token ({detail}).",
+                fix="Make sure the server can reach the Hub.",
+            )
+        ]
     if identity.can_write_repos is False:
-        return [_error("auth.cannot_push", f"The token of {identity.name} ({identity.role}) cannot write repos, so the "
-                       "trained model could not be pushed and all training would be lost.",
-                       "Use a write token, or a fine-grained token with repo write access, as HF_TOKEN.")]
+        return [
+            _error(
+                "auth.cannot_push",
+                f"The token of {identity.name} ({identity.role}) cannot write repos, so the "
+                "trained model could not be pushed and all training would be lost.",
+                "Use a write token, or a fine-grained token with repo write access, as HF_TOKEN.",
+            )
+        ]
     if identity.can_write_repos is None:
-        return [Finding(code="auth.push_unverified", severity="warning",
-                        message="The token's write access to the output repo could not be confirmed (fine-grained "
-                        "token).", fix="Give the token write access to the output repo's namespace, or use a write "
-                        "token.")]
+        return [
+            Finding(
+                code="auth.push_unverified",
+                severity="warning",
+                message="The token's write access to the output repo could not be confirmed (fine-grained token).",
+                fix="Give the token write access to the output repo's namespace, or use a write token.",
+            )
+        ]
     return []
 
 
@@ -250,14 +397,24 @@ def check_remote_paths(spec: JobSpec, facts: Facts) -> list[Finding]:
         return []
     findings = []
     if looks_local(spec.model):
-        findings.append(_error("remote.local_model", f"{spec.model} is a local path; an HF job cannot see this "
-                               f"machine's files.", f"Push it first: hf upload <your-user>/{Path(spec.model).name} "
-                               f"{spec.model}  then pass that id as model."))
+        findings.append(
+            _error(
+                "remote.local_model",
+                f"{spec.model} is a local path; an HF job cannot see this machine's files.",
+                f"Push it first: hf upload <your-user>/{Path(spec.model).name} "
+                f"{spec.model}  then pass that id as model.",
+            )
+        )
     if spec.dataset and looks_local(spec.dataset):
         name = Path(spec.dataset).stem
-        findings.append(_error("remote.local_dataset", f"{spec.dataset} is a local file; an HF job cannot see this "
-                               "machine's files.", f"Push it first: hf upload <your-user>/{name} {spec.dataset} "
-                               "--repo-type dataset  then pass that id as dataset."))
+        findings.append(
+            _error(
+                "remote.local_dataset",
+                f"{spec.dataset} is a local file; an HF job cannot see this machine's files.",
+                f"Push it first: hf upload <your-user>/{name} {spec.dataset} "
+                "--repo-type dataset  then pass that id as dataset.",
+            )
+        )
     return findings
 
 

@@ -92,8 +92,15 @@ def new_run(
     run_id: str, spec: JobSpec, created_at: float, *, flavor: str | None = None, max_retries: int = 0
 ) -> RunRecord:
     return RunRecord(
-        run_id=run_id, created_at=created_at, method=spec.method, model=spec.model, dataset=spec.dataset,
-        backend=spec.backend, flavor=flavor, spec=spec, max_retries=max_retries,
+        run_id=run_id,
+        created_at=created_at,
+        method=spec.method,
+        model=spec.model,
+        dataset=spec.dataset,
+        backend=spec.backend,
+        flavor=flavor,
+        spec=spec,
+        max_retries=max_retries,
     )
 
 
@@ -107,7 +114,16 @@ def queued_attempt(
     receipt.setdefault("created_at", time.time())
     receipt.setdefault("flavor", spec.flavor)
     return AttemptRecord(
-        attempt_id=f"{run_id}/{number}", run_id=run_id, number=number, status=JobStatus.QUEUED,
-        backend=spec.backend, timeout_s=spec.timeout_s, config=config, config_sha256=sha256_text(config_json(config)),
-        script=script, script_sha256=sha256_text(script), spec=spec, **receipt,
+        attempt_id=f"{run_id}/{number}",
+        run_id=run_id,
+        number=number,
+        status=JobStatus.QUEUED,
+        backend=spec.backend,
+        timeout_s=spec.timeout_s,
+        config=config,
+        config_sha256=sha256_text(config_json(config)),
+        script=script,
+        script_sha256=sha256_text(script),
+        spec=spec,
+        **receipt,
     )

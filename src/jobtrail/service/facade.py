@@ -46,8 +46,9 @@ class JobService:
         hub_token: str | None = None,
         cancel_wait_s: float = 20.0,
     ) -> None:
-        self.context = ServiceContext(ledger=ledger, backends=backends, home=home, job_python=job_python,
-                                      hub_token=hub_token)
+        self.context = ServiceContext(
+            ledger=ledger, backends=backends, home=home, job_python=job_python, hub_token=hub_token
+        )
         self._tracker = Tracker(self.context, on_ended=self._attempt_ended)
         self._tasks = Tasks(self.context, self._tracker)
         self._runs = Runs(self.context, self._tracker, self._tasks, cancel_wait_s=cancel_wait_s)
@@ -80,19 +81,40 @@ class JobService:
     # --- tasks ------------------------------------------------------------------------
 
     def evaluate(
-        self, dataset: str, *, job_id: str | None = None, model: str | None = None, split: str | None = None,
-        checkpoint: str | None = None, metrics: list[str] | None = None,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0,
+        self,
+        dataset: str,
+        *,
+        job_id: str | None = None,
+        model: str | None = None,
+        split: str | None = None,
+        checkpoint: str | None = None,
+        metrics: list[str] | None = None,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        temperature: float = 0.0,
     ) -> EvaluateResult:
-        return self._tasks.evaluate(dataset, job_id=job_id, model=model, split=split, checkpoint=checkpoint,
-                                    metrics=metrics, max_new_tokens=max_new_tokens, temperature=temperature)
+        return self._tasks.evaluate(
+            dataset,
+            job_id=job_id,
+            model=model,
+            split=split,
+            checkpoint=checkpoint,
+            metrics=metrics,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+        )
 
     def convert_gguf(
-        self, source: str, quantizations: list[str] | None = None, output: str | None = None,
-        backend: str = "local", checkpoint: str | None = None, pre_tokenizer: str | None = None,
+        self,
+        source: str,
+        quantizations: list[str] | None = None,
+        output: str | None = None,
+        backend: str = "local",
+        checkpoint: str | None = None,
+        pre_tokenizer: str | None = None,
     ) -> ConvertResult:
-        return self._tasks.convert_gguf(source, quantizations, output=output, backend=backend,
-                                        checkpoint=checkpoint, pre_tokenizer=pre_tokenizer)
+        return self._tasks.convert_gguf(
+            source, quantizations, output=output, backend=backend, checkpoint=checkpoint, pre_tokenizer=pre_tokenizer
+        )
 
     # --- queries ----------------------------------------------------------------------
 
@@ -115,7 +137,11 @@ class JobService:
         return self._queries.estimate_cost(model, **arguments)
 
     def validate_dataset(
-        self, dataset: str, method: str | None = None, split: str = "train", model: str | None = None,
+        self,
+        dataset: str,
+        method: str | None = None,
+        split: str = "train",
+        model: str | None = None,
         max_length: int | None = None,
     ) -> DatasetReport:
         return self._queries.validate_dataset(dataset, method, split, model, max_length)

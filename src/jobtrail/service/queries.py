@@ -31,7 +31,8 @@ MAX_LINE_CHARS = 2000
 _RUN_FIELDS = {"method", "model", "dataset", "backend", "created_at"}
 # What an attempt's receipt shows as the ledger holds it; the rest is converted or computed.
 _ATTEMPT_FIELDS = tuple(
-    name for name in AttemptView.model_fields
+    name
+    for name in AttemptView.model_fields
     if name in AttemptRecord.model_fields and name not in ("status", "termination_reason", "cost_usd")
 )
 
@@ -113,8 +114,14 @@ class Queries:
         self.tracker.refresh()
         attempt = self.context.latest(run.run_id)
         if attempt.placement is None:
-            return LogsResult(job_id=run.run_id, attempt=attempt.number, lines=[],
-                              finished=attempt.status.is_terminal, cursor=0, truncated_lines=0)
+            return LogsResult(
+                job_id=run.run_id,
+                attempt=attempt.number,
+                lines=[],
+                finished=attempt.status.is_terminal,
+                cursor=0,
+                truncated_lines=0,
+            )
         backend = self.context.backend(attempt.backend)
         lines, end = self.tracker.read_lines(backend, attempt.placement, cursor, tail)
         at_end = backend.read_log(attempt.placement, end).lines == []
@@ -161,11 +168,20 @@ class Queries:
 
     def estimate_cost(self, model: str, **arguments: Any) -> EstimateResult:
         dataset = arguments.pop("dataset", None)
-        return estimate_cost(local_path(model), dataset=local_path(dataset) if dataset else None,
-                             calibration=self.ledger, api=self.context.hub_api(), **arguments)
+        return estimate_cost(
+            local_path(model),
+            dataset=local_path(dataset) if dataset else None,
+            calibration=self.ledger,
+            api=self.context.hub_api(),
+            **arguments,
+        )
 
     def validate_dataset(
-        self, dataset: str, method: str | None = None, split: str = "train", model: str | None = None,
+        self,
+        dataset: str,
+        method: str | None = None,
+        split: str = "train",
+        model: str | None = None,
         max_length: int | None = None,
     ) -> DatasetReport:
         dataset, model = local_path(dataset), local_path(model) if model else None

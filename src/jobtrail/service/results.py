@@ -55,14 +55,15 @@ class SubmitResult(BaseModel):
             return "\n".join(head + body + script)
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
         if self.output_repo:
-            lines.append("Checkpoints and the final model are pushed to "
-                         f"https://huggingface.co/{self.output_repo} (private).")
+            lines.append(
+                f"Checkpoints and the final model are pushed to https://huggingface.co/{self.output_repo} (private)."
+            )
         if self.forced:
             lines.append("Forced past preflight errors; the receipt records it.")
         lines += findings_markdown(self.findings)
         lines += [
             "",
-            f"Follow it: logs(job_id=\"{self.job_id}\") for output, inspect(job_id=\"{self.job_id}\") for its receipt.",
+            f'Follow it: logs(job_id="{self.job_id}") for output, inspect(job_id="{self.job_id}") for its receipt.',
         ]
         return "\n".join(lines)
 
@@ -100,7 +101,7 @@ class PsResult(BaseModel):
 
     def to_markdown(self) -> str:
         if not self.jobs:
-            return "No jobs yet. Start one with submit(method=\"sft\", model=..., dataset=...)."
+            return 'No jobs yet. Start one with submit(method="sft", model=..., dataset=...).'
         header = ["job_id", "status", "reason", "method", "model", "backend", "step", "loss", "created"]
         return _table(header, [j.cells() for j in self.jobs])
 
@@ -191,8 +192,11 @@ class InspectResult(BaseModel):
         committed = [c for c in self.checkpoints if c.state == "committed"]
         if committed:
             lines.append(f"Last committed checkpoint: {committed[-1].path} (step {committed[-1].step}).")
-        lines += ["", "| attempt | status | reason | started | duration | placement | config sha256 |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| attempt | status | reason | started | duration | placement | config sha256 |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for a in self.attempts:
             where = f"{a.placement.backend}@{a.placement.host} pid {a.placement.pid}" if a.placement else "-"
             lines.append(
@@ -221,8 +225,9 @@ class InspectResult(BaseModel):
             changes = ", ".join(f"{k} {v:+.4g}" for k, v in self.eval_delta.items())
             lines.append(f"Change from the base model: {changes}.")
         if not self.status_is_terminal:
-            lines.append(f"\nNext: logs(job_id=\"{self.job_id}\") to watch it; "
-                         f"cancel(job_id=\"{self.job_id}\") to stop it.")
+            lines.append(
+                f'\nNext: logs(job_id="{self.job_id}") to watch it; cancel(job_id="{self.job_id}") to stop it.'
+            )
         return "\n".join(lines)
 
     @property
@@ -243,9 +248,9 @@ class LogsResult(BaseModel):
         head = f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines, {state})."
         body = "\n".join(self.lines) if self.lines else "(no output yet)"
         if self.finished:
-            nxt = f"The attempt has ended: inspect(job_id=\"{self.job_id}\") shows its receipt."
+            nxt = f'The attempt has ended: inspect(job_id="{self.job_id}") shows its receipt.'
         else:
-            nxt = f"Read what follows: logs(job_id=\"{self.job_id}\", cursor={self.cursor})"
+            nxt = f'Read what follows: logs(job_id="{self.job_id}", cursor={self.cursor})'
         return f"{head}\n```\n{body}\n```\n{nxt}"
 
 
@@ -256,9 +261,11 @@ class CancelResult(BaseModel):
     message: str
 
     def to_markdown(self) -> str:
-        return f"**{self.job_id}**: {self.status}" + (
-            f" ({self.termination_reason})" if self.termination_reason else ""
-        ) + f". {self.message}"
+        return (
+            f"**{self.job_id}**: {self.status}"
+            + (f" ({self.termination_reason})" if self.termination_reason else "")
+            + f". {self.message}"
+        )
 
 
 def _short(ref: str, width: int = 40) -> str:
@@ -288,8 +295,10 @@ class ReportResult(BaseModel):
     total_cost_usd: float
 
     def to_markdown(self) -> str:
-        head = (f"{self.total_attempts} attempts ended in the last {self.days:g} days: "
-                f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}.")
+        head = (
+            f"{self.total_attempts} attempts ended in the last {self.days:g} days: "
+            f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}."
+        )
         if not self.rows:
             return head
         rows = [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows]
@@ -317,17 +326,23 @@ class RetryResult(BaseModel):
             if self.fix:
                 lines.append(f"Fix: {self.fix}")
             return "\n".join(lines)
-        start = (f"resuming from {self.resume_from}" if self.resume_from
-                 else "starting from scratch (no committed checkpoint)")
+        start = (
+            f"resuming from {self.resume_from}"
+            if self.resume_from
+            else "starting from scratch (no committed checkpoint)"
+        )
         wait = f" after {human_duration(self.delay_s)}" if self.delay_s else ""
         change = f" with changes {self.changes}" if self.changes else ""
-        return (f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}\n"
-                f"Follow it: logs(job_id=\"{self.job_id}\"), inspect(job_id=\"{self.job_id}\").")
+        return (
+            f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}\n"
+            f'Follow it: logs(job_id="{self.job_id}"), inspect(job_id="{self.job_id}").'
+        )
 
 
 class EvaluateResult(BaseModel):
-    job_id: str | None = Field(description="The evaluation job's id: follow it with logs/inspect; None when "
-                               "preflight refused it.")
+    job_id: str | None = Field(
+        description="The evaluation job's id: follow it with logs/inspect; None when preflight refused it."
+    )
     status: str
     evaluates: str = Field(description="The job id or model evaluated.")
     checkpoint: str = Field(description="'base', or the checkpoint/adapter evaluated.")
@@ -339,10 +354,12 @@ class EvaluateResult(BaseModel):
             errors = [f for f in self.findings if f.severity == "error"]
             head = [f"Not evaluated: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
             return "\n".join(head + findings_markdown(self.findings))
-        return (f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] "
-                f"on {self.backend}.\n"
-                f"Follow it: inspect(job_id=\"{self.job_id}\"); "
-                "its record also appears in inspect of the evaluated job.")
+        return (
+            f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] "
+            f"on {self.backend}.\n"
+            f'Follow it: inspect(job_id="{self.job_id}"); '
+            "its record also appears in inspect of the evaluated job."
+        )
 
 
 class ConvertResult(BaseModel):
@@ -363,6 +380,7 @@ class ConvertResult(BaseModel):
         quantized = ", ".join(self.quantizations)
         lines = [f"Conversion **{self.job_id}** ({self.status}): {self.source} → F16 + {quantized} in {where}."]
         lines += findings_markdown(self.findings)
-        lines.append(f"Follow it: logs(job_id=\"{self.job_id}\"); "
-                     "inspect lists each file with its size and sha256 when it ends.")
+        lines.append(
+            f'Follow it: logs(job_id="{self.job_id}"); inspect lists each file with its size and sha256 when it ends.'
+        )
         return "\n".join(lines)

@@ -70,12 +70,21 @@ class Runs:
                 return SubmitResult(job_id=None, status="rejected", findings=[*plan.findings, problem], **base)
         created = time.time()
         run = new_run(run_id, spec, created, flavor=spec.flavor, max_retries=max_retries)
-        attempt = queued_attempt(run_id, 1, spec, plan.config, plan.script, created_at=created,
-                                 forced=force and blocked, findings=plan.findings)
+        attempt = queued_attempt(
+            run_id,
+            1,
+            spec,
+            plan.config,
+            plan.script,
+            created_at=created,
+            forced=force and blocked,
+            findings=plan.findings,
+        )
         self.ledger.add_run(run, attempt)
         if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
-            self.tasks.start_eval(spec.eval_dataset, base=spec.model, adapter=None, label="base", target=run,
-                                  backend_name=spec.backend)
+            self.tasks.start_eval(
+                spec.eval_dataset, base=spec.model, adapter=None, label="base", target=run, backend_name=spec.backend
+            )
         self.tracker.dispatch()
         current = self.context.attempt(attempt.attempt_id)
         return SubmitResult(
@@ -128,8 +137,16 @@ class Runs:
             diagnosis = latest.termination_message
             if diagnosis and latest.evidence and latest.evidence != "termination event":
                 diagnosis += f" (evidence: {latest.evidence})"
-            return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
-                               message=decision.message, diagnosis=diagnosis, fix=decision.fix, resume_from=None)
+            return RetryResult(
+                job_id=run.run_id,
+                retried=False,
+                attempt=None,
+                status=latest.status.value,
+                message=decision.message,
+                diagnosis=diagnosis,
+                fix=decision.fix,
+                resume_from=None,
+            )
         new_spec = _apply_changes(spec, decision.changes)
         config, script, findings, forced = latest.config, latest.script, [], False
         if decision.changes:  # a changed config goes through the same preflight as a submission
@@ -138,20 +155,40 @@ class Runs:
             if plan.config is None or (bad and not latest.forced):  # a forced run stays forced
                 if not automatic:
                     raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
-                return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
-                                   message=f"The retry's changes do not pass preflight: {bad[0].message}",
-                                   diagnosis=None, fix=bad[0].fix, resume_from=None)
+                return RetryResult(
+                    job_id=run.run_id,
+                    retried=False,
+                    attempt=None,
+                    status=latest.status.value,
+                    message=f"The retry's changes do not pass preflight: {bad[0].message}",
+                    diagnosis=None,
+                    fix=bad[0].fix,
+                    resume_from=None,
+                )
             config, script, findings, forced = plan.config, plan.script, plan.findings, bool(bad)
         now = time.time()
         attempt = queued_attempt(
-            run.run_id, latest.number + 1, new_spec, config, script, created_at=now, forced=forced,
-            findings=findings, not_before=now + decision.delay_s if decision.delay_s else None,
+            run.run_id,
+            latest.number + 1,
+            new_spec,
+            config,
+            script,
+            created_at=now,
+            forced=forced,
+            findings=findings,
+            not_before=now + decision.delay_s if decision.delay_s else None,
             retry_note=decision.message,
         )
         if not self.ledger.add_attempt(attempt):
-            return RetryResult(job_id=run.run_id, retried=False, attempt=None, status=latest.status.value,
-                               message="Another retry of this job was started at the same moment.",
-                               diagnosis=None, resume_from=None)
+            return RetryResult(
+                job_id=run.run_id,
+                retried=False,
+                attempt=None,
+                status=latest.status.value,
+                message="Another retry of this job was started at the same moment.",
+                diagnosis=None,
+                resume_from=None,
+            )
         self.tracker.dispatch()
         return RetryResult(
             job_id=run.run_id,
@@ -177,7 +214,8 @@ class Runs:
 
     def _last_committed(self, run_id: str) -> str | None:
         committed = [
-            c for c in self.ledger.committed_checkpoints(run_id)
+            c
+            for c in self.ledger.committed_checkpoints(run_id)
             if c.step is not None and Path(c.path).name.startswith("checkpoint-")
         ]
         return max(committed, key=lambda c: c.step or 0).path if committed else None

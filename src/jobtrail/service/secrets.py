@@ -23,8 +23,10 @@ def validate(secrets: Mapping[str, str] | None) -> dict[str, str]:
     checked: dict[str, str] = {}
     for name, ref in (secrets or {}).items():
         if not _NAME.match(name):
-            raise InvalidRequestError(f"Secret name {name!r} is not a valid environment variable name.",
-                                      fix="Use letters, digits and underscores, e.g. WANDB_API_KEY.")
+            raise InvalidRequestError(
+                f"Secret name {name!r} is not a valid environment variable name.",
+                fix="Use letters, digits and underscores, e.g. WANDB_API_KEY.",
+            )
         if not isinstance(ref, str) or not _REFERENCE.match(ref):
             raise InvalidRequestError(
                 f"Secret {name!r} must reference an environment variable of the jobtrail server, not hold a value.",
@@ -41,8 +43,10 @@ def resolve(references: Mapping[str, str], environ: Mapping[str, str] | None = N
     for name, ref in references.items():
         var = ref[1:]
         if not env.get(var):
-            raise InvalidRequestError(f"Secret {name!r} refers to ${var}, which is not set for the jobtrail server.",
-                                      fix=f"Set {var} in the server's environment (its MCP client config) and retry.")
+            raise InvalidRequestError(
+                f"Secret {name!r} refers to ${var}, which is not set for the jobtrail server.",
+                fix=f"Set {var} in the server's environment (its MCP client config) and retry.",
+            )
         values[name] = env[var]
     return values
 

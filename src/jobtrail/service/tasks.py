@@ -29,9 +29,16 @@ class Tasks:
     # --- evaluate ---------------------------------------------------------------------
 
     def evaluate(
-        self, dataset: str, *, job_id: str | None = None, model: str | None = None, split: str | None = None,
-        checkpoint: str | None = None, metrics: list[str] | None = None,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0,
+        self,
+        dataset: str,
+        *,
+        job_id: str | None = None,
+        model: str | None = None,
+        split: str | None = None,
+        checkpoint: str | None = None,
+        metrics: list[str] | None = None,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        temperature: float = 0.0,
     ) -> EvaluateResult:
         """An evaluation job on the evaluated job's backend; its record is tied to the checkpoint."""
         if (job_id is None) == (model is None):
@@ -46,30 +53,71 @@ class Tasks:
             base, adapter, label = self.evaluated_checkpoint(target, checkpoint)
             backend_name = target.backend
         assert base is not None
-        return self.start_eval(dataset, base=base, adapter=adapter, label=label, target=target,
-                               backend_name=backend_name, split=split, metrics=metrics,
-                               max_new_tokens=max_new_tokens, temperature=temperature)
+        return self.start_eval(
+            dataset,
+            base=base,
+            adapter=adapter,
+            label=label,
+            target=target,
+            backend_name=backend_name,
+            split=split,
+            metrics=metrics,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+        )
 
     def start_eval(
-        self, dataset: str, *, base: str, adapter: str | None, label: str, target: RunRecord | None,
-        backend_name: str, split: str | None = None, metrics: list[str] | None = None,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, temperature: float = 0.0,
+        self,
+        dataset: str,
+        *,
+        base: str,
+        adapter: str | None,
+        label: str,
+        target: RunRecord | None,
+        backend_name: str,
+        split: str | None = None,
+        metrics: list[str] | None = None,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        temperature: float = 0.0,
     ) -> EvaluateResult:
         run_id = new_run_id()
-        spec = JobSpec(method="evaluate", model=local_path(base), dataset=local_path(dataset),
-                       backend=cast(BackendName, backend_name), flavor=target.flavor if target else None)
-        task = Evaluation(label=label, adapter=adapter, split=split, metrics=metrics, max_new_tokens=max_new_tokens,
-                          temperature=temperature)
+        spec = JobSpec(
+            method="evaluate",
+            model=local_path(base),
+            dataset=local_path(dataset),
+            backend=cast(BackendName, backend_name),
+            flavor=target.flavor if target else None,
+        )
+        task = Evaluation(
+            label=label,
+            adapter=adapter,
+            split=split,
+            metrics=metrics,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+        )
         planned = plan(spec, plan_env(self.context, run_id), task)
         evaluates = target.run_id if target else base
         if planned.config is None or planned.blocked:
-            return EvaluateResult(job_id=None, status="rejected", evaluates=evaluates, checkpoint=label,
-                                  backend=backend_name, findings=planned.findings)
+            return EvaluateResult(
+                job_id=None,
+                status="rejected",
+                evaluates=evaluates,
+                checkpoint=label,
+                backend=backend_name,
+                findings=planned.findings,
+            )
         attempt = self._add_job(run_id, spec, planned.config, planned.script, target)
         self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, label)
         self.tracker.dispatch()
-        return EvaluateResult(job_id=run_id, status=self.context.latest(run_id).status.value, evaluates=evaluates,
-                              checkpoint=label, backend=backend_name, findings=planned.findings)
+        return EvaluateResult(
+            job_id=run_id,
+            status=self.context.latest(run_id).status.value,
+            evaluates=evaluates,
+            checkpoint=label,
+            backend=backend_name,
+            findings=planned.findings,
+        )
 
     def evaluated_checkpoint(self, run: RunRecord, checkpoint: str | None) -> tuple[str, str | None, str]:
         """(base model, adapter dir or Hub repo, label) for a job's final model or one of its committed checkpoints."""
@@ -99,8 +147,9 @@ class Tasks:
         if any(e["checkpoint"] == "final" for e in self.ledger.evals_of(run_id)):
             return  # another process got here first
         base, adapter, label = self.evaluated_checkpoint(run, None)
-        self.start_eval(run.spec.eval_dataset, base=base, adapter=adapter, label=label, target=run,
-                        backend_name=run.backend)
+        self.start_eval(
+            run.spec.eval_dataset, base=base, adapter=adapter, label=label, target=run, backend_name=run.backend
+        )
 
     def record_evaluation(self, attempt: AttemptRecord) -> None:
         """An evaluation attempt ended: its record (or its failure) goes into the evals table."""
@@ -111,8 +160,13 @@ class Tasks:
     # --- convert to GGUF --------------------------------------------------------------
 
     def convert_gguf(
-        self, source: str, quantizations: list[str] | None = None, output: str | None = None,
-        backend: str = "local", checkpoint: str | None = None, pre_tokenizer: str | None = None,
+        self,
+        source: str,
+        quantizations: list[str] | None = None,
+        output: str | None = None,
+        backend: str = "local",
+        checkpoint: str | None = None,
+        pre_tokenizer: str | None = None,
     ) -> ConvertResult:
         """A conversion job: merge, convert to F16, quantize, verify (scripts/convert_gguf.py)."""
         self.context.backend(backend)
@@ -122,23 +176,31 @@ class Tasks:
             self.tracker.refresh()
             _, adapter, _ = self.evaluated_checkpoint(target, checkpoint)
             if adapter is None:
-                raise NotFoundError(f"{target.run_id} pushed no model to the Hub: there is nothing to convert.",
-                                    fix="Convert a local model directory or a Hub model id instead.")
+                raise NotFoundError(
+                    f"{target.run_id} pushed no model to the Hub: there is nothing to convert.",
+                    fix="Convert a local model directory or a Hub model id instead.",
+                )
             resolved, backend = adapter, target.backend
         else:
             resolved = local_path(source)
-        spec = JobSpec(method="convert_gguf", model=resolved, dataset="", backend=cast(BackendName, backend),
-                       output=output)
+        spec = JobSpec(
+            method="convert_gguf", model=resolved, dataset="", backend=cast(BackendName, backend), output=output
+        )
         run_id = new_run_id()
         planned = plan(spec, plan_env(self.context, run_id), Conversion(quants, pre_tokenizer))
-        base: dict[str, Any] = dict(findings=planned.findings, source=resolved, quantizations=quants,
-                                    output_repo=planned.push_to)
+        base: dict[str, Any] = dict(
+            findings=planned.findings, source=resolved, quantizations=quants, output_repo=planned.push_to
+        )
         if planned.config is None or planned.blocked:
             return ConvertResult(job_id=None, status="rejected", **base)
         self._add_job(run_id, spec, planned.config, planned.script)
         self.tracker.dispatch()
-        return ConvertResult(job_id=run_id, status=self.context.latest(run_id).status.value,
-                             output_dir=planned.config["output_dir"] if backend == "local" else None, **base)
+        return ConvertResult(
+            job_id=run_id,
+            status=self.context.latest(run_id).status.value,
+            output_dir=planned.config["output_dir"] if backend == "local" else None,
+            **base,
+        )
 
     def _add_job(
         self, run_id: str, spec: JobSpec, config: dict[str, Any], script: str, target: RunRecord | None = None
@@ -154,5 +216,11 @@ class Tasks:
 def plan_env(context: ServiceContext, run_id: str) -> PlanEnv:
     """What preflight planning needs from the service for run `run_id`."""
     cache = Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or context.home / "cache" / "llama.cpp")
-    return PlanEnv(job_python=context.job_python, output_dir=str(context.local_output_dir(run_id)),
-                   llama_cpp_cache=cache, hub_token=context.hub_token, ledger=context.ledger, hub_api=context.hub_api)
+    return PlanEnv(
+        job_python=context.job_python,
+        output_dir=str(context.local_output_dir(run_id)),
+        llama_cpp_cache=cache,
+        hub_token=context.hub_token,
+        ledger=context.ledger,
+        hub_api=context.hub_api,
+    )

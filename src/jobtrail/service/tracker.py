@@ -58,8 +58,12 @@ class Tracker:
         if probe.phase in ("starting", "running"):
             status = JobStatus.STARTING if probe.phase == "starting" else JobStatus.RUNNING
             if status is not attempt.status:
-                self.ledger.update_attempt(attempt.attempt_id, expect_status=ACTIVE_STATUSES, status=status,
-                                           started_at=probe.started_at or attempt.started_at)
+                self.ledger.update_attempt(
+                    attempt.attempt_id,
+                    expect_status=ACTIVE_STATUSES,
+                    status=status,
+                    started_at=probe.started_at or attempt.started_at,
+                )
             return
         attempt = self.context.attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
@@ -243,8 +247,11 @@ class Tracker:
 def _job_env(attempt: AttemptRecord) -> dict[str, str]:
     env = {"JOBTRAIL_RUN_ID": attempt.run_id, "JOBTRAIL_ATTEMPT_ID": attempt.attempt_id}
     spec = attempt.spec
-    if attempt.backend == "local" and spec and looks_local(spec.model) and (
-        not spec.dataset or looks_local(spec.dataset)
+    if (
+        attempt.backend == "local"
+        and spec
+        and looks_local(spec.model)
+        and (not spec.dataset or looks_local(spec.dataset))
     ):
         # Nothing to fetch: keep the libraries from phoning the Hub (and hanging when offline).
         env["HF_HUB_OFFLINE"] = "1"

@@ -44,14 +44,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobtrail",
-                                     description="Fine-tuning jobs with preflight checks and receipts.")
+    parser = argparse.ArgumentParser(
+        prog="jobtrail", description="Fine-tuning jobs with preflight checks and receipts."
+    )
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
     _serve_and_demo(sub)
     _tool_command(sub, JobTools, "submit", handler=_submit, overrides="hyperparameters")
-    _tool_command(sub, JobTools, "submit", name="preflight", handler=_preflight, overrides="hyperparameters",
-                  skip=("dry_run", "force", "max_retries"),
-                  help_line="run every preflight check for a job without submitting it")
+    _tool_command(
+        sub,
+        JobTools,
+        "submit",
+        name="preflight",
+        handler=_preflight,
+        overrides="hyperparameters",
+        skip=("dry_run", "force", "max_retries"),
+        help_line="run every preflight check for a job without submitting it",
+    )
     _tool_command(sub, PlanningTools, "validate_dataset", positional=("dataset",))
     _tool_command(sub, PlanningTools, "hardware")
     _tool_command(sub, PlanningTools, "estimate_cost", name="estimate", positional=("model",))
@@ -107,17 +115,33 @@ class ToolCall:
 
 
 def _tool_command(
-    sub: Any, area: type[ToolArea], tool: str, *, name: str | None = None, help_line: str | None = None,
-    handler: Handler | None = None, overrides: str | None = None, **layout: Any,
+    sub: Any,
+    area: type[ToolArea],
+    tool: str,
+    *,
+    name: str | None = None,
+    help_line: str | None = None,
+    handler: Handler | None = None,
+    overrides: str | None = None,
+    **layout: Any,
 ) -> argparse.ArgumentParser:
     """A subcommand calling one tool, its flags made from the tool's parameters (`layout`: see add_tool_arguments)."""
     spec = tool_spec(area, tool)
-    command = sub.add_parser(name or tool.replace("_", "-"), help=help_line or f"{spec.info.title} (the {tool} tool)",
-                             description=spec.info.description)
+    command = sub.add_parser(
+        name or tool.replace("_", "-"),
+        help=help_line or f"{spec.info.title} (the {tool} tool)",
+        description=spec.info.description,
+    )
     add_tool_arguments(command, spec, **layout)
     if overrides:
-        command.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
-                             help=f"one entry of --{overrides} (repeatable); VALUE is read as JSON when it parses")
+        command.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help=f"one entry of --{overrides} (repeatable); VALUE is read as JSON when it parses",
+        )
     _json_flag(command)
     command.set_defaults(handler=handler or _show, tool=ToolCall(area, spec, overrides))
     return command
@@ -181,8 +205,10 @@ def _explain(args: argparse.Namespace) -> int:
 
     path = Path(args.logfile)
     if not path.is_file():
-        raise NotFoundError(f"No log file at {path}.",
-                            fix="Pass the path of a job log, e.g. $JOBTRAIL_HOME/runs/<job_id>/attempt-1/job.log")
+        raise NotFoundError(
+            f"No log file at {path}.",
+            fix="Pass the path of a job log, e.g. $JOBTRAIL_HOME/runs/<job_id>/attempt-1/job.log",
+        )
     verdict = explain(path.read_text(errors="replace"), args.exit_code, args.signal)
     data = {"reason": verdict.reason.value, "message": verdict.message, "evidence": verdict.evidence}
     if args.json:

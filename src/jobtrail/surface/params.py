@@ -59,46 +59,101 @@ ESTIMATE_DEFAULTS = _keyword_defaults(estimate_cost)
 
 # --- what a job trains ----------------------------------------------------------------
 
-Method = Annotated[TrainingMethod, Field(description=(
-    "sft: supervised fine-tuning; dpo: preference pairs; grpo: RL with reward functions; reward: a reward model; "
-    "kto: unpaired preferences."))]
+Method = Annotated[
+    TrainingMethod,
+    Field(
+        description=(
+            "sft: supervised fine-tuning; dpo: preference pairs; grpo: RL with reward functions; "
+            "reward: a reward model; "
+            "kto: unpaired preferences."
+        )
+    ),
+]
 MethodFilter = Annotated[TrainingMethod | None, Field(description="Judge only this method.")]
-Model = Annotated[str, Field(
-    description="Local model directory (with config.json) or Hub id, e.g. 'Qwen/Qwen2.5-0.5B'.")]
-Dataset = Annotated[str, Field(description=(
-    "Local .jsonl/.json/.csv/.parquet file or Hub dataset id. Formats: messages, text, prompt/completion."))]
+Model = Annotated[
+    str, Field(description="Local model directory (with config.json) or Hub id, e.g. 'Qwen/Qwen2.5-0.5B'.")
+]
+Dataset = Annotated[
+    str,
+    Field(
+        description=(
+            "Local .jsonl/.json/.csv/.parquet file or Hub dataset id. Formats: messages, text, prompt/completion."
+        )
+    ),
+]
 Split = Annotated[str, Field(description="Split to read, e.g. 'train'.")]
-Hyperparameters = Annotated[dict[str, Any] | None, Field(description=(
-    "TRL config names for the method, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, "
-    "'max_length': 1024}; peft='none' (full) or 'qlora'; GRPO: reward_funcs=['exact_match', 'format', "
-    "'numeric_match', 'length'], num_generations."))]
-DatasetMapping = Annotated[dict[str, Any] | None, Field(description=(
-    "Turns another data shape into a TRL format; validate_dataset proposes it, e.g. "
-    "{'kind': 'rename', 'columns': {'question': 'prompt', 'answer': 'completion'}}."))]
-EvalDataset = Annotated[str | None, Field(description=(
-    "Held-out data: the base model is evaluated before training and the final model after; inspect shows the delta."))]
-RewardFile = Annotated[str | None, Field(
-    description="GRPO: a Python file defining the reward function (checked, then inlined).")]
-RewardFunction = Annotated[str | None, Field(
-    description="GRPO: the function's name in reward_file, taking (prompts, completions, **kwargs).")]
+Hyperparameters = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description=(
+            "TRL config names for the method, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, "
+            "'max_length': 1024}; peft='none' (full) or 'qlora'; GRPO: reward_funcs=['exact_match', 'format', "
+            "'numeric_match', 'length'], num_generations."
+        )
+    ),
+]
+DatasetMapping = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description=(
+            "Turns another data shape into a TRL format; validate_dataset proposes it, e.g. "
+            "{'kind': 'rename', 'columns': {'question': 'prompt', 'answer': 'completion'}}."
+        )
+    ),
+]
+EvalDataset = Annotated[
+    str | None,
+    Field(
+        description=(
+            "Held-out data: the base model is evaluated before training and the final model after; "
+            "inspect shows the delta."
+        )
+    ),
+]
+RewardFile = Annotated[
+    str | None, Field(description="GRPO: a Python file defining the reward function (checked, then inlined).")
+]
+RewardFunction = Annotated[
+    str | None, Field(description="GRPO: the function's name in reward_file, taking (prompts, completions, **kwargs).")
+]
 
 # --- where and how it runs ------------------------------------------------------------
 
-Backend = Annotated[BackendName, Field(description=(
-    "'local' runs on this machine (no account needed); 'hf-jobs' runs on Hugging Face Jobs (needs HF_TOKEN; "
-    "model, dataset and output are Hub repos)."))]
+Backend = Annotated[
+    BackendName,
+    Field(
+        description=(
+            "'local' runs on this machine (no account needed); 'hf-jobs' runs on Hugging Face Jobs (needs HF_TOKEN; "
+            "model, dataset and output are Hub repos)."
+        )
+    ),
+]
 Flavor = Annotated[str | None, Field(description="HF Jobs hardware, e.g. 'a10g-large' (see the hardware tool).")]
 Timeout = Annotated[str | int | None, Field(description="Stop the job after this long: '45m', '2h', or seconds.")]
-Output = Annotated[str | None, Field(description=(
-    "Where the trained model goes: a directory for 'local', a Hub repo id for 'hf-jobs' "
-    "(default <user>/<model>-<method>-<date>)."))]
-Secrets = Annotated[dict[str, str] | None, Field(description=(
-    "Secrets for the job as references to the server's environment, e.g. {'WANDB_API_KEY': '$WANDB_API_KEY'}; "
-    "values are never accepted, stored or shown."))]
+Output = Annotated[
+    str | None,
+    Field(
+        description=(
+            "Where the trained model goes: a directory for 'local', a Hub repo id for 'hf-jobs' "
+            "(default <user>/<model>-<method>-<date>)."
+        )
+    ),
+]
+Secrets = Annotated[
+    dict[str, str] | None,
+    Field(
+        description=(
+            "Secrets for the job as references to the server's environment, e.g. {'WANDB_API_KEY': '$WANDB_API_KEY'}; "
+            "values are never accepted, stored or shown."
+        )
+    ),
+]
 DryRun = Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")]
 Force = Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")]
-MaxRetries = Annotated[int, Field(ge=0, le=10, description=(
-    "Retry automatically up to this many times, within each failure reason's budget."))]
+MaxRetries = Annotated[
+    int,
+    Field(ge=0, le=10, description=("Retry automatically up to this many times, within each failure reason's budget.")),
+]
 
 # --- following jobs -------------------------------------------------------------------
 
@@ -107,16 +162,23 @@ Status = Annotated[StatusName | None, Field(description="Only jobs in this statu
 Limit = Annotated[int, Field(ge=1, le=500, description="At most this many jobs.")]
 Tail = Annotated[int, Field(ge=1, le=5000, description="How many lines to return.")]
 Cursor = Annotated[int | None, Field(ge=0, description="Cursor from a previous logs call: read on from there.")]
-Changes = Annotated[dict[str, Any] | None, Field(description=(
-    "Hyperparameters (and timeout, flavor, dataset_mapping) to change, e.g. "
-    "{'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 8}."))]
+Changes = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description=(
+            "Hyperparameters (and timeout, flavor, dataset_mapping) to change, e.g. "
+            "{'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 8}."
+        )
+    ),
+]
 Days = Annotated[float, Field(gt=0, description="Look back this many days.")]
 GroupBy = Annotated[GroupName, Field(description="Group rows by this.")]
 
 # --- checking data, estimating --------------------------------------------------------
 
-TokenizerModel = Annotated[str | None, Field(
-    description="Local model directory: measure token lengths with its tokenizer.")]
+TokenizerModel = Annotated[
+    str | None, Field(description="Local model directory: measure token lengths with its tokenizer.")
+]
 LengthLimit = Annotated[int | None, Field(ge=1, description="Count rows longer than this many tokens.")]
 PeftKind = Annotated[Peft, Field(description="'qlora' = 4-bit base; 'none' = full fine-tuning.")]
 StatsDataset = Annotated[str | None, Field(description="Local .jsonl file to take rows and lengths from.")]
@@ -137,8 +199,9 @@ HeldOutDataset = Annotated[str, Field(description="Held-out data: a local file o
 EvaluatedJob = Annotated[str | None, Field(description="Evaluate this job's final model (or checkpoint=...).")]
 EvaluatedModel = Annotated[str | None, Field(description="Or evaluate this model (local dir or Hub id) as it is.")]
 EvalSplit = Annotated[str | None, Field(description="Split of a Hub dataset (default 'test').")]
-EvalCheckpoint = Annotated[str | None, Field(
-    description="A committed checkpoint of the job: name (checkpoint-40), step or path.")]
+EvalCheckpoint = Annotated[
+    str | None, Field(description="A committed checkpoint of the job: name (checkpoint-40), step or path.")
+]
 Metrics = Annotated[list[EvalMetric] | None, Field(description="Default: chosen from the data's format.")]
 MaxNewTokens = Annotated[int, Field(ge=1, le=4096, description="Longest generated answer, in tokens.")]
 Temperature = Annotated[float, Field(ge=0.0, le=2.0, description="0 = greedy (reproducible).")]
@@ -146,7 +209,9 @@ ConvertSource = Annotated[str, Field(description="A jobtrail job id, a local mod
 Quantizations = Annotated[list[str], Field(description="e.g. ['Q4_K_M', 'Q8_0']; F16 is always produced.")]
 ConvertOutput = Annotated[str | None, Field(description="local: a directory; hf-jobs: the Hub repo to upload to.")]
 ConvertBackend = Annotated[BackendName, Field(description="Where the conversion runs.")]
-ConvertCheckpoint = Annotated[str | None, Field(
-    description="With a job id: a committed checkpoint instead of the final model.")]
-PreTokenizer = Annotated[str | None, Field(description=(
-    "llama.cpp pre-tokenizer name for a tokenizer it does not recognise, e.g. 'qwen2'."))]
+ConvertCheckpoint = Annotated[
+    str | None, Field(description="With a job id: a committed checkpoint instead of the final model.")
+]
+PreTokenizer = Annotated[
+    str | None, Field(description=("llama.cpp pre-tokenizer name for a tokenizer it does not recognise, e.g. 'qwen2'."))
+]

@@ -58,8 +58,9 @@ def add_tools(server: MCPServer, area: ToolArea) -> None:
     """Publish every tool of one area, calling that area's methods."""
     for spec in tools_of(type(area)):
         info = spec.info
-        server.tool(name=spec.name, title=info.title, description=info.description,
-                    annotations=_annotations(info.hints))(_tool_function(area, spec))
+        server.tool(
+            name=spec.name, title=info.title, description=info.description, annotations=_annotations(info.hints)
+        )(_tool_function(area, spec))
 
 
 def _tool_function(area: ToolArea, spec: ToolSpec) -> Callable[..., CallToolResult]:
@@ -77,13 +78,18 @@ def _tool_function(area: ToolArea, spec: ToolSpec) -> Callable[..., CallToolResu
 
 
 def _annotations(hints: Hints) -> ToolAnnotations:
-    return ToolAnnotations(read_only_hint=hints.read_only, destructive_hint=hints.destructive,
-                           idempotent_hint=hints.idempotent, open_world_hint=hints.open_world)
+    return ToolAnnotations(
+        read_only_hint=hints.read_only,
+        destructive_hint=hints.destructive,
+        idempotent_hint=hints.idempotent,
+        open_world_hint=hints.open_world,
+    )
 
 
 def result(model: Renderable) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=model.to_markdown())],
-                          structured_content=model.model_dump(mode="json"))
+    return CallToolResult(
+        content=[TextContent(type="text", text=model.to_markdown())], structured_content=model.model_dump(mode="json")
+    )
 
 
 def agent_errors(fn: F) -> F:

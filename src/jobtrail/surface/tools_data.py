@@ -60,8 +60,18 @@ class PlanningTools(ToolArea):
         optimizer: p.Optimizer = p.ESTIMATE_DEFAULTS["optimizer"],
     ) -> EstimateResult:
         return self.service.estimate_cost(
-            model, method=method, peft=peft, dataset=dataset, num_examples=num_examples, avg_tokens=avg_tokens,
-            max_length=max_length, per_device_batch_size=per_device_batch_size,
-            gradient_accumulation_steps=gradient_accumulation_steps, epochs=epochs,
-            gradient_checkpointing=gradient_checkpointing, flavor=flavor, lora_r=lora_r, optimizer=optimizer,
+            model,
+            method=method,
+            peft=peft,
+            dataset=dataset,
+            num_examples=num_examples,
+            avg_tokens=avg_tokens,
+            max_length=max_length,
+            per_device_batch_size=per_device_batch_size,
+            gradient_accumulation_steps=gradient_accumulation_steps,
+            epochs=epochs,
+            gradient_checkpointing=gradient_checkpointing,
+            flavor=flavor,
+            lora_r=lora_r,
+            optimizer=optimizer,
         )

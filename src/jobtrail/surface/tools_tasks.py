@@ -28,8 +28,16 @@ class TaskTools(ToolArea):
         max_new_tokens: p.MaxNewTokens = p.DEFAULT_MAX_NEW_TOKENS,
         temperature: p.Temperature = p.DEFAULT_TEMPERATURE,
     ) -> EvaluateResult:
-        return self.service.evaluate(dataset, job_id=job_id, model=model, split=split, checkpoint=checkpoint,
-                                     metrics=metrics, max_new_tokens=max_new_tokens, temperature=temperature)
+        return self.service.evaluate(
+            dataset,
+            job_id=job_id,
+            model=model,
+            split=split,
+            checkpoint=checkpoint,
+            metrics=metrics,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+        )
 
     @tool(
         "Convert to GGUF",
@@ -48,8 +56,9 @@ class TaskTools(ToolArea):
         checkpoint: p.ConvertCheckpoint = None,
         pre_tokenizer: p.PreTokenizer = None,
     ) -> ConvertResult:
-        return self.service.convert_gguf(source, quantizations, output=output, backend=backend,
-                                         checkpoint=checkpoint, pre_tokenizer=pre_tokenizer)
+        return self.service.convert_gguf(
+            source, quantizations, output=output, backend=backend, checkpoint=checkpoint, pre_tokenizer=pre_tokenizer
+        )
 
     @tool(
         "Report on recent attempts",

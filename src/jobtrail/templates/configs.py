@@ -24,7 +24,11 @@ REMOTE_OUTPUT_DIR = "jobtrail-output"
 
 
 def build_config(
-    spec: JobSpec, output_dir: str, max_positions: int | None = None, *, push_to: str | None = None,
+    spec: JobSpec,
+    output_dir: str,
+    max_positions: int | None = None,
+    *,
+    push_to: str | None = None,
     reward_source: str | None = None,
 ) -> dict[str, Any]:
     """The job's config snapshot: everything the rendered script needs, nothing secret.
@@ -59,8 +63,9 @@ def build_config(
 def retry_config(previous: Mapping[str, Any], spec: JobSpec, reward_source: str | None = None) -> dict[str, Any]:
     """A retry's config: the new spec, with the same output (directory and Hub repo) and max_length
     (capped at the model's positions the first time) unless the retry sets one."""
-    config = build_config(spec, previous["output_dir"], push_to=previous.get("hub_model_id"),
-                          reward_source=reward_source)
+    config = build_config(
+        spec, previous["output_dir"], push_to=previous.get("hub_model_id"), reward_source=reward_source
+    )
     if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"]:
         config["training_args"]["max_length"] = previous["training_args"]["max_length"]
     return config

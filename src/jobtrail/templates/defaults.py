@@ -24,8 +24,13 @@ PEFT_DEFAULTS: dict[str, Any] = {
 }
 JOB_DEFAULTS: dict[str, Any] = {"checkpoint_retention": 2, "dataset_split": "train"}
 # The config's peft block, by the hyperparameter each entry comes from.
-_PEFT_BLOCK = {"method": "peft", "r": "lora_r", "alpha": "lora_alpha", "dropout": "lora_dropout",
-               "target_modules": "lora_target_modules"}
+_PEFT_BLOCK = {
+    "method": "peft",
+    "r": "lora_r",
+    "alpha": "lora_alpha",
+    "dropout": "lora_dropout",
+    "target_modules": "lora_target_modules",
+}
 
 
 @dataclass(frozen=True)

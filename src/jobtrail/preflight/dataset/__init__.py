@@ -74,20 +74,37 @@ def validate_dataset(
         return DatasetReport(dataset=dataset, split=split, source=source, mapping=mapping, findings=[exc.finding])
     tokenizer, unloaded = load_tokenizer(model) if model is not None else (None, None)
     # The I/O is done: everything below is pure.
-    report = judge(table, methods, mapping, DatasetReport(
-        dataset=dataset, split=split, source=source, mapping=mapping, data_file=table.data_file,
-        file_type=table.file_type, rows=table.total, row_numbering=table.numbering, findings=list(table.findings),
-    ))
+    report = judge(
+        table,
+        methods,
+        mapping,
+        DatasetReport(
+            dataset=dataset,
+            split=split,
+            source=source,
+            mapping=mapping,
+            data_file=table.data_file,
+            file_type=table.file_type,
+            rows=table.total,
+            row_numbering=table.numbering,
+            findings=list(table.findings),
+        ),
+    )
     if method is not None:
         report.findings += verdict_findings(method, report.methods[method])
     if model is not None:
-        add_token_stats(report, table, model, tokenizer, unloaded=unloaded, max_length=max_length, method=method,
-                        mapping=mapping)
+        add_token_stats(
+            report, table, model, tokenizer, unloaded=unloaded, max_length=max_length, method=method, mapping=mapping
+        )
     elif max_length is not None:
-        report.findings.append(finding(
-            "dataset.tokens", "max_length was given without a model, so token lengths were not measured.",
-            "Pass model= (a local model directory with tokenizer files) to measure them.", "info",
-        ))
+        report.findings.append(
+            finding(
+                "dataset.tokens",
+                "max_length was given without a model, so token lengths were not measured.",
+                "Pass model= (a local model directory with tokenizer files) to measure them.",
+                "info",
+            )
+        )
     return report
 
 

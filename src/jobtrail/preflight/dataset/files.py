@@ -18,21 +18,25 @@ from jobtrail.preflight.dataset.table import SourceError, Table
 from jobtrail.util.values import type_name
 
 _CSV_TRUE, _CSV_FALSE = {"True", "TRUE", "true"}, {"False", "FALSE", "false"}
-_WRITE_ROWS = (
-    "Write the examples one JSON object per line (.jsonl), e.g. {\"text\": \"...\"}, or a CSV with a header row."
-)
+_WRITE_ROWS = 'Write the examples one JSON object per line (.jsonl), e.g. {"text": "..."}, or a CSV with a header row.'
 
 
 def read_file(path: Path, max_rows: int) -> Table:
     readers: dict[str, Callable[[Path, int], Table]] = {
-        ".jsonl": _read_jsonl, ".json": _read_json, ".csv": _read_csv, ".parquet": _read_parquet,
+        ".jsonl": _read_jsonl,
+        ".json": _read_json,
+        ".csv": _read_csv,
+        ".parquet": _read_parquet,
     }
     reader = readers.get(path.suffix.lower())
     if reader is None:
-        raise SourceError(finding(
-            "dataset.format", f"{path.name} is not a .jsonl, .json, .csv or .parquet file.",
-            "Convert the data to JSON Lines (one JSON object per line) and pass that file.",
-        ))
+        raise SourceError(
+            finding(
+                "dataset.format",
+                f"{path.name} is not a .jsonl, .json, .csv or .parquet file.",
+                "Convert the data to JSON Lines (one JSON object per line) and pass that file.",
+            )
+        )
     if path.stat().st_size == 0:
         raise SourceError(finding("dataset.empty", f"{path.name} is empty.", _WRITE_ROWS))
     table = reader(path, max_rows)
@@ -40,11 +44,13 @@ def read_file(path: Path, max_rows: int) -> Table:
         raise SourceError(finding("dataset.empty", f"{path.name} has no rows.", _WRITE_ROWS))
     if not table.rows:
         first = table.problems[0]
-        raise SourceError(finding(
-            "dataset.unreadable",
-            f"No row of {path.name} could be read ({table.numbering} {first.row}: {first.problem}).",
-            "Write one JSON object per line, e.g. {\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, ...]}.",
-        ))
+        raise SourceError(
+            finding(
+                "dataset.unreadable",
+                f"No row of {path.name} could be read ({table.numbering} {first.row}: {first.problem}).",
+                'Write one JSON object per line, e.g. {"messages": [{"role": "user", "content": "Hi"}, ...]}.',
+            )
+        )
     return table
 
 
@@ -87,21 +93,26 @@ def _read_json(path: Path, max_rows: int) -> Table:
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":  # one object after another: JSON Lines in a .json file, which loads fine
             return _read_jsonl(path, max_rows, file_type="json (JSON Lines)")
-        raise SourceError(finding(
-            "dataset.invalid_json",
-            f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
-            "Fix the file there, or write it as JSON Lines (.jsonl): one JSON object per line.",
-        )) from None
+        raise SourceError(
+            finding(
+                "dataset.invalid_json",
+                f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+                "Fix the file there, or write it as JSON Lines (.jsonl): one JSON object per line.",
+            )
+        ) from None
     table = Table(file_type="json")
     rows, key = _json_rows(value, path.name)
     if key is not None:
-        table.findings.append(finding(
-            "dataset.nested_json",
-            f"The rows of {path.name} sit under the key {key!r}; the job's loader would read the file as ONE row "
-            f"with a {key!r} column.",
-            f"Write the rows as JSON Lines: python -c \"import json,sys; rows=json.load(open(sys.argv[1]))[{key!r}]; "
-            "open(sys.argv[2],'w').writelines(json.dumps(r)+chr(10) for r in rows)\" IN.json OUT.jsonl",
-        ))
+        table.findings.append(
+            finding(
+                "dataset.nested_json",
+                f"The rows of {path.name} sit under the key {key!r}; the job's loader would read the file as ONE row "
+                f"with a {key!r} column.",
+                "Write the rows as JSON Lines: "
+                f'python -c "import json,sys; rows=json.load(open(sys.argv[1]))[{key!r}]; '
+                "open(sys.argv[2],'w').writelines(json.dumps(r)+chr(10) for r in rows)\" IN.json OUT.jsonl",
+            )
+        )
     table.total = len(rows)
     for number, row in enumerate(rows[:max_rows], 1):
         table.add(number, row)
@@ -113,10 +124,13 @@ def _json_rows(value: Any, name: str) -> tuple[list[Any], str | None]:
     if isinstance(value, list):
         return value, None
     if not isinstance(value, dict):
-        raise SourceError(finding(
-            "dataset.invalid_json", f"{name} holds a JSON {type_name(value)}, not a list of rows.",
-            "Write a list of objects ([{...}, {...}]) or JSON Lines (.jsonl).",
-        ))
+        raise SourceError(
+            finding(
+                "dataset.invalid_json",
+                f"{name} holds a JSON {type_name(value)}, not a list of rows.",
+                "Write a list of objects ([{...}, {...}]) or JSON Lines (.jsonl).",
+            )
+        )
     nested = [k for k, v in value.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
     for key in ("train", "data", *nested):
         if key in nested:
@@ -128,10 +142,13 @@ def _decode(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SourceError(finding(
-            "dataset.unreadable", f"{path.name} is not UTF-8 text (bad byte at offset {exc.start}).",
-            "Re-save the file as UTF-8.",
-        )) from None
+        raise SourceError(
+            finding(
+                "dataset.unreadable",
+                f"{path.name} is not UTF-8 text (bad byte at offset {exc.start}).",
+                "Re-save the file as UTF-8.",
+            )
+        ) from None
 
 
 def _read_csv(path: Path, max_rows: int) -> Table:
@@ -190,10 +207,13 @@ def _read_parquet(path: Path, max_rows: int) -> Table:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise SourceError(finding(
-            "dataset.unreadable", "Reading .parquet needs pyarrow, which this environment lacks.",
-            "pip install pyarrow",
-        )) from None
+        raise SourceError(
+            finding(
+                "dataset.unreadable",
+                "Reading .parquet needs pyarrow, which this environment lacks.",
+                "pip install pyarrow",
+            )
+        ) from None
     table = Table(file_type="parquet")
     try:
         parquet = pq.ParquetFile(path)
@@ -204,9 +224,13 @@ def _read_parquet(path: Path, max_rows: int) -> Table:
             if len(rows) >= max_rows:
                 break
     except Exception as exc:  # noqa: BLE001  pyarrow raises ArrowInvalid, OSError and others for a damaged file
-        raise SourceError(finding(
-            "dataset.unreadable", f"{path.name} is not a readable Parquet file: {exc}", "Re-export the file.",
-        )) from None
+        raise SourceError(
+            finding(
+                "dataset.unreadable",
+                f"{path.name} is not a readable Parquet file: {exc}",
+                "Re-export the file.",
+            )
+        ) from None
     for number, row in enumerate(rows[:max_rows], 1):
         table.add(number, row)
     return table

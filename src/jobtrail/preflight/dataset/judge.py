@@ -97,11 +97,14 @@ def _settle(method: str, plan: MethodVerdict, problems: list[RowProblem], table:
 
 def verdict_findings(method: str, verdict: MethodVerdict) -> list[Finding]:
     if verdict.status == "NEEDS_MAPPING":
-        return [finding(
-            "dataset.columns", f"The data does not fit {method} as it is: {verdict.reason}.",
-            f"Pass dataset_mapping={as_json(verdict.mapping)} to submit "
-            "(validate_dataset shows the equivalent Python).",
-        )]
+        return [
+            finding(
+                "dataset.columns",
+                f"The data does not fit {method} as it is: {verdict.reason}.",
+                f"Pass dataset_mapping={as_json(verdict.mapping)} to submit "
+                "(validate_dataset shows the equivalent Python).",
+            )
+        ]
     if verdict.status == "INCOMPATIBLE":
         return [finding("dataset.incompatible", f"The data does not fit {method}: {verdict.reason}", verdict.fix)]
     return []

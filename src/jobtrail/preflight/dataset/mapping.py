@@ -52,23 +52,24 @@ def mapping_python(mapping: dict[str, Any]) -> str:
             f"ROLES = {mapping.get('roles', rt.SHAREGPT_ROLES)!r}\n\n\n"
             "def to_messages(row):\n"
             f"    turns = row[{mapping['column']!r}]\n"
-            "    return {\"messages\": [\n"
-            f"        {{\"role\": ROLES[t[{role_key!r}]], \"content\": t[{content_key!r}]}} for t in turns\n"
+            '    return {"messages": [\n'
+            f'        {{"role": ROLES[t[{role_key!r}]], "content": t[{content_key!r}]}} for t in turns\n'
             "    ]}\n\n\n"
             f"dataset = dataset.map(to_messages, remove_columns={consumed!r})\n"
         )
     names = {key: mapping.get(key, key) for key in ("instruction", "input", "output")}
     add_input = (
-        f"    if row[{names['input']!r}]:\n        text += \"\\n\\n\" + row[{names['input']!r}]\n"
-        if names["input"] is not None else ""
+        f'    if row[{names["input"]!r}]:\n        text += "\\n\\n" + row[{names["input"]!r}]\n'
+        if names["input"] is not None
+        else ""
     )
     return header + (
         "def to_prompt_completion(row):\n"
         f"    text = row[{names['instruction']!r}]\n"
         f"{add_input}"
         "    return {\n"
-        "        \"prompt\": [{\"role\": \"user\", \"content\": text}],\n"
-        f"        \"completion\": [{{\"role\": \"assistant\", \"content\": row[{names['output']!r}]}}],\n"
+        '        "prompt": [{"role": "user", "content": text}],\n'
+        f'        "completion": [{{"role": "assistant", "content": row[{names["output"]!r}]}}],\n'
         "    }\n\n\n"
         f"dataset = dataset.map(to_prompt_completion, remove_columns={consumed!r})\n"
     )

@@ -32,24 +32,34 @@ def read_local(ref: str, split: str, max_rows: int) -> Table:
     """A local data file (always the 'train' split, as `datasets` loads it) or a directory's split."""
     path = Path(ref).expanduser()
     if not path.exists():
-        raise SourceError(finding(
-            "dataset.missing", f"Dataset file {ref} does not exist.",
-            "Pass an existing .jsonl, .json, .csv or .parquet file, or a Hub dataset id like 'org/name'.",
-        ))
+        raise SourceError(
+            finding(
+                "dataset.missing",
+                f"Dataset file {ref} does not exist.",
+                "Pass an existing .jsonl, .json, .csv or .parquet file, or a Hub dataset id like 'org/name'.",
+            )
+        )
     try:
         if path.is_dir():
             return _read_directory(path, split, max_rows)
         table = read_file(path, max_rows)
     except OSError as exc:  # permissions, a file vanishing mid-read, a device that is not a file
-        raise SourceError(finding(
-            "dataset.unreadable", f"{ref} cannot be read: {short_error(exc)}.",
-            "Check that the file exists and is readable.",
-        )) from None
+        raise SourceError(
+            finding(
+                "dataset.unreadable",
+                f"{ref} cannot be read: {short_error(exc)}.",
+                "Check that the file exists and is readable.",
+            )
+        ) from None
     if split != "train":
-        table.findings.append(finding(
-            "dataset.split", f"A single data file is always loaded as the 'train' split; split={split!r} is ignored.",
-            'Pass split="train", or a directory / Hub dataset that has a file for that split.', "warning",
-        ))
+        table.findings.append(
+            finding(
+                "dataset.split",
+                f"A single data file is always loaded as the 'train' split; split={split!r} is ignored.",
+                'Pass split="train", or a directory / Hub dataset that has a file for that split.',
+                "warning",
+            )
+        )
     return table
 
 
@@ -67,17 +77,22 @@ def _one_of(table: Table, picked: list[str], split: str) -> Table:
     table.data_file = picked[0]
     if len(picked) > 1:
         table.total = None
-        table.findings.append(finding(
-            "dataset.sampled", f"Split {split!r} has {len(picked)} data files; only {picked[0]} was checked.",
-            None, "info",
-        ))
+        table.findings.append(
+            finding(
+                "dataset.sampled",
+                f"Split {split!r} has {len(picked)} data files; only {picked[0]} was checked.",
+                None,
+                "info",
+            )
+        )
     return table
 
 
 def split_files(files: Iterable[str], split: str) -> list[str]:
     """The data files of `split`, the way `datasets` finds them by name (train-*, */train/*, ...)."""
-    data = [f for f in files
-            if f.lower().endswith(DATA_EXTENSIONS) and not any(p.startswith(".") for p in f.split("/"))]
+    data = [
+        f for f in files if f.lower().endswith(DATA_EXTENSIONS) and not any(p.startswith(".") for p in f.split("/"))
+    ]
     words = set(SPLIT_KEYWORDS.get(split.lower(), ())) | {split.lower()}
     matched = [f for f in data if _name_tokens(f) & words]
     if matched or split.lower() != "train":
@@ -95,9 +110,11 @@ def _no_split_finding(where: str, split: str, files: list[str]) -> Finding:
     data = [f for f in files if f.lower().endswith(DATA_EXTENSIONS)]
     seen = ", ".join(data[:8]) + (" ..." if len(data) > 8 else "") if data else "none"
     return finding(
-        "dataset.split", f"{where} has no .jsonl/.json/.csv/.parquet file for split {split!r} (data files: {seen}).",
-        "Pass the split that exists (e.g. split=\"train\"), or a path to one data file.",
+        "dataset.split",
+        f"{where} has no .jsonl/.json/.csv/.parquet file for split {split!r} (data files: {seen}).",
+        'Pass the split that exists (e.g. split="train"), or a path to one data file.',
     )
+
 
 def read_hub(repo_id: str, split: str, max_rows: int) -> Table:
     """Find the split's data file in a Hub dataset repo, download it, and read it like a local file."""
@@ -120,10 +137,13 @@ def read_hub(repo_id: str, split: str, max_rows: int) -> Table:
     except GatedRepoError:
         raise SourceError(_access(repo_id, "is gated and this token has not been granted access")) from None
     except RepositoryNotFoundError:
-        raise SourceError(finding(
-            "dataset.not_found", f"Hub dataset {repo_id} does not exist (or is private and this token cannot see it).",
-            "Check the id on huggingface.co/datasets, or log in with a token that can read it (HF_TOKEN).",
-        )) from None
+        raise SourceError(
+            finding(
+                "dataset.not_found",
+                f"Hub dataset {repo_id} does not exist (or is private and this token cannot see it).",
+                "Check the id on huggingface.co/datasets, or log in with a token that can read it (HF_TOKEN).",
+            )
+        ) from None
     except HfHubHTTPError as exc:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
@@ -162,7 +182,8 @@ def _unverified(repo_id: str, why: str) -> Finding:
 
 def _access(repo_id: str, why: str) -> Finding:
     return finding(
-        "dataset.access", f"Hub dataset {repo_id} {why}.",
+        "dataset.access",
+        f"Hub dataset {repo_id} {why}.",
         f"Request access on https://huggingface.co/datasets/{repo_id} and use a token that has it (HF_TOKEN).",
     )
 

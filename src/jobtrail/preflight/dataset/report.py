@@ -86,8 +86,10 @@ class DatasetReport(BaseModel):
         if self.problems:
             cut = self.problems_total > len(self.problems)
             lines.append(f"\nProblems ({f'{len(self.problems)} of ' if cut else ''}{self.problems_total}):")
-            lines += [f"- {self._where(p)}: {p.problem}" + (" (warning)" if p.severity == "warning" else "")
-                      for p in self.problems]
+            lines += [
+                f"- {self._where(p)}: {p.problem}" + (" (warning)" if p.severity == "warning" else "")
+                for p in self.problems
+            ]
         if self.token_lengths:
             lines.append("\n" + _token_line(self.token_lengths))
         lines += self._next_steps()
@@ -98,8 +100,9 @@ class DatasetReport(BaseModel):
         checked = f", {self.rows_checked} checked" if self.rows is None or self.rows_checked < self.rows else ""
         style = " (conversational)" if self.conversational else ""
         where = " ".join(filter(None, [self.source, self.file_type, self.data_file]))
-        return (f"**Dataset {self.dataset}** (split {self.split}, {where}): {size}{checked}; "
-                f"format {self.format}{style}.")
+        return (
+            f"**Dataset {self.dataset}** (split {self.split}, {where}): {size}{checked}; format {self.format}{style}."
+        )
 
     def _where(self, problem: RowProblem) -> str:
         place = f"{self.row_numbering} {problem.row}"
@@ -148,8 +151,10 @@ def _finding_lines(findings: list[Finding]) -> list[str]:
 
 def _token_line(stats: TokenStats) -> str:
     text = "chat-templated " if stats.chat_template else ""
-    line = (f"Token lengths ({text}{stats.tokenizer}, {stats.rows} rows): p50 {stats.p50} · p90 {stats.p90} · "
-            f"p95 {stats.p95} · p99 {stats.p99} · max {stats.max}.")
+    line = (
+        f"Token lengths ({text}{stats.tokenizer}, {stats.rows} rows): p50 {stats.p50} · p90 {stats.p90} · "
+        f"p95 {stats.p95} · p99 {stats.p99} · max {stats.max}."
+    )
     if stats.max_length is None:
         return line + " Pass max_length to count the rows over it."
     return line + f" {count(stats.over_max_length or 0, 'row')} over max_length {stats.max_length}."

@@ -27,8 +27,13 @@ ROLE_KEYS = ("role", "from", "speaker", "author")
 CONTENT_KEYS = ("content", "value", "text", "message")
 # Role names seen in ShareGPT-style data → chat roles (the chat roles map to themselves).
 ROLE_ALIASES = {
-    "human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant",
-    "chatgpt": "assistant", "function": "tool", "observation": "tool",
+    "human": "user",
+    "gpt": "assistant",
+    "bot": "assistant",
+    "model": "assistant",
+    "chatgpt": "assistant",
+    "function": "tool",
+    "observation": "tool",
 }
 
 
@@ -148,7 +153,10 @@ def _conversation_plan(t: Turns) -> MethodVerdict:
     roles = {role: _canonical_role(role) for role in sorted(t.roles)}
     unknown = sorted(role for role, chat in roles.items() if chat is None)
     mapping = {
-        "kind": "sharegpt", "column": t.column, "role_key": t.role_key, "content_key": t.content_key,
+        "kind": "sharegpt",
+        "column": t.column,
+        "role_key": t.role_key,
+        "content_key": t.content_key,
         "roles": {role: chat for role, chat in roles.items() if chat is not None},
     }
     reason = f"ShareGPT-style turns in {t.column!r} ({t.role_key}/{t.content_key}) become 'messages' (role/content)"
@@ -214,7 +222,7 @@ def _plan_pairs(method: str, c: Columns) -> MethodVerdict:
         )
     return incompatible(
         f"{method} needs preference pairs: 'chosen' and 'rejected' (and optionally 'prompt'); found {_found(c)}",
-        "Write rows as {\"prompt\": ..., \"chosen\": ..., \"rejected\": ...}.",
+        'Write rows as {"prompt": ..., "chosen": ..., "rejected": ...}.',
     )
 
 
@@ -233,8 +241,9 @@ def _plan_grpo(c: Columns) -> MethodVerdict:
         if extra:
             reason += f"; {_reach(extra)}"
         if "completion" in c.names:
-            reason += ("; 'completion' does not (TRL reserves the name: rename it, e.g. to 'solution', "
-                       "if a reward needs it)")
+            reason += (
+                "; 'completion' does not (TRL reserves the name: rename it, e.g. to 'solution', if a reward needs it)"
+            )
         return _ready(reason)
     alpaca = c.alpaca()
     if alpaca:
@@ -268,7 +277,11 @@ def _plan_kto(c: Columns) -> MethodVerdict:
 
 
 PLANNERS: dict[str, Callable[[Columns], MethodVerdict]] = {
-    "sft": _plan_sft, "dpo": _plan_dpo, "grpo": _plan_grpo, "reward": _plan_reward, "kto": _plan_kto,
+    "sft": _plan_sft,
+    "dpo": _plan_dpo,
+    "grpo": _plan_grpo,
+    "reward": _plan_reward,
+    "kto": _plan_kto,
 }
 
 

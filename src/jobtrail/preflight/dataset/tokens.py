@@ -13,8 +13,15 @@ from jobtrail.preflight.dataset.table import Table
 
 
 def add_token_stats(
-    report: DatasetReport, table: Table, model: str, tokenizer: Any | None, *, unloaded: str | None,
-    max_length: int | None, method: str | None, mapping: dict[str, Any] | None,
+    report: DatasetReport,
+    table: Table,
+    model: str,
+    tokenizer: Any | None,
+    *,
+    unloaded: str | None,
+    max_length: int | None,
+    method: str | None,
+    mapping: dict[str, Any] | None,
 ) -> None:
     """Token-length percentiles of the rows as a fitting method's trainer would see them (mapped).
 
@@ -24,37 +31,50 @@ def add_token_stats(
     candidates = [method] if method else list(report.methods)
     chosen = next((m for m in candidates if report.methods[m].status != "INCOMPATIBLE"), None)
     if tokenizer is None:
-        report.findings.append(finding(
-            "dataset.tokens", f"Token lengths were not measured: {unloaded}.",
-            "Pass model= as a local model directory that holds the tokenizer files.", "warning",
-        ))
+        report.findings.append(
+            finding(
+                "dataset.tokens",
+                f"Token lengths were not measured: {unloaded}.",
+                "Pass model= as a local model directory that holds the tokenizer files.",
+                "warning",
+            )
+        )
         return
     source = map_rows(table.rows, table.numbers, mapping)
     view = map_rows(source.rows, source.numbers, report.methods[chosen].mapping if chosen else None)
     lengths, templated, untemplated = _token_lengths(tokenizer, view.rows, prompt_only=chosen == "grpo")
     if untemplated:
-        report.findings.append(finding(
-            "dataset.chat_template",
-            f"The tokenizer of {model} has no chat template, so {count(untemplated, 'conversational row')} "
-            "could not be formatted.",
-            "Use a model whose tokenizer has a chat template (an instruct model), or set one before training.",
-            "warning",
-        ))
+        report.findings.append(
+            finding(
+                "dataset.chat_template",
+                f"The tokenizer of {model} has no chat template, so {count(untemplated, 'conversational row')} "
+                "could not be formatted.",
+                "Use a model whose tokenizer has a chat template (an instruct model), or set one before training.",
+                "warning",
+            )
+        )
     if not lengths:
-        report.findings.append(finding(
-            "dataset.tokens", "Token lengths were not measured: no row holds text or messages to tokenize.",
-            None, "info",
-        ))
+        report.findings.append(
+            finding(
+                "dataset.tokens",
+                "Token lengths were not measured: no row holds text or messages to tokenize.",
+                None,
+                "info",
+            )
+        )
         return
     report.token_lengths = _stats(lengths, max_length, model, templated)
     if max_length is not None and report.token_lengths.over_max_length:
         stats = report.token_lengths
-        report.findings.append(finding(
-            "dataset.too_long",
-            f"{stats.over_max_length} of {count(stats.rows, 'row')} are longer than max_length {max_length} tokens "
-            f"(p99 {stats.p99}, max {stats.max}); they will be truncated.",
-            f"Raise max_length to about {stats.p99}, or shorten those rows.", "warning",
-        ))
+        report.findings.append(
+            finding(
+                "dataset.too_long",
+                f"{stats.over_max_length} of {count(stats.rows, 'row')} are longer than max_length {max_length} tokens "
+                f"(p99 {stats.p99}, max {stats.max}); they will be truncated.",
+                f"Raise max_length to about {stats.p99}, or shorten those rows.",
+                "warning",
+            )
+        )
 
 
 def _token_lengths(tokenizer: Any, rows: list[dict[str, Any]], *, prompt_only: bool) -> tuple[list[int], bool, int]:
@@ -94,6 +114,7 @@ def _token_lengths(tokenizer: Any, rows: list[dict[str, Any]], *, prompt_only: b
 
 def _sequences(row: dict[str, Any]) -> list[tuple[Any, bool]]:
     """What a trainer tokenizes for a row: (text or messages, add_generation_prompt) pairs."""
+
     def joined(a: Any, b: Any) -> Any:
         if isinstance(a, list) and isinstance(b, list):
             return a + b
@@ -120,7 +141,14 @@ def _stats(lengths: list[int], max_length: int | None, model: str, templated: bo
         return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
     return TokenStats(
-        p50=rank(50), p90=rank(90), p95=rank(95), p99=rank(99), max=ordered[-1], rows=len(ordered),
+        p50=rank(50),
+        p90=rank(90),
+        p95=rank(95),
+        p99=rank(99),
+        max=ordered[-1],
+        rows=len(ordered),
         over_max_length=sum(n > max_length for n in ordered) if max_length is not None else None,
-        max_length=max_length, tokenizer=model, chat_template=templated,
+        max_length=max_length,
+        tokenizer=model,
+        chat_template=templated,
     )
