@@ -21,6 +21,7 @@ EVAL_METRICS: tuple[str, ...] = ("loss", "perplexity", "exact_match", "pairwise_
 EVAL_TEMPLATE = "evaluate"
 EVAL_TEMPLATE_VERSION = 1
 DEFAULT_MAX_NEW_TOKENS = 64
+DEFAULT_TEMPERATURE = 0.0  # greedy: the same checkpoint always gets the same score
 DEFAULT_SEED = 42
 
 
@@ -131,7 +132,7 @@ def eval_config(
     checkpoint_label: str | None = None,
     metrics: list[str] | None = None,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    temperature: float = 0.0,
+    temperature: float = DEFAULT_TEMPERATURE,
     split: str | None = None,
     mapping: dict[str, Any] | None = None,
     max_rows: int | None = None,

@@ -16,7 +16,7 @@ from jobtrail.backends.base import Backend
 from jobtrail.estimate import EstimateResult, HardwareResult
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, TerminationReason
-from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS
+from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.queries import Queries
@@ -90,7 +90,7 @@ class JobService:
         checkpoint: str | None = None,
         metrics: list[str] | None = None,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = 0.0,
+        temperature: float = DEFAULT_TEMPERATURE,
     ) -> EvaluateResult:
         return self._tasks.evaluate(
             dataset,
@@ -113,7 +113,12 @@ class JobService:
         pre_tokenizer: str | None = None,
     ) -> ConvertResult:
         return self._tasks.convert_gguf(
-            source, quantizations, output=output, backend=backend, checkpoint=checkpoint, pre_tokenizer=pre_tokenizer
+            source,
+            quantizations=quantizations,
+            output=output,
+            backend=backend,
+            checkpoint=checkpoint,
+            pre_tokenizer=pre_tokenizer,
         )
 
     # --- queries ----------------------------------------------------------------------
@@ -125,7 +130,7 @@ class JobService:
         return self._queries.inspect(job_id)
 
     def logs(self, job_id: str, tail: int = 50, cursor: int | None = None) -> LogsResult:
-        return self._queries.logs(job_id, tail=tail, cursor=cursor)
+        return self._queries.logs(job_id, tail, cursor)
 
     def report(self, days: float = 7, group_by: str = "termination_reason") -> ReportResult:
         return self._queries.report(days, group_by)

@@ -43,7 +43,7 @@ class Queries:
         self.ledger = context.ledger
         self.tracker = tracker
 
-    def ps(self, status: str | None = None, limit: int = 20) -> PsResult:
+    def ps(self, status: str | None, limit: int) -> PsResult:
         self.tracker.refresh()
         rows = []
         for run, attempt in self.ledger.list_runs(status, limit):
@@ -107,7 +107,7 @@ class Queries:
             **{name: getattr(a, name) for name in _ATTEMPT_FIELDS},
         )
 
-    def logs(self, job_id: str, tail: int = 50, cursor: int | None = None) -> LogsResult:
+    def logs(self, job_id: str, tail: int, cursor: int | None) -> LogsResult:
         if tail < 1:
             raise InvalidRequestError("tail must be at least 1.", fix="Pass tail=50 (or any positive number).")
         run = self.context.run(job_id)
@@ -136,7 +136,7 @@ class Queries:
             truncated_lines=sum(1 for _, was_cut in cut if was_cut),
         )
 
-    def report(self, days: float = 7, group_by: str = "termination_reason") -> ReportResult:
+    def report(self, days: float, group_by: str) -> ReportResult:
         if days <= 0:
             raise InvalidRequestError(f"days={days} is not positive.", fix="Pass days=7 (or any positive number).")
         if group_by not in REPORT_GROUPS:
@@ -179,10 +179,10 @@ class Queries:
     def validate_dataset(
         self,
         dataset: str,
-        method: str | None = None,
-        split: str = "train",
-        model: str | None = None,
-        max_length: int | None = None,
+        method: str | None,
+        split: str,
+        model: str | None,
+        max_length: int | None,
     ) -> DatasetReport:
         dataset, model = local_path(dataset), local_path(model) if model else None
         return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
-from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, EvalRecord
+from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, EvalRecord
 from jobtrail.preflight.plan import Conversion, Evaluation, PlanEnv, plan
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.results import ConvertResult, EvaluateResult
@@ -32,13 +32,13 @@ class Tasks:
         self,
         dataset: str,
         *,
-        job_id: str | None = None,
-        model: str | None = None,
-        split: str | None = None,
-        checkpoint: str | None = None,
-        metrics: list[str] | None = None,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = 0.0,
+        job_id: str | None,
+        model: str | None,
+        split: str | None,
+        checkpoint: str | None,
+        metrics: list[str] | None,
+        max_new_tokens: int,
+        temperature: float,
     ) -> EvaluateResult:
         """An evaluation job on the evaluated job's backend; its record is tied to the checkpoint."""
         if (job_id is None) == (model is None):
@@ -78,7 +78,7 @@ class Tasks:
         split: str | None = None,
         metrics: list[str] | None = None,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = 0.0,
+        temperature: float = DEFAULT_TEMPERATURE,
     ) -> EvaluateResult:
         run_id = new_run_id()
         spec = JobSpec(
@@ -162,11 +162,11 @@ class Tasks:
     def convert_gguf(
         self,
         source: str,
-        quantizations: list[str] | None = None,
-        output: str | None = None,
-        backend: str = "local",
-        checkpoint: str | None = None,
-        pre_tokenizer: str | None = None,
+        quantizations: list[str] | None,
+        output: str | None,
+        backend: str,
+        checkpoint: str | None,
+        pre_tokenizer: str | None,
     ) -> ConvertResult:
         """A conversion job: merge, convert to F16, quantize, verify (scripts/convert_gguf.py)."""
         self.context.backend(backend)

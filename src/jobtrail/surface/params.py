@@ -20,6 +20,7 @@ from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import TrainingMethod
 from jobtrail.models import BackendName, JobSpec, JobStatus
 from jobtrail.outcomes import evals
+from jobtrail.service import JobService
 from jobtrail.templates import llama_cpp
 
 
@@ -44,16 +45,16 @@ else:
 # --- defaults -------------------------------------------------------------------------
 
 DEFAULT_BACKEND: BackendName = JobSpec.model_fields["backend"].default
-# The tools' own defaults (the service's keyword defaults serve Python callers; the tools always pass these).
-DEFAULT_SPLIT = "train"
-DEFAULT_LIMIT = 20
-DEFAULT_TAIL = 50
-DEFAULT_DAYS = 7
-DEFAULT_GROUP_BY = "termination_reason"
-DEFAULT_MAX_RETRIES = 0
+# The use cases' defaults are declared once, on the JobService facade: the tools and the CLI read them.
+DEFAULT_SPLIT: str = _keyword_defaults(JobService.validate_dataset)["split"]
+DEFAULT_LIMIT: int = _keyword_defaults(JobService.ps)["limit"]
+DEFAULT_TAIL: int = _keyword_defaults(JobService.logs)["tail"]
+DEFAULT_DAYS: float = _keyword_defaults(JobService.report)["days"]
+DEFAULT_GROUP_BY: str = _keyword_defaults(JobService.report)["group_by"]
+DEFAULT_MAX_RETRIES: int = _keyword_defaults(JobService.submit)["max_retries"]
 DEFAULT_QUANTIZATIONS = list(llama_cpp.DEFAULT_QUANTIZATIONS)
-DEFAULT_MAX_NEW_TOKENS = evals.DEFAULT_MAX_NEW_TOKENS
-DEFAULT_TEMPERATURE: float = _keyword_defaults(evals.eval_config)["temperature"]
+DEFAULT_MAX_NEW_TOKENS: int = _keyword_defaults(JobService.evaluate)["max_new_tokens"]
+DEFAULT_TEMPERATURE: float = _keyword_defaults(JobService.evaluate)["temperature"]
 # estimate_cost's arguments default to what the estimator assumes when it is not told.
 ESTIMATE_DEFAULTS = _keyword_defaults(estimate_cost)
 
