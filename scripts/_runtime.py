@@ -621,7 +621,7 @@ FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
 
 
 def classify_exception(exc: BaseException) -> str:
-    """A termination reason for `exc` (see DESIGN.md 'States and reasons')."""
+    """A termination reason for `exc` (see references/jobs.md 'Termination reasons')."""
     chain = _chain(exc)
     current_phase = next((getattr(e, _PHASE_ATTR) for e in chain if getattr(e, _PHASE_ATTR, None)), None)
     for reason, test in FAILURE_RULES:

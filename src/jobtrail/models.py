@@ -20,7 +20,7 @@ Severity = Literal["error", "warning", "info"]
 
 
 class JobStatus(enum.StrEnum):
-    """Ordered life of an attempt (and of the run it belongs to); see DESIGN.md 'States'."""
+    """Ordered life of an attempt (and of the run it belongs to); see references/jobs.md 'Status'."""
 
     QUEUED = "queued"
     STARTING = "starting"
@@ -39,7 +39,7 @@ class JobStatus(enum.StrEnum):
 
 
 class TerminationReason(enum.StrEnum):
-    """Why a terminal attempt ended; far more precise than 'failed' (DESIGN.md)."""
+    """Why a terminal attempt ended; far more precise than 'failed' (references/jobs.md)."""
 
     SUCCEEDED = "succeeded"
     CANCELLED = "cancelled"

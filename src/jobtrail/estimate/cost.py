@@ -70,7 +70,7 @@ GPU_SERIAL_SHARE = 0.25
 STARTUP_S = 180.0
 DOWNLOAD_GB_PER_S = 0.2
 UPLOAD_GB_PER_S = 0.1
-# Timeouts: at least 30% above the estimate (DESIGN.md), whole hours, never below one.
+# Timeouts: at least 30% above the estimate, whole hours, never below one.
 TIMEOUT_BUFFER = 1.3
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from jobtrail.errors import InvalidRequestError
 
-# The date of the official price list the bundled table copies (shared/HF_JOBS_API.md).
+# The date of Hugging Face's official HF Jobs price list that the bundled table copies.
 SNAPSHOT_DATE = "2026-11"
 CatalogSource = Literal["live", "bundled"]
 
@@ -27,8 +27,8 @@ class GpuFacts(BaseModel):
     peak_tflops: float = Field(description="Peak dense bf16 TFLOPS of one GPU (fp16 where bf16 is missing).")
 
 
-# Peak dense (not 2:4 sparse) tensor-core TFLOPS from NVIDIA's data sheets, as quoted in
-# HF_JOBS_API.md. T4 (Turing) has no bf16: its figure is fp16, which the SFT template uses there.
+# Peak dense (not 2:4 sparse) tensor-core TFLOPS from NVIDIA's data sheets. T4 (Turing) has no
+# bf16: its figure is fp16, which the SFT template uses there.
 # RTX PRO 6000 (Blackwell) is not in that table: 4 PFLOPS FP4 with sparsity / 8 ≈ 500 dense bf16.
 GPU_FACTS: dict[str, GpuFacts] = {
     "T4": GpuFacts(vram_gb=16, bf16=False, peak_tflops=65),
@@ -91,7 +91,7 @@ def _cpu(name: str, vcpus: int, ram_gb: float, price: float) -> Flavor:
     )
 
 
-# Prices: the official table in HF_JOBS_API.md ($/hour, snapshot SNAPSHOT_DATE). vCPU and RAM
+# Prices: Hugging Face's official HF Jobs table ($/hour, snapshot SNAPSHOT_DATE). vCPU and RAM
 # follow the Hub's hardware page for the same flavors (used only for CPU jobs and display).
 BUNDLED: list[Flavor] = [
     _cpu("cpu-basic", 2, 16, 0.01),

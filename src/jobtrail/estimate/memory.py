@@ -108,7 +108,7 @@ def estimate_memory(
 
     The total is the sum of the components, which bounds the peak from above: the logits peak
     at the loss, the recomputed layer and the gradients later in backward. The logits count as
-    fp32 [tokens × vocabulary] (DESIGN.md's preflight rule) although TRL >= 1.16 computes the
+    fp32 [tokens × vocabulary] (the preflight's rule) although TRL >= 1.16 computes the
     SFT/DPO/GRPO losses through a tiled, fused LM head that never holds them whole. Both err on
     the safe side: on an H100, a 0.8B Qwen2-shaped model (16 × 512 tokens) peaked 10% below this
     sum with full fine-tuning and 16% below with LoRA (torch.cuda.max_memory_allocated).

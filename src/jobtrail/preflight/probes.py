@@ -109,7 +109,7 @@ def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
 
     api = HfApi(token=token)
     try:
-        # auth_check, not model_info: gated repos show their metadata to anyone (HF_JOBS_API.md).
+        # auth_check, not model_info: gated repos show their metadata to anyone.
         api.auth_check(repo_id, token=token)
         config = _read_json(Path(hf_hub_download(repo_id, "config.json", token=token)))
     except GatedRepoError:
