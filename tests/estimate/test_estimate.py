@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from typing import Any
 
 import httpx2
 import pytest
@@ -17,6 +18,7 @@ from huggingface_hub import _jobs_api
 
 from jobtrail.errors import InvalidRequestError, JobtrailError, NotFoundError
 from jobtrail.estimate import (
+    EstimateResult,
     Flavor,
     dataset_stats,
     estimate_cost,
@@ -27,8 +29,8 @@ from jobtrail.estimate import (
 )
 from jobtrail.estimate.cost import flops_per_token, recommended_timeout_s
 from jobtrail.estimate.hardware import BUNDLED, SNAPSHOT_DATE
-from jobtrail.estimate.memory import CUDA_CONTEXT_GB, NF4_BYTES, estimate_memory
-from jobtrail.estimate.params import lora_params, model_shape
+from jobtrail.estimate.memory import CUDA_CONTEXT_GB, NF4_BYTES, MemoryBreakdown, Peft, estimate_memory
+from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.ledger.db import MIGRATIONS
 from jobtrail.ledger.store import Ledger
 from jobtrail.methods import METHODS
@@ -250,21 +252,28 @@ def test_mixture_of_experts_is_refused_rather_than_miscounted():
     assert err.value.fix
 
 
+def _memory(shape: ModelShape, *, peft: Peft, trainable_params: int | None = None, **options: Any) -> MemoryBreakdown:
+    """estimate_memory on a bf16 GPU, AdamW, 1 × 1024 tokens, gradient checkpointing, unless told
+    otherwise; LoRA r=16 (or every parameter, without adapters) trainable."""
+    if trainable_params is None:
+        trainable_params = shape.params if peft == "none" else lora_params(shape, 16)
+    settings: dict[str, Any] = {
+        "device": "cuda_bf16",
+        "optimizer": "adamw",
+        "seq_len": 1024,
+        "batch": 1,
+        "gradient_checkpointing": True,
+        **options,
+    }
+    return estimate_memory(shape, peft=peft, trainable_params=trainable_params, **settings)
+
+
 # --- memory -----------------------------------------------------------------------------------
 
 
 def test_logits_for_a_262k_vocabulary_at_4096_tokens_take_4_3_gb():
     shape = model_shape(GEMMA3_1B)
-    memory = estimate_memory(
-        shape,
-        device="cuda_bf16",
-        peft="lora",
-        trainable_params=lora_params(shape, 16),
-        optimizer="adamw",
-        seq_len=4096,
-        batch=1,
-        gradient_checkpointing=True,
-    )
+    memory = _memory(shape, peft="lora", seq_len=4096)
     assert memory.logits_gb == pytest.approx(262_144 * 4096 * 4 / GB, rel=1e-3)
     assert memory.logits_gb == pytest.approx(4.3, abs=0.05)
 
@@ -275,16 +284,7 @@ def test_memory_components_match_hand_computed_values():
     assert shape.params == params == 138_048
     trainable = lora_params(shape, 8)
     assert trainable == 2 * 8 * ((64 + 64) + 2 * (64 + 32) + (64 + 64) + 2 * (64 + 128) + (128 + 64)) == 16_384
-    m = estimate_memory(
-        shape,
-        device="cuda_bf16",
-        peft="lora",
-        trainable_params=trainable,
-        optimizer="adamw",
-        seq_len=100,
-        batch=2,
-        gradient_checkpointing=True,
-    )
+    m = _memory(shape, peft="lora", trainable_params=trainable, seq_len=100, batch=2)
     tokens, e = 200, 2  # bf16 activations
     saved = 2 * e * 64 * tokens + (4 + e) * 64 * tokens  # each layer's input + the final norm
     per_layer_token = (
@@ -308,43 +308,16 @@ def test_memory_components_match_hand_computed_values():
 
 def test_full_fine_tuning_with_adamw_costs_16_bytes_per_parameter():
     shape = model_shape(LLAMA_31_8B)
-    m = estimate_memory(
-        shape,
-        device="cuda_bf16",
-        peft="none",
-        trainable_params=shape.params,
-        optimizer="adamw",
-        seq_len=1024,
-        batch=1,
-        gradient_checkpointing=True,
-    )
+    m = _memory(shape, peft="none")
     assert m.weights_gb == 0  # the weights are the trainable ones
     assert m.trainable_gb + m.gradients_gb + m.optimizer_gb == pytest.approx(16 * shape.params / GB, rel=1e-3)
-    eight_bit = estimate_memory(
-        shape,
-        device="cuda_bf16",
-        peft="none",
-        trainable_params=shape.params,
-        optimizer="adamw_8bit",
-        seq_len=1024,
-        batch=1,
-        gradient_checkpointing=True,
-    )
+    eight_bit = _memory(shape, peft="none", optimizer="adamw_8bit")
     assert eight_bit.optimizer_gb == pytest.approx(2 * shape.params / GB, rel=1e-3)
 
 
 def test_qlora_keeps_linear_weights_in_nf4_and_embeddings_in_bf16():
     shape = model_shape(QWEN25_7B)
-    m = estimate_memory(
-        shape,
-        device="cuda_bf16",
-        peft="qlora",
-        trainable_params=lora_params(shape, 16),
-        optimizer="adamw",
-        seq_len=1024,
-        batch=1,
-        gradient_checkpointing=True,
-    )
+    m = _memory(shape, peft="qlora")
     expected = shape.linear_params * NF4_BYTES + (shape.params - shape.linear_params) * 2
     assert m.weights_gb == pytest.approx(expected / GB, rel=1e-3)
     assert 0.5 < NF4_BYTES < 0.52  # 4 bits + double-quantised block constants
@@ -375,23 +348,9 @@ def test_full_fine_tuning_of_an_8b_model_with_adamw_does_not_fit_one_80gb_gpu():
 
 
 def test_qlora_on_a_12b_model_with_262k_vocabulary_fits_24gb_at_2048_but_not_8192():
-    short = _estimate(
-        GEMMA3_12B,
-        peft="qlora",
-        max_length=2048,
-        avg_tokens=2048,
-        per_device_batch_size=1,
-        gradient_checkpointing=True,
-        flavor="a10g-large",
-    )
-    long = _estimate(
-        GEMMA3_12B,
-        peft="qlora",
-        max_length=8192,
-        avg_tokens=8192,
-        per_device_batch_size=1,
-        gradient_checkpointing=True,
-        flavor="a10g-large",
+    short, long = (
+        _estimate(GEMMA3_12B, peft="qlora", max_length=n, avg_tokens=n, per_device_batch_size=1, flavor="a10g-large")
+        for n in (2048, 8192)
     )
     assert short.fits["a10g-large"] and short.fits["l4x1"]
     assert not long.fits["a10g-large"] and not long.fits["l4x1"]
@@ -728,46 +687,30 @@ def test_calibration_round_trip_and_estimates_that_use_it(tmp_path):
     assert m.peak_memory_bytes == int(3.2e9) and (m.max_length, m.batch) == (1024, 2)
     assert lookup(ledger, **{**key, "flavor": "a10g-large"}) is None
 
-    calibrated = estimate_cost(
-        "m",
-        config=QWEN25_05B,
-        num_examples=10_000,
-        avg_tokens=500,
-        max_length=1024,
-        per_device_batch_size=2,
-        flavor="a10g-small",
-        calibration=ledger,
-        api=OFFLINE,
-    )
+    def estimate_again(max_length: int, flavor: str) -> EstimateResult:
+        """The measured shape (or another) on the measured flavor (or another), with the ledger."""
+        return estimate_cost(
+            "m",
+            config=QWEN25_05B,
+            num_examples=10_000,
+            avg_tokens=500,
+            max_length=max_length,
+            per_device_batch_size=2,
+            flavor=flavor,
+            calibration=ledger,
+            api=OFFLINE,
+        )
+
+    calibrated = estimate_again(max_length=1024, flavor="a10g-small")
     assert calibrated.calibrated
     assert calibrated.tokens_per_second == pytest.approx(2600.0)
     assert calibrated.memory.total_gb == pytest.approx(3.2 + CUDA_CONTEXT_GB)
     assert "measured" in calibrated.assumptions["throughput"] and "jt-c/1" in calibrated.assumptions["memory_total"]
     assert "calibrated" in calibrated.to_markdown()
 
-    other_shape = estimate_cost(
-        "m",
-        config=QWEN25_05B,
-        num_examples=10_000,
-        avg_tokens=500,
-        max_length=2048,
-        per_device_batch_size=2,
-        flavor="a10g-small",
-        calibration=ledger,
-        api=OFFLINE,
-    )
+    other_shape = estimate_again(max_length=2048, flavor="a10g-small")
     assert other_shape.calibrated and "memory_total" not in other_shape.assumptions  # memory stays modelled
-    plain = estimate_cost(
-        "m",
-        config=QWEN25_05B,
-        num_examples=10_000,
-        avg_tokens=500,
-        max_length=1024,
-        per_device_batch_size=2,
-        flavor="a10g-large",
-        calibration=ledger,
-        api=OFFLINE,
-    )
+    plain = estimate_again(max_length=1024, flavor="a10g-large")
     assert not plain.calibrated
 
 

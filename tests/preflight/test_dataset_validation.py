@@ -32,10 +32,9 @@ from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.dataset.shapes import PLANNERS
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
+from support.jobs import run_jobs
 
 VERDICT = {"R": "READY", "N": "NEEDS_MAPPING", "I": "INCOMPATIBLE"}
-EVENT_PREFIX = "JOBTRAIL "
-JOB_TIMEOUT_S = 240
 
 
 # --- building datasets ---------------------------------------------------------------------------
@@ -961,10 +960,6 @@ def test_token_length_stats(tiny_model: Path, job_env: dict[str, str], tmp_path:
 # --- real SFT runs with each mapping kind -------------------------------------------------------------
 
 
-def _parse_events(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line[len(EVENT_PREFIX) :]) for line in stdout.splitlines() if line.startswith(EVENT_PREFIX)]
-
-
 def _mapped_job(workdir: Path, model: Path, data: Path, mapping: dict[str, Any]) -> Path:
     spec = JobSpec(
         method="sft",
@@ -1013,26 +1008,15 @@ def test_sft_trains_with_each_mapping_kind(tmp_path: Path, tiny_model: Path, job
     # A mapping naming a column the data lacks ends the job as bad input, before any training.
     broken = {"kind": "rename", "columns": {"nope": "prompt"}}
     jobs.append(("broken", broken, _mapped_job(tmp_path / "broken", tiny_model, tmp_path / "alpaca.jsonl", broken)))
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script)],
-            cwd=script.parent,
-            env={**job_env, "OMP_NUM_THREADS": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _, _, script in jobs
-    ]
-    for (name, mapping, _), proc in zip(jobs, procs, strict=True):
-        stdout, stderr = proc.communicate(timeout=JOB_TIMEOUT_S)
-        events = _parse_events(stdout)
+    runs = run_jobs(*((script, job_env) for _, _, script in jobs))
+    for (name, mapping, _), run in zip(jobs, runs, strict=True):
+        events, stderr = run.events, run.stderr
         termination = events[-1] if events else {}
         manifest = next((e for e in events if e["event"] == "data_manifest"), None)
         if name == "broken":
             assert termination.get("reason") == "bad_input" and "'nope'" in termination["message"], stderr[-2000:]
             continue
-        assert proc.returncode == 0 and termination.get("reason") == "succeeded", f"{name}:\n{stderr[-3000:]}"
+        assert run.returncode == 0 and termination.get("reason") == "succeeded", f"{name}:\n{stderr[-3000:]}"
         assert manifest and manifest["mapping"] == mapping and manifest["rows"] == 16
         expected = "messages" if name == "sharegpt" else "prompt_completion"
         assert manifest["format"] == expected

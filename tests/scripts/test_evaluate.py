@@ -23,40 +23,31 @@ import pytest
 from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.outcomes.evals import EvalRecord, delta, eval_config
 from jobtrail.templates.render import render_script, scripts_dir
-from support.jobs import assert_templates_import_light, top_level_names, write_jsonl
+from support.jobs import (
+    JobRun,
+    assert_templates_import_light,
+    finish_job,
+    start_job,
+    succeeded,
+    top_level_names,
+    write_jsonl,
+)
 
-JOB_TIMEOUT_S = 240
 TRAIN_STEPS = 16
-EVENT_PREFIX = "JOBTRAIL "
 
 
 @dataclass
-class JobRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    script: Path
+class EvalRun(JobRun):
+    """A finished job and the script it ran (the evaluator's provenance names its sha256)."""
 
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        cut = len(EVENT_PREFIX)
-        return [json.loads(line[cut:]) for line in self.stdout.splitlines() if line.startswith(EVENT_PREFIX)]
+    script: Path = Path()
 
     def evals(self, state: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["event"] == "eval" and e["state"] == state]
-
-    @property
-    def termination(self) -> dict[str, Any]:
-        assert self.events and self.events[-1]["event"] == "termination", self.describe()
-        return self.events[-1]
-
-    def describe(self) -> str:
-        return f"rc={self.returncode}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
+        return self.named("eval", state=state)
 
     def finished(self) -> dict[str, Any]:
         """The finished eval event of a job that succeeded."""
-        assert self.returncode == 0 and self.termination["reason"] == "succeeded", self.describe()
-        (event,) = self.evals("finished")
+        (event,) = succeeded(self).evals("finished")
         return event
 
 
@@ -67,27 +58,13 @@ def start(template: str, config: dict[str, Any], workdir: Path, env: dict[str, s
     workdir.mkdir(parents=True, exist_ok=True)
     script = workdir / "job.py"
     script.write_text(render_script(template, config))
-    # One torch thread per job: the tiny model gains nothing from more, and jobs run side by side.
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=workdir,
-        env={**env, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return proc, script
+    return start_job(script, env), script
 
 
-def finish(job: Job) -> JobRun:
+def finish(job: Job) -> EvalRun:
     proc, script = job
-    try:
-        stdout, stderr = proc.communicate(timeout=JOB_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
-        pytest.fail(f"job did not finish in {JOB_TIMEOUT_S}s\n{stdout[-2000:]}\n{stderr[-2000:]}")
-    return JobRun(proc.returncode, stdout, stderr, script)
+    run = finish_job(proc)
+    return EvalRun(run.returncode, run.stdout, run.stderr, run.events, script)
 
 
 def training_config(template: str, model: Path, dataset: Path, output_dir: Path) -> dict[str, Any]:
@@ -235,7 +212,7 @@ def test_answers_match_regardless_of_case_spacing_and_full_stop(evaluator: Modul
 @pytest.fixture(scope="module")
 def runs(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]
-) -> dict[str, JobRun]:
+) -> dict[str, EvalRun]:
     """Every evaluation of this module, run side by side (they are mostly import-bound)."""
     root = tmp_path_factory.mktemp("evaluate")
     held_out = write_chat_dataset(root / "held_out.jsonl", rows=12, seed=1)
@@ -274,7 +251,7 @@ def runs(
     return {name: finish(job) for name, job in jobs.items()}
 
 
-def test_base_model_loss_and_perplexity_on_chat_data(runs: dict[str, JobRun]) -> None:
+def test_base_model_loss_and_perplexity_on_chat_data(runs: dict[str, EvalRun]) -> None:
     finished = runs["base"].finished()
     assert finished["checkpoint"]["label"] == "base" and finished["checkpoint"]["adapter"] is None
     assert set(finished["metrics"]) == {"loss", "perplexity"}  # chat data: no exact_match unasked
@@ -284,7 +261,7 @@ def test_base_model_loss_and_perplexity_on_chat_data(runs: dict[str, JobRun]) ->
     assert (manifest["format"], manifest["rows"]) == ("messages", 12)
 
 
-def test_trained_adapter_beats_base_and_records_full_provenance(runs: dict[str, JobRun], tiny_model: Path) -> None:
+def test_trained_adapter_beats_base_and_records_full_provenance(runs: dict[str, EvalRun], tiny_model: Path) -> None:
     base, trained = (EvalRecord.from_events(runs[name].events) for name in ("base", "trained"))
     assert base and trained and base.state == trained.state == "finished"
     assert delta(base, trained)["loss"] < 0, (base.metrics, trained.metrics)
@@ -313,7 +290,7 @@ def test_trained_adapter_beats_base_and_records_full_provenance(runs: dict[str, 
     assert len(lines) == 12 and all({"prompt", "reference", "loss", "tokens"} <= set(line) for line in lines)
 
 
-def test_exact_match_on_question_answer_data(runs: dict[str, JobRun]) -> None:
+def test_exact_match_on_question_answer_data(runs: dict[str, EvalRun]) -> None:
     finished = runs["qa"].finished()
     # A random tiny model answers nonsense: the record is under test, not the score.
     assert set(finished["metrics"]) == {"loss", "perplexity", "exact_match"}
@@ -327,7 +304,7 @@ def test_exact_match_on_question_answer_data(runs: dict[str, JobRun]) -> None:
 
 
 @pytest.mark.parametrize(("name", "scorer"), [("pairs", "log_likelihood"), ("reward_model", "reward_head")])
-def test_pairwise_accuracy_on_preference_data(runs: dict[str, JobRun], name: str, scorer: str) -> None:
+def test_pairwise_accuracy_on_preference_data(runs: dict[str, EvalRun], name: str, scorer: str) -> None:
     finished = runs[name].finished()
     assert list(finished["metrics"]) == ["pairwise_accuracy"] and finished["scorer"] == scorer
     lines = [json.loads(line) for line in Path(finished["raw_outputs"]).read_text().splitlines()]
@@ -337,7 +314,7 @@ def test_pairwise_accuracy_on_preference_data(runs: dict[str, JobRun], name: str
 
 
 @pytest.mark.parametrize(("name", "words"), [("broken_rows", "ending with the assistant"), ("bad_metric", "bleu")])
-def test_crashing_evaluator_ends_eval_failed(runs: dict[str, JobRun], name: str, words: str) -> None:
+def test_crashing_evaluator_ends_eval_failed(runs: dict[str, EvalRun], name: str, words: str) -> None:
     run = runs[name]
     assert run.returncode != 0 and run.termination["reason"] == "eval_failed", run.describe()
     assert words in run.termination["message"]

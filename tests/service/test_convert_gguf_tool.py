@@ -15,7 +15,7 @@ from jobtrail.models import JobSpec
 from jobtrail.surface.server import build_server
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from support.jobs import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE
-from support.waiting import wait_for
+from support.waiting import wait_for, wait_until_terminal
 
 
 @pytest.mark.timeout(FIRST_BUILD_TIMEOUT_S + 600)
@@ -56,11 +56,8 @@ def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, ch
     started = anyio.run(call, {"source": job.job_id, "quantizations": ["Q8_0"], "pre_tokenizer": "qwen2"})
     conversion = started.structured_content
     assert conversion["job_id"] and conversion["source"].endswith("/output/final")
-    done = wait_for(
-        lambda: (r := service.inspect(conversion["job_id"])).status in ("succeeded", "failed") and r,
-        FIRST_BUILD_TIMEOUT_S + 300,
-        "the conversion",
-        interval=1.0,
+    done = wait_until_terminal(
+        lambda: service.inspect(conversion["job_id"]), FIRST_BUILD_TIMEOUT_S + 300, "the conversion", interval=1.0
     )
     assert done.status == "succeeded", (done.termination_message, service.logs(conversion["job_id"], tail=30).lines)
     files = {a["quantization"]: a for a in done.artifacts if a.get("kind") == "gguf"}

@@ -10,7 +10,7 @@ from jobtrail.app import build_service
 from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec
-from support.waiting import wait_for
+from support.waiting import wait_for, wait_until_terminal
 
 HYPER = {
     "max_steps": 8,
@@ -23,25 +23,23 @@ HYPER = {
 }
 
 
-def _ended(service, job_id):
-    data = service.inspect(job_id)
-    return data if data.status in ("succeeded", "failed", "cancelled") else None
-
-
 def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
     trained = service.submit(
         JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER)
     )
-    assert wait_for(lambda: _ended(service, trained.job_id), 180, "training").status == "succeeded"
+    assert wait_until_terminal(lambda: service.inspect(trained.job_id), 180, "training").status == "succeeded"
 
     base = service.evaluate(str(heldout), model=str(tiny_model))
     final = service.evaluate(str(heldout), job_id=trained.job_id)
     middle = service.evaluate(str(heldout), job_id=trained.job_id, checkpoint="checkpoint-4")
     for ev in (base, final, middle):
         job_id = ev.job_id
-        assert wait_for(lambda job_id=job_id: _ended(service, job_id), 180, "an evaluation").status == "succeeded"
+        assert (
+            wait_until_terminal(lambda job_id=job_id: service.inspect(job_id), 180, "an evaluation").status
+            == "succeeded"
+        )
 
     records = {e["checkpoint"]: e for e in service.inspect(trained.job_id).evaluations}
     assert set(records) == {"final", "checkpoint-4"}
@@ -76,9 +74,9 @@ def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_pat
             method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters={**HYPER, "max_steps": 2}
         )
     )
-    assert wait_for(lambda: _ended(service, trained.job_id), 180, "training").status == "succeeded"
+    assert wait_until_terminal(lambda: service.inspect(trained.job_id), 180, "training").status == "succeeded"
     failing = service.evaluate(str(chat_dataset), job_id=trained.job_id, metrics=["pairwise_accuracy"])
-    done = wait_for(lambda: _ended(service, failing.job_id), 180, "the evaluation")
+    done = wait_until_terminal(lambda: service.inspect(failing.job_id), 180, "the evaluation")
     assert done.status == "failed" and done.termination_reason == "eval_failed"
     job = service.inspect(trained.job_id)
     assert job.status == "succeeded" and job.evaluations[0]["state"] == "failed"

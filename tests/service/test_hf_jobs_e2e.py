@@ -7,7 +7,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from support.waiting import wait_for
+from support.waiting import wait_for, wait_until_terminal
 
 TOKEN = "hf_alice_write_secret_token_42"
 HYPER = {
@@ -51,12 +51,7 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     submitted = remote.submit(_spec())
     assert submitted.job_id, [f.model_dump() for f in submitted.findings]
     assert submitted.output_repo == "alice/tiny-sft"
-    done = wait_for(
-        lambda: (r := remote.inspect(submitted.job_id)).status in ("succeeded", "failed") and r,
-        240,
-        "the remote job to end",
-        interval=0.5,
-    )
+    done = wait_until_terminal(lambda: remote.inspect(submitted.job_id), 240, "the remote job to end", interval=0.5)
     assert done.status == "succeeded", (done.termination_message, remote.logs(submitted.job_id, tail=40).lines)
     attempt = done.attempts[0]
     assert attempt.placement.remote_id and attempt.placement.url and attempt.placement.flavor == "cpu-basic"

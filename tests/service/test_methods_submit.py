@@ -9,7 +9,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from support.waiting import wait_for
+from support.waiting import wait_until_terminal
 
 FAST = {
     "max_steps": 2,
@@ -41,11 +41,7 @@ def service(tmp_path):
 def _run(service, spec: JobSpec) -> str:
     submitted = service.submit(spec)
     assert submitted.job_id, [f.model_dump() for f in submitted.findings if f.severity == "error"]
-    done = wait_for(
-        lambda: (r := service.inspect(submitted.job_id)).status in ("succeeded", "failed") and r,
-        240,
-        f"the {spec.method} job",
-    )
+    done = wait_until_terminal(lambda: service.inspect(submitted.job_id), 240, f"the {spec.method} job")
     assert done.status == "succeeded", (done.termination_message, service.logs(submitted.job_id, tail=30).lines)
     assert any(c.state == "committed" for c in done.checkpoints)
     return submitted.job_id

@@ -11,17 +11,10 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec
-from support.waiting import wait_for
+from support.jobs import TINY_SFT
+from support.waiting import wait_for, wait_until_terminal
 
-HYPER = {
-    "max_steps": 16,
-    "logging_steps": 1,
-    "save_steps": 4,
-    "per_device_train_batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "max_length": 64,
-    "learning_rate": 1e-3,
-}
+HYPER = {**TINY_SFT, "max_steps": 16}
 
 
 @pytest.fixture
@@ -40,11 +33,6 @@ def _committed_step(service, job_id: str) -> int:
         if c.state == "committed" and Path(c.path).name.startswith("checkpoint-")
     ]
     return max(steps, default=0)
-
-
-def _ended(service, job_id: str, attempts: int):
-    data = service.inspect(job_id)
-    return data if len(data.attempts) >= attempts and data.status in ("succeeded", "failed", "cancelled") else None
 
 
 def test_preempted_job_is_resumed_automatically_from_its_last_committed_checkpoint(service, tiny_model, chat_dataset):
@@ -75,7 +63,7 @@ def test_bad_input_is_not_retried_and_the_answer_carries_the_diagnosis(service, 
         '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{oops\n'
     )
     job_id = service.submit(_spec(tiny_model, data), force=True, max_retries=3).job_id
-    done = wait_for(lambda: _ended(service, job_id, 1), 120, "the job to fail")
+    done = wait_until_terminal(lambda: service.inspect(job_id), 120, "the job to fail")
     assert done.termination_reason == "bad_input" and len(done.attempts) == 1  # max_retries did not retry it
     answer = service.retry(job_id)
     assert not answer.retried and answer.fix and "validate_dataset" in answer.fix
@@ -88,7 +76,7 @@ def test_cancelled_job_resumes_on_request_and_finishes(service, tiny_model, chat
     assert service.cancel(job_id).status == "cancelled"
     answer = service.retry(job_id)
     assert answer.retried and answer.attempt == 2 and answer.resume_from
-    done = wait_for(lambda: _ended(service, job_id, 2), 180, "the resumed attempt")
+    done = wait_until_terminal(lambda: service.inspect(job_id), 180, "the resumed attempt", attempts=2)
     assert done.status == "succeeded" and done.progress.step == 16
     second = done.attempts[1]
     assert second.resumed_from and second.config_sha256 == done.attempts[0].config_sha256
@@ -108,7 +96,7 @@ def test_retry_with_changes_renders_a_new_config_and_refuses_unknown_names(servi
         job_id, {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2, "max_steps": 2}
     )
     assert changed.retried and changed.changes["per_device_train_batch_size"] == 1
-    done = wait_for(lambda: _ended(service, job_id, 2), 180, "the changed attempt")
+    done = wait_until_terminal(lambda: service.inspect(job_id), 180, "the changed attempt", attempts=2)
     first, second = done.attempts
     assert second.config_sha256 != first.config_sha256
     assert done.status == "succeeded" and done.hyperparameters["per_device_train_batch_size"] == 2  # the run's own spec

@@ -25,6 +25,16 @@ from jobtrail.templates.render import render_script, scripts_dir
 SCRIPTS = scripts_dir()
 JOB_TIMEOUT_S = 240
 EVENT_PREFIX = "JOBTRAIL "
+# Hyperparameters of a small SFT job on the tiny model: a checkpoint every 4 steps, a few seconds a step.
+TINY_SFT = {
+    "max_steps": 12,
+    "logging_steps": 1,
+    "save_steps": 4,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "max_length": 64,
+    "learning_rate": 1e-3,
+}
 # GGUF jobs build llama-quantize once per machine into this stable cache (overridable).
 LLAMA_CPP_CACHE = (
     Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or Path.home() / ".cache" / "jobtrail-test" / "llama.cpp")

@@ -12,7 +12,7 @@ from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
-from support.waiting import wait_for
+from support.waiting import wait_for, wait_until_terminal
 
 TOOLS = {
     "submit",
@@ -163,14 +163,9 @@ def _inspect(server, job_id: str) -> dict[str, Any]:
     return result.structured_content
 
 
-def _terminal(server, job_id: str):
-    data = _inspect(server, job_id)
-    return data if data["status"] in ("succeeded", "failed", "cancelled") else None
-
-
 def test_real_sft_job_succeeds_with_steps_loss_checkpoint_and_receipt(server, tiny_model, chat_dataset):
     job_id = _submit(server, tiny_model, chat_dataset)
-    data = wait_for(lambda: _terminal(server, job_id), 180, "the SFT job to end")
+    data = wait_until_terminal(lambda: _inspect(server, job_id), 180, "the SFT job to end")
     assert data["status"] == "succeeded" and data["termination_reason"] == "succeeded", data
     assert data["progress"]["step"] == 4 and data["progress"]["steps_logged"] == 4
     assert data["progress"]["first_loss"] > 0
@@ -209,7 +204,7 @@ def test_cancel_ends_a_running_job_within_seconds(server, tiny_model, chat_datas
 
 def test_too_short_timeout_ends_as_timeout(server, tiny_model, chat_dataset):
     job_id = _submit(server, tiny_model, chat_dataset, timeout=2, hyperparameters={"max_steps": 100000})
-    data = wait_for(lambda: _terminal(server, job_id), 60, "the timeout")
+    data = wait_until_terminal(lambda: _inspect(server, job_id), 60, "the timeout")
     assert data["status"] == "failed" and data["termination_reason"] == "timeout"
 
 
@@ -223,7 +218,7 @@ def test_queue_respects_the_concurrency_limit(server, tiny_model, chat_dataset):
     assert _inspect(server, queued_then_cancelled)["status"] == "queued"
     data = call(server, "cancel", {"job_id": queued_then_cancelled}).structured_content
     assert data["status"] == "cancelled"
-    done = wait_for(lambda: _terminal(server, second), 180, "the second job to end")
+    done = wait_until_terminal(lambda: _inspect(server, second), 180, "the second job to end")
     assert done["status"] == "succeeded"
 
 
@@ -245,7 +240,7 @@ def test_secret_reaches_the_job_but_no_output_or_ledger_byte(server, tiny_model,
         secrets={"MY_TOKEN": "$JOBTRAIL_TEST_SECRET"},
         hyperparameters={"run_name": "x"},
     )
-    data = wait_for(lambda: _terminal(server, job_id), 180, "the job to end")
+    data = wait_until_terminal(lambda: _inspect(server, job_id), 180, "the job to end")
     assert data["status"] == "succeeded"
     workdir = Path(data["attempts"][0]["workdir"])
     log = (workdir / "job.log").read_text()
@@ -268,7 +263,7 @@ def test_validate_dataset_then_submit_with_the_proposed_mapping(server, tiny_mod
     rejected = call(server, "submit", {"method": "sft", "model": str(tiny_model), "dataset": str(data)})
     assert rejected.structured_content["status"] == "rejected"
     job_id = _submit(server, tiny_model, data, dataset_mapping=verdict["mapping"])
-    done = wait_for(lambda: _terminal(server, job_id), 180, "the mapped job")
+    done = wait_until_terminal(lambda: _inspect(server, job_id), 180, "the mapped job")
     assert done["status"] == "succeeded"
     assert done["attempts"][0]["data_manifest"]["mapping"] == verdict["mapping"]
 

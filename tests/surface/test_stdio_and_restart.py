@@ -14,17 +14,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from support.waiting import wait_for
+from support.jobs import TINY_SFT
+from support.waiting import wait_for, wait_until_terminal
 
-HYPER = {
-    "max_steps": 12,
-    "logging_steps": 1,
-    "save_steps": 4,
-    "per_device_train_batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "max_length": 64,
-    "learning_rate": 1e-3,
-}
+HYPER = {**TINY_SFT, "max_steps": 12}
 
 
 def _params(home) -> StdioServerParameters:
@@ -50,12 +43,11 @@ def test_stdio_server_answers_and_a_job_survives_its_restart(tmp_path, tiny_mode
     assert job_id, submitted.content
     # The first server process has exited; a second one finds the job and sees it through.
 
-    def finished():
+    def inspect() -> dict[str, Any]:
         [_, inspected] = anyio.run(_session, home, [("inspect", {"job_id": job_id})])
-        data = inspected.structured_content
-        return data if data["status"] in ("succeeded", "failed", "cancelled") else None
+        return inspected.structured_content
 
-    data = wait_for(finished, 180, "the job to finish across server restarts", interval=1.0)
+    data = wait_until_terminal(inspect, 180, "the job to finish across server restarts", interval=1.0)
     assert data["status"] == "succeeded", data
     assert data["progress"]["step"] == 12
 
@@ -82,19 +74,8 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
             [sys.executable, "-m", "jobtrail", *args], env=env, text=True, capture_output=True, timeout=60
         )
 
-    dry = cli(
-        "submit",
-        "--method",
-        "sft",
-        "--model",
-        str(tiny_model),
-        "--dataset",
-        str(chat_dataset),
-        "--set",
-        "max_steps=2",
-        "--dry-run",
-        "--json",
-    )
+    job = ["--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset)]
+    dry = cli("submit", *job, "--set", "max_steps=2", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     assert '"status": "dry_run"' in dry.stdout
     table = cli("ps")
@@ -103,17 +84,7 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     assert missing.returncode == 2 and "Fix:" in missing.stderr and "Traceback" not in missing.stderr
     rejected = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", "/nope.jsonl")
     assert rejected.returncode == 1 and "dataset.missing" in rejected.stdout
-    checked = cli(
-        "preflight",
-        "--method",
-        "sft",
-        "--model",
-        str(tiny_model),
-        "--dataset",
-        str(chat_dataset),
-        "--set",
-        "max_lenght=64",
-    )
+    checked = cli("preflight", *job, "--set", "max_lenght=64")
     assert checked.returncode == 1 and "Did you mean 'max_length'" in checked.stdout and "```" not in checked.stdout
     clean = cli("preflight", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset))
     assert clean.returncode == 0 and "would be accepted" in clean.stdout
