@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
+import inspect
 import json
+import os
+import re
+import types
+import typing
+from typing import Any
 
 import pytest
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
+from jobtrail.methods.hyperparameters import TYPES_TABLE
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import JobSpec, JobStatus, TerminationReason
 from jobtrail.outcomes import events
@@ -17,6 +25,7 @@ from jobtrail.preflight import hyperparams
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.defaults import effective
 from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.util.data import data_path, load_table
 from jobtrail.util.timefmt import human_duration, parse_duration
 
 
@@ -65,19 +74,89 @@ def test_event_lines_are_parsed_and_folded():
     assert digest.checkpoints[0].state == "committed" and digest.checkpoints[0].step == 2
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_bundled_trl_field_list_matches_installed_trl(method):
-    import trl  # the train extra is part of the test environment
+def _kinds(annotation: Any) -> tuple[list[str], list[Any]]:
+    """The JSON kinds a dataclass field's annotation admits, and the choices its enums or Literals name."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kinds: list[str] = []
+        choices: list[Any] = []
+        for arg in typing.get_args(annotation):
+            more, named = _kinds(arg)
+            kinds += [kind for kind in more if kind not in kinds]
+            choices += named
+        return kinds, choices
+    if origin is typing.Literal:
+        values = typing.get_args(annotation)
+        strings = all(isinstance(v, str) for v in values)
+        return sorted({"null" if v is None else type(v).__name__ for v in values}), list(values) if strings else []
+    if annotation is type(None):
+        return ["null"], []
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return ["str"], [member.value for member in annotation]
+    simple = {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list", dict: "dict"}
+    return [simple.get(origin or annotation, "any")], []
 
-    cls = getattr(trl, method_spec(method).config_class)
-    names = {f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
-    assert names == set(hyperparams.trl_fields(method)), "regenerate src/jobtrail/data/trl_config_fields.json"
+
+_CHOICES_SENTENCE = re.compile(r"(?:Possible values are|Supported values are|Must be one of):?\s*(.+?)\.(?:\s|$)", re.S)
+_QUOTED = re.compile(r"[`']+([\w-]+)[`']+")
+
+
+def _choices_in_help(text: str) -> list[str]:
+    """The values a TRL field's help lists in one sentence ("Supported values are 'grpo', 'dapo',
+    ... and 'vespo'."), where its annotation is a plain str; none where the help describes each."""
+    found = _CHOICES_SENTENCE.search(text)
+    if not found or re.sub(r",|\band\b|\bor\b|\s", "", _QUOTED.sub("", found.group(1))):
+        return []
+    return _QUOTED.findall(found.group(1))
+
+
+def derive_trl_config_types() -> dict[str, Any]:
+    """The bundled table, re-derived from the installed TRL and transformers: every TRL config
+    field of every method with the kinds of value it takes, its choices (enums, Literals, the
+    field's own "choices" metadata; report_to from transformers' integrations) and its default."""
+    import transformers
+    import trl
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    table: dict[str, Any] = {"trl_version": trl.__version__, "transformers_version": transformers.__version__}
+    for method in METHODS:
+        fields: dict[str, Any] = {}
+        config_class = getattr(trl, method_spec(method).config_class)
+        post_init = inspect.getsource(config_class.__post_init__)
+        for f in dataclasses.fields(config_class):
+            if not f.init or f.name.startswith("_"):
+                continue
+            kinds, choices = _kinds(f.type)
+            choices = list(f.metadata.get("choices") or choices or _choices_in_help(f.metadata.get("help", "")))
+            if kinds == ["list"] and f"isinstance(self.{f.name}, str)" in post_init:
+                kinds = ["list", "str"]  # one name stands for a list of one (DPO's loss_type)
+            if f.name == "report_to":
+                choices = ["all", "none", *sorted(INTEGRATION_TO_CALLBACK)]
+            entry: dict[str, Any] = {"kinds": kinds}
+            if choices:
+                entry["choices"] = choices
+            default = f.default.value if isinstance(f.default, enum.Enum) else f.default
+            if default is None or isinstance(default, bool | int | float | str):
+                entry["default"] = default
+            fields[f.name] = entry
+        table[method] = fields
+    return table
+
+
+def test_bundled_trl_config_types_match_installed_trl():
+    derived = derive_trl_config_types()
+    if os.environ.get("JOBTRAIL_REGENERATE"):
+        data_path(TYPES_TABLE).write_text(json.dumps(derived, indent=1, sort_keys=True) + "\n")
+    bundled = load_table(TYPES_TABLE)
+    assert bundled == derived, f"regenerate: JOBTRAIL_REGENERATE=1 pytest {__file__} -k trl_config_types"
+    for method in METHODS:
+        assert set(derived[method]) == set(hyperparams.trl_fields(method))
 
 
 def test_unknown_hyperparameter_gets_a_did_you_mean():
     [finding] = hyperparams.check_names("sft", {"learning_rte": 1e-4})
     assert finding.severity == "error" and "learning_rate" in finding.message
-    assert finding.fix == "Rename it to 'learning_rate'."
+    assert finding.fix == "Rename learning_rte to learning_rate (0.0001)."
     [old_name] = hyperparams.check_names("sft", {"max_seq_length": 512})
     assert "max_length" in old_name.message
 

@@ -1,20 +1,20 @@
-"""Hyperparameter names: the ones TRL/transformers use, jobtrail's few extras (templates/defaults.py
-holds them with their defaults), the method's own inputs, and the names jobtrail manages itself.
+"""Hyperparameter names and values: the names TRL/transformers use, jobtrail's few extras
+(methods/hyperparameters.py holds them with their defaults and types), the method's own inputs,
+and the names jobtrail manages itself; each value against its field's type, choices and range.
 
-The TRL field list is bundled (trl_config_fields.json) so the server can check names without
-importing trl; a test compares it with the installed TRL so it cannot drift silently.
+An unknown name gets the field it most likely means, only among fields that take its value
+(aliases.py), and the fix keeps the value: "Rename lr to learning_rate (0.001)".
 """
 
 from __future__ import annotations
 
-import difflib
-from functools import cache
+import json
 from typing import Any
 
+from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, judge_value, takes_kind, trl_types
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding
-from jobtrail.templates.defaults import JOB_DEFAULTS, PEFT_DEFAULTS
-from jobtrail.util.data import load_table
+from jobtrail.preflight.aliases import suggest
 
 # Names jobtrail sets itself; passing them would fight the job runtime.
 MANAGED: dict[str, str] = {
@@ -26,10 +26,8 @@ MANAGED: dict[str, str] = {
 }
 
 
-@cache
 def trl_fields(method: str) -> frozenset[str]:
-    data = load_table("trl_config_fields.json")
-    return frozenset(data[method])
+    return frozenset(trl_types(method))
 
 
 def known_names(method: str) -> set[str]:
@@ -38,37 +36,61 @@ def known_names(method: str) -> set[str]:
 
 
 def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
+    """Every name and value of `hyperparameters` for `method`: unknown and managed names, values
+    the field cannot take, and strings read as the field's number or bool (info)."""
     known = known_names(method)
     findings: list[Finding] = []
-    for name in hyperparameters:
+    for name, value in hyperparameters.items():
         if name in MANAGED:
             findings.append(
-                Finding(
-                    code="hyperparameters.managed",
-                    severity="error",
-                    message=f"{name!r} is set by jobtrail, not through hyperparameters.",
-                    fix=MANAGED[name][0].upper() + MANAGED[name][1:] + ".",
+                _error(
+                    "hyperparameters.managed",
+                    f"{name!r} is set by jobtrail, not through hyperparameters.",
+                    MANAGED[name][0].upper() + MANAGED[name][1:] + ".",
                 )
             )
         elif name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
-            hint = f"Did you mean {' or '.join(repr(c) for c in close)}?" if close else None
-            findings.append(
-                Finding(
-                    code="hyperparameters.unknown",
-                    severity="error",
-                    message=f"Unknown hyperparameter {name!r} for method {method!r}." + (f" {hint}" if hint else ""),
-                    fix=f"Rename it to {close[0]!r}." if close else "Remove it; names follow TRL's config fields.",
-                )
-            )
-    if hyperparameters.get("peft", "lora") not in ("lora", "qlora", "none"):
-        findings.append(
-            Finding(
-                code="hyperparameters.peft",
-                severity="error",
-                message=f"peft={hyperparameters['peft']!r} is not supported.",
-                fix='Use peft="lora" (adapter), "qlora" (adapter on a 4-bit base, CUDA only) or "none" '
-                "(full fine-tuning).",
-            )
-        )
+            findings.append(_unknown(method, name, value, known))
+        else:
+            findings += _value(method, name, value)
     return findings
+
+
+def _unknown(method: str, name: str, value: Any, known: set[str]) -> Finding:
+    found = suggest(name, value, known, lambda field, v: takes_kind(method, field, v))
+    message = f"Unknown hyperparameter {name!r} for method {method!r}."
+    if found is None:
+        return _error(
+            "hyperparameters.unknown",
+            message,
+            "Remove it; names follow TRL's config fields "
+            f"(TRL's {method_spec(method).config_class}) and jobtrail's peft, lora_* and job options.",
+        )
+    field, keep = found
+    return _error(
+        "hyperparameters.unknown", f"{message} Did you mean {field!r}?", f"Rename {name} to {field} ({_show(keep)})."
+    )
+
+
+def _value(method: str, name: str, value: Any) -> list[Finding]:
+    verdict = judge_value(method, name, value)
+    if verdict.problem:
+        return [_error("hyperparameters.value", verdict.problem, verdict.fix or f"Change {name}.")]
+    if verdict.converted:
+        return [
+            Finding(
+                code="hyperparameters.converted",
+                severity="info",
+                message=f"{name}={value!r} read as {_show(verdict.value)}, "
+                f"the {type(verdict.value).__name__} the field takes.",
+            )
+        ]
+    return []
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, float) else repr(value)
+
+
+def _error(code: str, message: str, fix: str) -> Finding:
+    return Finding(code=code, severity="error", message=message, fix=fix)

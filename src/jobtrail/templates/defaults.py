@@ -1,7 +1,9 @@
 """Effective hyperparameters: every default under the user's values, merged once, here.
 
 The job config (configs.py), the method rules and the estimate all read the same merge, so a
-value the user left out is the one the job will run with wherever it is judged. Pure.
+value the user left out is the one the job will run with wherever it is judged. The user's
+values are read as their fields' types first ("2e-4" → 2e-4; preflight says so), so the config
+never holds a number as a string. Pure.
 
     effective(method, hyperparameters) -> Effective(training_args, peft, job, inputs)
 """
@@ -12,17 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, typed
 from jobtrail.methods.registry import METHOD_INPUTS, TRL_DEFAULTS, method_spec
 
-# jobtrail's own knobs, which TRL does not have, with their defaults.
-PEFT_DEFAULTS: dict[str, Any] = {
-    "peft": "lora",
-    "lora_r": 16,
-    "lora_alpha": 32,
-    "lora_dropout": 0.05,
-    "lora_target_modules": "all-linear",
-}
-JOB_DEFAULTS: dict[str, Any] = {"checkpoint_retention": 2, "dataset_split": "train"}
+__all__ = ["JOB_DEFAULTS", "PEFT_DEFAULTS", "Effective", "effective"]
+
 # The config's peft block, by the hyperparameter each entry comes from.
 _PEFT_BLOCK = {
     "method": "peft",
@@ -41,7 +37,7 @@ class Effective:
     peft: dict[str, Any]  # the config's peft block: {"method", "r", "alpha", "dropout", "target_modules"}
     job: dict[str, Any]  # jobtrail's job options (checkpoint_retention, dataset_split)
     inputs: dict[str, Any]  # the method's own knobs (GRPO's rewards), defaults filled in
-    given: Mapping[str, Any]  # the user's values as passed
+    given: Mapping[str, Any]  # the user's values, read as their fields' types
 
     @property
     def judged(self) -> dict[str, Any]:
@@ -57,10 +53,11 @@ class Effective:
 def effective(method: str, hyperparameters: Mapping[str, Any]) -> Effective:
     """Defaults + the user's `hyperparameters` for `method` (ValueError for an unknown method)."""
     spec = method_spec(method)
-    merged = {**spec.defaults, **PEFT_DEFAULTS, **JOB_DEFAULTS, **hyperparameters}
+    given = typed(method, hyperparameters)
+    merged = {**spec.defaults, **PEFT_DEFAULTS, **JOB_DEFAULTS, **given}
     inputs = {name: merged.pop(name, default) for name, default in spec.inputs.items()}
     for name in METHOD_INPUTS:  # another method's knobs: refused by the name check, never TRL's
         merged.pop(name, None)
     peft = {key: merged.pop(name) for key, name in _PEFT_BLOCK.items()}
     job = {name: merged.pop(name) for name in JOB_DEFAULTS}
-    return Effective(training_args=merged, peft=peft, job=job, inputs=inputs, given=dict(hyperparameters))
+    return Effective(training_args=merged, peft=peft, job=job, inputs=inputs, given=given)

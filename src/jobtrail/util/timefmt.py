@@ -9,6 +9,9 @@ from jobtrail.errors import InvalidRequestError
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.I)
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+# The longest timeout a job may ask for: a week covers any run jobtrail estimates, and anything
+# longer is a typo (10**30 seconds overflowed the ledger's integers and crashed the submit).
+MAX_TIMEOUT_S = 7 * 86400
 
 
 def parse_duration(value: str | int | float | None) -> int | None:
@@ -26,11 +29,16 @@ def parse_duration(value: str | int | float | None) -> int | None:
             raise InvalidRequestError(
                 f"Cannot read the duration {value!r}.", fix='Write it like "45m", "2h", "1h30m" or a number of seconds.'
             )
-    if seconds <= 0:
+    if not seconds > 0:  # NaN included
         raise InvalidRequestError(
             f"The duration {value!r} is not positive.", fix='Give a positive duration, e.g. "2h".'
         )
-    return round(seconds)
+    if seconds > MAX_TIMEOUT_S:
+        raise InvalidRequestError(
+            f"The duration {value!r} is longer than the longest a job may run (7 days).",
+            fix='Give at most "7d"; estimate_cost recommends a timeout for the job.',
+        )
+    return max(1, round(seconds))
 
 
 def human_duration(seconds: float | None) -> str:

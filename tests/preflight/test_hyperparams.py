@@ -1,0 +1,306 @@
+"""Hyperparameter names and values: types, choices, ranges, conversions, and fixes that keep the value."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from jobtrail.errors import InvalidRequestError
+from jobtrail.methods import METHODS
+from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, field_type, judge_value, takes_kind
+from jobtrail.methods.registry import method_spec
+from jobtrail.models import Finding, JobSpec
+from jobtrail.preflight import rules
+from jobtrail.preflight.aliases import _ALIASES
+from jobtrail.preflight.facts import Facts
+from jobtrail.preflight.hyperparams import MANAGED, check_names, known_names
+from jobtrail.preflight.plan import PlanEnv, plan
+from jobtrail.templates.configs import build_config
+from jobtrail.templates.defaults import effective
+from jobtrail.util.timefmt import parse_duration
+from support.jobs import load_script_module
+
+
+def _env(tmp_path: Path) -> PlanEnv:
+    return PlanEnv(job_python=sys.executable, output_dir=str(tmp_path / "out"), llama_cpp_cache=tmp_path / "cache")
+
+
+def _one(method: str, hyperparameters: dict[str, Any]) -> Finding:
+    [finding] = check_names(method, hyperparameters)
+    return finding
+
+
+# --- values: numeric strings, counts, probabilities, choices ------------------------------------
+
+
+def test_numeric_strings_are_converted_with_an_info_and_the_config_holds_numbers(tmp_path, tiny_model, chat_dataset):
+    given = {"lora_r": "8", "learning_rate": "2e-4", "per_device_train_batch_size": "2", "bf16": "false"}
+    spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=given)
+    planned = plan(spec, _env(tmp_path))
+    converted = [f for f in planned.findings if f.code == "hyperparameters.converted"]
+    assert len(converted) == 4 and all(f.severity == "info" for f in converted)
+    assert not planned.blocked, rules.blocking(planned.findings)
+    assert planned.config is not None
+    args = planned.config["training_args"]
+    assert args["learning_rate"] == 2e-4 and isinstance(args["learning_rate"], float)
+    assert args["per_device_train_batch_size"] == 2 and args["bf16"] is False
+    assert planned.config["peft"]["r"] == 8
+    assert "'2e-4'" not in planned.script and '"2e-4"' not in planned.script
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("num_train_epochs", "three", "a number"),
+        ("per_device_train_batch_size", 0, "at least 1"),
+        ("gradient_accumulation_steps", -2, "at least 1"),
+        ("max_steps", -5, "or -1"),
+        ("lora_r", 0, "at least 1"),
+        ("lora_dropout", 1.5, "[0, 1]"),
+        ("learning_rate", 3, "(0, 1)"),
+        ("learning_rate", 0, "(0, 1)"),
+        ("num_train_epochs", 0, "above 0"),
+        ("bf16", "yes please", "true or false"),
+        ("per_device_train_batch_size", True, "whole number"),
+    ],
+)
+def test_values_the_field_cannot_take_are_refused_with_what_it_takes(name, value, words):
+    finding = _one("sft", {name: value})
+    assert finding.severity == "error" and finding.code == "hyperparameters.value"
+    assert name in finding.fix and words in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("method", "name", "value", "choice"),
+    [
+        ("sft", "lr_scheduler_type", "cosinee", "cosine_with_restarts"),
+        ("sft", "optim", "adam", "adamw_torch"),
+        ("sft", "eval_strategy", "sometimes", "epoch"),
+        ("sft", "save_strategy", "often", "steps"),
+        ("sft", "report_to", "weights-and-biases", "wandb"),
+        ("sft", "report_to", ["tensorboard", "wb"], "wandb"),
+        ("grpo", "loss_type", "ppo", "dr_grpo"),
+        ("dpo", "loss_type", "sigmoidd", "sigmoid"),
+        ("kto", "loss_type", "dpo", "apo_zero_unpaired"),
+        ("sft", "peft", "full", "none"),
+        ("grpo", "reward_funcs", ["format", "accuracy"], "exact_match"),
+    ],
+)
+def test_unknown_choices_are_refused_with_the_valid_ones(method, name, value, choice):
+    finding = _one(method, {name: value})
+    assert finding.severity == "error" and choice in finding.fix
+
+
+def test_valid_values_pass_without_findings():
+    ok = {
+        "lr_scheduler_type": "cosine",
+        "optim": "adamw_torch",
+        "report_to": ["tensorboard"],
+        "warmup_steps": 0.1,
+        "max_steps": -1,
+        "num_train_epochs": 2,
+        "lora_target_modules": ["q_proj", "v_proj"],
+        "peft": "none",
+    }
+    assert check_names("sft", ok) == []
+    assert check_names("dpo", {"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, 0.5]}) == []
+
+
+def test_a_whole_float_for_a_count_is_read_as_an_integer():
+    assert judge_value("sft", "per_device_train_batch_size", 4.0).value == 4
+    assert effective("sft", {"per_device_train_batch_size": 4.0}).training_args["per_device_train_batch_size"] == 4
+
+
+def test_the_rules_judge_converted_values():
+    # GRPO's batch arithmetic sees numbers, not strings (it divided "8" by 4 before).
+    assert (
+        rules.blocking(
+            rules.judge(
+                JobSpec(
+                    method="grpo",
+                    model="/m",
+                    dataset="/d.jsonl",
+                    hyperparameters={
+                        "per_device_train_batch_size": "4",
+                        "num_generations": "4",
+                        "reward_funcs": ["format"],
+                    },
+                ),
+                Facts(),
+                rules.CONFIG_CHECKS,
+            )[0]
+        )
+        == []
+    )
+
+
+def test_a_type_error_while_building_the_trl_config_is_a_config_error():
+    runtime = load_script_module("_runtime")
+    for exc in (TypeError("'<=' not supported between instances of 'str' and 'int'"), ValueError("bad value")):
+        with pytest.raises(type(exc)) as info, runtime.phase("config"):
+            raise exc
+        assert runtime.classify_exception(info.value) == "config_error"
+
+
+# --- names: aliases first, then close spellings that take the value -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "field"),
+    [
+        ("lr", 1e-3, "learning_rate"),
+        ("learning-rate", 1e-3, "learning_rate"),
+        ("Learning_Rate", 1e-3, "learning_rate"),
+        ("epochs", 3, "num_train_epochs"),
+        ("num_epochs", 3, "num_train_epochs"),
+        ("n_epochs", 3, "num_train_epochs"),
+        ("batch_size", 4, "per_device_train_batch_size"),
+        ("bs", 4, "per_device_train_batch_size"),
+        ("train_batch_size", 4, "per_device_train_batch_size"),
+        ("micro_batch_size", 4, "per_device_train_batch_size"),
+        ("grad_accum", 4, "gradient_accumulation_steps"),
+        ("gradient_accumulation", 4, "gradient_accumulation_steps"),
+        ("accumulation_steps", 4, "gradient_accumulation_steps"),
+        ("lora_rank", 8, "lora_r"),
+        ("rank", 8, "lora_r"),
+        ("r", 8, "lora_r"),
+        ("alpha", 16, "lora_alpha"),
+        ("lora-dropout", 0.1, "lora_dropout"),
+        ("max_seq_length", 512, "max_length"),
+        ("seq_len", 512, "max_length"),
+        ("max_len", 512, "max_length"),
+        ("cutoff_len", 512, "max_length"),
+        ("context_length", 512, "max_length"),
+        ("wd", 0.01, "weight_decay"),
+        ("scheduler", "cosine", "lr_scheduler_type"),
+        ("optimizer", "adamw_torch", "optim"),
+        ("learning_rte", 1e-4, "learning_rate"),
+    ],
+)
+def test_names_people_write_are_renamed_keeping_the_value(name, value, field):
+    finding = _one("sft", {name: value})
+    assert finding.code == "hyperparameters.unknown" and field in finding.message
+    shown = f'"{value}"' if isinstance(value, str) else repr(value)  # as JSON writes it
+    assert finding.fix == f"Rename {name} to {field} ({shown})."
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fix"),
+    [
+        ("warmup", 0.1, "Rename warmup to warmup_steps (0.1)."),  # below 1: a fraction of the run
+        ("warmup", 100, "Rename warmup to warmup_steps (100)."),
+        ("warmup_ratio", 0.05, "Rename warmup_ratio to warmup_steps (0.05)."),
+        ("warmup_pct", 10, "Rename warmup_pct to warmup_steps (0.1)."),  # a percentage becomes a fraction
+    ],
+)
+def test_warmup_goes_where_its_value_means(name, value, fix):
+    assert _one("sft", {name: value}).fix == fix
+
+
+@pytest.mark.parametrize(("name", "value"), [("batch_size", "big"), ("lora_rank", "eight"), ("seq_len", "long")])
+def test_fuzzy_matching_never_suggests_a_field_that_cannot_take_the_value(name, value):
+    finding = _one("sft", {name: value})
+    assert finding.fix is not None
+    assert "auto_find_batch_size" not in finding.fix and "local_rank" not in finding.fix
+    if finding.fix.startswith("Rename"):
+        target = finding.fix.split(" to ")[1].split(" ")[0]
+        assert takes_kind("sft", target, value)
+
+
+def test_harmful_suggestions_of_before_are_gone():
+    assert "auto_find_batch_size" not in (_one("sft", {"batch_size": 4}).fix or "")
+    assert "local_rank" not in (_one("sft", {"lora_rank": 8}).fix or "")
+    for name in ("lr", "epochs", "grad_accum"):
+        assert not (_one("sft", {name: 1}).fix or "").startswith("Remove")
+
+
+def test_a_managed_name_is_never_suggested():
+    for name in ("output-dir", "outputdir", "hub_model", "save_total", "push_to_hubb"):
+        finding = _one("sft", {name: "x"})
+        assert not any(f" to {managed} " in (finding.fix or "") for managed in MANAGED)
+
+
+# --- timeout bounds ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [10**30, float("inf"), float("nan"), "8d", "200h", 10**9])
+def test_a_timeout_beyond_a_week_or_not_a_number_is_refused_with_a_fix(bad):
+    with pytest.raises(InvalidRequestError) as info:
+        parse_duration(bad)
+    assert info.value.fix
+
+
+def test_a_week_is_the_longest_timeout():
+    assert parse_duration("7d") == 7 * 86400 and parse_duration("1h") == 3600
+
+
+# --- every method, every name, any value --------------------------------------------------------
+
+_VALUES = st.one_of(
+    st.integers(min_value=-3, max_value=10**6),
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=12),
+    st.sampled_from(["2e-4", "8", "0", "-1", "true", "False", "0.5", "1e3", "three", "cosine", "adamw_torch", "none"]),
+    st.lists(st.sampled_from(["q_proj", "v_proj", "format", "wandb", "sigmoid", "x"]), max_size=3),
+)
+
+
+def _names(method: str) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.sampled_from(sorted(known_names(method))),
+        st.sampled_from(sorted(_ALIASES)),
+        st.text(min_size=1, max_size=16),
+    )
+
+
+def _holds(config: dict[str, Any], name: str) -> Any:
+    """Where `name`'s value sits in the rendered CONFIG."""
+    peft = {v: k for k, v in {"method": "peft", "r": "lora_r", "alpha": "lora_alpha"}.items()}
+    peft |= {"lora_dropout": "dropout", "lora_target_modules": "target_modules"}
+    if name in peft:
+        return config["peft"][peft[name]]
+    if name == "checkpoint_retention":
+        return config["checkpoint_retention"]
+    if name == "dataset_split":
+        return config["dataset"]["split"]
+    return config["training_args"][name]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_value_is_refused_with_a_fix_or_rendered_with_its_fields_type(method, data):
+    name = data.draw(_names(method))
+    value = data.draw(_VALUES)
+    spec = JobSpec(method=method, model="/m", dataset="/d.jsonl", hyperparameters={name: value})
+    findings, config_ok = rules.judge(spec, Facts(), rules.CONFIG_CHECKS)
+    known = known_names(method)
+    for finding in rules.blocking(findings):
+        assert finding.fix, finding
+        if finding.fix.startswith("Rename"):
+            target = finding.fix.split(" to ")[1].split(" ")[0]
+            assert target in known and target not in MANAGED
+    if not config_ok:
+        return
+    assert name in known
+    config = build_config(spec, "/out")
+    ftype = field_type(method, name)
+    assert ftype is not None
+    held = effective(method, {name: value}).inputs[name] if name in method_spec(method).inputs else _holds(config, name)
+    assert ftype.admits_kind(held), (name, value, held)
+    assert not isinstance(held, str) or "str" in ftype.kinds or "any" in ftype.kinds
+
+
+def test_own_knobs_and_method_inputs_all_have_types():
+    for method in METHODS:
+        for name, default in {**PEFT_DEFAULTS, **JOB_DEFAULTS, **method_spec(method).inputs}.items():
+            ftype = field_type(method, name)
+            assert (
+                ftype is not None and ftype.admits_kind(default) and judge_value(method, name, default).problem is None
+            )
