@@ -12,11 +12,14 @@ import inspect
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar, cast
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict
 
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
@@ -24,7 +27,7 @@ from jobtrail.service.facade import JobService
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
-from jobtrail.surface.toolspec import Hints, ToolArea, ToolSpec, tools_of
+from jobtrail.surface.toolspec import Hints, ToolArea, ToolSpec, tools_of, unknown_arguments
 
 log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,20 +50,43 @@ class Renderable(Protocol):
 
 
 def build_server(service: JobService) -> MCPServer:
-    server = MCPServer(name="jobtrail", version=__version__, instructions=INSTRUCTIONS)
-    for area in AREAS:
-        add_tools(server, area(service))
+    tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
+    server = MCPServer(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
     add_references(server)
     return server
 
 
-def add_tools(server: MCPServer, area: ToolArea) -> None:
-    """Publish every tool of one area, calling that area's methods."""
-    for spec in tools_of(type(area)):
+class ClosedTool(Tool):
+    """A tool whose arguments are closed: its input schema says `additionalProperties: false`, and a call
+    naming an argument the tool does not have is refused with the closest real name.
+
+    The SDK's argument model ignores unknown keys (pydantic's default), so `submit(hyperparams=...)`
+    would train with the defaults; the check runs on the raw arguments, before that model drops them.
+    """
+
+    @classmethod
+    def of(cls, spec: ToolSpec, area: ToolArea) -> ClosedTool:
         info = spec.info
-        server.tool(
-            name=spec.name, title=info.title, description=info.description, annotations=_annotations(info.hints)
-        )(_tool_function(area, spec))
+        tool = cls.from_function(  # builds a ClosedTool: from_function constructs `cls`
+            _tool_function(area, spec),
+            name=spec.name,
+            title=info.title,
+            description=info.description,
+            annotations=_annotations(info.hints),
+        )
+        open_model = tool.fn_metadata.arg_model
+        closed: type[ArgModelBase] = type(
+            open_model.__name__, (open_model,), {"model_config": ConfigDict(extra="forbid")}
+        )
+        tool.fn_metadata.arg_model = closed
+        tool.parameters = closed.model_json_schema(by_alias=True)
+        return cast(ClosedTool, tool)
+
+    async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
+        refusal = unknown_arguments(self.name, arguments, self.parameters.get("properties", {}))
+        if refusal:
+            raise ToolError(refusal)
+        return await super().run(arguments, context, convert_result)
 
 
 def _tool_function(area: ToolArea, spec: ToolSpec) -> Callable[..., CallToolResult]:

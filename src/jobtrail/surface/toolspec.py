@@ -11,8 +11,9 @@ declarations and must stay quick.
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -90,3 +91,33 @@ def tools_of(area: type[ToolArea]) -> tuple[ToolSpec, ...]:
 
 def tool_spec(area: type[ToolArea], name: str) -> ToolSpec:
     return next(spec for spec in tools_of(area) if spec.name == name)
+
+
+def unknown_arguments(tool_name: str, given: Mapping[str, object], valid: Iterable[str]) -> str | None:
+    """The refusal of a call that names arguments the tool does not have, or None when all are real.
+
+    Each unknown name gets the closest real one when there is a close one: an agent that wrote
+    `hyperparams` meant `hyperparameters`, and running with the default instead would hide that.
+    """
+    valid = list(valid)
+    unknown = [name for name in given if name not in valid]
+    if not unknown:
+        return None
+    if not valid:
+        return f"{tool_name} takes no arguments; got {', '.join(repr(name) for name in unknown)}."
+    noun = "argument" if len(unknown) == 1 else "arguments"
+    lines = [f"Unknown {noun} {', '.join(repr(name) for name in unknown)}."]
+    for name in unknown:
+        closest = _closest(name, valid)
+        if closest:
+            lines.append(
+                f"Did you mean {closest!r}?" if len(unknown) == 1 else f"Did you mean {closest!r} (for {name!r})?"
+            )
+    lines.append(f"Valid arguments: {', '.join(valid)}. Nothing was run.")
+    return " ".join(lines)
+
+
+def _closest(name: str, valid: list[str]) -> str | None:
+    lowered = {real.lower(): real for real in valid}
+    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[match[0]] if match else None

@@ -1,0 +1,102 @@
+"""Closed inputs: every tool's schema forbids unknown arguments, and a call with one is refused naming the
+closest real argument, before anything runs (a misspelled submit argument never trains with defaults)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from jobtrail.app import build_service
+from jobtrail.surface.server import build_server
+from jobtrail.surface.toolspec import unknown_arguments
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOBTRAIL_HOME", str(tmp_path / "home"))
+    return build_server(build_service())
+
+
+def _calls(server, calls: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    async def go():
+        async with Client(server) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            results = [await client.call_tool(name, args) for name, args in calls]
+            jobs = (await client.call_tool("ps", {})).structured_content["jobs"]
+            return tools, results, jobs
+
+    return anyio.run(go)
+
+
+def _text(result) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+def _required(name: str, tiny_model, chat_dataset) -> dict[str, Any]:
+    """Valid values for a tool's required arguments, so only the unknown argument is wrong."""
+    return {
+        "submit": {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset)},
+        "validate_dataset": {"dataset": str(chat_dataset)},
+        "estimate_cost": {"model": str(tiny_model)},
+        "evaluate": {"dataset": str(chat_dataset), "model": str(tiny_model)},
+        "convert_gguf": {"source": str(tiny_model)},
+    }.get(name, {"job_id": "jt-nosuchjob"} if name in ("inspect", "logs", "cancel", "retry") else {})
+
+
+def test_every_tool_schema_forbids_unknown_arguments(server):
+    tools, _, _ = _calls(server, [])
+    assert len(tools) >= 12
+    for tool in tools.values():
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+
+
+def test_a_misspelled_argument_of_every_tool_is_refused_with_the_real_name(server, tiny_model, chat_dataset):
+    tools, _, _ = _calls(server, [])
+    calls, expected = [], []
+    for tool in tools.values():
+        for real in tool.input_schema.get("properties", {}):
+            typo = real[:-1] if len(real) > 4 else real + "s"  # a dropped or added letter, as agents write
+            calls.append((tool.name, {**_required(tool.name, tiny_model, chat_dataset), typo: 1}))
+            expected.append((typo, real))
+    _, results, jobs = _calls(server, calls)
+    for (name, args), result, (typo, real) in zip(calls, results, expected, strict=True):
+        text = _text(result)
+        assert result.is_error, (name, args, text)
+        assert f"Unknown argument '{typo}'" in text and f"Did you mean '{real}'?" in text, (name, text)
+        assert "Traceback" not in text
+    assert jobs == []  # not one call ran, submit included (no dry_run was passed)
+
+
+def test_the_agents_real_mistakes(server, tiny_model, chat_dataset):
+    model, data = str(tiny_model), str(chat_dataset)
+    calls = [
+        (
+            "submit",
+            {"method": "sft", "model": model, "dataset": data, "hyperparams": {"max_steps": 2}, "dry_run": True},
+        ),
+        ("ps", {"bogus": 1}),
+        ("estimate_cost", {"model": model, "config": {"lora_r": 8}}),
+        ("hardware", {"verbose": True}),
+    ]
+    _, [submit, ps, estimate, hardware], jobs = _calls(server, calls)
+    text = _text(submit)
+    assert submit.is_error and submit.structured_content is None
+    assert "Unknown argument 'hyperparams'. Did you mean 'hyperparameters'?" in text
+    assert "method, model, dataset" in text  # the valid arguments, in the tool's order
+    assert ps.is_error and "Unknown argument 'bogus'" in _text(ps) and "status, limit" in _text(ps)
+    assert "Did you mean" not in _text(ps)  # nothing is close: no guess
+    assert estimate.is_error and "Unknown argument 'config'" in _text(estimate)
+    assert hardware.is_error and "hardware takes no arguments" in _text(hardware)
+    assert jobs == []
+
+
+def test_unknown_arguments_names_each_one():
+    valid = ["job_id", "tail", "cursor"]
+    assert unknown_arguments("logs", {"job_id": "jt-1", "tail": 5}, valid) is None
+    message = unknown_arguments("logs", {"jobid": "jt-1", "lines": 5}, valid)
+    assert message is not None
+    assert "Unknown arguments 'jobid', 'lines'." in message and "Did you mean 'job_id' (for 'jobid')?" in message
+    assert "Valid arguments: job_id, tail, cursor." in message
