@@ -25,5 +25,5 @@ def test_inspector_lists_the_tools_and_calls_ps(tmp_path):
     listed = _inspector(tmp_path, "--method", "tools/list")
     assert {"submit", "ps", "inspect", "logs", "cancel"} <= {t["name"] for t in listed["tools"]}
     called = _inspector(tmp_path, "--method", "tools/call", "--tool-name", "ps")
-    assert called["structuredContent"] == {"jobs": []}
+    assert called["structuredContent"]["jobs"] == []
     assert "No jobs yet" in called["content"][0]["text"]

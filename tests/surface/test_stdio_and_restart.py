@@ -38,7 +38,7 @@ def test_stdio_server_answers_and_a_job_survives_its_restart(tmp_path, tiny_mode
     submit = {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "hyperparameters": HYPER}
     tools, listed, submitted = anyio.run(_session, home, [("ps", {}), ("submit", submit)])
     assert {"submit", "ps", "inspect", "logs", "cancel"} <= set(tools)
-    assert listed.structured_content == {"jobs": []}
+    assert listed.structured_content["jobs"] == []
     job_id = submitted.structured_content["job_id"]
     assert job_id, submitted.content
     # The first server process has exited; a second one finds the job and sees it through.
@@ -118,7 +118,7 @@ def test_streamable_http_transport(tmp_path):
 
         names, listed = anyio.run(go)
         assert {"submit", "ps", "inspect", "logs", "cancel"} <= names
-        assert listed.structured_content == {"jobs": []}
+        assert listed.structured_content["jobs"] == []
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -129,8 +129,8 @@ class JobService:
     def inspect(self, job_id: str) -> InspectResult:
         return self._queries.inspect(job_id)
 
-    def logs(self, job_id: str, tail: int = 50, cursor: int | None = None) -> LogsResult:
-        return self._queries.logs(job_id, tail, cursor)
+    def logs(self, job_id: str, tail: int = 50, cursor: int | None = None, attempt: int | None = None) -> LogsResult:
+        return self._queries.logs(job_id, tail, cursor, attempt)
 
     def report(self, days: float = 7, group_by: str = "termination_reason") -> ReportResult:
         return self._queries.report(days, group_by)

@@ -9,8 +9,8 @@ from typing import Any
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import EstimateResult, HardwareResult, estimate_cost, hardware_report
-from jobtrail.ledger.store import REPORT_GROUPS
-from jobtrail.models import AttemptRecord, RunRecord, TerminationReason
+from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS
+from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service.context import ServiceContext, local_path
@@ -23,8 +23,10 @@ from jobtrail.service.results import (
     PsResult,
     ReportResult,
     ReportRow,
+    empty_list_note,
 )
 from jobtrail.service.tracker import Tracker
+from jobtrail.util.timefmt import human_duration
 
 MAX_LINE_CHARS = 2000
 # What a job list row and a receipt show of the run, as the ledger holds it.
@@ -59,7 +61,8 @@ class Queries:
                     **_run_fields(run),
                 )
             )
-        return PsResult(jobs=rows)
+        note = None if rows else empty_list_note(status, any_jobs=bool(self.ledger.list_runs(None, 1)))
+        return PsResult(jobs=rows, status_filter=status, note=note)
 
     def inspect(self, job_id: str) -> InspectResult:
         run = self.context.run(job_id)
@@ -90,6 +93,7 @@ class Queries:
             artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
             evaluations=evaluations,
             eval_delta=_eval_delta(evaluations),
+            waiting_for=self._waiting_for(latest),
             **_run_fields(run),
         )
 
@@ -107,34 +111,52 @@ class Queries:
             **{name: getattr(a, name) for name in _ATTEMPT_FIELDS},
         )
 
-    def logs(self, job_id: str, tail: int, cursor: int | None) -> LogsResult:
+    def logs(self, job_id: str, tail: int, cursor: int | None, attempt_number: int | None = None) -> LogsResult:
         if tail < 1:
             raise InvalidRequestError("tail must be at least 1.", fix="Pass tail=50 (or any positive number).")
         run = self.context.run(job_id)
         self.tracker.refresh()
-        attempt = self.context.latest(run.run_id)
-        if attempt.placement is None:
-            return LogsResult(
-                job_id=run.run_id,
-                attempt=attempt.number,
-                lines=[],
-                finished=attempt.status.is_terminal,
-                cursor=0,
-                truncated_lines=0,
-            )
-        backend = self.context.backend(attempt.backend)
-        lines, end = self.tracker.read_lines(backend, attempt.placement, cursor, tail)
-        at_end = backend.read_log(attempt.placement, end).lines == []
-        redact = self.context.redactor(attempt)
-        cut = [_cut(redact(line)) for line in lines]
+        attempts = self.ledger.attempts(run.run_id)
+        attempt = _numbered(attempts, attempt_number, run.run_id)
+        lines: list[tuple[str, bool]] = []
+        end, at_end = 0, True
+        if attempt.placement is not None:  # a queued attempt has no log yet
+            backend = self.context.backend(attempt.backend)
+            raw, end = self.tracker.read_lines(backend, attempt.placement, cursor, tail)
+            at_end = backend.read_log(attempt.placement, end).lines == []
+            redact = self.context.redactor(attempt)
+            lines = [_cut(redact(line)) for line in raw]
         return LogsResult(
             job_id=run.run_id,
             attempt=attempt.number,
-            lines=[c for c, _ in cut],
+            lines=[line for line, _ in lines],
             finished=attempt.status.is_terminal and at_end,
             cursor=end,
-            truncated_lines=sum(1 for _, was_cut in cut if was_cut),
+            truncated_lines=sum(1 for _, was_cut in lines if was_cut),
+            status=attempt.status.value,
+            latest_attempt=attempts[-1].number,
+            waiting_for=self._waiting_for(attempt),
         )
+
+    def _waiting_for(self, attempt: AttemptRecord) -> str | None:
+        """What keeps a queued attempt from starting: a retry's backoff, or the jobs holding its backend's slots."""
+        if attempt.status is not JobStatus.QUEUED:
+            return None
+        now = time.time()
+        if attempt.not_before and attempt.not_before > now:
+            return f"a retry's backoff: it may start in {human_duration(attempt.not_before - now)}"
+        limit = self.context.backend(attempt.backend).max_concurrent
+        active = self.ledger.attempts_in(ACTIVE_STATUSES, attempt.backend)
+        ahead = [
+            a
+            for a in self.ledger.attempts_in([JobStatus.QUEUED.value], attempt.backend)
+            if a.created_at < attempt.created_at
+        ]
+        if limit is None or len(active) < limit:
+            return f"the next dispatch on {attempt.backend}" + (f", behind {_jobs(ahead)}" if ahead else "")
+        slots = f"{limit} slot{'s' if limit != 1 else ''}"
+        holding = f"{_jobs(active)} holding the {attempt.backend} backend's {slots}"
+        return holding + (f", then {_jobs(ahead)} queued ahead of it" if ahead else "")
 
     def report(self, days: float, group_by: str) -> ReportResult:
         if days <= 0:
@@ -200,6 +222,24 @@ def _eval_delta(evaluations: list[dict[str, Any]]) -> dict[str, float] | None:
     if done["base"]["task_set_sha256"] != done["final"]["task_set_sha256"]:
         return None
     return delta(EvalRecord.model_validate(done["base"]["record"]), EvalRecord.model_validate(done["final"]["record"]))
+
+
+def _jobs(attempts: list[AttemptRecord]) -> str:
+    """Job ids with the attempt number where it is not the first: "jt-a1b2c3d4, jt-e5f6g7h8 (attempt 2)"."""
+    return ", ".join(a.run_id + (f" (attempt {a.number})" if a.number > 1 else "") for a in attempts)
+
+
+def _numbered(attempts: list[AttemptRecord], number: int | None, run_id: str) -> AttemptRecord:
+    """Attempt `number` of a run (1 is the first), or its latest when no number is given."""
+    if number is None:
+        return attempts[-1]
+    for attempt in attempts:
+        if attempt.number == number:
+            return attempt
+    raise InvalidRequestError(
+        f"{run_id} has no attempt {number}; it has {len(attempts)}.",
+        fix=f"Pass attempt=1 to {len(attempts)}, or leave attempt out for the latest.",
+    )
 
 
 def _cut(line: str) -> tuple[str, bool]:

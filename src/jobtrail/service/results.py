@@ -98,12 +98,24 @@ class JobRow(BaseModel):
 
 class PsResult(BaseModel):
     jobs: list[JobRow]
+    status_filter: str | None = Field(None, description="The status asked for, when ps was filtered.")
+    note: str | None = Field(None, description="Why the list is empty, when it is.")
 
     def to_markdown(self) -> str:
         if not self.jobs:
-            return 'No jobs yet. Start one with submit(method="sft", model=..., dataset=...).'
+            return self.note or NO_JOBS_YET
         header = ["job_id", "status", "reason", "method", "model", "backend", "step", "loss", "created"]
         return _table(header, [j.cells() for j in self.jobs])
+
+
+NO_JOBS_YET = 'No jobs yet. Start one with submit(method="sft", model=..., dataset=...).'
+
+
+def empty_list_note(status_filter: str | None, any_jobs: bool) -> str:
+    """What an empty job list means: nothing submitted yet, or nothing in the status asked for."""
+    if not status_filter or not any_jobs:
+        return NO_JOBS_YET
+    return f"No jobs with status {status_filter!r}; other jobs exist: ps() lists them all."
 
 
 class AttemptView(BaseModel):
@@ -175,11 +187,17 @@ class InspectResult(BaseModel):
     eval_delta: dict[str, float] | None = Field(
         None, description="submit(eval_dataset=...): final − base per metric, once both evaluations finished."
     )
+    waiting_for: str | None = Field(
+        None,
+        description="A queued job: what it waits behind (the jobs holding the backend's slots, a retry's backoff).",
+    )
 
     def to_markdown(self) -> str:
         latest = self.attempts[-1]
         reason = f" ({self.termination_reason})" if self.termination_reason else ""
         lines = [f"**{self.job_id}**: {self.status}{reason}; {self.method} of {_short(self.model)} on {self.backend}."]
+        if self.waiting_for:
+            lines.append(f"Waiting for {self.waiting_for}.")
         if self.termination_message and self.status != "succeeded":
             lines.append(f"Why: {self.termination_message}")
             if latest.evidence:
@@ -242,16 +260,32 @@ class LogsResult(BaseModel):
     finished: bool = Field(description="True once the attempt has ended and every line has been read.")
     cursor: int = Field(description="Byte offset after the last line returned; pass it back to read on.")
     truncated_lines: int = Field(0, description="How many returned lines were cut to the line-length limit.")
+    status: str | None = Field(None, description="The attempt's status (queued, running, succeeded, failed, ...).")
+    latest_attempt: int | None = Field(None, description="The job's newest attempt; logs(attempt=N) reads another.")
+    waiting_for: str | None = Field(None, description="A queued attempt: what it waits behind.")
 
     def to_markdown(self) -> str:
-        state = "finished" if self.finished else "still running"
-        head = f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines, {state})."
+        head = f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines, {self._state()})."
         body = "\n".join(self.lines) if self.lines else "(no output yet)"
+        return f"{head}\n```\n{body}\n```\n{self._next_step()}"
+
+    def _state(self) -> str:
         if self.finished:
-            nxt = f'The attempt has ended: inspect(job_id="{self.job_id}") shows its receipt.'
-        else:
-            nxt = f'Read what follows: logs(job_id="{self.job_id}", cursor={self.cursor})'
-        return f"{head}\n```\n{body}\n```\n{nxt}"
+            return f"{self.status}, all read" if self.status else "finished"
+        if self.status == "queued":
+            return "queued, not started yet"
+        if self.status in ("starting", "running") or self.status is None:
+            return "still running"
+        return f"{self.status}, more to read"  # ended, but the tail did not reach the end of the log
+
+    def _next_step(self) -> str:
+        which = f", attempt={self.attempt}" if self.latest_attempt and self.attempt != self.latest_attempt else ""
+        if self.finished:
+            return f'The attempt has ended: inspect(job_id="{self.job_id}") shows its receipt.'
+        if self.status == "queued":
+            behind = f"it waits for {self.waiting_for}" if self.waiting_for else "it has not started"
+            return f'Queued: {behind}. inspect(job_id="{self.job_id}") follows it.'
+        return f'Read what follows: logs(job_id="{self.job_id}"{which}, cursor={self.cursor})'
 
 
 class CancelResult(BaseModel):

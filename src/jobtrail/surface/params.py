@@ -163,6 +163,9 @@ Status = Annotated[StatusName | None, Field(description="Only jobs in this statu
 Limit = Annotated[int, Field(ge=1, le=500, description="At most this many jobs.")]
 Tail = Annotated[int, Field(ge=1, le=5000, description="How many lines to return.")]
 Cursor = Annotated[int | None, Field(ge=0, description="Cursor from a previous logs call: read on from there.")]
+Attempt = Annotated[
+    int | None, Field(ge=1, description="Which attempt's log to read: 1 is the first (default: the latest).")
+]
 Changes = Annotated[
     dict[str, Any] | None,
     Field(

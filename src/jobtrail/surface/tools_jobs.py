@@ -73,12 +73,14 @@ class JobTools(ToolArea):
 
     @tool(
         "Read job logs",
-        "The last `tail` lines of the job's latest attempt, or with `cursor` the lines after that point. "
-        "`finished` is true once the job has ended and everything has been read.",
+        "The last `tail` lines of the job's latest attempt (or of `attempt`), or with `cursor` the lines after "
+        "that point. `finished` is true once the attempt has ended and everything has been read.",
         READ_ONLY,
     )
-    def logs(self, job_id: p.JobId, tail: p.Tail = p.DEFAULT_TAIL, cursor: p.Cursor = None) -> LogsResult:
-        return self.service.logs(job_id, tail=tail, cursor=cursor)
+    def logs(
+        self, job_id: p.JobId, tail: p.Tail = p.DEFAULT_TAIL, cursor: p.Cursor = None, attempt: p.Attempt = None
+    ) -> LogsResult:
+        return self.service.logs(job_id, tail=tail, cursor=cursor, attempt=attempt)
 
     @tool(
         "Cancel a job",

@@ -1,0 +1,80 @@
+"""Small truths the tools tell: an empty filtered list says so, a log says whether its attempt runs, waits or
+has ended, any attempt's log can be read, and a queued job names what it waits behind."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobtrail.app import build_service
+from jobtrail.errors import InvalidRequestError
+from jobtrail.models import JobSpec
+from support.jobs import TINY_SFT
+from support.waiting import wait_for
+
+ENDLESS = {"max_steps": 100000, "save_steps": 100000}
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOBTRAIL_HOME", str(tmp_path / "home"))
+    return build_service()
+
+
+def _spec(model, data, **hyper) -> JobSpec:
+    return JobSpec(method="sft", model=str(model), dataset=str(data), hyperparameters={**TINY_SFT, **hyper})
+
+
+def test_ps_with_a_filter_that_matches_nothing_says_so(service, tiny_model, chat_dataset):
+    assert "No jobs yet" in service.ps(status="failed").to_markdown()
+    job = service.submit(_spec(tiny_model, chat_dataset, **ENDLESS)).job_id
+    try:
+        result = service.ps(status="failed")
+        assert result.jobs == [] and result.status_filter == "failed"
+        assert result.note and "No jobs with status 'failed'" in result.note
+        assert "No jobs yet" not in result.to_markdown() and "ps()" in result.to_markdown()
+        assert service.ps().note is None
+    finally:
+        service.cancel(job)
+
+
+def test_queued_job_names_what_it_waits_behind_and_its_log_says_queued(service, tiny_model, chat_dataset):
+    first = service.submit(_spec(tiny_model, chat_dataset, **ENDLESS)).job_id
+    second = service.submit(_spec(tiny_model, chat_dataset)).job_id
+    try:
+        inspected = service.inspect(second)
+        assert inspected.status == "queued"
+        assert inspected.waiting_for and first in inspected.waiting_for and "1 slot" in inspected.waiting_for
+        assert f"Waiting for {inspected.waiting_for}" in inspected.to_markdown()
+        assert service.inspect(first).waiting_for is None
+        logs = service.logs(second)
+        assert logs.status == "queued" and logs.waiting_for == inspected.waiting_for and not logs.finished
+        text = logs.to_markdown()
+        assert "still running" not in text and "queued" in text and first in text
+    finally:
+        service.cancel(second)
+        service.cancel(first)
+
+
+def test_logs_of_an_ended_job_never_say_still_running_and_any_attempt_can_be_read(service, tiny_model, chat_dataset):
+    job = service.submit(_spec(tiny_model, chat_dataset, **ENDLESS)).job_id
+    wait_for(lambda: (service.inspect(job).progress.step or 0) >= 1, 120, "the first training step")
+    service.cancel(job)
+    first_lines = service.logs(job, tail=1, cursor=0)  # ended, but one line does not reach the end
+    assert first_lines.status == "cancelled" and not first_lines.finished
+    assert "still running" not in first_lines.to_markdown() and "cancelled, more to read" in first_lines.to_markdown()
+    whole = service.logs(job, tail=5000)
+    assert whole.finished and "still running" not in whole.to_markdown()
+
+    retried = service.retry(job)
+    assert retried.retried
+    try:
+        latest = service.logs(job)
+        assert latest.attempt == 2 and latest.latest_attempt == 2
+        older = service.logs(job, tail=5000, attempt=1)
+        assert older.attempt == 1 and older.status == "cancelled" and older.lines == whole.lines
+        partial = service.logs(job, tail=1, cursor=0, attempt=1)
+        assert f'logs(job_id="{job}", attempt=1, cursor={partial.cursor})' in partial.to_markdown()
+        with pytest.raises(InvalidRequestError, match="no attempt 3"):
+            service.logs(job, attempt=3)
+    finally:
+        service.cancel(job)
