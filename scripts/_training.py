@@ -59,8 +59,9 @@ class Method:
     """What one training method brings to `train`; everything else is the same for every method."""
 
     name: str  # the template's name (the start event's, for a CONFIG that names none)
-    trl_config: str  # TRL's config class, e.g. "SFTConfig": imported from trl once the job runs
-    trl_trainer: str  # TRL's trainer class, e.g. "SFTTrainer"
+    # TRL names the method's classes <trl_name>Config and <trl_name>Trainer (e.g. SFTConfig,
+    # SFTTrainer): imported from trl once the job runs.
+    trl_name: str
     # (mapped dataset, CONFIG) → the name of the rows' format, or a ValueError saying which columns
     # the method needs (a bad_input termination: it runs in the data phase).
     detect_format: Callable[[Any, dict[str, Any]], str]
@@ -79,7 +80,7 @@ def train(config: dict[str, Any], method: Method) -> None:
     with phase("config"):
         import trl
 
-        args = build_training_args(getattr(trl, method.trl_config), config, job.output_dir)
+        args = build_training_args(getattr(trl, f"{method.trl_name}Config"), config, job.output_dir)
         peft_config = build_peft_config(config.get("peft"), task_type="SEQ_CLS" if method.reward_head else "CAUSAL_LM")
         trainer_inputs = method.trainer_inputs(config)
     dataset = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
@@ -87,7 +88,7 @@ def train(config: dict[str, Any], method: Method) -> None:
         model, tokenizer = load_model(config, args, reward_head=method.reward_head)
     resume_path = resume_point(job)
 
-    trainer_class = getattr(trl, method.trl_trainer)
+    trainer_class = getattr(trl, f"{method.trl_name}Trainer")
     callback = make_callback(job, method.step_metrics)
     with phase("setup"):  # tokenising the data, wrapping the model with the adapter
         trainer = trainer_class(

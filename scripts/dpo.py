@@ -32,8 +32,7 @@ CONFIG: dict = example_config(
 
 DPO = Method(
     "dpo",
-    "DPOConfig",
-    "DPOTrainer",
+    "DPO",
     lambda rows, config: preference_format(rows, "DPO"),
     step_metrics=("rewards/accuracies", "rewards/margins"),
 )

@@ -240,8 +240,7 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
 
 GRPO = Method(
     "grpo",
-    "GRPOConfig",
-    "GRPOTrainer",
+    "GRPO",
     detect_format,
     step_metrics=("reward", "reward_std"),
     trainer_inputs=lambda config: {"reward_funcs": build_reward_funcs(config.get("rewards") or {})},

@@ -32,8 +32,7 @@ CONFIG: dict = example_config(
 
 REWARD = Method(
     "reward",
-    "RewardConfig",
-    "RewardTrainer",
+    "Reward",
     lambda rows, config: preference_format(rows, "reward modelling"),
     step_metrics=("accuracy", "margin"),
     reward_head=True,

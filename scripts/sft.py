@@ -49,7 +49,7 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     )
 
 
-SFT = Method("sft", "SFTConfig", "SFTTrainer", detect_format)
+SFT = Method("sft", "SFT", detect_format)
 
 if __name__ == "__main__":
     run_job(lambda: train(CONFIG, SFT))

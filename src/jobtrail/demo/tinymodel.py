@@ -90,14 +90,14 @@ def build_tiny_model(
         hf_tokenizer = _save_tokenizer(tokenizer, staging)
         _save_model(
             staging,
+            _special_token_ids(hf_tokenizer),
+            seed,
             vocab_size=max(vocab_size, len(hf_tokenizer)),
             hidden_size=hidden_size,
             intermediate_size=intermediate_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            num_kv_heads=num_kv_heads,
-            token_ids=_special_token_ids(hf_tokenizer),
-            seed=seed,
+            num_hidden_layers=num_layers,
+            num_attention_heads=num_heads,
+            num_key_value_heads=num_kv_heads,
         )
         _check_round_trip(tokenizer, staging)
         (staging / COMPLETE_MARKER).write_text(json.dumps({"seed": seed, "vocab_size": vocab_size}))
@@ -192,28 +192,13 @@ def _special_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
     return ids
 
 
-def _save_model(
-    out: Path,
-    *,
-    vocab_size: int,
-    hidden_size: int,
-    intermediate_size: int,
-    num_layers: int,
-    num_heads: int,
-    num_kv_heads: int,
-    token_ids: dict[str, int],
-    seed: int,
-) -> None:
+def _save_model(out: Path, token_ids: dict[str, int], seed: int, **sizes: Any) -> None:
+    """A random-init Qwen2 model of the given sizes (Qwen2Config's names), ChatML's end token as EOS."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads,
+        **sizes,
         max_position_embeddings=512,
         tie_word_embeddings=True,
         bos_token_id=None,

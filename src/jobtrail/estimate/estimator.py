@@ -55,15 +55,21 @@ def hardware_report(api: Any = None) -> HardwareResult:
 
 @dataclass(frozen=True)
 class _Request:
+    """estimate_cost's description of the job, checked: names normalised, sizes positive."""
+
     method: str
     peft: Peft
     optimizer: str
     max_length: int
-    batch: int
+    per_device_batch_size: int
     gradient_accumulation_steps: int
     epochs: int
     gradient_checkpointing: bool
     lora_r: int
+
+    def __post_init__(self) -> None:
+        for name in ("max_length", "per_device_batch_size", "gradient_accumulation_steps", "epochs", "lora_r"):
+            _positive(name, getattr(self, name), optional=False, integer=True)
 
 
 @dataclass(frozen=True)
@@ -111,19 +117,19 @@ def estimate_cost(
     measured peak_tflops), which is then the only candidate. `calibration` is the ledger whose
     measurements replace the model where they exist; `api` an HfApi for live prices.
     """
-    request = _validate(
-        method=method,
-        peft=peft,
-        optimizer=optimizer,
+    request = _Request(
+        method=_choice("method", method, METHODS),
+        peft=cast(Peft, _choice("peft", peft, PEFTS)),
+        optimizer=_optimizer(optimizer),
         max_length=max_length,
-        batch=per_device_batch_size,
+        per_device_batch_size=per_device_batch_size,
         gradient_accumulation_steps=gradient_accumulation_steps,
         epochs=epochs,
-        gradient_checkpointing=gradient_checkpointing,
+        gradient_checkpointing=bool(gradient_checkpointing),
         lora_r=lora_r,
-        num_examples=num_examples,
-        avg_tokens=avg_tokens,
     )
+    _positive("num_examples", num_examples, optional=True, integer=True)
+    _positive("avg_tokens", avg_tokens, optional=True, integer=False)
     work, memory_seq, data_note = _workload(dataset, num_examples, avg_tokens, request)
     flavors, source, catalog_note = _candidates(flavor, api)
     target_name = flavor.name if isinstance(flavor, Flavor) else flavor
@@ -176,45 +182,10 @@ def estimate_cost(
     )
 
 
-def _validate(
-    *,
-    method: str,
-    peft: str,
-    optimizer: str,
-    max_length: int,
-    batch: int,
-    gradient_accumulation_steps: int,
-    epochs: int,
-    gradient_checkpointing: bool,
-    lora_r: int,
-    num_examples: int | None,
-    avg_tokens: float | None,
-) -> _Request:
-    method_ = _choice("method", method, METHODS)
-    peft_ = cast(Peft, _choice("peft", peft, PEFTS))
-    optimizer_ = OPTIMIZER_ALIASES.get(str(optimizer).lower(), str(optimizer).lower())
-    _choice("optimizer", optimizer_, tuple(OPTIMIZER_BYTES))
-    for name, value in {
-        "max_length": max_length,
-        "per_device_batch_size": batch,
-        "gradient_accumulation_steps": gradient_accumulation_steps,
-        "epochs": epochs,
-        "lora_r": lora_r,
-        "num_examples": num_examples,
-        "avg_tokens": avg_tokens,
-    }.items():
-        _positive(name, value, optional=name in ("num_examples", "avg_tokens"), integer=name != "avg_tokens")
-    return _Request(
-        method=method_,
-        peft=peft_,
-        optimizer=optimizer_,
-        max_length=max_length,
-        batch=batch,
-        gradient_accumulation_steps=gradient_accumulation_steps,
-        epochs=epochs,
-        gradient_checkpointing=bool(gradient_checkpointing),
-        lora_r=lora_r,
-    )
+def _optimizer(name: str) -> str:
+    normal = OPTIMIZER_ALIASES.get(str(name).lower(), str(name).lower())
+    _choice("optimizer", normal, tuple(OPTIMIZER_BYTES))
+    return normal
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -259,7 +230,7 @@ def _workload(
         raise InvalidRequestError(f"{dataset!r} has no rows.", fix="Pass a dataset with at least one row.")
     rows = num_examples or (stats.rows if stats else 0)
     if avg_tokens is None and stats is not None:
-        real, padded, memory_seq = _lengths(stats, request.max_length, request.batch)
+        real, padded, memory_seq = _lengths(stats, request.max_length, request.per_device_batch_size)
         note = f"{stats.rows:,} rows, {real:.0f} tokens per row after truncation ({stats.source})"
     else:
         real = padded = min(float(avg_tokens or 0), request.max_length)
@@ -270,7 +241,7 @@ def _workload(
         epochs=request.epochs,
         seq_len=padded,
         real_tokens_per_example=real,
-        batch=request.batch,
+        batch=request.per_device_batch_size,
         gradient_accumulation_steps=request.gradient_accumulation_steps,
     )
     return work, memory_seq, note
@@ -346,7 +317,7 @@ def _judge(
         trainable_params=trainable,
         optimizer=request.optimizer,
         seq_len=memory_seq,
-        batch=request.batch,
+        batch=request.per_device_batch_size,
         gradient_checkpointing=request.gradient_checkpointing,
     )
     measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
@@ -381,7 +352,7 @@ def _judge(
 
 
 def _same_shape(m: calib.Measurement, request: _Request) -> bool:
-    return m.max_length == request.max_length and m.batch == request.batch
+    return m.max_length == request.max_length and m.batch == request.per_device_batch_size
 
 
 def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
@@ -433,8 +404,8 @@ def _notes(target: _Verdict, shape: ModelShape, request: _Request, catalog_note:
 def _shrink_options(request: _Request) -> list[str]:
     """The changes that lower this job's memory, as arguments to pass back."""
     options = {"none": ['peft="lora"', 'peft="qlora"'], "lora": ['peft="qlora"'], "qlora": []}[request.peft]
-    if request.batch > 1:
-        accumulation = request.batch * request.gradient_accumulation_steps
+    if request.per_device_batch_size > 1:
+        accumulation = request.per_device_batch_size * request.gradient_accumulation_steps
         options.append(f"per_device_batch_size=1 with gradient_accumulation_steps={accumulation}")
     if not request.gradient_checkpointing:
         options.append("gradient_checkpointing=True")
@@ -476,7 +447,7 @@ def _assumptions(
         "throughput": throughput,
         "flops_per_token": f"{t.flops_per_token:.3g} ({' + '.join(terms)}, N={shape.matmul_params:,})",
         "data": data_note,
-        "memory_sequence": f"{request.batch} × {memory_seq} tokens per micro-batch",
+        "memory_sequence": f"{request.per_device_batch_size} × {memory_seq} tokens per micro-batch",
         "precision": _precision(target.device, request.peft),
         "optimizer": f"{request.optimizer} ({OPTIMIZER_BYTES[request.optimizer]:g} bytes per trainable parameter)",
         "gradient_checkpointing": request.gradient_checkpointing,

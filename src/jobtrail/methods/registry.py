@@ -35,6 +35,18 @@ _COMMON_DEFAULTS: dict[str, Any] = {
 }
 
 
+def _defaults(learning_rate: float, *, batch: int, accumulation: int, **own: Any) -> dict[str, Any]:
+    """A method's defaults: the shared ones, its learning rate, micro-batch and gradient accumulation
+    (their product is the examples per optimizer step), then values only some methods have."""
+    return {
+        **_COMMON_DEFAULTS,
+        "learning_rate": learning_rate,
+        "per_device_train_batch_size": batch,
+        "gradient_accumulation_steps": accumulation,
+        **own,
+    }
+
+
 @dataclass(frozen=True)
 class FlopsRule:
     """What one training example costs, in passes over the model (estimate/cost.py turns it into FLOPs)."""
@@ -73,13 +85,7 @@ _SFT = MethodSpec(
     name="sft",
     trl_name="SFT",
     data_formats=("messages", "prompt_completion", "text"),
-    defaults={
-        **_COMMON_DEFAULTS,
-        "learning_rate": 2e-4,
-        "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 4,
-        "max_length": 1024,
-    },
+    defaults=_defaults(2e-4, batch=2, accumulation=4, max_length=1024),
     flops=FlopsRule(),
     checks=(rules.rewards_only_for_grpo,),
 )
@@ -87,14 +93,7 @@ _DPO = MethodSpec(
     name="dpo",
     trl_name="DPO",
     data_formats=("preference", "preference_implicit_prompt"),
-    defaults={
-        **_COMMON_DEFAULTS,
-        "learning_rate": 5e-6,
-        "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 4,
-        "max_length": 1024,
-        "beta": 0.1,
-    },
+    defaults=_defaults(5e-6, batch=2, accumulation=4, max_length=1024, beta=0.1),
     # Chosen and rejected both train, and the reference model scores both (TRL 1.16's default
     # precompute_ref_log_probs=False; under LoRA the reference is the base with adapters off).
     flops=FlopsRule(sequences=2, extra_forwards=1, why="reference forward"),
@@ -105,14 +104,7 @@ _KTO = MethodSpec(
     trl_name="KTO",
     data_formats=("unpaired_preference", "preference", "preference_implicit_prompt"),
     # KTO estimates its KL term from the other rows of the same micro-batch: it needs more than one.
-    defaults={
-        **_COMMON_DEFAULTS,
-        "learning_rate": 5e-6,
-        "per_device_train_batch_size": 4,
-        "gradient_accumulation_steps": 2,
-        "max_length": 1024,
-        "beta": 0.1,
-    },
+    defaults=_defaults(5e-6, batch=4, accumulation=2, max_length=1024, beta=0.1),
     # One sequence trains; the reference model scores it, and for the KL term (loss_type "kto",
     # the default) policy and reference each run a forward on a mismatched completion (TRL 1.16
     # KTOTrainer; under LoRA the reference is the base with adapters off).
@@ -123,26 +115,13 @@ _REWARD = MethodSpec(
     name="reward",
     trl_name="Reward",
     data_formats=("preference", "preference_implicit_prompt"),
-    defaults={
-        **_COMMON_DEFAULTS,
-        "learning_rate": 1e-4,
-        "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 4,
-        "max_length": 1024,
-    },
+    defaults=_defaults(1e-4, batch=2, accumulation=4, max_length=1024),
     flops=FlopsRule(sequences=2),  # chosen and rejected, scored against each other; no reference model
     checks=(rules.rewards_only_for_grpo, rules.reward_centering),
 )
 # Generation batch 4 x 2 = 8 completions: two prompts' groups of 4 per optimizer step. GRPO has
 # no max_length: prompts are kept whole and completions capped by max_completion_length.
-_GRPO_DEFAULTS: dict[str, Any] = {
-    **_COMMON_DEFAULTS,
-    "learning_rate": 1e-5,
-    "per_device_train_batch_size": 4,
-    "gradient_accumulation_steps": 2,
-    "num_generations": 4,
-    "max_completion_length": 256,
-}
+_GRPO_DEFAULTS = _defaults(1e-5, batch=4, accumulation=2, num_generations=4, max_completion_length=256)
 _GRPO = MethodSpec(
     name="grpo",
     trl_name="GRPO",

@@ -22,6 +22,11 @@ DEPENDENCY = "A dependency is missing or failed to install."
 CONFIG = "A configuration argument was rejected."
 DATA = "The data did not have the expected shape."
 TRANSIENT = "A transient network or service failure."
+PUSH_FAILED = "Pushing to the Hub failed after the training had saved its work; only the push needs repeating."
+DATASET_MISSING = "The dataset (or one of its files) does not exist, or is not visible to this token."
+MODEL_MISSING = "The model (or revision) does not exist on the Hub, or is not visible to this token."
+OFFLINE = "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it."
+NATIVE = "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or does not match this machine."
 
 # Each test looks at one exception of the fatal chain and returns the line that decides, or None.
 CauseTest = Callable[[RaisedError, Progress], str | None]
@@ -238,30 +243,14 @@ def _bad_data(error: RaisedError, _: Progress) -> str | None:
 # cannot find), the push after training before both.
 CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.OOM, OOM, _oom),
-    CauseRule(
-        R.HUB_ERROR,
-        "Pushing to the Hub failed after the training had saved its work; only the push needs repeating.",
-        _push_failed,
-    ),
+    CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_failed),
     CauseRule(R.AUTH_ERROR, REFUSED, _gated),
-    CauseRule(
-        R.BAD_INPUT,
-        "The dataset (or one of its files) does not exist, or is not visible to this token.",
-        _dataset_missing,
-    ),
-    CauseRule(
-        R.CONFIG_ERROR,
-        "The model (or revision) does not exist on the Hub, or is not visible to this token.",
-        _model_missing,
-    ),
+    CauseRule(R.BAD_INPUT, DATASET_MISSING, _dataset_missing),
+    CauseRule(R.CONFIG_ERROR, MODEL_MISSING, _model_missing),
     CauseRule(R.AUTH_ERROR, REFUSED, _refused),
-    CauseRule(R.CONFIG_ERROR, "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it.", _offline),
+    CauseRule(R.CONFIG_ERROR, OFFLINE, _offline),
     CauseRule(R.INFRA_TRANSIENT, TRANSIENT, _network),
-    CauseRule(
-        R.DEPENDENCY_ERROR,
-        "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or does not match this machine.",
-        _native,
-    ),
+    CauseRule(R.DEPENDENCY_ERROR, NATIVE, _native),
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),

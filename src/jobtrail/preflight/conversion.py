@@ -25,6 +25,7 @@ from jobtrail.templates.llama_cpp import (
     model_architecture,
     normalize_quantizations,
 )
+from jobtrail.util.data import read_json_object
 from jobtrail.util.refs import looks_local
 
 # Need an importance matrix (llama-quant.cpp, tensor_requires_imatrix), which convert_gguf does
@@ -92,11 +93,11 @@ def conversion_facts(source: str, *, base_model: str | None = None) -> Conversio
 def model_dir_facts(path: Path) -> ModelDirFacts:
     if not path.is_dir():
         return ModelDirFacts(path=str(path), exists=False)
-    adapter_config = _read_json(path / "adapter_config.json")
+    adapter_config = read_json_object(path / "adapter_config.json")
     return ModelDirFacts(
         path=str(path),
         exists=True,
-        config=_read_json(path / "config.json"),
+        config=read_json_object(path / "config.json"),
         adapter_config=adapter_config,
         adapter_embedding_rows=_adapter_embedding_rows(path) if adapter_config is not None else None,
         tokenizer=tokenizer_facts(path),
@@ -113,7 +114,7 @@ def tokenizer_facts(path: Path) -> TokenizerFacts:
         return TokenizerFacts(present=True, kind="sentencepiece", has_chat_template=chat)
     if not has_json:  # vocab.json + merges.txt alone: a slow BPE tokenizer, not hashed here
         return TokenizerFacts(present=True, kind="bpe", hash_error="no tokenizer.json to hash", has_chat_template=chat)
-    data = _read_json(path / "tokenizer.json") or {}
+    data = read_json_object(path / "tokenizer.json") or {}
     kind = str((data.get("model") or {}).get("type", "")).lower() or None
     converter_hash, hash_error = _converter_hash(path / "tokenizer.json") if kind == "bpe" else (None, None)
     return TokenizerFacts(
@@ -163,7 +164,7 @@ def _split_regex(pre_tokenizer: Any) -> str | None:
 def _has_chat_template(path: Path) -> bool:
     if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
         return True
-    return bool((_read_json(path / "tokenizer_config.json") or {}).get("chat_template"))
+    return bool((read_json_object(path / "tokenizer_config.json") or {}).get("chat_template"))
 
 
 def _adapter_embedding_rows(path: Path) -> int | None:
@@ -182,14 +183,6 @@ def _safetensors_header(path: Path) -> dict[str, Any] | None:
             return json.loads(f.read(length)) if length < _SAFETENSORS_HEADER_LIMIT else None
     except (OSError, struct.error, ValueError):
         return None
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 # --- the checks (pure) -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from jobtrail.templates import pep723
 from jobtrail.templates.render import QLORA_REQUIREMENT, scripts_dir
+from jobtrail.util.data import read_json_object
 from jobtrail.util.refs import looks_local
 
 Access = Literal["ok", "gated", "not_found", "unverified"]
@@ -89,7 +90,7 @@ def local_model_facts(path: Path) -> ModelFacts:
     ref = str(path)
     if not path.is_dir():
         return ModelFacts(ref=ref, local=True, access="not_found", detail="no such directory")
-    config = _read_json(path / "config.json")
+    config = read_json_object(path / "config.json")
     if config is None:
         return ModelFacts(ref=ref, local=True, access="not_found", detail="no readable config.json")
     return ModelFacts(
@@ -111,7 +112,7 @@ def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
     try:
         # auth_check, not model_info: gated repos show their metadata to anyone.
         api.auth_check(repo_id, token=token)
-        config = _read_json(Path(hf_hub_download(repo_id, "config.json", token=token)))
+        config = read_json_object(Path(hf_hub_download(repo_id, "config.json", token=token)))
     except GatedRepoError:
         return ModelFacts(
             ref=repo_id, local=False, access="gated", detail="the repo is gated and this token has no access"
@@ -135,7 +136,7 @@ def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
 def _has_chat_template(path: Path) -> bool:
     if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
         return True
-    tokenizer_config = _read_json(path / "tokenizer_config.json") or {}
+    tokenizer_config = read_json_object(path / "tokenizer_config.json") or {}
     return bool(tokenizer_config.get("chat_template"))
 
 
@@ -152,12 +153,12 @@ def _hub_has_chat_template(repo_id: str, token: str | None) -> bool | None:
         return False
     from huggingface_hub import hf_hub_download
 
-    config = _read_json(Path(hf_hub_download(repo_id, "tokenizer_config.json", token=token))) or {}
+    config = read_json_object(Path(hf_hub_download(repo_id, "tokenizer_config.json", token=token))) or {}
     return bool(config.get("chat_template"))
 
 
 def _local_module_names(path: Path) -> list[str] | None:
-    index = _read_json(path / "model.safetensors.index.json")
+    index = read_json_object(path / "model.safetensors.index.json")
     if index and isinstance(index.get("weight_map"), dict):
         return _leaf_modules(index["weight_map"])
     names: list[str] = []
@@ -198,14 +199,6 @@ def _leaf_modules(weight_names: Any) -> list[str]:
         if len(parts) >= 2:
             leaves.add(parts[-2])
     return sorted(leaves)
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -91,17 +91,8 @@ def local_path(ref: str) -> str:
 def new_run(
     run_id: str, spec: JobSpec, created_at: float, *, flavor: str | None = None, max_retries: int = 0
 ) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        created_at=created_at,
-        method=spec.method,
-        model=spec.model,
-        dataset=spec.dataset,
-        backend=spec.backend,
-        flavor=flavor,
-        spec=spec,
-        max_retries=max_retries,
-    )
+    summary = spec.model_dump(include={"method", "model", "dataset", "backend"})  # the run's columns, as asked
+    return RunRecord(run_id=run_id, created_at=created_at, flavor=flavor, spec=spec, max_retries=max_retries, **summary)
 
 
 def queued_attempt(

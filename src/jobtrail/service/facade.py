@@ -34,6 +34,7 @@ from jobtrail.service.results import (
 from jobtrail.service.runs import Runs
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
+from jobtrail.util.arguments import passed_on
 
 
 class JobService:
@@ -92,16 +93,7 @@ class JobService:
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         temperature: float = DEFAULT_TEMPERATURE,
     ) -> EvaluateResult:
-        return self._tasks.evaluate(
-            dataset,
-            job_id=job_id,
-            model=model,
-            split=split,
-            checkpoint=checkpoint,
-            metrics=metrics,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-        )
+        return self._tasks.evaluate(**passed_on(locals()))
 
     def convert_gguf(
         self,
@@ -112,14 +104,7 @@ class JobService:
         checkpoint: str | None = None,
         pre_tokenizer: str | None = None,
     ) -> ConvertResult:
-        return self._tasks.convert_gguf(
-            source,
-            quantizations=quantizations,
-            output=output,
-            backend=backend,
-            checkpoint=checkpoint,
-            pre_tokenizer=pre_tokenizer,
-        )
+        return self._tasks.convert_gguf(**passed_on(locals()))
 
     # --- queries ----------------------------------------------------------------------
 

@@ -82,9 +82,7 @@ class Runs:
         )
         self.ledger.add_run(run, attempt)
         if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
-            self.tasks.start_eval(
-                spec.eval_dataset, base=spec.model, adapter=None, label="base", target=run, backend_name=spec.backend
-            )
+            self.tasks.start_eval(spec.eval_dataset, spec.model, preflight.Evaluation("base"), run, spec.backend)
         self.tracker.dispatch()
         current = self.context.attempt(attempt.attempt_id)
         return SubmitResult(

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
-from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, EvalRecord
+from jobtrail.outcomes.evals import EvalRecord
 from jobtrail.preflight.plan import Conversion, Evaluation, PlanEnv, plan
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.results import ConvertResult, EvaluateResult
@@ -53,33 +53,13 @@ class Tasks:
             base, adapter, label = self.evaluated_checkpoint(target, checkpoint)
             backend_name = target.backend
         assert base is not None
-        return self.start_eval(
-            dataset,
-            base=base,
-            adapter=adapter,
-            label=label,
-            target=target,
-            backend_name=backend_name,
-            split=split,
-            metrics=metrics,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-        )
+        task = Evaluation(label, adapter, split, metrics, max_new_tokens, temperature)
+        return self.start_eval(dataset, base, task, target, backend_name)
 
     def start_eval(
-        self,
-        dataset: str,
-        *,
-        base: str,
-        adapter: str | None,
-        label: str,
-        target: RunRecord | None,
-        backend_name: str,
-        split: str | None = None,
-        metrics: list[str] | None = None,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = DEFAULT_TEMPERATURE,
+        self, dataset: str, base: str, task: Evaluation, target: RunRecord | None, backend_name: str
     ) -> EvaluateResult:
+        """Plan and queue the evaluation of `base` (with `task.adapter` on top) on `dataset`."""
         run_id = new_run_id()
         spec = JobSpec(
             method="evaluate",
@@ -88,14 +68,6 @@ class Tasks:
             backend=cast(BackendName, backend_name),
             flavor=target.flavor if target else None,
         )
-        task = Evaluation(
-            label=label,
-            adapter=adapter,
-            split=split,
-            metrics=metrics,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-        )
         planned = plan(spec, plan_env(self.context, run_id), task)
         evaluates = target.run_id if target else base
         if planned.config is None or planned.blocked:
@@ -103,18 +75,18 @@ class Tasks:
                 job_id=None,
                 status="rejected",
                 evaluates=evaluates,
-                checkpoint=label,
+                checkpoint=task.label,
                 backend=backend_name,
                 findings=planned.findings,
             )
         attempt = self._add_job(run_id, spec, planned.config, planned.script, target)
-        self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, label)
+        self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, task.label)
         self.tracker.dispatch()
         return EvaluateResult(
             job_id=run_id,
             status=self.context.latest(run_id).status.value,
             evaluates=evaluates,
-            checkpoint=label,
+            checkpoint=task.label,
             backend=backend_name,
             findings=planned.findings,
         )
@@ -147,9 +119,7 @@ class Tasks:
         if any(e["checkpoint"] == "final" for e in self.ledger.evals_of(run_id)):
             return  # another process got here first
         base, adapter, label = self.evaluated_checkpoint(run, None)
-        self.start_eval(
-            run.spec.eval_dataset, base=base, adapter=adapter, label=label, target=run, backend_name=run.backend
-        )
+        self.start_eval(run.spec.eval_dataset, base, Evaluation(label, adapter), run, run.backend)
 
     def record_evaluation(self, attempt: AttemptRecord) -> None:
         """An evaluation attempt ended: its record (or its failure) goes into the evals table."""

@@ -6,6 +6,7 @@ from jobtrail.estimate import EstimateResult, HardwareResult
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, READS_HUB, ToolArea, tool
+from jobtrail.util.arguments import passed_on
 
 
 class PlanningTools(ToolArea):
@@ -59,19 +60,4 @@ class PlanningTools(ToolArea):
         lora_r: p.LoraRank = p.ESTIMATE_DEFAULTS["lora_r"],
         optimizer: p.Optimizer = p.ESTIMATE_DEFAULTS["optimizer"],
     ) -> EstimateResult:
-        return self.service.estimate_cost(
-            model,
-            method=method,
-            peft=peft,
-            dataset=dataset,
-            num_examples=num_examples,
-            avg_tokens=avg_tokens,
-            max_length=max_length,
-            per_device_batch_size=per_device_batch_size,
-            gradient_accumulation_steps=gradient_accumulation_steps,
-            epochs=epochs,
-            gradient_checkpointing=gradient_checkpointing,
-            flavor=flavor,
-            lora_r=lora_r,
-            optimizer=optimizer,
-        )
+        return self.service.estimate_cost(**passed_on(locals()))

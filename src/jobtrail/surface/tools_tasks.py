@@ -5,6 +5,7 @@ from __future__ import annotations
 from jobtrail.service.results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, ToolArea, tool
+from jobtrail.util.arguments import passed_on
 
 
 class TaskTools(ToolArea):
@@ -28,16 +29,7 @@ class TaskTools(ToolArea):
         max_new_tokens: p.MaxNewTokens = p.DEFAULT_MAX_NEW_TOKENS,
         temperature: p.Temperature = p.DEFAULT_TEMPERATURE,
     ) -> EvaluateResult:
-        return self.service.evaluate(
-            dataset,
-            job_id=job_id,
-            model=model,
-            split=split,
-            checkpoint=checkpoint,
-            metrics=metrics,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-        )
+        return self.service.evaluate(**passed_on(locals()))
 
     @tool(
         "Convert to GGUF",
@@ -56,9 +48,7 @@ class TaskTools(ToolArea):
         checkpoint: p.ConvertCheckpoint = None,
         pre_tokenizer: p.PreTokenizer = None,
     ) -> ConvertResult:
-        return self.service.convert_gguf(
-            source, quantizations, output=output, backend=backend, checkpoint=checkpoint, pre_tokenizer=pre_tokenizer
-        )
+        return self.service.convert_gguf(**passed_on(locals()))
 
     @tool(
         "Report on recent attempts",

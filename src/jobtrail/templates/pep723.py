@@ -8,7 +8,6 @@ because the job's interpreter need not have `packaging`. The judging happens her
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from jobtrail.errors import BackendError, InvalidRequestError
+from jobtrail.templates.runtime import runtime_module
 
 # The reference regular expression from PEP 723.
 _BLOCK = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
@@ -105,7 +105,8 @@ def missing_requirements(requirements: list[str], python: str) -> list[str]:
     names: list[str] = sorted({canonicalize_name(r.name) for r in parsed})
     if _is_current_interpreter(python):
         environment = {key: str(value) for key, value in default_environment().items()}
-        versions = {name: _installed_version(name) for name in names}
+        installed_version = runtime_module("_runtime").package_version  # the job's own way of asking
+        versions = {name: installed_version(name) for name in names}
     else:
         environment, versions = _probe_interpreter(python, names)
     missing = []
@@ -160,13 +161,6 @@ def _satisfies(specifier: SpecifierSet, installed: str) -> bool:
         return specifier.contains(Version(installed), prereleases=True)
     except InvalidVersion:
         return False
-
-
-def _installed_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _is_current_interpreter(python: str) -> bool:

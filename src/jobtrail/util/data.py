@@ -1,4 +1,5 @@
-"""The bundled JSON tables in jobtrail/data/ (facts re-derived from installed packages by tests)."""
+"""JSON files: the bundled tables in jobtrail/data/ (facts re-derived from installed packages by tests),
+and a model directory's config files."""
 
 from __future__ import annotations
 
@@ -17,3 +18,12 @@ def data_path(name: str) -> Path:
 @cache
 def load_table(name: str) -> Any:
     return json.loads(data_path(name).read_text())
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`; None when the file is missing, unreadable or holds something else."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):  # ValueError: not JSON, or not UTF-8
+        return None
+    return data if isinstance(data, dict) else None
