@@ -23,13 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset
-from support.crash_harness import (
-    LOSS_TOLERANCE,
-    max_steps_for,
-    render_job,
-    run_uninterrupted,
-    run_with_kills,
-)
+from support.crash_harness import LOSS_TOLERANCE, max_steps_for, render_job, run_uninterrupted, run_with_kills
 
 
 def offline_env(root: Path) -> dict[str, str]:

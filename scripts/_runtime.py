@@ -82,12 +82,7 @@ def _torch_facts() -> dict[str, Any]:
             "count": torch.cuda.device_count(),
             "bf16": torch.cuda.is_bf16_supported(),
         }
-    return {
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "device": "cuda" if gpu else "cpu",
-        "gpu": gpu,
-    }
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device": "cuda" if gpu else "cpu", "gpu": gpu}
 
 
 # --- checkpoint commit protocol ---------------------------------------------------------------
@@ -181,9 +176,7 @@ def verify_checkpoint(ckpt_dir: Path | str, *, deep: bool = True) -> tuple[bool,
     return True, "ok"
 
 
-def find_resume_target(
-    output_dir: Path | str,
-) -> tuple[str | None, int | None, list[dict[str, str]]]:
+def find_resume_target(output_dir: Path | str) -> tuple[str | None, int | None, list[dict[str, str]]]:
     """(path, step, skipped): the newest checkpoint-N that verifies; newer failures are reported.
 
     Only checkpoints newer than the one chosen are examined (and reported), so resuming costs
@@ -681,10 +674,5 @@ def run_job(main: Callable[[], Any]) -> None:
 def _fail(exc: BaseException) -> None:
     traceback.print_exception(exc, file=sys.stderr)
     sys.stderr.flush()
-    emit(
-        "termination",
-        reason=classify_exception(exc),
-        message=describe_exception(exc),
-        error_type=type(exc).__name__,
-    )
+    emit("termination", reason=classify_exception(exc), message=describe_exception(exc), error_type=type(exc).__name__)
     raise SystemExit(1)

@@ -45,7 +45,7 @@ CONFIG: dict = example_config(
         "user": None,
         "format_regex": r"<think>.*?</think>\s*<answer>.*?</answer>",
         "length_target": 256,
-    },
+    }
 }
 # --- end jobtrail:config ---
 

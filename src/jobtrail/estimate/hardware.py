@@ -61,10 +61,6 @@ class Flavor(BaseModel):
     bf16: bool = False
     peak_tflops: float = Field(description="Peak dense bf16 TFLOPS per GPU (fp16 on T4); per machine on CPU flavors.")
 
-    @property
-    def is_cpu(self) -> bool:
-        return self.gpu_count == 0
-
 
 def _gpu(name: str, gpu: str, count: int, price: float, cpu: str, ram_gb: float) -> Flavor:
     facts = GPU_FACTS[gpu]

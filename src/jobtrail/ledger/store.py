@@ -17,13 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.ledger.db import connect
-from jobtrail.models import (
-    AttemptRecord,
-    CheckpointRecord,
-    JobSpec,
-    JobStatus,
-    RunRecord,
-)
+from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
 
 _JSON_COLUMNS = {
     "config": "config_json",

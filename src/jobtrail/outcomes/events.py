@@ -62,14 +62,7 @@ def _fold(event: dict[str, Any], out: Digest) -> None:
     elif kind == "metrics":
         out.fields["summary"] = payload
     elif (
-        kind == "checkpoint"
-        and payload.get("path")
-        and payload.get("state")
-        in (
-            "writing",
-            "committed",
-            "superseded",
-        )
+        kind == "checkpoint" and payload.get("path") and payload.get("state") in ("writing", "committed", "superseded")
     ):
         out.checkpoints.append(
             CheckpointRecord(

@@ -27,13 +27,7 @@ from jobtrail.preflight import rules
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
 from jobtrail.preflight.methods import check_method
-from jobtrail.templates.configs import (
-    REMOTE_OUTPUT_DIR,
-    build_config,
-    conversion_config,
-    default_repo,
-    retry_config,
-)
+from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.templates.render import render_script
 
@@ -81,10 +75,7 @@ class Plan:
 
 
 def plan(
-    spec: JobSpec,
-    env: PlanEnv,
-    task: Evaluation | Conversion | None = None,
-    previous: Mapping[str, Any] | None = None,
+    spec: JobSpec, env: PlanEnv, task: Evaluation | Conversion | None = None, previous: Mapping[str, Any] | None = None
 ) -> Plan:
     """Facts → findings → config → script for `spec`; `task` says what an evaluation or a conversion
     does, `previous` is the config of the attempt a retry follows (its output is kept)."""

@@ -199,7 +199,6 @@ def _probe_interpreter(python: str, names: list[str]) -> tuple[dict[str, str], d
     except json.JSONDecodeError as exc:
         detail = (done.stderr or done.stdout).strip()[-500:]
         raise BackendError(
-            f"The job interpreter {python!r} could not list its packages (exit {done.returncode}): {detail}",
-            fix=fix,
+            f"The job interpreter {python!r} could not list its packages (exit {done.returncode}): {detail}", fix=fix
         ) from exc
     return report["environment"], report["versions"]

@@ -19,14 +19,7 @@ from jobtrail.methods import METHODS
 from jobtrail.preflight.dataset.judge import MAX_PROBLEMS, judge, verdict_findings
 from jobtrail.preflight.dataset.mapping import job_runtime, mapping_python, validate_mapping
 from jobtrail.preflight.dataset.read import load_tokenizer, read_hub, read_local
-from jobtrail.preflight.dataset.report import (
-    ColumnInfo,
-    DatasetReport,
-    MethodVerdict,
-    RowProblem,
-    TokenStats,
-    finding,
-)
+from jobtrail.preflight.dataset.report import ColumnInfo, DatasetReport, MethodVerdict, RowProblem, TokenStats, finding
 from jobtrail.preflight.dataset.table import SourceError
 from jobtrail.preflight.dataset.tokens import add_token_stats
 from jobtrail.util.refs import looks_local

@@ -225,11 +225,7 @@ def _read_parquet(path: Path, max_rows: int) -> Table:
                 break
     except Exception as exc:  # noqa: BLE001  pyarrow raises ArrowInvalid, OSError and others for a damaged file
         raise SourceError(
-            finding(
-                "dataset.unreadable",
-                f"{path.name} is not a readable Parquet file: {exc}",
-                "Re-export the file.",
-            )
+            finding("dataset.unreadable", f"{path.name} is not a readable Parquet file: {exc}", "Re-export the file.")
         ) from None
     for number, row in enumerate(rows[:max_rows], 1):
         table.add(number, row)
