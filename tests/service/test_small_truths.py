@@ -3,6 +3,8 @@ has ended, any attempt's log can be read, and a queued job names what it waits b
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jobtrail.app import build_service
@@ -78,3 +80,20 @@ def test_logs_of_an_ended_job_never_say_still_running_and_any_attempt_can_be_rea
             service.logs(job, attempt=3)
     finally:
         service.cancel(job)
+
+
+def test_a_dry_run_hashes_the_script_a_submission_of_the_same_inputs_runs(service, tiny_model, chat_dataset, tmp_path):
+    chosen = _spec(tiny_model, chat_dataset, **ENDLESS).model_copy(update={"output": str(tmp_path / "out")})
+    dry = service.submit(chosen, dry_run=True)
+    assert dry.script is None and dry.script_note is None
+    assert service.submit(chosen, dry_run=True, include_script=True).script == Path(dry.script_path).read_text()
+    job = service.submit(chosen).job_id
+    try:
+        assert service.inspect(job).attempts[0].script_sha256 == dry.script_sha256
+    finally:
+        service.cancel(job)
+
+    # Without `output` a local job writes into its own run directory: the dry run says so.
+    own_dir = _spec(tiny_model, chat_dataset)
+    dry = service.submit(own_dir, dry_run=True)
+    assert dry.script_note and "output_dir" in dry.script_note and dry.script_note in dry.to_markdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -130,8 +131,23 @@ def test_dry_run_renders_without_running(server, tiny_model, chat_dataset):
     )
     data = result.structured_content
     assert data["status"] == "dry_run" and data["job_id"] is None
-    assert data["script"].startswith("# /// script") and len(data["script_sha256"]) == 64
-    assert "```python" in result.content[0].text
+    # The script costs tokens: by default only its path and sha256 come back.
+    assert data["script"] is None and "```python" not in result.content[0].text
+    script = Path(data["script_path"]).read_text()
+    assert script.startswith("# /// script") and hashlib.sha256(script.encode()).hexdigest() == data["script_sha256"]
+    assert data["script_path"] in result.content[0].text
+    asked = call(
+        server,
+        "submit",
+        {
+            "method": "sft",
+            "model": str(tiny_model),
+            "dataset": str(chat_dataset),
+            "dry_run": True,
+            "include_script": True,
+        },
+    )
+    assert asked.structured_content["script"].startswith("# /// script") and "```python" in asked.content[0].text
     assert call(server, "ps", {}).structured_content["jobs"] == []
 
 

@@ -66,9 +66,17 @@ class JobService:
     # --- runs -------------------------------------------------------------------------
 
     def submit(
-        self, spec: JobSpec, *, dry_run: bool = False, force: bool = False, max_retries: int = 0
+        self,
+        spec: JobSpec,
+        *,
+        dry_run: bool = False,
+        force: bool = False,
+        max_retries: int = 0,
+        include_script: bool = False,
     ) -> SubmitResult:
-        return self._runs.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries)
+        return self._runs.submit(
+            spec, dry_run=dry_run, force=force, max_retries=max_retries, include_script=include_script
+        )
 
     def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
         return self._runs.retry(job_id, changes)

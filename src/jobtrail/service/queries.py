@@ -199,12 +199,7 @@ class Queries:
         )
 
     def validate_dataset(
-        self,
-        dataset: str,
-        method: str | None,
-        split: str,
-        model: str | None,
-        max_length: int | None,
+        self, dataset: str, method: str | None, split: str, model: str | None, max_length: int | None
     ) -> DatasetReport:
         dataset, model = local_path(dataset), local_path(model) if model else None
         return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)

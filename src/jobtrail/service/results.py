@@ -36,7 +36,11 @@ class SubmitResult(BaseModel):
     output_repo: str | None = Field(
         default=None, description="Hub repo a remote job pushes its checkpoints and model to."
     )
-    script: str | None = Field(default=None, description="The rendered script (dry_run only).")
+    script: str | None = Field(default=None, description="The rendered script (dry_run with include_script only).")
+    script_path: str | None = Field(default=None, description="A dry run's rendered script, as a file.")
+    script_note: str | None = Field(
+        default=None, description="What a submission of the same inputs changes in the script (and its sha256)."
+    )
 
     def to_markdown(self) -> str:
         errors = [f for f in self.findings if f.severity == "error"]
@@ -51,6 +55,10 @@ class SubmitResult(BaseModel):
                 verdict = f"the job would be accepted (script sha256 {self.script_sha256[:12]})."
             head = [f"Dry run, nothing submitted: {verdict}"]
             body = findings_markdown(self.findings) or ["No findings."]
+            if self.script_path:
+                body.append(f"Script: {self.script_path} (include_script=true returns its text).")
+            if self.script_note:
+                body.append(self.script_note)
             script = ["", "```python", self.script, "```"] if self.script else []
             return "\n".join(head + body + script)
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]

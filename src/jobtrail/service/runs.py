@@ -42,7 +42,13 @@ class Runs:
     # --- submit -----------------------------------------------------------------------
 
     def submit(
-        self, spec: JobSpec, *, dry_run: bool = False, force: bool = False, max_retries: int = 0
+        self,
+        spec: JobSpec,
+        *,
+        dry_run: bool = False,
+        force: bool = False,
+        max_retries: int = 0,
+        include_script: bool = False,
     ) -> SubmitResult:
         self.context.backend(spec.backend)
         secrets.validate(spec.secrets)
@@ -57,7 +63,15 @@ class Runs:
             output_repo=plan.push_to,
         )
         if dry_run:
-            return SubmitResult(job_id=None, status="dry_run", script=plan.script, findings=plan.findings, **base)
+            return SubmitResult(
+                job_id=None,
+                status="dry_run",
+                findings=plan.findings,
+                script=plan.script if include_script else None,
+                script_path=self._keep_dry_run(plan.script, base["script_sha256"]),
+                script_note=_run_specific(spec, plan.config),
+                **base,
+            )
         if blocked and (not force or plan.config is None):
             return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **base)
         assert plan.config is not None
@@ -94,6 +108,15 @@ class Runs:
             output_dir=plan.config["output_dir"],
             **base,
         )
+
+    def _keep_dry_run(self, script: str, sha256: str) -> str | None:
+        """A dry run's script goes to a file named by its sha256, so the agent can read it without the tokens."""
+        if not script:
+            return None
+        path = self.context.home / "dry-runs" / f"{sha256}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(script)
+        return str(path)
 
     def _create_output_repo(self, repo_id: str) -> Finding | None:
         """Create the push target before the job starts, so the job itself needs only push rights."""
@@ -285,3 +308,14 @@ def _normalise(spec: JobSpec) -> JobSpec:
     if spec.eval_dataset:
         update["eval_dataset"] = local_path(spec.eval_dataset)
     return spec.model_copy(update=update)
+
+
+def _run_specific(spec: JobSpec, config: dict[str, Any] | None) -> str | None:
+    """Which part of a dry run's script a submission of the same inputs changes, if any: a local job
+    without `output` writes into its own run directory, whose name is the job id it gets then."""
+    if config is None or spec.backend != "local" or spec.output:
+        return None
+    return (
+        "The submitted script will differ only in output_dir (the new job's own directory, "
+        "runs/<job_id>/output), so its sha256 will too; pass output=<dir> for an identical script."
+    )

@@ -149,7 +149,12 @@ Secrets = Annotated[
         )
     ),
 ]
-DryRun = Annotated[bool, Field(description="Only run preflight and render the script; submit nothing.")]
+DryRun = Annotated[
+    bool, Field(description="Only run preflight and render the script; submit nothing. Returns the script's path.")
+]
+IncludeScript = Annotated[
+    bool, Field(description="With dry_run: return the rendered script's text too (it is long; default: path only).")
+]
 Force = Annotated[bool, Field(description="Submit despite blocking findings (recorded in the receipt).")]
 MaxRetries = Annotated[
     int,

@@ -33,7 +33,7 @@ log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
 
 INSTRUCTIONS = """jobtrail runs fine-tuning jobs (TRL) on this machine or on Hugging Face Jobs.
-Typical flow: submit(dry_run=true) to see findings and the script → submit → logs / inspect
+Typical flow: submit(dry_run=true) to see findings and the script's sha256 → submit → logs / inspect
 until the status is terminal → report the termination_reason, the loss and the checkpoint path.
 Every job has a receipt: inspect(job_id) shows config sha256, data manifest, environment,
 placement, checkpoints and why it ended."""

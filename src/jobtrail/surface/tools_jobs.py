@@ -13,7 +13,8 @@ class JobTools(ToolArea):
     @tool(
         "Submit a training job",
         "Run a fine-tuning job (TRL) after a preflight check. Returns at once with job_id; it never waits "
-        "for training. Use dry_run=true first to see the findings and the rendered script. Blocking "
+        "for training. Use dry_run=true first to see the findings and the rendered script's path and sha256 "
+        "(include_script=true returns its text). Blocking "
         "findings come back as a normal result with status 'rejected' and the exact fix for each.",
         STARTS_JOB,
     )
@@ -35,6 +36,7 @@ class JobTools(ToolArea):
         reward_function: p.RewardFunction = None,
         secrets: p.Secrets = None,
         max_retries: p.MaxRetries = p.DEFAULT_MAX_RETRIES,
+        include_script: p.IncludeScript = False,
     ) -> SubmitResult:
         spec = JobSpec(
             method=method,
@@ -51,7 +53,9 @@ class JobTools(ToolArea):
             reward_function=reward_function,
             eval_dataset=eval_dataset,
         )
-        return self.service.submit(spec, dry_run=dry_run, force=force, max_retries=max_retries)
+        return self.service.submit(
+            spec, dry_run=dry_run, force=force, max_retries=max_retries, include_script=include_script
+        )
 
     @tool(
         "List jobs",
