@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from jobtrail.methods import METHODS
@@ -12,12 +10,9 @@ from jobtrail.preflight import rules as checks
 from jobtrail.preflight.facts import Facts
 from jobtrail.preflight.probes import hub_model_facts
 from support.jobs import write_jsonl
+from support.remote import model_files, publish, remote_spec
 
 TOKEN = "hf_user_write_token"
-
-
-def _files(model_dir: Path) -> dict[str, Path]:
-    return {p.name: p for p in model_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
 
 
 def _model_findings(repo: str, token: str | None = TOKEN):
@@ -27,7 +22,7 @@ def _model_findings(repo: str, token: str | None = TOKEN):
 
 def test_public_hub_model_gives_config_modules_and_chat_template(hub, tiny_model):
     hub.add_token(TOKEN, "alice")
-    hub.add_repo("org/tiny", files=_files(tiny_model))
+    hub.add_repo("org/tiny", files=model_files(tiny_model))
     facts = hub_model_facts("org/tiny", TOKEN)
     assert facts.access == "ok" and facts.config["model_type"] == "qwen2"
     assert "q_proj" in facts.module_names and facts.has_chat_template is True
@@ -36,7 +31,7 @@ def test_public_hub_model_gives_config_modules_and_chat_template(hub, tiny_model
 
 def test_gated_model_is_refused_with_the_page_to_accept(hub, tiny_model):
     hub.add_token(TOKEN, "alice")
-    hub.add_repo("meta/gated", files=_files(tiny_model), gated="manual")
+    hub.add_repo("meta/gated", files=model_files(tiny_model), gated="manual")
     [finding] = _model_findings("meta/gated")
     assert finding.code == "model.gated" and "https://huggingface.co/meta/gated" in finding.fix
     hub.grant_access("meta/gated", "alice")
@@ -45,14 +40,14 @@ def test_gated_model_is_refused_with_the_page_to_accept(hub, tiny_model):
 
 def test_private_or_missing_model_is_not_found(hub, tiny_model):
     hub.add_token(TOKEN, "alice")
-    hub.add_repo("bob/secret", files=_files(tiny_model), private=True, owner="bob")
+    hub.add_repo("bob/secret", files=model_files(tiny_model), private=True, owner="bob")
     assert [f.code for f in _model_findings("bob/secret")] == ["model.not_found"]
     assert [f.code for f in _model_findings("org/typo-model")] == ["model.not_found"]
 
 
 def test_unreachable_hub_is_a_warning_that_says_the_check_did_not_run(hub, tiny_model):
     hub.add_token(TOKEN, "alice")
-    hub.add_repo("org/tiny", files=_files(tiny_model))
+    hub.add_repo("org/tiny", files=model_files(tiny_model))
     hub.inject.fail(r"/api/models/org/tiny", status=503, times=None)
     [finding] = _model_findings("org/tiny")
     assert finding.code == "model.unverified" and finding.severity == "warning"
@@ -78,20 +73,9 @@ def test_validate_dataset_reads_a_hub_dataset_through_the_emulator(hub, chat_dat
 def test_output_repo_must_be_a_hub_id_and_creatable(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
     from jobtrail.app import build_service
 
-    hub.add_token(TOKEN, "alice")
-    hub.add_repo("alice/tiny", files=_files(tiny_model))
-    hub.add_repo("alice/chat", repo_type="dataset", files={"train.jsonl": chat_dataset})
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    publish(hub, TOKEN, tiny_model, chat_dataset, monkeypatch)
     service = build_service(tmp_path / "home")
-    spec = JobSpec(
-        method="sft",
-        model="alice/tiny",
-        dataset="alice/chat",
-        backend="hf-jobs",
-        flavor="cpu-basic",
-        hyperparameters={"max_steps": 2, "max_length": 64},
-        output="just-a-name",
-    )
+    spec = remote_spec(hyperparameters={"max_steps": 2, "max_length": 64}, output="just-a-name")
     dry = service.submit(spec, dry_run=True)
     [finding] = [f for f in dry.findings if f.code == "output.repo"]
     assert "<your-user-or-org>/<model-name>" in finding.fix
@@ -116,22 +100,10 @@ def test_remote_dry_run_of_every_method_checks_the_estimate_and_the_timeout(
 ):
     from jobtrail.app import build_service
 
-    hub.add_token(TOKEN, "alice")
-    hub.add_repo("alice/tiny", files=_files(tiny_model))
     data = chat_dataset if method == "sft" else write_jsonl(tmp_path / "data.jsonl", DATA_BY_METHOD[method])
-    hub.add_repo("alice/data", repo_type="dataset", files={"train.jsonl": data})
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    publish(hub, TOKEN, tiny_model, data, monkeypatch)
     service = build_service(tmp_path / "home")
-    spec = JobSpec(
-        method=method,
-        model="alice/tiny",
-        dataset="alice/data",
-        backend="hf-jobs",
-        flavor="cpu-basic",
-        hyperparameters={"max_steps": 5000},
-        output="alice/out",
-        timeout_s=60,
-    )
+    spec = remote_spec(method=method, hyperparameters={"max_steps": 5000}, output="alice/out", timeout_s=60)
     short = service.submit(spec, dry_run=True)
     codes = {f.code for f in short.findings}
     assert "estimate.unavailable" not in codes and {"estimate", "timeout.short"} <= codes

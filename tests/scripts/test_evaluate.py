@@ -27,6 +27,7 @@ from support.jobs import (
     JobRun,
     assert_templates_import_light,
     finish_job,
+    lora_job_config,
     start_job,
     succeeded,
     top_level_names,
@@ -69,26 +70,17 @@ def finish(job: Job) -> EvalRun:
 
 def training_config(template: str, model: Path, dataset: Path, output_dir: Path) -> dict[str, Any]:
     """A few LoRA steps (sft or reward) with a learning rate high enough that the loss clearly drops."""
-    return {
-        "template": template,
-        "template_version": 1,
-        "model": str(model),
-        "dataset": {"source": str(dataset), "split": "train"},
-        "output_dir": str(output_dir),
-        "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
-        "training_args": {
-            "max_steps": TRAIN_STEPS,
-            "learning_rate": 2e-2,
-            "per_device_train_batch_size": 4,
-            "save_steps": TRAIN_STEPS,
-            "logging_steps": 1,
-            "max_length": 64,
-            "seed": 0,
-        },
-        "checkpoint_retention": 1,
-        "push_to_hub": False,
-        "hub_model_id": None,
-    }
+    return lora_job_config(
+        template,
+        model,
+        dataset,
+        output_dir,
+        retention=1,
+        max_steps=TRAIN_STEPS,
+        learning_rate=2e-2,
+        per_device_train_batch_size=4,
+        save_steps=TRAIN_STEPS,
+    )
 
 
 COLOURS = {"apple": "red", "sky": "blue", "grass": "green", "snow": "white", "coal": "black", "lemon": "yellow"}

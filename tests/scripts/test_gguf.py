@@ -44,6 +44,7 @@ from support.jobs import (
     JobRun,
     assert_templates_import_light,
     load_script_module,
+    lora_job_config,
     parse_events,
     succeeded,
     top_level_names,
@@ -275,26 +276,7 @@ def sft_adapter(
 ) -> Path:
     """A LoRA adapter trained by a real jobtrail SFT job (4 steps): its committed output_dir/final."""
     workdir = tmp_path_factory.mktemp("sft256")
-    config = {
-        "template": "sft",
-        "template_version": 1,
-        "model": str(tiny256),
-        "dataset": {"source": str(chat_dataset), "split": "train"},
-        "output_dir": str(workdir / "out"),
-        "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
-        "training_args": {
-            "max_steps": 4,
-            "learning_rate": 5e-3,
-            "per_device_train_batch_size": 2,
-            "save_steps": 4,
-            "logging_steps": 1,
-            "max_length": 64,
-            "seed": 0,
-        },
-        "checkpoint_retention": 1,
-        "push_to_hub": False,
-        "hub_model_id": None,
-    }
+    config = lora_job_config("sft", tiny256, chat_dataset, workdir / "out", retention=1, max_steps=4, save_steps=4)
     script = workdir / "sft.py"
     script.write_text(render_script("sft", config))
     succeeded(run_script(script, {**job_env, "OMP_NUM_THREADS": "1"}))

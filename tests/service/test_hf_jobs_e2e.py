@@ -7,6 +7,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
+from support.remote import publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal
 
 TOKEN = "hf_alice_write_secret_token_42"
@@ -23,28 +24,12 @@ HYPER = {
 
 @pytest.fixture
 def remote(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
-    hub.add_token(TOKEN, "alice")
-    hub.add_repo(
-        "alice/tiny", files={p.name: p for p in tiny_model.iterdir() if p.is_file() and not p.name.startswith(".")}
-    )
-    hub.add_repo("alice/chat", repo_type="dataset", files={"train.jsonl": chat_dataset})
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    publish(hub, TOKEN, tiny_model, chat_dataset, monkeypatch)
     return build_service(tmp_path / "home")
 
 
 def _spec(**kw) -> JobSpec:
-    base = dict(
-        method="sft",
-        model="alice/tiny",
-        dataset="alice/chat",
-        backend="hf-jobs",
-        flavor="cpu-basic",
-        timeout_s=1800,
-        hyperparameters=HYPER,
-        output="alice/tiny-sft",
-    )
-    return JobSpec(**{**base, **kw})
+    return remote_spec(**{"timeout_s": 1800, "hyperparameters": HYPER, **kw})
 
 
 def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_secret(remote, hub, tmp_path):

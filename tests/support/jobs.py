@@ -75,6 +75,33 @@ def parse_events(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line[prefix:]) for line in stdout.splitlines() if line.startswith(EVENT_PREFIX)]
 
 
+def lora_job_config(
+    template: str, model: Path, dataset: Path, output_dir: Path, *, retention: int = 2, **training_args: Any
+) -> dict[str, Any]:
+    """A small, fast LoRA job config in the server's CONFIG contract (6 steps, a save every 2)."""
+    return {
+        "template": template,
+        "template_version": 1,
+        "model": str(model),
+        "dataset": {"source": str(dataset), "split": "train"},
+        "output_dir": str(output_dir),
+        "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
+        "training_args": {
+            "max_steps": 6,
+            "learning_rate": 5e-3,
+            "per_device_train_batch_size": 2,
+            "save_steps": 2,
+            "logging_steps": 1,
+            "max_length": 64,
+            "seed": 0,
+            **training_args,
+        },
+        "checkpoint_retention": retention,
+        "push_to_hub": False,
+        "hub_model_id": None,
+    }
+
+
 @dataclass
 class JobKit:
     """Renders small SFT jobs against the session's tiny model and runs them."""
@@ -86,28 +113,10 @@ class JobKit:
     def config(
         self, output_dir: Path, *, dataset: Path | None = None, retention: int = 2, **training_args: Any
     ) -> dict[str, Any]:
-        """A small, fast job config in the server's CONFIG contract."""
-        return {
-            "template": "sft",
-            "template_version": 1,
-            "model": str(self.model),
-            "dataset": {"source": str(dataset or self.chat_dataset), "split": "train"},
-            "output_dir": str(output_dir),
-            "peft": {"method": "lora", "r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"},
-            "training_args": {
-                "max_steps": 6,
-                "learning_rate": 5e-3,
-                "per_device_train_batch_size": 2,
-                "save_steps": 2,
-                "logging_steps": 1,
-                "max_length": 64,
-                "seed": 0,
-                **training_args,
-            },
-            "checkpoint_retention": retention,
-            "push_to_hub": False,
-            "hub_model_id": None,
-        }
+        """A small, fast SFT job config on the kit's model and (by default) chat data."""
+        return lora_job_config(
+            "sft", self.model, dataset or self.chat_dataset, output_dir, retention=retention, **training_args
+        )
 
     def job(self, workdir: Path, *, env: dict[str, str] | None = None, **config: Any) -> tuple[Path, dict[str, str]]:
         """(script, env) for run_jobs: renders a job whose output dir is workdir/out."""
