@@ -74,9 +74,7 @@ class JobService:
         max_retries: int = 0,
         include_script: bool = False,
     ) -> SubmitResult:
-        return self._runs.submit(
-            spec, dry_run=dry_run, force=force, max_retries=max_retries, include_script=include_script
-        )
+        return self._runs.submit(**passed_on(locals()))
 
     def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
         return self._runs.retry(job_id, changes)

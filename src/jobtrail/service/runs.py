@@ -42,13 +42,7 @@ class Runs:
     # --- submit -----------------------------------------------------------------------
 
     def submit(
-        self,
-        spec: JobSpec,
-        *,
-        dry_run: bool = False,
-        force: bool = False,
-        max_retries: int = 0,
-        include_script: bool = False,
+        self, spec: JobSpec, *, dry_run: bool, force: bool, max_retries: int, include_script: bool
     ) -> SubmitResult:
         self.context.backend(spec.backend)
         secrets.validate(spec.secrets)
