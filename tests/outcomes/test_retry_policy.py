@@ -99,3 +99,56 @@ def test_succeeded_unknown_running_and_cancelled():
     cancelled = decide([attempt(1, R.CANCELLED)], HYPER, None)
     assert cancelled.retry
     assert not decide([attempt(1, R.CANCELLED)], HYPER, None, automatic=True).retry
+
+
+# --- changes are weighed before budgets and the storm guard ---------------------------------
+
+PROGRESSED_TIMEOUTS = [attempt(1, R.TIMEOUT, "A", 10, None), attempt(2, R.TIMEOUT, "A", 20, 10)]
+
+
+def test_a_longer_timeout_after_timeouts_is_not_a_storm():
+    answer = decide(PROGRESSED_TIMEOUTS, HYPER, {"timeout": "5m"}, job={"timeout": 120})
+    assert answer.retry and answer.changes == {"timeout": "5m"}
+
+
+def test_a_longer_timeout_is_allowed_when_the_timeout_budget_is_spent():
+    history = [attempt(i + 1, R.TIMEOUT, f"C{i}", 10 * (i + 1), 10 * i) for i in range(BUDGETS[R.TIMEOUT].retries + 1)]
+    assert not decide(history, HYPER, None, job={"timeout": 120}).retry
+    assert decide(history, HYPER, {"timeout": "1h"}, job={"timeout": 120}).retry
+
+
+@pytest.mark.parametrize(
+    "faster",
+    [
+        {"max_steps": 5},
+        {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1},
+        {"max_length": 256},
+        {"flavor": "a100-large"},
+    ],
+)
+def test_a_faster_config_after_timeouts_is_allowed(faster):
+    hyper = {**HYPER, "max_steps": 100, "max_length": 1024}
+    assert decide(PROGRESSED_TIMEOUTS, hyper, faster, job={"timeout": 120, "flavor": "t4-small"}).retry
+
+
+def test_a_longer_timeout_resumes_an_attempt_that_did_not_advance():
+    stuck = [attempt(2, R.TIMEOUT, last_step=40, start=40)]
+    assert decide(stuck, HYPER, {"timeout": "4h"}, job={"timeout": 3600}).retry
+
+
+def test_a_change_that_changes_nothing_is_still_refused():
+    same = decide(PROGRESSED_TIMEOUTS, HYPER, {"timeout": "2m"}, job={"timeout": 120})
+    assert not same.retry and "change nothing" in same.message
+    unknown = decide([attempt(1, R.UNKNOWN)], HYPER, {"per_device_train_batch_size": 4})
+    assert not unknown.retry and "change nothing" in unknown.message
+
+
+def test_any_real_change_after_unknown_is_allowed():
+    answer = decide([attempt(1, R.UNKNOWN)], HYPER, {"learning_rate": 1e-5})
+    assert answer.retry and answer.changes == {"learning_rate": 1e-5}
+
+
+def test_a_new_memory_shape_after_oom_is_allowed_when_the_budget_is_spent():
+    history = [attempt(i + 1, R.OOM, f"C{i}") for i in range(BUDGETS[R.OOM].retries + 1)]
+    assert not decide(history, HYPER, None, automatic=True).retry
+    assert decide(history, HYPER, {"per_device_train_batch_size": 1}).retry

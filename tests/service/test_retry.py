@@ -10,7 +10,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
-from jobtrail.models import JobSpec
+from jobtrail.models import JobSpec, JobStatus, TerminationReason
 from support.jobs import TINY_SFT
 from support.waiting import wait_for, wait_until_terminal
 
@@ -100,3 +100,41 @@ def test_retry_with_changes_renders_a_new_config_and_refuses_unknown_names(servi
     first, second = done.attempts
     assert second.config_sha256 != first.config_sha256
     assert done.status == "succeeded" and done.hyperparameters["per_device_train_batch_size"] == 2  # the run's own spec
+
+
+def _ended_as(service, job_id: str, number: int, reason: TerminationReason) -> None:
+    """Rewrite how an attempt ended: the cause is what the policy weighs, and a real one takes minutes to provoke."""
+    attempt = service.context.ledger.attempts(job_id)[number - 1]
+    service.context.ledger.update_attempt(attempt.attempt_id, status=JobStatus.FAILED, termination_reason=reason)
+
+
+def test_after_an_unknown_failure_a_retry_with_changes_is_accepted(service, tiny_model, chat_dataset):
+    job_id = service.submit(_spec(tiny_model, chat_dataset, max_steps=400)).job_id
+    wait_for(lambda: service.inspect(job_id).status == "running", 60, "the job to run")
+    service.cancel(job_id)
+    _ended_as(service, job_id, 1, TerminationReason.UNKNOWN)
+    refused = service.retry(job_id)
+    assert not refused.retried and "retry(job_id, changes=" in refused.fix
+    same = service.retry(job_id, {"max_steps": 400})
+    assert not same.retried and "change nothing" in same.message
+    changed = service.retry(job_id, {"max_steps": 8})
+    assert changed.retried and changed.attempt == 2, changed
+    service.cancel(job_id)
+
+
+def test_a_longer_timeout_after_two_timeouts_that_made_progress_is_not_a_storm(service, tiny_model, chat_dataset):
+    spec = _spec(tiny_model, chat_dataset, max_steps=400).model_copy(update={"timeout_s": 120})
+    job_id = service.submit(spec).job_id
+    wait_for(lambda: _committed_step(service, job_id) >= 4, 120, "a committed checkpoint")
+    service.cancel(job_id)
+    _ended_as(service, job_id, 1, TerminationReason.TIMEOUT)
+    assert service.retry(job_id).retried
+    wait_for(lambda: service.inspect(job_id).attempts[1].resumed_from, 120, "attempt 2 to resume")
+    wait_for(lambda: (service.inspect(job_id).progress.step or 0) > _committed_step(service, job_id), 120, "a step")
+    service.cancel(job_id)
+    _ended_as(service, job_id, 2, TerminationReason.TIMEOUT)
+    storm = service.retry(job_id)
+    assert not storm.retried and "storm" in storm.message
+    longer = service.retry(job_id, {"timeout": "5m"})
+    assert longer.retried and longer.attempt == 3, longer
+    service.cancel(job_id)

@@ -2,6 +2,10 @@
 
 Given a run's attempt history and the caller's proposed changes, `decide` says whether a new
 attempt may start, after what delay and with which changes, and, when it refuses, the fix.
+Changes are weighed first: a change that addresses the cause (a longer timeout or a faster
+config after a timeout, a new memory shape after an OOM, any real change after an unknown
+failure) is allowed even when the budget is spent or the storm guard would stop the same config,
+so the fix a refusal names is never a dead end; a change that changes nothing is refused.
 Every attempt of a run shares its output directory, so a new attempt always continues from
 the newest committed checkpoint (the job runtime finds and verifies it).
 """
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobtrail.models import TerminationReason as R
+from jobtrail.util.timefmt import parse_duration
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,10 @@ NEVER = {
 }
 # Hyperparameters whose change alters the memory a step needs.
 MEMORY_SHAPE_KEYS = ("per_device_train_batch_size", "max_length", "gradient_checkpointing", "peft")
+# Retry changes that are fields of the job, not hyperparameters (`timeout` in seconds).
+JOB_KEYS = ("timeout", "flavor", "dataset_mapping")
+# Hyperparameters whose smaller value makes a run finish sooner.
+SHORTER_KEYS = ("max_steps", "num_train_epochs", "max_length", "gradient_accumulation_steps")
 
 
 @dataclass(frozen=True)
@@ -68,8 +77,10 @@ def decide(
     changes: dict[str, Any] | None,
     *,
     automatic: bool = False,
+    job: dict[str, Any] | None = None,
 ) -> Decision:
-    """May the run start another attempt? `history` is oldest first and its last entry ended."""
+    """May the run start another attempt? `history` is oldest first and its last entry ended;
+    `job` holds the latest attempt's JOB_KEYS, so a change can be compared with them."""
     last = history[-1]
     reason = last.reason
     if reason is None:
@@ -86,21 +97,32 @@ def decide(
         )
     if reason in NEVER:
         return Decision(False, f"Not retried: {reason.value} does not go away by trying again.", NEVER[reason])
+    merged = dict(changes or {})
+    real = _real_changes(merged, hyperparameters, job or {})
+    if merged and not real:
+        return Decision(
+            False,
+            "Not retried: the changes change nothing (every value equals the current one).",
+            "Change a value that addresses the cause, or retry without changes.",
+        )
+    if real and _addresses(reason, merged, hyperparameters, job or {}):
+        return Decision(True, f"Retrying after {reason.value} with changes to {', '.join(real)}.", changes=merged)
     budget = BUDGETS.get(reason)
     if budget is None:
         return Decision(
             False,
             f"Not retried automatically: the cause ({reason.value}) is unknown.",
-            "Read the log (logs) and the receipt (inspect); retry(job_id, changes=...) once you know the fix.",
+            "Read the log (logs) and the receipt (inspect); retry(job_id, changes=...) with the value that fixes "
+            "it: any real change is retried.",
         )
     used = _used(history, reason)
     if used >= budget.retries:
         return Decision(
             False,
             f"The retry budget for {reason.value} is spent ({used} of {budget.retries}).",
-            "Look at why it keeps happening (inspect, logs) before spending more.",
+            "Look at why it keeps happening (inspect, logs); " + _REMEDY.get(reason, "then retry with changes=..."),
         )
-    if budget.charged and _storm(history):
+    if budget.charged and not real and _storm(history):
         return Decision(
             False,
             f"The same config failed twice with {reason.value}: a retry storm is not progress.",
@@ -112,7 +134,6 @@ def decide(
             "The last attempt timed out without advancing a step; resuming would time out again.",
             "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.",
         )
-    merged = dict(changes or {})
     if reason is R.OOM:
         proposal = propose_memory_change(hyperparameters)
         if not _changes_memory_shape(merged, hyperparameters):
@@ -139,6 +160,63 @@ def propose_memory_change(hyperparameters: dict[str, Any]) -> dict[str, Any]:
         return {"gradient_checkpointing": True}
     max_length = int(hyperparameters.get("max_length", 1024))
     return {"max_length": max(128, max_length // 2)}
+
+
+_REMEDY = {
+    R.TIMEOUT: "a longer timeout or a faster config (changes={'timeout': '4h'}, fewer max_steps) is still retried.",
+    R.OOM: "a new memory shape (changes={'per_device_train_batch_size': 1}, or a flavor) is still retried.",
+}
+
+
+def _real_changes(changes: dict[str, Any], hyperparameters: dict[str, Any], job: dict[str, Any]) -> list[str]:
+    """The names whose proposed value differs from the current one."""
+    real = []
+    for name, value in changes.items():
+        if name == "timeout":
+            differs = parse_duration(value) != job.get("timeout")
+        elif name in JOB_KEYS:
+            differs = value != job.get(name)
+        else:
+            differs = value != hyperparameters.get(name)
+        if differs:
+            real.append(name)
+    return real
+
+
+def _addresses(reason: R, changes: dict[str, Any], hyperparameters: dict[str, Any], job: dict[str, Any]) -> bool:
+    """Does a real change address the cause, so that neither the budget nor the storm guard should stop it?"""
+    if reason is R.UNKNOWN:
+        return True
+    if reason is R.OOM:
+        return _changes_memory_shape(changes, hyperparameters)
+    if reason is R.TIMEOUT:
+        return any(_faster_or_longer(name, value, hyperparameters, job) for name, value in changes.items())
+    return False
+
+
+def _faster_or_longer(name: str, value: Any, hyperparameters: dict[str, Any], job: dict[str, Any]) -> bool:
+    """A changed value that gives a timed-out run more time, or makes it need less."""
+    if name == "flavor":  # another machine: the caller's judgement that it is faster
+        return value != job.get("flavor")
+    if name == "timeout":
+        current = job.get("timeout")
+        return current is None or (parse_duration(value) or 0) > current
+    if name == "gradient_checkpointing":
+        return value is False and hyperparameters.get(name) is not False
+    if name in SHORTER_KEYS:
+        new, current = _number(value), _number(hyperparameters.get(name))
+        if new is None:
+            return False
+        # An epoch-bound run that gets a max_steps becomes shorter; other unknown current values cannot be compared.
+        return new < current if current is not None else name == "max_steps"
+    return False
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _changes_memory_shape(changes: dict[str, Any], current: dict[str, Any]) -> bool:

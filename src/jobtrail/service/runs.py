@@ -147,7 +147,8 @@ class Runs:
         latest = attempts[-1]
         spec = latest.spec or run.spec
         history = [self._attempt_facts(a) for a in attempts]
-        decision = retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic)
+        job = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
+        decision = retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)
         if not decision.retry:
             diagnosis = latest.termination_message
             if diagnosis and latest.evidence and latest.evidence != "termination event":
