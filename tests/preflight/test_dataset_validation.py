@@ -558,6 +558,63 @@ def test_a_given_mapping_is_applied_before_judging(folder: Path) -> None:
     assert "dataset_mapping fails" in broken.problems[0].problem
 
 
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "column,role_key,content_key", [("conversations", "from", "value"), ("messages", "role", "content")]
+)
+def test_a_role_that_is_not_a_chat_role_is_an_error_never_guessed(
+    tmp_path: Path, column: str, role_key: str, content_key: str
+) -> None:
+    rows = [{column: turns(("human", q), ("bot", a), role=role_key, content=content_key)} for q, a in QA]
+    report = validate_dataset(_write_rows(tmp_path / "bot.jsonl", rows), method="sft")
+    verdict = report.methods["sft"]
+    assert verdict.status == "INCOMPATIBLE" and verdict.mapping is None
+    assert "'bot'" in verdict.reason and "system, developer, user, assistant, tool" in verdict.reason
+    assert '"bot": "assistant"' not in (verdict.fix or "") and "never guesses" in verdict.reason
+    assert [f.severity for f in report.findings] == ["error"]
+
+
+def test_messages_with_an_unknown_role_name_it_in_each_row(tmp_path: Path) -> None:
+    rows = [{"messages": turns(("user", q), ("bot", a))} for q, a in QA]
+    report = validate_dataset(_write_rows(tmp_path / "bot.jsonl", rows), method="sft")
+    assert report.methods["sft"].status == "INCOMPATIBLE" and report.problems_total == len(QA)
+    assert "'bot' is not a chat role (use system, developer, user, assistant, tool)" in report.problems[0].problem
+
+
+def test_sharegpt_role_names_in_messages_are_renamed_as_the_job_renames_them(tmp_path: Path, rt: ModuleType) -> None:
+    rows = [{"messages": turns(("human", q), ("assistant", a))} for q, a in QA]
+    verdict = validate_dataset(_write_rows(tmp_path / "hm.jsonl", rows), method="sft").methods["sft"]
+    assert verdict.status == "NEEDS_MAPPING" and "ShareGPT-style turns" not in verdict.reason
+    assert "renames them (human → user)" in verdict.reason
+    assert verdict.mapping is not None and verdict.mapping["roles"] == {"assistant": "assistant", "human": "user"}
+    mapped = [rt.apply_mapping(row, verdict.mapping) for row in rows]  # what the job will do
+    assert mapped[0]["messages"][0] == {"role": "user", "content": QA[0][0]}
+    ready = validate_dataset(_write_rows(tmp_path / "mapped.jsonl", mapped), method="sft")
+    assert ready.methods["sft"].status == "READY"
+
+
+@pytest.mark.parametrize(
+    "rows,method,problem",
+    [
+        ([{"question": "q", "answer": "a"}, {"answer": "a"}], "sft", "column 'question' is missing; found: 'answer'"),
+        ([{"question": "q"}, {"answer": "a"}], "grpo", "column 'question' is missing; found: 'answer'"),
+        ([{"prompt": "q", "completion": "a"}, {"completion": "a"}], "sft", "column 'prompt' is missing; found: "),
+        ([{"instruction": "q", "output": "a"}, {"instruction": "q"}], "sft", "column 'output' is missing; found: "),
+    ],
+)
+def test_a_missing_column_is_reported_as_missing(
+    tmp_path: Path, rows: list[dict[str, Any]], method: str, problem: str
+) -> None:
+    report = validate_dataset(_write_rows(tmp_path / "gap.jsonl", rows), method=method)
+    assert report.methods[method].status == "INCOMPATIBLE"
+    assert report.problems[0].problem.startswith(problem) and report.problems[0].row == 2
+    assert "dataset_mapping fails" not in report.to_markdown()
+
+
 # --- mappings turn data READY ---------------------------------------------------------------------
 
 

@@ -64,7 +64,7 @@ def _judge_method(
     plan = PLANNERS[method](columns)
     if plan.status == "INCOMPATIBLE":
         return plan, []
-    view = map_rows(source.rows, source.numbers, plan.mapping)
+    view = map_rows(source.rows, source.numbers, plan.mapping, proposed=True)
     check = row_checker(method, Columns.of(view.rows).names)
     found = list(view.problems)
     for number, row in zip(view.numbers, view.rows, strict=True):

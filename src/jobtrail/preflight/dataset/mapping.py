@@ -84,17 +84,31 @@ class MappedRows:
     problems: list[RowProblem]
 
 
-def map_rows(rows: list[dict[str, Any]], numbers: list[int], mapping: dict[str, Any] | None) -> MappedRows:
-    """`rows` after `mapping` (None: as they are); a row the mapping fails on becomes a RowProblem."""
+def map_rows(
+    rows: list[dict[str, Any]], numbers: list[int], mapping: dict[str, Any] | None, *, proposed: bool = False
+) -> MappedRows:
+    """`rows` after `mapping` (None: as they are); a row the mapping fails on becomes a RowProblem.
+
+    proposed: the mapping is validate_dataset's own proposal, not one the user passed, so a row's
+    problem is told as the data's (a missing column), never as "dataset_mapping fails".
+    """
     if mapping is None:
         return MappedRows(rows, numbers, [])
-    apply_mapping = job_runtime().apply_mapping
+    rt = job_runtime()
     view = MappedRows([], [], [])
-    column = job_runtime().mapping_source_columns(mapping)[0] if mapping.get("kind") != "rename" else None
+    sources = rt.mapping_source_columns(mapping)
+    column = sources[0] if mapping.get("kind") != "rename" else None
+    prefix = "" if proposed else "dataset_mapping fails: "
     for number, row in zip(numbers, rows, strict=True):
+        missing = [name for name in sources if name not in row]
+        if missing:
+            found = ", ".join(map(repr, row)) or "no columns"
+            problem = f"{prefix}column {missing[0]!r} is missing; found: {found}"
+            view.problems.append(RowProblem(row=number, column=missing[0], problem=problem))
+            continue
         try:
-            view.rows.append(apply_mapping(row, mapping))
+            view.rows.append(rt.apply_mapping(row, mapping))
             view.numbers.append(number)
         except ValueError as exc:  # apply_mapping's one documented failure: it names the column
-            view.problems.append(RowProblem(row=number, column=column, problem=f"dataset_mapping fails: {exc}"))
+            view.problems.append(RowProblem(row=number, column=column, problem=f"{prefix}{exc}"))
     return view

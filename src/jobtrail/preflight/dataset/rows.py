@@ -22,8 +22,10 @@ class Issue(NamedTuple):
 
 def _check_text(row: dict[str, Any], column: str) -> list[Issue]:
     value = row.get(column)
+    if value is None and column in row:
+        return [Issue(column, f"'{column}' is null")]
     if value is None:
-        return [Issue(column, f"'{column}' is {'null' if column in row else 'missing'}")]
+        return [Issue(column, f"column '{column}' is missing; found: {', '.join(map(repr, row)) or 'no columns'}")]
     if not isinstance(value, str):
         return [Issue(column, f"'{column}' is {type_name(value)}, expected a string")]
     if not value.strip():

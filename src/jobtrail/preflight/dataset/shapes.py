@@ -25,16 +25,6 @@ REJECTED_ALIASES = ("rejected", "response_rejected", "rejected_response", "bad",
 CONVERSATION_ALIASES = ("messages", "conversations", "conversation", "chat", "dialog", "dialogue", "turns")
 ROLE_KEYS = ("role", "from", "speaker", "author")
 CONTENT_KEYS = ("content", "value", "text", "message")
-# Role names seen in ShareGPT-style data → chat roles (the chat roles map to themselves).
-ROLE_ALIASES = {
-    "human": "user",
-    "gpt": "assistant",
-    "bot": "assistant",
-    "model": "assistant",
-    "chatgpt": "assistant",
-    "function": "tool",
-    "observation": "tool",
-}
 
 
 class Turns(NamedTuple):
@@ -113,8 +103,9 @@ class Columns:
 
 
 def _canonical_role(role: str) -> str | None:
-    role_lower = role.lower()
-    return role_lower if role_lower in job_runtime().CHAT_ROLES else ROLE_ALIASES.get(role_lower)
+    """The chat role the job's sharegpt mapping gives `role` by default (SHAREGPT_ROLES: human → user,
+    gpt → assistant, the chat roles themselves); any other name is never guessed (None)."""
+    return job_runtime().SHAREGPT_ROLES.get(role.lower())
 
 
 def _ready(reason: str) -> MethodVerdict:
@@ -143,15 +134,16 @@ def _found(c: Columns) -> str:
 
 
 def _conversation_plan(t: Turns) -> MethodVerdict:
-    # Role names with a known chat equivalent (human, gpt ...) need translating; names without one
-    # are left for the row checks to report, since no mapping could fix them.
-    translate = any(role not in job_runtime().CHAT_ROLES and _canonical_role(role) for role in t.roles)
-    if (t.role_key, t.content_key) == ("role", "content") and not translate:
-        if t.column == "messages":
-            return _ready("conversations in 'messages' (role/content turns)")
-        return _rename(f"conversations are in {t.column!r}; TRL reads them from 'messages'", {t.column: "messages"})
     roles = {role: _canonical_role(role) for role in sorted(t.roles)}
-    unknown = sorted(role for role, chat in roles.items() if chat is None)
+    unknown = [role for role, chat in roles.items() if chat is None]
+    renamed = {role: chat for role, chat in roles.items() if chat is not None and chat != role}
+    in_messages = (t.column, t.role_key, t.content_key) == ("messages", "role", "content")
+    if in_messages and not renamed:  # as TRL reads it; a role that is not a chat role is a row error
+        return _ready("conversations in 'messages' (role/content turns)")
+    if unknown:
+        return _unknown_roles(t, unknown, roles)
+    if (t.role_key, t.content_key) == ("role", "content") and not renamed:
+        return _rename(f"conversations are in {t.column!r}; TRL reads them from 'messages'", {t.column: "messages"})
     mapping = {
         "kind": "sharegpt",
         "column": t.column,
@@ -159,10 +151,29 @@ def _conversation_plan(t: Turns) -> MethodVerdict:
         "content_key": t.content_key,
         "roles": {role: chat for role, chat in roles.items() if chat is not None},
     }
+    if in_messages:  # TRL's turns, only the role names are ShareGPT's: the mapping renames them
+        names = ", ".join(f"{role} → {chat}" for role, chat in renamed.items())
+        return _needs(f"'messages' names roles the ShareGPT way; the mapping renames them ({names})", mapping)
     reason = f"ShareGPT-style turns in {t.column!r} ({t.role_key}/{t.content_key}) become 'messages' (role/content)"
-    if unknown:
-        reason += f"; role(s) {unknown} have no chat equivalent: add them to roles"
     return _needs(reason, mapping)
+
+
+def _unknown_roles(t: Turns, unknown: list[str], roles: dict[str, str | None]) -> MethodVerdict:
+    """Roles that are not chat roles are never guessed: the user says what each one is."""
+    chat_roles = job_runtime().CHAT_ROLES
+    template = {
+        "kind": "sharegpt",
+        "column": t.column,
+        "role_key": t.role_key,
+        "content_key": t.content_key,
+        "roles": {role: chat or "|".join(chat_roles) for role, chat in roles.items()},
+    }
+    return incompatible(
+        f"{t.column!r} has role(s) {', '.join(map(repr, unknown))} that are not chat roles "
+        f"({', '.join(chat_roles)}); jobtrail never guesses what a role means",
+        f"Say which chat role each one is: pass dataset_mapping={as_json(template)} with one role per entry, "
+        "or rewrite those turns with valid roles.",
+    )
 
 
 def _plan_sft(c: Columns) -> MethodVerdict:
