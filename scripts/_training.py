@@ -1,8 +1,8 @@
 """jobtrail job-side training runtime, shared by every training template (sft, dpo, grpo, reward, kto).
 
 A template declares only what differs per method, as a `Method`: its TRL config and trainer
-classes, how it recognises its data formats, the metrics its step events carry, and method inputs
-such as GRPO's reward functions; `train(CONFIG, method)` does the rest, the same way for every
+classes, how it recognises its data formats, method inputs such as GRPO's reward functions, and
+what its step metrics must not show; `train(CONFIG, method)` does the rest, the same way for every
 method: the job's start events, loading and mapping the data, precision and LoRA/QLoRA settings,
 loading the model (causal LM or a reward head), the callback that turns Trainer events into
 jobtrail events and commits checkpoints, resume, the final model, the metrics event and the Hub push.
@@ -45,6 +45,7 @@ FILE_LOADERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "p
 FINAL_DIR = "final"
 PEFT_METHODS = ("lora", "qlora", "none")
 TRAINING_TEMPLATE_VERSION = 1  # the start event's, for a CONFIG that names none
+STEP_LOG_FIELDS = ("loss", "learning_rate", "grad_norm", "epoch")  # a step event's own fields
 
 
 # --- the method ----------------------------------------------------------------------------------
@@ -52,6 +53,10 @@ TRAINING_TEMPLATE_VERSION = 1  # the start event's, for a CONFIG that names none
 
 def no_trainer_inputs(config: dict[str, Any]) -> dict[str, Any]:
     return {}
+
+
+def no_step_warnings(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -65,13 +70,15 @@ class Method:
     # (mapped dataset, CONFIG) → the name of the rows' format, or a ValueError saying which columns
     # the method needs (a bad_input termination: it runs in the data phase).
     detect_format: Callable[[Any, dict[str, Any]], str]
-    step_metrics: tuple[str, ...] = ()  # the method's own log keys that step events carry
     # A one-output sequence-classification model (the reward score) with a SEQ_CLS adapter,
     # instead of a causal LM.
     reward_head: bool = False
     # CONFIG → extra keyword arguments for the trainer (e.g. GRPO's reward_funcs), built in the
     # config phase so a bad one fails before the data loads.
     trainer_inputs: Callable[[dict[str, Any]], dict[str, Any]] = no_trainer_inputs
+    # (this attempt's step metrics, each with its "step"; CONFIG) → what a finished training that
+    # "succeeded" may still hide (GRPO's flat rewards), as warnings: code, step, message, fix.
+    check_steps: Callable[[list[dict[str, Any]], dict[str, Any]], list[dict[str, Any]]] = no_step_warnings
 
 
 def train(config: dict[str, Any], method: Method) -> None:
@@ -89,7 +96,7 @@ def train(config: dict[str, Any], method: Method) -> None:
     resume_path = resume_point(job)
 
     trainer_class = getattr(trl, f"{method.trl_name}Trainer")
-    callback = make_callback(job, method.step_metrics)
+    callback = make_callback(job, lambda steps: method.check_steps(steps, config))
     with phase("setup"):  # tokenising the data, wrapping the model with the adapter
         trainer = trainer_class(
             model=model,
@@ -369,11 +376,13 @@ def resume_point(job: Job) -> str | None:
     return resume_path
 
 
-def make_callback(job: Job, step_metrics: tuple[str, ...] = ()) -> Any:
+def make_callback(job: Job, check_steps: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> Any:
     """A TrainerCallback that turns Trainer events into jobtrail events and commits checkpoints.
 
-    step_metrics: the method's own log keys (e.g. GRPO's "reward") that step events carry in a
-    `metrics` object, next to the loss every method reports.
+    Step events carry the loss, learning rate, grad norm and epoch every method reports, and in a
+    `metrics` object every other number the trainer logged, under TRL's names (DPO's
+    "rewards/accuracies", GRPO's "reward_std", "completions/clipped_ratio" ...). When training
+    ends, `check_steps` reads those metrics and each warning it finds becomes a `warning` event.
     """
     from transformers import TrainerCallback
 
@@ -381,6 +390,9 @@ def make_callback(job: Job, step_metrics: tuple[str, ...] = ()) -> Any:
 
     class JobtrailCallback(TrainerCallback):
         tokens_at_start = 0  # tokens seen before this attempt (a resumed state carries them)
+
+        def __init__(self) -> None:
+            self.steps: list[dict[str, Any]] = []  # this attempt's method metrics, step by step
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.tokens_at_start = state.num_input_tokens_seen or 0
@@ -400,11 +412,17 @@ def make_callback(job: Job, step_metrics: tuple[str, ...] = ()) -> Any:
                         push_checkpoint(ckpt, push_to, state.global_step)
                 apply_retention(output_dir, retention, state.global_step)
 
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.is_world_process_zero:
+                for warning in check_steps(self.steps):
+                    emit("warning", **warning)
+
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
             # Eval logs and the final summary are not steps; other ranks would repeat rank 0.
             if not logs or "loss" not in logs or not state.is_world_process_zero:
                 return
-            extra = {name: logs[name] for name in step_metrics if name in logs}
+            extra = method_metrics(logs)
+            self.steps.append({"step": state.global_step, **extra})
             emit(
                 "step",
                 step=state.global_step,
@@ -417,6 +435,15 @@ def make_callback(job: Job, step_metrics: tuple[str, ...] = ()) -> Any:
             )
 
     return JobtrailCallback()
+
+
+def method_metrics(logs: dict[str, Any]) -> dict[str, float]:
+    """The numbers a Trainer log holds beyond the fields every step event has (TRL's names kept)."""
+    return {
+        name: value
+        for name, value in logs.items()
+        if name not in STEP_LOG_FIELDS and isinstance(value, int | float) and not isinstance(value, bool)
+    }
 
 
 def train_and_finish(job: Job, trainer: Any, callback: Any, resume_path: str | None) -> None:

@@ -30,12 +30,7 @@ CONFIG: dict = example_config(
 )
 # --- end jobtrail:config ---
 
-DPO = Method(
-    "dpo",
-    "DPO",
-    lambda rows, config: preference_format(rows, "DPO"),
-    step_metrics=("rewards/accuracies", "rewards/margins"),
-)
+DPO = Method("dpo", "DPO", lambda rows, config: preference_format(rows, "DPO"))
 
 if __name__ == "__main__":
     run_job(lambda: train(CONFIG, DPO))

@@ -11,7 +11,10 @@ whose source travels inside CONFIG and is loaded here into a namespace of its ow
 dataset column reaches the reward functions as a keyword argument (e.g. `answer`).
 
 Runs as it is from scripts/ or rendered by jobtrail, like sft.py, and prints the same
-`JOBTRAIL {...}` events; step events also carry the mean reward and its spread.
+`JOBTRAIL {...}` events; step events also carry the rewards (mean, spread, per function) and
+how long the completions ran. A run can "succeed" without learning: when the rewards never differ
+within a group (reward_std 0) or most completions hit max_completion_length, a `warning` event
+says so as training ends.
 """
 
 import functools
@@ -52,6 +55,7 @@ CONFIG: dict = example_config(
 REFERENCE_COLUMNS = ("answer", "solution")  # where exact_match and numeric_match look, in order
 USER_REWARD_FILE = "user_reward.py"  # the name tracebacks give the user's reward source
 RewardFunc = Callable[..., list[float | None]]
+MOSTLY = 0.5  # a warning when more than this share of the steps (or completions) shows the problem
 
 
 # --- built-in rewards ----------------------------------------------------------------------------
@@ -238,12 +242,50 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     return "prompt_only"
 
 
+def step_warnings(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the step metrics say about a GRPO run that still ends "succeeded" (see Method.check_steps)."""
+    if not steps:
+        return []
+    last, warnings = steps[-1]["step"], []
+    spreads = [s["reward_std"] for s in steps if "reward_std" in s]
+    flat = sum(1 for spread in spreads if spread == 0)
+    if spreads and flat > MOSTLY * len(spreads):
+        rewards = [s["reward"] for s in steps if "reward" in s]
+        mean = sum(rewards) / len(rewards) if rewards else float("nan")
+        warnings.append(
+            {
+                "code": "grpo_reward_std_zero",
+                "step": last,
+                "message": f"reward_std was 0 in {flat} of {len(spreads)} logged steps (mean reward {mean:.3g}): "
+                "every completion of a prompt scored the same, so the advantages, the loss and the update were 0 "
+                "and the model learned nothing from those steps.",
+                "fix": "Make the rewards tell completions apart (partial credit instead of all-or-nothing, a "
+                "reward the model can already earn sometimes), or raise num_generations or temperature so "
+                "completions differ; score a few sample completions with the reward functions first.",
+            }
+        )
+    clipped = [s["completions/clipped_ratio"] for s in steps if "completions/clipped_ratio" in s]
+    share = sum(clipped) / len(clipped) if clipped else 0.0
+    if share > MOSTLY:
+        limit = (config.get("training_args") or {}).get("max_completion_length", "TRL's default")
+        warnings.append(
+            {
+                "code": "grpo_completions_clipped",
+                "step": last,
+                "message": f"{share:.0%} of the completions were cut at max_completion_length ({limit}): a cut "
+                "completion rarely reaches the answer or the format the rewards look for.",
+                "fix": f"Raise max_completion_length (now {limit}), or ask for shorter answers in the prompt.",
+            }
+        )
+    return warnings
+
+
 GRPO = Method(
     "grpo",
     "GRPO",
     detect_format,
-    step_metrics=("reward", "reward_std"),
     trainer_inputs=lambda config: {"reward_funcs": build_reward_funcs(config.get("rewards") or {})},
+    check_steps=step_warnings,
 )
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     )
 
 
-KTO = Method("kto", "KTO", detect_format, step_metrics=("kl",))
+KTO = Method("kto", "KTO", detect_format)
 
 if __name__ == "__main__":
     run_job(lambda: train(CONFIG, KTO))

@@ -30,13 +30,7 @@ CONFIG: dict = example_config(
 )
 # --- end jobtrail:config ---
 
-REWARD = Method(
-    "reward",
-    "Reward",
-    lambda rows, config: preference_format(rows, "reward modelling"),
-    step_metrics=("accuracy", "margin"),
-    reward_head=True,
-)
+REWARD = Method("reward", "Reward", lambda rows, config: preference_format(rows, "reward modelling"), reward_head=True)
 
 if __name__ == "__main__":
     run_job(lambda: train(CONFIG, REWARD))

@@ -265,11 +265,42 @@ def test_grpo_resumes_from_its_newest_committed_checkpoint(
     assert run.steps() == [3] and run.one("metrics")["global_step"] == 3
 
 
-def test_grpo_step_events_carry_the_rewards(runs: dict[str, tuple[JobRun, Path]]) -> None:
+def test_step_events_carry_every_metric_trl_logs(runs: dict[str, tuple[JobRun, Path]]) -> None:
+    grpo = {"reward", "reward_std", "frac_reward_zero_std", "completions/clipped_ratio", "completions/mean_length"}
     for name in ("grpo", "grpo_user"):
         run, _ = runs[name]
-        assert all("reward" in e["metrics"] for e in run.named("step")), run.describe()
-    assert all("rewards/accuracies" in e["metrics"] for e in runs["dpo"][0].named("step"))
+        assert all(grpo <= set(e["metrics"]) for e in run.named("step")), run.describe()
+    per_function = {k for k in runs["grpo"][0].named("step")[-1]["metrics"] if k.startswith("rewards/")}
+    assert len([k for k in per_function if k.endswith("/mean")]) == 2, per_function  # exact_match and length
+    preference = {"rewards/accuracies", "rewards/margins", "rewards/chosen", "rewards/rejected"}
+    assert all(preference <= set(e["metrics"]) for e in runs["dpo"][0].named("step"))
+    assert all({"accuracy", "margin"} <= set(e["metrics"]) for e in runs["reward"][0].named("step"))
+    assert all("kl" in e["metrics"] for e in runs["kto"][0].named("step"))
+
+
+def test_grpo_warns_about_what_its_steps_show(runs: dict[str, tuple[JobRun, Path]], grpo_template: ModuleType) -> None:
+    for name in ("grpo", "grpo_user"):
+        run, _ = runs[name]
+        steps = [{"step": e["step"], **e["metrics"]} for e in run.named("step")]
+        config = {"training_args": {"max_completion_length": 8}}
+        expected = [{"event": "warning", **w} for w in grpo_template.step_warnings(steps, config)]
+        assert [{k: v for k, v in e.items() if k != "time"} for e in run.named("warning")] == expected
+        # 8 tokens of a tiny random model: the completions run to the limit, and the run says so.
+        assert "grpo_completions_clipped" in [w["code"] for w in run.named("warning")], run.describe()
+    assert not runs["dpo"][0].named("warning")
+
+
+def test_grpo_step_warnings(grpo_template: ModuleType) -> None:
+    config = {"training_args": {"max_completion_length": 64}}
+    flat = [{"step": n, "reward": 0.0, "reward_std": 0.0, "completions/clipped_ratio": 1.0} for n in (1, 2, 3)]
+    warnings = grpo_template.step_warnings(flat, config)
+    assert [(w["code"], w["step"]) for w in warnings] == [("grpo_reward_std_zero", 3), ("grpo_completions_clipped", 3)]
+    assert "3 of 3" in warnings[0]["message"] and "max_completion_length (now 64)" in warnings[1]["fix"]
+    healthy = [
+        {"step": n, "reward": 0.5, "reward_std": 0.2 * (n > 1), "completions/clipped_ratio": 0.25} for n in (1, 2, 3)
+    ]
+    assert grpo_template.step_warnings(healthy, config) == []
+    assert grpo_template.step_warnings([], config) == []
 
 
 def test_reward_model_has_a_one_output_classification_head(runs: dict[str, tuple[JobRun, Path]]) -> None:

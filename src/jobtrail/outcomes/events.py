@@ -14,6 +14,9 @@ from jobtrail.models import CheckpointRecord
 
 PREFIX = "JOBTRAIL "
 _STEP_FIELDS = ("step", "loss", "learning_rate", "grad_norm", "epoch", "tokens")
+# A `warning` event: something a job that may still succeed wants the agent to know (GRPO rewards
+# that never differ, completions cut short), with what to do about it.
+WARNING_FIELDS = ("code", "step", "message", "fix")
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
@@ -58,7 +61,7 @@ def _fold(event: dict[str, Any], out: Digest) -> None:
     elif kind == "resume" and payload.get("checkpoint"):
         out.fields["resumed_from"] = payload["checkpoint"]
     elif kind == "step":
-        out.fields["last_metrics"] = {k: payload[k] for k in _STEP_FIELDS if payload.get(k) is not None}
+        out.fields["last_metrics"] = step_metrics(payload)
     elif kind == "metrics":
         out.fields["summary"] = payload
     elif (
@@ -73,6 +76,20 @@ def _fold(event: dict[str, Any], out: Digest) -> None:
                 updated_at=float(event.get("time") or 0.0),
             )
         )
+
+
+def step_metrics(payload: dict[str, Any]) -> dict[str, Any]:
+    """Every metric a step event carries, flat: its own fields, then the method's, under TRL's
+    names ("rewards/accuracies", "reward_std", "completions/clipped_ratio" ...)."""
+    own = {k: payload[k] for k in _STEP_FIELDS if payload.get(k) is not None}
+    method = payload.get("metrics")
+    extra = {k: v for k, v in method.items() if k not in own} if isinstance(method, dict) else {}
+    return {**own, **extra}
+
+
+def warnings(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `warning` events, each as code, step, message and fix (in the order the job printed them)."""
+    return [{k: e.get(k) for k in WARNING_FIELDS} for e in events if e.get("event") == "warning"]
 
 
 def termination_event(events: list[dict[str, Any]]) -> dict[str, Any] | None:
