@@ -65,6 +65,8 @@ def test_bad_input_is_not_retried_and_the_answer_carries_the_diagnosis(service, 
     job_id = service.submit(_spec(tiny_model, data), force=True, max_retries=3).job_id
     done = wait_until_terminal(lambda: service.inspect(job_id), 120, "the job to fail")
     assert done.termination_reason == "bad_input" and len(done.attempts) == 1  # max_retries did not retry it
+    assert "bad_input" in done.retries_stopped and "validate_dataset" in done.retries_stopped  # and inspect says why
+    assert "Automatic retries stopped" in done.to_markdown()
     answer = service.retry(job_id)
     assert not answer.retried and answer.fix and "validate_dataset" in answer.fix
     assert answer.diagnosis

@@ -25,6 +25,7 @@ from jobtrail.service.results import (
     ReportRow,
     empty_list_note,
 )
+from jobtrail.service.runs import retries_stopped
 from jobtrail.service.tracker import Tracker
 from jobtrail.util.timefmt import human_duration
 
@@ -94,6 +95,7 @@ class Queries:
             evaluations=evaluations,
             eval_delta=_eval_delta(evaluations),
             waiting_for=self._waiting_for(latest),
+            retries_stopped=retries_stopped(self.ledger, run, attempts),
             **_run_fields(run),
         )
 

@@ -199,6 +199,11 @@ class InspectResult(BaseModel):
         None,
         description="A queued job: what it waits behind (the jobs holding the backend's slots, a retry's backoff).",
     )
+    retries_stopped: str | None = Field(
+        None,
+        description="submit(max_retries=N) and the latest attempt failed without a new one: why "
+        "(max_retries spent, the reason's budget spent, the storm guard, a reason never retried) and the fix.",
+    )
 
     def to_markdown(self) -> str:
         latest = self.attempts[-1]
@@ -210,6 +215,8 @@ class InspectResult(BaseModel):
             lines.append(f"Why: {self.termination_message}")
             if latest.evidence:
                 lines.append(f"Evidence: `{latest.evidence[:300]}`")
+        if self.retries_stopped:
+            lines.append(f"Automatic retries stopped: {self.retries_stopped}")
         p = self.progress
         if p.step is not None:
             of = f"/{p.max_steps}" if p.max_steps else ""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import retry as retry_policy
 from jobtrail.preflight import plan as preflight, rules as checks
@@ -146,9 +147,7 @@ class Runs:
         attempts = self.ledger.attempts(run.run_id)
         latest = attempts[-1]
         spec = latest.spec or run.spec
-        history = [self._attempt_facts(a) for a in attempts]
-        job = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
-        decision = retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)
+        decision = _decide(self.ledger, attempts, spec, changes, automatic=automatic)
         if not decision.retry:
             diagnosis = latest.termination_message
             if diagnosis and latest.evidence and latest.evidence != "termination event":
@@ -218,16 +217,6 @@ class Runs:
             delay_s=decision.delay_s,
         )
 
-    def _attempt_facts(self, a: AttemptRecord) -> retry_policy.AttemptFacts:
-        resumes = self.ledger.events(a.attempt_id, "resume")
-        return retry_policy.AttemptFacts(
-            number=a.number,
-            reason=a.termination_reason,
-            config_sha256=a.config_sha256,
-            last_step=(a.last_metrics or {}).get("step"),
-            start_step=resumes[-1].get("step") if resumes else None,
-        )
-
     def _last_committed(self, run_id: str) -> str | None:
         committed = [
             c
@@ -267,6 +256,38 @@ class Runs:
                 return _cancel_result(fresh, "Stopped (SIGTERM, then SIGKILL after the grace period).")
             time.sleep(0.2)  # polling the process state; bounded by cancel_wait_s
         return _cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
+
+
+def retries_stopped(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord]) -> str | None:
+    """Why submit(max_retries=N) started no new attempt after the latest one failed; None if it did not stop."""
+    latest = attempts[-1]
+    if run.max_retries < 1 or latest.status is not JobStatus.FAILED:
+        return None
+    if len(attempts) > run.max_retries:
+        return f"max_retries ({run.max_retries}) is spent; retry(job_id, changes=...) still starts a new attempt."
+    decision = _decide(ledger, attempts, latest.spec or run.spec, None, automatic=True)
+    if decision.retry:  # due, yet not started: only a refused change does that
+        return "The automatic retry's changes did not pass preflight; retry(job_id) shows why."
+    return " ".join(part for part in (decision.message, decision.fix) if part)
+
+
+def _decide(
+    ledger: Ledger, attempts: list[AttemptRecord], spec: JobSpec, changes: dict[str, Any] | None, *, automatic: bool
+) -> retry_policy.Decision:
+    job = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
+    history = [_attempt_facts(ledger, a) for a in attempts]
+    return retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)
+
+
+def _attempt_facts(ledger: Ledger, a: AttemptRecord) -> retry_policy.AttemptFacts:
+    resumes = ledger.events(a.attempt_id, "resume")
+    return retry_policy.AttemptFacts(
+        number=a.number,
+        reason=a.termination_reason,
+        config_sha256=a.config_sha256,
+        last_step=(a.last_metrics or {}).get("step"),
+        start_step=resumes[-1].get("step") if resumes else None,
+    )
 
 
 def _cancel_result(attempt: AttemptRecord, message: str) -> CancelResult:
