@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json  # also used by the rendered config block: `CONFIG: dict = json.loads(...)`
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,8 @@ PLAIN_DECODING = {"num_beams": 1, "top_k": 0, "top_p": 1.0, "repetition_penalty"
 # training attempt it judges keeps its own ending. run_job classifies the failure, so the rule
 # goes first in its table (the general reading survives as the failed eval event's `cause`).
 EVAL_FAILED_RULE = ("eval_failed", lambda exc, current_phase: current_phase == "eval")
+# The per-job CONFIG block (job id, paths, dataset): not part of which evaluator ran.
+CONFIG_BLOCK = re.compile(r"(?ms)^# --- jobtrail:config ---\n.*?^# --- end jobtrail:config ---\n")
 
 
 # --- the rows ----------------------------------------------------------------------------------
@@ -255,13 +258,24 @@ def describe_checkpoint(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluator_record() -> dict[str, Any]:
-    """Which evaluator ran: this very file (config included, once rendered) and its packages."""
+    """Which evaluator ran: this very file (config included, once rendered), its packages, and
+    their identity (sha256), which is the same for every job the same evaluator scores."""
+    source = Path(__file__).read_bytes()
+    packages = {name: package_version(name) for name in PACKAGES}
     return {
         "template": CONFIG.get("template", "evaluate"),
         "template_version": CONFIG.get("template_version", TEMPLATE_VERSION),
-        "script_sha256": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
-        "packages": {name: package_version(name) for name in PACKAGES},
+        "sha256": evaluator_sha256(source.decode(), packages),
+        "script_sha256": hashlib.sha256(source).hexdigest(),
+        "packages": packages,
     }
+
+
+def evaluator_sha256(script: str, packages: dict[str, str | None]) -> str:
+    """The evaluator's identity: its code (the template and the runtime inlined into it) without
+    the per-job CONFIG, and the package versions it ran with."""
+    code = CONFIG_BLOCK.sub("", script)
+    return hashlib.sha256((code + json.dumps(packages, sort_keys=True)).encode()).hexdigest()
 
 
 def task_set_record(manifest: dict[str, Any]) -> dict[str, Any]:

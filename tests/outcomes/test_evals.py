@@ -14,6 +14,7 @@ from jobtrail.templates.render import scripts_dir
 EVALUATOR = {
     "template": "evaluate",
     "template_version": 1,
+    "sha256": "ef" * 32,
     "script_sha256": "ab" * 32,
     "packages": {"torch": "2.13.0", "trl": None},
 }
@@ -74,7 +75,7 @@ def test_a_finished_evaluation_holds_every_provenance_field() -> None:
     events = [{"event": "start", "time": 1.0}, started(), {"event": "step", "step": 1}, finished({"loss": 2.0})]
     record = EvalRecord.from_events(events)
     assert record is not None and record.state == "finished"
-    assert record.evaluator and record.evaluator.script_sha256 == "ab" * 32
+    assert record.evaluator and record.evaluator.script_sha256 == "ab" * 32 and record.evaluator.sha256 == "ef" * 32
     assert record.evaluator.packages["trl"] is None  # not installed where the evaluator ran
     assert record.task_set and (record.task_set.rows, record.task_set.revision_or_sha256) == (12, "cd" * 32)
     assert record.decoding and record.decoding.do_sample is False

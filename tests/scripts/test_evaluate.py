@@ -134,6 +134,21 @@ def evaluator() -> ModuleType:
         sys.path.remove(str(scripts_dir()))
 
 
+def test_the_evaluator_identity_leaves_the_per_job_config_out(evaluator: ModuleType, tmp_path: Path) -> None:
+    first = render_script("evaluate", eval_config("/models/a", "/data/a.jsonl", output_dir=str(tmp_path / "a")))
+    second = render_script(
+        "evaluate", eval_config("/models/b", "/data/b.jsonl", output_dir=str(tmp_path / "b"), adapter="/runs/x/final")
+    )
+    packages = {"torch": "2.13.0", "transformers": "5.23.0"}
+    assert first != second
+    assert evaluator.evaluator_sha256(first, packages) == evaluator.evaluator_sha256(second, packages)
+    assert evaluator.evaluator_sha256(first, packages) != evaluator.evaluator_sha256(
+        first, {**packages, "torch": "2.14"}
+    )
+    changed_code = first.replace("SAMPLED_FAILURES = 5", "SAMPLED_FAILURES = 6")
+    assert evaluator.evaluator_sha256(changed_code, packages) != evaluator.evaluator_sha256(first, packages)
+
+
 def test_metrics_follow_the_data_when_not_asked_for(evaluator: ModuleType) -> None:
     def chosen(columns: list[str], row: dict[str, Any]) -> list[str]:
         fmt = evaluator.data_format(columns)
@@ -261,6 +276,8 @@ def test_trained_adapter_beats_base_and_records_full_provenance(runs: dict[str, 
     run = runs["trained"]
     assert trained.evaluator
     assert trained.evaluator.script_sha256 == hashlib.sha256(run.script.read_bytes()).hexdigest()
+    assert base.evaluator and base.evaluator.script_sha256 != trained.evaluator.script_sha256  # their CONFIGs
+    assert base.evaluator.sha256 == trained.evaluator.sha256 and len(trained.evaluator.sha256 or "") == 64
     assert trained.evaluator.template == "evaluate" and trained.evaluator.packages["transformers"]
     assert trained.task_set and trained.task_set.rows == 12 and trained.task_set.split == "train"
     held_out = Path(trained.task_set.dataset)

@@ -45,7 +45,7 @@ def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, t
     assert set(records) == {"final", "checkpoint-4"}
     final_record = records["final"]["record"]
     assert records["final"]["state"] == "finished" and "loss" in records["final"]["metrics"]
-    assert len(final_record["evaluator"]["script_sha256"]) == 64 and final_record["evaluator"]["packages"]["torch"]
+    assert len(final_record["evaluator"]["sha256"]) == 64 and final_record["evaluator"]["packages"]["torch"]
     assert final_record["task_set"]["rows"] == 12 and len(final_record["task_set"]["revision_or_sha256"]) == 64
     assert final_record["decoding"]["temperature"] == 0.0 and Path(final_record["raw_outputs"]).is_file()
     assert final_record["checkpoint"]["manifest_sha256"]
@@ -64,7 +64,21 @@ def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, t
         )
         .fetchone()
     )
-    assert best[0] in ("final", "checkpoint-4") and best[1] == final_record["evaluator"]["script_sha256"]
+    assert best[0] in ("final", "checkpoint-4") and best[1] == final_record["evaluator"]["sha256"]
+
+    # Each evaluation job shows its own result: what it evaluated and the metrics; a model alone included.
+    of_base, of_final = service.inspect(base.job_id), service.inspect(final.job_id)
+    assert of_base.evaluation and of_base.evaluation["evaluates"] == str(tiny_model)
+    assert of_base.evaluation["checkpoint"] == "base" and of_base.evaluation["metrics"]["loss"] == base_loss
+    assert of_final.evaluation and of_final.evaluation["evaluates"] == trained.job_id
+    assert (
+        of_final.evaluation["checkpoint"] == "final" and of_final.evaluation["metrics"] == records["final"]["metrics"]
+    )
+    assert f"Evaluates {trained.job_id} at final: loss" in of_final.to_markdown()
+    assert service.inspect(trained.job_id).evaluation is None
+    # One evaluator, whichever job it scores: its identity leaves the per-job CONFIG out.
+    assert of_base.evaluation["evaluator_sha256"] == records["final"]["evaluator_sha256"] == best[1]
+    assert of_base.evaluation["record"]["evaluator"]["script_sha256"] != final_record["evaluator"]["script_sha256"]
 
 
 def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_path, tiny_model, chat_dataset):
@@ -102,4 +116,6 @@ def test_submit_with_eval_dataset_measures_base_before_and_final_after(tmp_path,
         lambda: (r := service.inspect(job.job_id)).eval_delta is not None and r, 300, "both evaluations and the delta"
     )
     assert [e["checkpoint"] for e in done.evaluations] == ["base", "final"]
+    base_eval, final_eval = done.evaluations
+    assert base_eval["evaluator_sha256"] == final_eval["evaluator_sha256"] and len(base_eval["evaluator_sha256"]) == 64
     assert done.eval_delta["loss"] < 0 and "Change from the base model" in done.to_markdown()

@@ -248,7 +248,7 @@ class Ledger:
                     time.time(),
                     json.dumps(record.get("metrics") or {}),
                     (record.get("task_set") or {}).get("revision_or_sha256"),
-                    (record.get("evaluator") or {}).get("script_sha256"),
+                    (record.get("evaluator") or {}).get("sha256"),
                     json.dumps(record) if record else None,
                     eval_attempt_id,
                 ),
@@ -260,18 +260,19 @@ class Ledger:
             .execute("SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,))
             .fetchall()
         )
-        return [
-            {
-                "eval_job_id": r["eval_attempt_id"].split("/")[0],
-                "checkpoint": r["checkpoint"],
-                "state": r["state"],
-                "metrics": json.loads(r["metrics_json"]) if r["metrics_json"] else {},
-                "task_set_sha256": r["task_set_sha256"],
-                "evaluator_sha256": r["evaluator_sha256"],
-                "record": json.loads(r["record_json"]) if r["record_json"] else None,
-            }
-            for r in rows
-        ]
+        return [_eval(r) for r in rows]
+
+    def eval_by_job(self, eval_job_id: str) -> dict[str, Any] | None:
+        """The evaluation an evaluation job made (its latest attempt's), with the job it evaluated."""
+        row = (
+            self._conn()
+            .execute(
+                "SELECT * FROM evals WHERE substr(eval_attempt_id, 1, ?) = ? ORDER BY created_at DESC LIMIT 1",
+                (len(eval_job_id) + 1, f"{eval_job_id}/"),
+            )
+            .fetchone()
+        )
+        return None if row is None else {"evaluates_job": row["target_run_id"], **_eval(row)}
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
         rows = (
@@ -336,6 +337,18 @@ _CALIBRATION_COLUMNS = (
     "max_length",
     "batch",
 )
+
+
+def _eval(r: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "eval_job_id": r["eval_attempt_id"].split("/")[0],
+        "checkpoint": r["checkpoint"],
+        "state": r["state"],
+        "metrics": json.loads(r["metrics_json"]) if r["metrics_json"] else {},
+        "task_set_sha256": r["task_set_sha256"],
+        "evaluator_sha256": r["evaluator_sha256"],
+        "record": json.loads(r["record_json"]) if r["record_json"] else None,
+    }
 
 
 def _checkpoint(row: sqlite3.Row) -> CheckpointRecord:

@@ -26,10 +26,15 @@ DEFAULT_SEED = 42
 
 
 class Evaluator(BaseModel):
-    """Which evaluator ran: the rendered script (its sha256 covers the config) and its packages."""
+    """Which evaluator ran: its identity, the rendered script (its sha256 covers the config) and its packages."""
 
     template: str
     template_version: int
+    sha256: str | None = Field(
+        default=None,
+        description="The evaluator's identity: its code without the per-job CONFIG, and its packages; the same "
+        "for the base and final evaluations of one submit (None in records from before it existed).",
+    )
     script_sha256: str
     packages: dict[str, str | None] = Field(default_factory=dict)
 

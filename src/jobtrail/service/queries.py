@@ -11,6 +11,7 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import EstimateResult, HardwareResult, estimate_cost, hardware_report
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS
 from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
+from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service.context import ServiceContext, local_path
@@ -92,12 +93,22 @@ class Queries:
             checkpoints=[c for v in views for c in v.checkpoints],
             attempts=views,
             artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
+            warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning")),
+            evaluation=self._own_evaluation(run),
             evaluations=evaluations,
             eval_delta=_eval_delta(evaluations),
             waiting_for=self._waiting_for(latest),
             retries_stopped=retries_stopped(self.ledger, run, attempts),
+            init_from=run.spec.init_from,
             **_run_fields(run),
         )
+
+    def _own_evaluation(self, run: RunRecord) -> dict[str, Any] | None:
+        """An evaluation job's own result: what it evaluated (a job, or a model alone) and its metrics."""
+        found = self.ledger.eval_by_job(run.run_id) if run.method == "evaluate" else None
+        if found is None:
+            return None
+        return {"evaluates": found.pop("evaluates_job") or run.model, **found}
 
     def _attempt_view(self, a: AttemptRecord) -> AttemptView:
         end = a.ended_at or (time.time() if a.started_at else None)

@@ -159,6 +159,11 @@ class AttemptView(BaseModel):
     retry_note: str | None = Field(None, description="Why this attempt was started, for retries.")
 
 
+def _eval_outcome(evaluation: dict[str, Any]) -> str:
+    """An evaluation's metrics in a line, or its state while it has none."""
+    return ", ".join(f"{k} {v:.4g}" for k, v in evaluation["metrics"].items()) or evaluation["state"]
+
+
 class Progress(BaseModel):
     step: int | None = None
     max_steps: int | None = None
@@ -195,6 +200,16 @@ class InspectResult(BaseModel):
     eval_delta: dict[str, float] | None = Field(
         None, description="submit(eval_dataset=...): final − base per metric, once both evaluations finished."
     )
+    evaluation: dict[str, Any] | None = Field(
+        None,
+        description="An evaluation job's own result: evaluates (the job id, or the model evaluated alone), "
+        "checkpoint, state, metrics, evaluator_sha256 and the full record.",
+    )
+    warnings: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="What the latest attempt warned about, success or not (code, step, message, fix): "
+        "e.g. GRPO rewards that never differed, completions cut at max_completion_length.",
+    )
     waiting_for: str | None = Field(
         None,
         description="A queued job: what it waits behind (the jobs holding the backend's slots, a retry's backoff).",
@@ -203,6 +218,9 @@ class InspectResult(BaseModel):
         None,
         description="submit(max_retries=N) and the latest attempt failed without a new one: why "
         "(max_retries spent, the reason's budget spent, the storm guard, a reason never retried) and the fix.",
+    )
+    init_from: str | None = Field(
+        None, description="submit(init_from=...): the job this one trained further from; `model` is where it started."
     )
 
     def to_markdown(self) -> str:
@@ -222,6 +240,8 @@ class InspectResult(BaseModel):
             of = f"/{p.max_steps}" if p.max_steps else ""
             loss = f"; loss {p.first_loss:.4f} → {p.last_loss:.4f}" if p.first_loss is not None else ""
             lines.append(f"Step {p.step}{of}{loss}.")
+        for warning in self.warnings:
+            lines.append(f"Warning ({warning['code']}, step {warning['step']}): {warning['message']} {warning['fix']}")
         committed = [c for c in self.checkpoints if c.state == "committed"]
         if committed:
             lines.append(f"Last committed checkpoint: {committed[-1].path} (step {committed[-1].step}).")
@@ -247,9 +267,11 @@ class InspectResult(BaseModel):
                 f"Environment: python {env.get('python')}, torch {pk.get('torch')}, trl {pk.get('trl')}, "
                 f"device {env.get('device')}."
             )
+        if self.evaluation:
+            ev = self.evaluation
+            lines.append(f"Evaluates {ev['evaluates']} at {ev['checkpoint']}: {_eval_outcome(ev)}.")
         for ev in self.evaluations:
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in ev["metrics"].items()) or ev["state"]
-            lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {shown}.")
+            lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {_eval_outcome(ev)}.")
         for art in self.artifacts:
             if art.get("kind") == "gguf":
                 size_mb, sha = art.get("bytes", 0) / 1e6, str(art.get("sha256"))[:12]

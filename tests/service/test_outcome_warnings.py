@@ -1,0 +1,59 @@
+"""inspect shows what a job's events said beyond its status: every step metric, and its warnings."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from jobtrail.app import build_service
+from jobtrail.models import AttemptRecord, JobSpec, RunRecord, TerminationReason
+from jobtrail.outcomes import events
+
+CLIPPED = {
+    "code": "grpo_completions_clipped",
+    "step": 2,
+    "message": "100% of the completions were cut at max_completion_length (8).",
+    "fix": "Raise max_completion_length (now 8), or ask for shorter answers in the prompt.",
+}
+
+
+def _line(event: str, **fields: Any) -> str:
+    return events.PREFIX + json.dumps({"event": event, "time": time.time(), **fields})
+
+
+def test_inspect_of_a_succeeded_grpo_run_shows_its_rewards_and_warnings(tmp_path) -> None:
+    service = build_service(tmp_path)
+    now = time.time()
+    spec = JobSpec(method="grpo", model="/m", dataset="/d.jsonl")
+    run = RunRecord(
+        run_id="jt-g", created_at=now, method="grpo", model="/m", dataset="/d.jsonl", backend="local", spec=spec
+    )
+    attempt = AttemptRecord(
+        attempt_id="jt-g/1",
+        run_id="jt-g",
+        number=1,
+        status=TerminationReason.SUCCEEDED.status,
+        created_at=now,
+        started_at=now - 10,
+        ended_at=now,
+        backend="local",
+        config={},
+        config_sha256="c",
+        script="",
+        script_sha256="s",
+        termination_reason=TerminationReason.SUCCEEDED,
+    )
+    service.ledger.add_run(run, attempt)
+    rewards = {"reward": 0.0, "reward_std": 0.0, "completions/clipped_ratio": 1.0}
+    digest = events.digest(
+        [_line("step", step=n, loss=0.0, metrics=rewards) for n in (1, 2)] + [_line("warning", **CLIPPED)]
+    )
+    service.ledger.ingest(
+        "jt-g/1", from_offset=0, to_offset=1, events=digest.events, fields=digest.fields, checkpoints=[]
+    )
+
+    shown = service.inspect("jt-g")
+    assert shown.status == "succeeded" and shown.last_metrics == {"step": 2, "loss": 0.0, **rewards}
+    assert shown.warnings == [CLIPPED] and shown.evaluation is None
+    assert "Warning (grpo_completions_clipped, step 2): 100% of the completions" in shown.to_markdown()
