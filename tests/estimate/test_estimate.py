@@ -550,10 +550,14 @@ def test_load_model_config_offline_and_unknown_repo_say_what_to_do(monkeypatch):
     def offline(repo_id, filename):
         raise LocalEntryNotFoundError("offline and not cached")
 
+    import jobtrail.estimate.inputs as inputs
+
+    monkeypatch.setattr(inputs, "hub_unreachable", lambda: None)  # the quick probe passes; the download fails
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
     with pytest.raises(JobtrailError) as err:
         load_model_config("Qwen/Qwen2.5-0.5B")
-    assert "Cannot reach the Hub" in err.value.message and "config=" in err.value.fix
+    assert "Cannot reach the Hub" in err.value.message and "local model directory" in err.value.fix
+    assert "config=" not in err.value.fix  # estimate_cost has no such argument
 
     def missing(repo_id, filename):
         response = httpx2.Response(404, request=httpx2.Request("GET", "https://huggingface.co/x"))

@@ -109,3 +109,74 @@ def test_remote_dry_run_of_every_method_checks_the_estimate_and_the_timeout(
     assert "estimate.unavailable" not in codes and {"estimate", "timeout.short"} <= codes
     unset = service.submit(spec.model_copy(update={"timeout_s": None}), dry_run=True)
     assert "timeout.default" in {f.code for f in unset.findings}
+
+
+@pytest.fixture
+def offline_hub(monkeypatch):
+    """HF_ENDPOINT at a local port nobody listens on: every Hub request is refused."""
+    import socket
+
+    from huggingface_hub import constants
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    return url
+
+
+def test_offline_dry_run_of_a_hub_model_warns_within_seconds(offline_hub, chat_dataset, tmp_path):
+    import time
+
+    from jobtrail.app import build_service
+
+    service = build_service(tmp_path / "home")
+    started = time.monotonic()
+    dry = service.submit(JobSpec(method="sft", model="Qwen/Qwen2.5-0.5B", dataset=str(chat_dataset)), dry_run=True)
+    assert time.monotonic() - started < 10
+    [model] = [f for f in dry.findings if f.code.startswith("model.")]
+    assert (model.code, model.severity) == ("model.unverified", "warning") and offline_hub in model.message
+
+
+def test_offline_estimate_fails_fast_with_a_fix_that_names_real_arguments(offline_hub):
+    import time
+
+    from jobtrail.errors import JobtrailError
+    from jobtrail.estimate import estimate_cost
+
+    started = time.monotonic()
+    with pytest.raises(JobtrailError) as caught:
+        estimate_cost("Qwen/Qwen2.5-0.5B", num_examples=100, avg_tokens=100)
+    assert time.monotonic() - started < 10
+    assert offline_hub in caught.value.message and "config=" not in str(caught.value)
+
+
+def test_offline_evaluation_of_an_uncached_hub_model_is_refused_at_once(offline_hub, chat_dataset, tmp_path):
+    from jobtrail.app import build_service
+
+    service = build_service(tmp_path / "home")
+    result = service.evaluate(str(chat_dataset), model="Qwen/Qwen2.5-0.5B")
+    assert result.job_id is None and "model.unreachable" in {f.code for f in result.findings}
+
+
+@pytest.mark.parametrize(
+    ("command", "codes"),
+    [
+        (["preflight", "--model", "Qwen/Qwen2.5-0.5B", "--method", "sft", "--dataset", "DATA"], {0, 1}),
+        (["estimate", "Qwen/Qwen2.5-0.5B", "--num-examples", "10", "--avg-tokens", "10"], {2}),
+    ],
+)
+def test_offline_cli_prints_a_message_not_a_traceback(
+    offline_hub, chat_dataset, tmp_path, monkeypatch, capsys, command, codes
+):
+    from jobtrail.surface.cli import main
+
+    monkeypatch.setenv("JOBTRAIL_HOME", str(tmp_path / "home"))
+    code = main([str(chat_dataset) if part == "DATA" else part for part in command])
+    out, err = capsys.readouterr()
+    assert code in codes and "Traceback" not in out + err and "internal error" not in out + err
+    assert offline_hub in out + err

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.util.hub import hub_unreachable
 
 # The date of Hugging Face's official HF Jobs price list that the bundled table copies.
 SNAPSHOT_DATE = "2026-11"
@@ -141,6 +142,10 @@ def catalog(api: Any = None) -> tuple[list[Flavor], CatalogSource, str | None, s
             from huggingface_hub import HfApi  # imported here: the server must start fast
 
             api = HfApi()
+        endpoint = getattr(api, "endpoint", None)  # an HfApi has one; a stand-in for it may not
+        unreachable = hub_unreachable(endpoint) if isinstance(endpoint, str) else None
+        if unreachable:  # asked first and quickly: the client's own connection has no timeout
+            raise ConnectionError(unreachable)
         flavors = [flavor_from_hub(info) for info in api.list_jobs_hardware()]
         if not flavors:
             raise ValueError("the Hub listed no hardware")

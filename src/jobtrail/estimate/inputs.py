@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from jobtrail.errors import InvalidRequestError, JobtrailError, NotFoundError
+from jobtrail.util.hub import hub_unreachable
 from jobtrail.util.values import text_chars
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$|^[A-Za-z0-9][\w.-]*$")
@@ -22,6 +23,14 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$|^[A-Za-z0-9][\w.-]*$")
 # Hugging Face's rule of thumb: ~4 characters per token). The integrator replaces this with
 # tokenizer-based statistics from jobtrail.preflight.dataset.validate_dataset.
 CHARS_PER_TOKEN = 4
+_OFFLINE_FIX = (
+    "Retry when the Hub is reachable, or pass a local model directory that holds config.json "
+    "(e.g. a save_pretrained copy of the model)."
+)
+
+
+class HubUnreachableError(JobtrailError):
+    """The Hub could not be asked for a config.json that is not cached: a check that could not run."""
 
 
 class DataStats(BaseModel):
@@ -47,21 +56,29 @@ def load_model_config(model: str) -> dict[str, Any]:
 
 
 def _download_config(repo_id: str) -> Path:
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
-        HfHubHTTPError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
     )
 
+    unreachable = hub_unreachable()  # one quick request: the download below retries for ~25 s
+    cached = try_to_load_from_cache(repo_id, "config.json") if unreachable else None
+    if isinstance(cached, str):
+        return Path(cached)
+    if unreachable:
+        raise HubUnreachableError(
+            f"Cannot read {repo_id}'s config.json: {unreachable}, and it is not in the local cache.", fix=_OFFLINE_FIX
+        )
     try:
         return Path(hf_hub_download(repo_id, "config.json"))
     except GatedRepoError as exc:
         raise JobtrailError(
             f"{repo_id} is gated: its config.json needs accepted terms and a token.",
-            fix=f"Accept the terms on https://huggingface.co/{repo_id} and set HF_TOKEN, or pass config=... yourself.",
+            fix=f"Accept the terms on https://huggingface.co/{repo_id} and set HF_TOKEN, or pass a local model "
+            "directory.",
         ) from exc
     except RepositoryNotFoundError as exc:
         raise NotFoundError(
@@ -69,19 +86,17 @@ def _download_config(repo_id: str) -> Path:
             fix="Check the id's spelling, e.g. 'Qwen/Qwen2.5-0.5B'; for a private model set HF_TOKEN.",
         ) from exc
     except LocalEntryNotFoundError as exc:  # offline (or HF_HUB_OFFLINE=1) and not cached
-        raise JobtrailError(
-            f"Cannot reach the Hub, and {repo_id}'s config.json is not in the local cache.",
-            fix="Retry when online, or pass a local model directory, or pass config=<the config.json dict>.",
+        raise HubUnreachableError(
+            f"Cannot reach the Hub, and {repo_id}'s config.json is not in the local cache.", fix=_OFFLINE_FIX
         ) from exc
     except EntryNotFoundError as exc:
         raise NotFoundError(
             f"{repo_id} has no config.json, so its size cannot be read.",
             fix="Pass a transformers model repo (one with config.json).",
         ) from exc
-    except (HfHubHTTPError, OSError) as exc:
-        raise JobtrailError(
-            f"Could not download {repo_id}'s config.json: {_one_line(exc)}",
-            fix="Retry, or pass a local model directory, or pass config=<the config.json dict>.",
+    except Exception as exc:  # HTTP errors, and transport errors of whichever client the Hub uses
+        raise HubUnreachableError(
+            f"Could not download {repo_id}'s config.json: {_one_line(exc)}", fix=_OFFLINE_FIX
         ) from exc
 
 

@@ -169,8 +169,25 @@ def check_evaluation_data(spec: JobSpec, facts: Facts) -> list[Finding]:
     return list(facts.dataset.findings) if facts.dataset else []
 
 
+def check_model_reachable(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """A local evaluation downloads a Hub model from this machine: when the Hub cannot be reached
+    and the model is not cached, it would fail after its start-up, so it is refused now."""
+    m = facts.model
+    if spec.backend != "local" or m is None or m.access != "unverified" or m.cached is not False:
+        return []
+    return [
+        Finding(
+            code="model.unreachable",
+            severity="error",
+            message=f"{spec.model} cannot be downloaded here ({m.detail}) and is not in the local Hugging Face cache.",
+            fix="Evaluate when the Hub is reachable, or pass a local model directory as model.",
+        )
+    ]
+
+
 EVALUATION_CHECKS: tuple[rules.Check, ...] = (
     rules.check_model,
+    check_model_reachable,
     check_adapter,
     check_evaluation_data,
     rules.check_dependencies,

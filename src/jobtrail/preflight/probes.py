@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from jobtrail.templates import pep723
 from jobtrail.templates.render import QLORA_REQUIREMENT, scripts_dir
 from jobtrail.util.data import read_json_object
+from jobtrail.util.hub import hub_unreachable
 from jobtrail.util.refs import looks_local
 
 Access = Literal["ok", "gated", "not_found", "unverified"]
@@ -31,6 +32,8 @@ class ModelFacts(BaseModel):
     config: dict[str, Any] | None = None
     has_chat_template: bool | None = None
     module_names: list[str] | None = None  # leaf module names (q_proj, ...) from the weight names
+    adapter_of: str | None = None  # a LoRA adapter directory: its base model (the facts above are the base's)
+    cached: bool | None = None  # an unreachable Hub model: whether this machine's HF cache holds its config
 
 
 class HubIdentity(BaseModel):
@@ -46,6 +49,9 @@ class HubIdentity(BaseModel):
 def hub_identity(token: str) -> HubIdentity:
     from huggingface_hub import HfApi
 
+    unreachable = hub_unreachable()
+    if unreachable:
+        return HubIdentity(error=unreachable)
     try:
         info = HfApi(token=token).whoami(token=token)
     except Exception as exc:  # noqa: BLE001 - reported as a finding, never raised
@@ -91,6 +97,8 @@ def local_model_facts(path: Path) -> ModelFacts:
     if not path.is_dir():
         return ModelFacts(ref=ref, local=True, access="not_found", detail="no such directory")
     config = read_json_object(path / "config.json")
+    if config is None and (path / "adapter_config.json").is_file():
+        return _adapter_facts(path)
     if config is None:
         return ModelFacts(ref=ref, local=True, access="not_found", detail="no readable config.json")
     return ModelFacts(
@@ -103,11 +111,29 @@ def local_model_facts(path: Path) -> ModelFacts:
     )
 
 
+def _adapter_facts(path: Path) -> ModelFacts:
+    """A LoRA adapter directory (a job's output/final): its base model's facts, as the job loads base + adapter."""
+    base = (read_json_object(path / "adapter_config.json") or {}).get("base_model_name_or_path")
+    if not isinstance(base, str) or not base:
+        detail = "adapter_config.json names no base_model_name_or_path"
+        return ModelFacts(ref=str(path), local=True, access="not_found", detail=detail)
+    facts = local_model_facts(Path(base)) if looks_local(base) else hub_model_facts(base)
+    chat_template = _has_chat_template(path) or facts.has_chat_template  # the job saved its tokenizer beside it
+    update = {"ref": str(path), "local": True, "adapter_of": base, "has_chat_template": chat_template}
+    if facts.detail:
+        update["detail"] = f"the adapter's base model {base}: {facts.detail}"
+    return facts.model_copy(update=update)
+
+
 def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
     """Access, config and module names of a Hub model, through huggingface_hub only."""
-    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub import HfApi, hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
+    unreachable = hub_unreachable()  # one quick request: the download below retries for ~25 s
+    if unreachable:
+        cached = isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+        return ModelFacts(ref=repo_id, local=False, access="unverified", detail=unreachable, cached=cached)
     api = HfApi(token=token)
     try:
         # auth_check, not model_info: gated repos show their metadata to anyone.
@@ -122,6 +148,8 @@ def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
             ref=repo_id, local=False, access="not_found", detail="no such repo, or it is private to others"
         )
     except (HfHubHTTPError, OSError, ValueError) as exc:
+        return ModelFacts(ref=repo_id, local=False, access="unverified", detail=_one_line(exc))
+    except Exception as exc:  # noqa: BLE001 - transport errors come from whichever HTTP client huggingface_hub uses
         return ModelFacts(ref=repo_id, local=False, access="unverified", detail=_one_line(exc))
     return ModelFacts(
         ref=repo_id,
@@ -141,19 +169,17 @@ def _has_chat_template(path: Path) -> bool:
 
 
 def _hub_has_chat_template(repo_id: str, token: str | None) -> bool | None:
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, hf_hub_download
 
     try:
         files = set(HfApi(token=token).list_repo_files(repo_id))
+        if {"chat_template.jinja", "chat_template.json"} & files:
+            return True
+        if "tokenizer_config.json" not in files:
+            return False
+        config = read_json_object(Path(hf_hub_download(repo_id, "tokenizer_config.json", token=token))) or {}
     except Exception:  # noqa: BLE001 - an unknown answer is reported as None, never a crash
         return None
-    if {"chat_template.jinja", "chat_template.json"} & files:
-        return True
-    if "tokenizer_config.json" not in files:
-        return False
-    from huggingface_hub import hf_hub_download
-
-    config = read_json_object(Path(hf_hub_download(repo_id, "tokenizer_config.json", token=token))) or {}
     return bool(config.get("chat_template"))
 
 

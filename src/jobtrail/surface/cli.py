@@ -23,6 +23,7 @@ from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
 from jobtrail.surface.toolspec import ToolArea, ToolSpec, tool_spec
+from jobtrail.util.hub import one_line_error
 
 if TYPE_CHECKING:
     from jobtrail.service.facade import JobService
@@ -41,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - a person reads this: one line, never a traceback
+        print(f"error: jobtrail failed unexpectedly ({one_line_error(exc)}).", file=sys.stderr)
+        return 2
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -18,9 +18,9 @@ from jobtrail.models import Finding
 from jobtrail.preflight.dataset.files import read_file
 from jobtrail.preflight.dataset.report import finding
 from jobtrail.preflight.dataset.table import SourceError, Table
+from jobtrail.util.hub import hub_unreachable as _hub_unreachable
 from jobtrail.util.refs import DATA_EXTENSIONS, looks_local
 
-HUB_PROBE_TIMEOUT_S = 5.0
 SPLIT_KEYWORDS = {
     "train": ("train", "training"),
     "validation": ("validation", "valid", "val", "dev"),
@@ -118,16 +118,14 @@ def _no_split_finding(where: str, split: str, files: list[str]) -> Finding:
 
 def read_hub(repo_id: str, split: str, max_rows: int) -> Table:
     """Find the split's data file in a Hub dataset repo, download it, and read it like a local file."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        raise SourceError(_unverified(repo_id, "HF_HUB_OFFLINE is set"))
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
     # HF_ENDPOINT is read now, not when huggingface_hub was first imported.
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
-    unreachable = _hub_unreachable(api.endpoint)
+    unreachable = _hub_unreachable(api.endpoint)  # one quick request: the listing below retries for ~25 s
     if unreachable:
-        raise SourceError(_unverified(repo_id, f"{api.endpoint} is unreachable ({unreachable})"))
+        raise SourceError(_unverified(repo_id, unreachable))
     try:
         files = api.list_repo_files(repo_id, repo_type="dataset")
         picked = split_files(files, split)
@@ -154,21 +152,6 @@ def read_hub(repo_id: str, split: str, max_rows: int) -> Table:
     except Exception as exc:  # noqa: BLE001  transport errors come from whichever HTTP client huggingface_hub uses
         raise SourceError(_unverified(repo_id, short_error(exc))) from None
     return _one_of(read_file(Path(local), max_rows), picked, split)
-
-
-def _hub_unreachable(endpoint: str) -> str | None:
-    """Why the Hub endpoint cannot be reached (None when it answers at all).
-
-    One quick request with no retries: huggingface_hub's file listing retries a refused
-    connection for ~25 s, far too long for a preflight check that will then only say 'unverified'.
-    """
-    from huggingface_hub import get_session
-
-    try:
-        get_session().head(endpoint, timeout=HUB_PROBE_TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001  any transport failure means: not reachable from here
-        return short_error(exc)
-    return None
 
 
 def _unverified(repo_id: str, why: str) -> Finding:
