@@ -256,8 +256,16 @@ def publish(staging: Path, dest: Path) -> None:
             raise
 
 
-def check_dependencies(cache: LlamaCppCache) -> None:
-    """Everything the job will need, checked up front; one error naming all that is missing."""
+def needs_quantizer(names: list[str]) -> bool:
+    """Whether llama-quantize must be built: only for a type other than the F16 base, which the
+    converter writes alone (a build takes minutes)."""
+    return any(str(name).strip().upper() != BASE_QUANTIZATION for name in names)
+
+
+def check_dependencies(cache: LlamaCppCache, *, quantizer: bool) -> None:
+    """Everything the job will need, checked up front; one error naming all that is missing.
+
+    quantizer: llama-quantize will be needed (its build tools are checked unless it is cached)."""
     packages = {pip: package_version(pip) for module, pip in REQUIRED_MODULES.items() if importable(module)}
     missing = [pip for module, pip in REQUIRED_MODULES.items() if not importable(module)]
     problems = [f"Python packages missing: {', '.join(missing)} (pip install {' '.join(missing)})"] if missing else []
@@ -265,7 +273,7 @@ def check_dependencies(cache: LlamaCppCache) -> None:
         problems.append("pip is needed to fetch llama.cpp's sources from PyPI (python -m ensurepip)")
     tools: dict[str, str | None] = {}
     cached = cache.build_record() is not None
-    if not cached:
+    if quantizer and not cached:
         tools = {
             "cmake": find_tool("cmake"),
             "a C compiler": os.environ.get("CC") or find_tool("cc", "gcc", "clang"),
@@ -815,7 +823,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     cache = LlamaCppCache(Path(CONFIG["llama_cpp"]["cache_dir"]).expanduser().resolve(), CONFIG["llama_cpp"]["version"])
     quantizations, source, config = prepare(cache)
-    llama_cpp = llama_cpp_tools(cache)
+    llama_cpp = llama_cpp_tools(cache, build=bool(quantizations))
 
     with phase("model"):
         model_dir = merge_adapter(source, out / "merged") if source.is_adapter else source.model_dir
@@ -850,7 +858,7 @@ def prepare(cache: LlamaCppCache) -> tuple[list[str], Source, dict[str, Any] | N
     Returns the quantizations, the source, and the config.json that was checked (None when it is
     only known after merging: an adapter on a Hub base)."""
     with phase("dependencies"):
-        check_dependencies(cache)
+        check_dependencies(cache, quantizer=needs_quantizer(CONFIG["quantizations"]))
     with phase("llama_cpp"):
         fetch_sources(cache)
         facts = cache.facts
@@ -863,19 +871,20 @@ def prepare(cache: LlamaCppCache) -> tuple[list[str], Source, dict[str, Any] | N
     return quantizations, source, config
 
 
-def llama_cpp_tools(cache: LlamaCppCache) -> dict[str, Any]:
-    """llama-quantize built (or taken from the cache), and the `llama_cpp` artifact for the receipt."""
+def llama_cpp_tools(cache: LlamaCppCache, *, build: bool) -> dict[str, Any]:
+    """llama-quantize built (or taken from the cache) when `build`, and the `llama_cpp` artifact for
+    the receipt (an F16-only conversion uses the converter alone: no quantizer, no sha256)."""
     with phase("llama_cpp"):
         commit = cache.facts["llama_cpp_commit"]
-        build = build_quantize(cache, commit)
+        record = build_quantize(cache, commit) if build else {"sha256": None, "seconds": 0}
     receipt = {
         "version": cache.version,
         "commit": commit,
         "sdist_sha256": sha256_file(cache.sdist),
-        "quantize_sha256": build["sha256"],
-        "build_seconds": build["seconds"],
+        "quantize_sha256": record["sha256"],
+        "build_seconds": record["seconds"],
     }
-    emit("artifact", kind="llama_cpp", path=str(cache.quantize), **receipt)
+    emit("artifact", kind="llama_cpp", path=str(cache.quantize if build else cache.llama_dir), **receipt)
     return receipt
 
 

@@ -533,3 +533,27 @@ def test_the_job_reads_its_sources_as_the_server_reads_the_pinned_sdist() -> Non
         job.require_supported_architecture(facts, {"architectures": ["FancyNewForCausalLM"]})
     job.require_supported_architecture(facts, {"text_config": {"architectures": ["Qwen2ForCausalLM"]}})
     job.check_pre_tokenizer(facts, "mpt")  # a name llama.cpp loads, though no hash of its own names it
+
+
+def test_an_f16_only_conversion_builds_no_quantizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The F16 base comes from the converter alone: llama-quantize (minutes to build) only for other types."""
+    sys.path.insert(0, str(SCRIPTS))  # convert_gguf.py's runtime imports resolve next to it
+    try:
+        job = load_script_module("convert_gguf")
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    f16_only = conversion_config("/x/final", output_dir=tmp_path, cache_dir=tmp_path, quantizations=["F16", "f16"])
+    assert f16_only["quantizations"] == [] and not job.needs_quantizer(f16_only["quantizations"])
+    assert not job.needs_quantizer(["F16"]) and not job.needs_quantizer([" f16 "])
+    assert job.needs_quantizer(["F16", "Q8_0"]) and job.needs_quantizer(["q4_k_m"])
+
+    def no_build(*_: object) -> None:
+        raise AssertionError("llama-quantize was built for an F16-only conversion")
+
+    monkeypatch.setattr(job, "build_quantize", no_build)
+    monkeypatch.setattr(job, "emit", lambda *_, **__: None)
+    monkeypatch.setattr(job, "sha256_file", lambda _: "0" * 64)
+    cache = job.LlamaCppCache(tmp_path, LLAMA_CPP_PYTHON_VERSION)
+    monkeypatch.setattr(type(cache), "facts", property(lambda _: {"llama_cpp_commit": "abc"}))
+    receipt = job.llama_cpp_tools(cache, build=False)
+    assert receipt["quantize_sha256"] is None and receipt["build_seconds"] == 0 and receipt["commit"] == "abc"
