@@ -14,6 +14,7 @@ imported inside functions, after the environment event, so a missing one ends th
 `dependency_error` termination event rather than a bare crash.
 """
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -103,7 +104,7 @@ def train(config: dict[str, Any], method: Method) -> None:
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
-            peft_config=peft_config,
+            peft_config=None if hasattr(model, "peft_config") else peft_config,  # an adapter trains on as it is
             callbacks=[callback],
             **trainer_inputs,
         )
@@ -342,10 +343,18 @@ def load_model(config: dict[str, Any], args: Any, *, reward_head: bool = False) 
     init_kwargs.setdefault("dtype", torch.bfloat16 if (args.bf16 and adapter) else torch.float32)
     if peft_method == "qlora":
         init_kwargs.setdefault("quantization_config", four_bit_config(args))
+    # A LoRA adapter directory (a job's output/final, or a checkpoint): its base, with the adapter trainable.
+    adapter_file = Path(config["model"]) / "adapter_config.json"
+    adapter = json.loads(adapter_file.read_text()) if adapter_file.is_file() else {}
+    base = adapter.get("base_model_name_or_path") or config["model"]
     if reward_head:
-        model = AutoModelForSequenceClassification.from_pretrained(config["model"], num_labels=1, **init_kwargs)
+        model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, **init_kwargs)
     else:
-        model = AutoModelForCausalLM.from_pretrained(config["model"], **init_kwargs)
+        model = AutoModelForCausalLM.from_pretrained(base, **init_kwargs)
+    if adapter_file.is_file():
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, config["model"], is_trainable=True)
     tokenizer = AutoTokenizer.from_pretrained(config["model"], revision=init_kwargs.get("revision"))
     return model, tokenizer
 
