@@ -94,6 +94,10 @@ class JobSpec(BaseModel):
     reward_file: str | None = None
     reward_function: str | None = None
     eval_dataset: str | None = None  # evaluated with the base model before and the final model after
+    # Train further: a finished job's final model (or one of its committed checkpoints' weights) becomes
+    # `model`, with a fresh schedule; the job id stays here for the receipt.
+    init_from: str | None = None
+    init_checkpoint: str | None = None  # "checkpoint-200" or "200"
 
 
 class Placement(BaseModel):

@@ -140,3 +140,25 @@ def test_a_longer_timeout_after_two_timeouts_that_made_progress_is_not_a_storm(s
     longer = service.retry(job_id, {"timeout": "5m"})
     assert longer.retried and longer.attempt == 3, longer
     service.cancel(job_id)
+
+
+def test_a_finished_job_is_trained_further_from_its_adapter(service, tiny_model, chat_dataset):
+    first = service.submit(_spec(tiny_model, chat_dataset, max_steps=4)).job_id
+    done = wait_until_terminal(lambda: service.inspect(first), 180, "the first job")
+    assert done.status == "succeeded", done.termination_message
+    final = Path(done.attempts[0].output_dir) / "final"
+    assert (final / "adapter_config.json").is_file()
+    assert service.submit(_spec(final, chat_dataset), dry_run=True).status == "dry_run"  # the adapter is a model
+    checkpoint = _spec(tiny_model, chat_dataset).model_copy(update={"init_from": first, "init_checkpoint": "4"})
+    planned = service.submit(checkpoint, dry_run=True)
+    assert planned.status == "dry_run", planned.findings
+    with pytest.raises(InvalidRequestError) as info:
+        service.submit(checkpoint.model_copy(update={"init_checkpoint": "checkpoint-999"}), dry_run=True)
+    assert "checkpoint-4" in str(info.value.fix)
+    further = _spec(tiny_model, chat_dataset, max_steps=2).model_copy(update={"init_from": first})
+    second = service.submit(further).job_id
+    result = wait_until_terminal(lambda: service.inspect(second), 180, "the second job")
+    assert result.status == "succeeded", result.termination_message
+    assert result.progress.step == 2 and not result.attempts[0].resumed_from  # a fresh schedule
+    assert result.progress.first_loss < done.progress.first_loss  # ... from the trained adapter, not a new one
+    assert result.model == str(final) and result.init_from == first  # the receipt says where it started

@@ -87,7 +87,9 @@ def decide(
         return Decision(False, "The latest attempt has not ended yet.", "Wait for it, or cancel it first.")
     if reason is R.SUCCEEDED:
         return Decision(
-            False, "The job already succeeded; there is nothing to retry.", "Submit a new job to train further."
+            False,
+            "The job already succeeded; there is nothing to retry.",
+            "submit(..., init_from=job_id) trains it further as a new job.",
         )
     if reason is R.CANCELLED:
         if automatic:

@@ -47,7 +47,7 @@ class Runs:
     ) -> SubmitResult:
         self.context.backend(spec.backend)
         secrets.validate(spec.secrets)
-        spec = _normalise(spec)
+        spec = self._start_from(_normalise(spec))
         run_id = new_run_id()
         plan = preflight.plan(spec, plan_env(self.context, run_id))
         blocked = bool(checks.blocking(plan.findings))
@@ -103,6 +103,47 @@ class Runs:
             output_dir=plan.config["output_dir"],
             **base,
         )
+
+    def _start_from(self, spec: JobSpec) -> JobSpec:
+        """submit(init_from=job_id): that job's final model, or a committed checkpoint's weights (not its
+        optimizer state), becomes the model; the new run has its own fresh schedule."""
+        if spec.init_from is None:
+            if spec.init_checkpoint is not None:
+                raise InvalidRequestError(
+                    "init_checkpoint names a checkpoint of init_from.", fix="Pass init_from=<job_id>."
+                )
+            return spec
+        source = self.context.run(spec.init_from)
+        if spec.model != source.spec.model:
+            raise InvalidRequestError(
+                f"Job {source.run_id} trained {source.spec.model}, not {spec.model}.",
+                fix=f"Pass model={source.spec.model!r} with init_from={source.run_id!r}.",
+            )
+        if spec.init_checkpoint is None:
+            latest = self.context.latest(source.run_id)
+            if latest.termination_reason is not TerminationReason.SUCCEEDED:
+                raise InvalidRequestError(
+                    f"Job {source.run_id} has no final model ({latest.status.value}).",
+                    fix="Wait for it to succeed, or pass init_checkpoint=<one of its committed checkpoints>.",
+                )
+            path = Path(latest.config["output_dir"]) / "final"
+        else:
+            committed = {Path(c.path).name: Path(c.path) for c in self.ledger.committed_checkpoints(source.run_id)}
+            wanted = str(spec.init_checkpoint)
+            name = wanted if wanted.startswith("checkpoint-") else f"checkpoint-{wanted}"
+            if name not in committed or not committed[name].is_dir():
+                kept = sorted(n for n, c in committed.items() if n.startswith("checkpoint-") and c.is_dir())
+                raise InvalidRequestError(
+                    f"Job {source.run_id} has no committed {name} on this machine.",
+                    fix=f"Pass init_checkpoint as one of {kept}." if kept else "Start from its final model instead.",
+                )
+            path = committed[name]
+        if not path.is_dir():
+            raise InvalidRequestError(
+                f"Job {source.run_id}'s model is not on this machine ({path}).",
+                fix="Pass the Hub repo it pushed to as model= instead.",
+            )
+        return spec.model_copy(update={"model": str(path)})
 
     def _keep_dry_run(self, script: str, sha256: str) -> str | None:
         """A dry run's script goes to a file named by its sha256, so the agent can read it without the tokens."""

@@ -117,6 +117,19 @@ RewardFile = Annotated[
 RewardFunction = Annotated[
     str | None, Field(description="GRPO: the function's name in reward_file, taking (prompts, completions, **kwargs).")
 ]
+InitFrom = Annotated[
+    str | None,
+    Field(
+        description="Train further: a finished job's id; the new run starts from its final model (a LoRA adapter: "
+        "base + adapter) with a fresh schedule. `model` stays that job's model."
+    ),
+]
+InitCheckpoint = Annotated[
+    str | None,
+    Field(
+        description="With init_from: start from this committed checkpoint's weights instead (checkpoint-200 or 200)."
+    ),
+]
 
 # --- where and how it runs ------------------------------------------------------------
 

@@ -34,6 +34,8 @@ class JobTools(ToolArea):
         eval_dataset: p.EvalDataset = None,
         reward_file: p.RewardFile = None,
         reward_function: p.RewardFunction = None,
+        init_from: p.InitFrom = None,
+        init_checkpoint: p.InitCheckpoint = None,
         secrets: p.Secrets = None,
         max_retries: p.MaxRetries = p.DEFAULT_MAX_RETRIES,
         include_script: p.IncludeScript = False,
@@ -52,6 +54,8 @@ class JobTools(ToolArea):
             reward_file=reward_file,
             reward_function=reward_function,
             eval_dataset=eval_dataset,
+            init_from=init_from,
+            init_checkpoint=init_checkpoint,
         )
         return self.service.submit(
             spec, dry_run=dry_run, force=force, max_retries=max_retries, include_script=include_script
