@@ -48,7 +48,7 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     assert job.spec["labels"]["jobtrail-run"] == submitted.job_id
     assert job.spec["labels"]["jobtrail-config-sha256"] == attempt.config_sha256
     calibrated = remote.estimate_cost(
-        "alice/tiny", num_examples=12, avg_tokens=20, max_length=64, per_device_batch_size=2, flavor="cpu-basic"
+        "alice/tiny", num_examples=12, avg_tokens=20, max_length=64, per_device_train_batch_size=2, flavor="cpu-basic"
     )
     assert calibrated.calibrated, "a finished attempt's measurement should replace the model's guess"
     files = set(hub.repo_files("alice/tiny-sft"))

@@ -71,6 +71,9 @@ def test_every_tool_argument_has_a_flag_with_the_tools_default_and_choices(tmp_p
             if prop.get("type") == "boolean":
                 flag = ("--no-" if prop["default"] else "--") + name.replace("_", "-")
                 assert action.option_strings == [flag], where
+            elif {"type": "boolean"} in prop.get("anyOf", []):  # an optional bool: either way, or left out
+                flag = name.replace("_", "-")
+                assert action.option_strings == [f"--{flag}", f"--no-{flag}"], where
             else:
                 assert action.option_strings == ["--" + name.replace("_", "-")], where
             choices = _choices(prop)

@@ -4,6 +4,7 @@ data statistics, calibration measurements), run the pure models, pick a flavor."
 from __future__ import annotations
 
 import difflib
+import math
 import random
 import statistics
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ from jobtrail.estimate.memory import (
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
 from jobtrail.methods import METHODS
-from jobtrail.methods.registry import method_spec
+from jobtrail.methods.hyperparameters import PEFT_DEFAULTS
+from jobtrail.methods.registry import TRL_DEFAULTS, method_spec
 from jobtrail.util.timefmt import human_duration
 
 if TYPE_CHECKING:
@@ -45,6 +47,15 @@ if TYPE_CHECKING:
 
 PEFTS: tuple[str, ...] = ("lora", "qlora", "none")
 MAX_OPTIONS = 5
+# What TRL's configs use when jobtrail sets nothing: SFTConfig turns gradient checkpointing on, and
+# the Trainer's AdamW keeps two fp32 moments. A method without max_length (GRPO) is sized at this.
+TRL_FALLBACKS: dict[str, Any] = {"gradient_checkpointing": True, "optim": "adamw", "max_length": 1024}
+
+
+def submit_defaults(method: str) -> dict[str, Any]:
+    """The hyperparameters a job submitted without them runs with: the method registry's merge,
+    the same tables templates.defaults.effective() reads (estimate sits beside templates)."""
+    return {**TRL_FALLBACKS, **TRL_DEFAULTS, **method_spec(method).defaults, **PEFT_DEFAULTS}
 
 
 def hardware_report(api: Any = None) -> HardwareResult:
@@ -61,15 +72,22 @@ class _Request:
     peft: Peft
     optimizer: str
     max_length: int
-    per_device_batch_size: int
+    per_device_train_batch_size: int
     gradient_accumulation_steps: int
-    epochs: int
+    num_train_epochs: float
+    max_steps: int | None
     gradient_checkpointing: bool
     lora_r: int
 
     def __post_init__(self) -> None:
-        for name in ("max_length", "per_device_batch_size", "gradient_accumulation_steps", "epochs", "lora_r"):
+        for name in ("max_length", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r"):
             _positive(name, getattr(self, name), optional=False, integer=True)
+        _positive("num_train_epochs", self.num_train_epochs, optional=False, integer=False)
+        _positive("max_steps", self.max_steps, optional=True, integer=True)
+
+    @property
+    def epochs(self) -> int:
+        return 1 if self.max_steps else math.ceil(self.num_train_epochs)
 
 
 @dataclass(frozen=True)
@@ -80,8 +98,8 @@ class _Verdict:
     device: Device
     memory: MemoryBreakdown
     usable_gb: float
-    time: TimeEstimate
-    cost_usd: float
+    time: TimeEstimate | None  # None: the data's size is unknown
+    cost_usd: float | None
     measurement: calib.Measurement | None
     measured_memory: bool
 
@@ -93,18 +111,19 @@ class _Verdict:
 def estimate_cost(
     model: str,
     method: str = "sft",
-    peft: str = "lora",
+    peft: str | None = None,
     dataset: str | None = None,
     num_examples: int | None = None,
     avg_tokens: float | None = None,
-    max_length: int = 1024,
-    per_device_batch_size: int = 1,
-    gradient_accumulation_steps: int = 1,
-    epochs: int = 1,
-    gradient_checkpointing: bool = True,
+    max_length: int | None = None,
+    per_device_train_batch_size: int | None = None,
+    gradient_accumulation_steps: int | None = None,
+    num_train_epochs: float | None = None,
+    max_steps: int | None = None,
+    gradient_checkpointing: bool | None = None,
     flavor: str | Flavor | None = None,
-    lora_r: int = 16,
-    optimizer: str = "adamw",
+    lora_r: int | None = None,
+    optim: str | None = None,
     *,
     config: dict[str, Any] | None = None,
     calibration: Ledger | None = None,
@@ -112,21 +131,37 @@ def estimate_cost(
 ) -> EstimateResult:
     """Memory, time and money of a fine-tuning job before any GPU is rented.
 
+    The hyperparameters are submit's, by the same names; one left out (None) is the value submit
+    would use for `method`. Without a data size (dataset, num_examples and avg_tokens, or max_steps)
+    memory and fits are answered and time and cost are None, with the reason.
     `model` is a Hub id or a local directory with config.json (or pass `config` directly);
     `flavor` a catalog name, or a Flavor describing another machine (e.g. this host, with a
     measured peak_tflops), which is then the only candidate. `calibration` is the ledger whose
     measurements replace the model where they exist; `api` an HfApi for live prices.
     """
+    method = _choice("method", method, METHODS)
+    given = {
+        "peft": peft,
+        "max_length": max_length,
+        "per_device_train_batch_size": per_device_train_batch_size,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "num_train_epochs": num_train_epochs,
+        "gradient_checkpointing": gradient_checkpointing,
+        "lora_r": lora_r,
+        "optim": optim,
+    }
+    values = {**submit_defaults(method), **{k: v for k, v in given.items() if v is not None}}
     request = _Request(
-        method=_choice("method", method, METHODS),
-        peft=cast(Peft, _choice("peft", peft, PEFTS)),
-        optimizer=_optimizer(optimizer),
-        max_length=max_length,
-        per_device_batch_size=per_device_batch_size,
-        gradient_accumulation_steps=gradient_accumulation_steps,
-        epochs=epochs,
-        gradient_checkpointing=bool(gradient_checkpointing),
-        lora_r=lora_r,
+        method=method,
+        peft=cast(Peft, _choice("peft", values["peft"], PEFTS)),
+        optimizer=_optimizer(values["optim"]),
+        max_length=values["max_length"],
+        per_device_train_batch_size=values["per_device_train_batch_size"],
+        gradient_accumulation_steps=values["gradient_accumulation_steps"],
+        num_train_epochs=values["num_train_epochs"],
+        max_steps=max_steps if max_steps is not None and max_steps != -1 else None,
+        gradient_checkpointing=bool(values["gradient_checkpointing"]),
+        lora_r=values["lora_r"],
     )
     _positive("num_examples", num_examples, optional=True, integer=True)
     _positive("avg_tokens", avg_tokens, optional=True, integer=False)
@@ -152,7 +187,8 @@ def estimate_cost(
     choices = _ranked(verdicts)
     recommended = choices[0] if choices else None
     target = _target(verdicts, target_name, recommended)
-    timeout_s = recommended_timeout_s(target.time.hours)
+    t = target.time
+    timeout_s = recommended_timeout_s(t.hours) if t else None
     return EstimateResult(
         model=model,
         architecture=shape.architecture,
@@ -166,14 +202,15 @@ def estimate_cost(
         usable_gb=round(target.usable_gb, 2),
         fits={v.flavor.name: v.fits for v in verdicts},
         recommended_flavor=recommended.flavor.name if recommended else None,
-        tokens=target.time.tokens,
-        steps=target.time.steps,
-        step_time_s=round(target.time.step_time_s, 4),
-        tokens_per_second=round(target.time.tokens_per_second, 2),
-        hours=round(target.time.hours, 4),
+        tokens=t.tokens if t else None,
+        steps=t.steps if t else None,
+        step_time_s=round(t.step_time_s, 4) if t else None,
+        tokens_per_second=round(t.tokens_per_second, 2) if t else None,
+        hours=round(t.hours, 4) if t else None,
         cost_usd=target.cost_usd,
-        recommended_timeout=f"{timeout_s // 3600}h",
+        recommended_timeout=f"{timeout_s // 3600}h" if timeout_s else None,
         recommended_timeout_s=timeout_s,
+        time_unknown=None if work else data_note,
         calibrated=target.measurement is not None,
         catalog_source=source,
         options=[_option(v) for v in choices[:MAX_OPTIONS]],
@@ -184,7 +221,7 @@ def estimate_cost(
 
 def _optimizer(name: str) -> str:
     normal = OPTIMIZER_ALIASES.get(str(name).lower(), str(name).lower())
-    _choice("optimizer", normal, tuple(OPTIMIZER_BYTES))
+    _choice("optim", normal, tuple(OPTIMIZER_BYTES))
     return normal
 
 
@@ -215,34 +252,42 @@ def _positive(name: str, value: Any, *, optional: bool, integer: bool) -> None:
 
 def _workload(
     dataset: str | None, num_examples: int | None, avg_tokens: float | None, request: _Request
-) -> tuple[Workload, int, str]:
-    """(workload, sequence length for the memory peak, where the numbers came from).
-
-    Explicit num_examples / avg_tokens win over the dataset's own statistics."""
+) -> tuple[Workload | None, int, str]:
+    """(workload, sequence length for the memory peak, where the numbers came from, or why the
+    size is unknown). max_steps fixes the rows trained on; explicit num_examples / avg_tokens win
+    over the dataset's own statistics. No workload when the size is unknown: memory still is."""
     stats = dataset_stats(dataset) if dataset else None
-    if stats is None and (num_examples is None or avg_tokens is None):
-        where = f"{dataset!r} is not a local .jsonl file, so " if dataset else ""
-        raise InvalidRequestError(
-            f"The data's size is unknown: {where}num_examples and avg_tokens are needed.",
-            fix="Pass dataset=<local .jsonl>, or num_examples=... and avg_tokens=... (validate_dataset reports both).",
-        )
     if stats is not None and stats.rows == 0:
         raise InvalidRequestError(f"{dataset!r} has no rows.", fix="Pass a dataset with at least one row.")
-    rows = num_examples or (stats.rows if stats else 0)
-    if avg_tokens is None and stats is not None:
-        real, padded, memory_seq = _lengths(stats, request.max_length, request.per_device_batch_size)
-        note = f"{stats.rows:,} rows, {real:.0f} tokens per row after truncation ({stats.source})"
+    batch, accumulation = request.per_device_train_batch_size, request.gradient_accumulation_steps
+    if request.max_steps:
+        rows = request.max_steps * batch * accumulation
     else:
-        real = padded = min(float(avg_tokens or 0), request.max_length)
+        rows = num_examples or (stats.rows if stats else 0)
+    if avg_tokens is None and stats is not None:
+        real, padded, memory_seq = _lengths(stats, request.max_length, batch)
+        note = f"{rows:,} rows, {real:.0f} tokens per row after truncation ({stats.source})"
+    elif avg_tokens is not None or request.max_steps:
+        real = padded = min(float(avg_tokens or request.max_length), request.max_length)
         memory_seq = request.max_length  # the longest row is unknown: a batch may reach max_length
-        note = f"{rows:,} rows × {real:.0f} tokens as given (padding not counted)"
+        given = "as given" if avg_tokens is not None else "(max_length: the rows' lengths are unknown)"
+        note = f"{rows:,} rows × {real:.0f} tokens {given} (padding not counted)"
+    else:
+        rows = 0
+    if not rows:
+        where = f"{dataset!r} is not a local .jsonl file, so " if dataset and stats is None else ""
+        why = (
+            f"the data's size is unknown: {where}time and cost need dataset=<local .jsonl>, "
+            "num_examples and avg_tokens, or max_steps"
+        )
+        return None, request.max_length, why
     work = Workload(
         examples=rows,
         epochs=request.epochs,
         seq_len=padded,
         real_tokens_per_example=real,
-        batch=request.per_device_batch_size,
-        gradient_accumulation_steps=request.gradient_accumulation_steps,
+        batch=batch,
+        gradient_accumulation_steps=accumulation,
     )
     return work, memory_seq, note
 
@@ -301,7 +346,7 @@ def _measurement(ledger: Ledger | None, shape: ModelShape, request: _Request, fl
 def _judge(
     shape: ModelShape,
     request: _Request,
-    work: Workload,
+    work: Workload | None,
     memory_seq: int,
     trainable: int,
     flavor: Flavor,
@@ -317,7 +362,7 @@ def _judge(
         trainable_params=trainable,
         optimizer=request.optimizer,
         seq_len=memory_seq,
-        batch=request.per_device_batch_size,
+        batch=request.per_device_train_batch_size,
         gradient_checkpointing=request.gradient_checkpointing,
     )
     measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
@@ -325,18 +370,22 @@ def _judge(
         # A GPU's max_memory_allocated leaves out the CUDA context; a CPU's ru_maxrss has it all.
         context = 0.0 if device == "cpu" else CUDA_CONTEXT_GB
         memory = memory.model_copy(update={"total_gb": round(measured_peak / GB + context, 3)})
-    time = estimate_time(
-        shape,
-        work,
-        device=device,
-        peft=request.peft,
-        method=request.method,
-        gradient_checkpointing=request.gradient_checkpointing,
-        lora_trainable=trainable if request.peft != "none" else 0,
-        peak_tflops=flavor.peak_tflops,
-        gpu_count=flavor.gpu_count,
-        remote=remote,
-        measured_tokens_per_second=measurement.tokens_per_second if measurement else None,
+    time = (
+        None
+        if work is None
+        else estimate_time(
+            shape,
+            work,
+            device=device,
+            peft=request.peft,
+            method=request.method,
+            gradient_checkpointing=request.gradient_checkpointing,
+            lora_trainable=trainable if request.peft != "none" else 0,
+            peak_tflops=flavor.peak_tflops,
+            gpu_count=flavor.gpu_count,
+            remote=remote,
+            measured_tokens_per_second=measurement.tokens_per_second if measurement else None,
+        )
     )
     device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
     return _Verdict(
@@ -345,14 +394,14 @@ def _judge(
         memory=memory,
         usable_gb=device_gb * HEADROOM,
         time=time,
-        cost_usd=cost_usd(time.hours, flavor.price_per_hour),
+        cost_usd=cost_usd(time.hours, flavor.price_per_hour) if time else None,
         measurement=measurement,
         measured_memory=measured_peak is not None,
     )
 
 
 def _same_shape(m: calib.Measurement, request: _Request) -> bool:
-    return m.max_length == request.max_length and m.batch == request.per_device_batch_size
+    return m.max_length == request.max_length and m.batch == request.per_device_train_batch_size
 
 
 def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
@@ -360,7 +409,10 @@ def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
     nobody should fine-tune a language model on cpu-basic because it costs cents an hour."""
     gpus = [v for v in verdicts if v.flavor.gpu_count]
     pool = gpus if gpus else verdicts
-    return sorted((v for v in pool if v.fits), key=lambda v: (v.cost_usd, v.flavor.price_per_hour, v.time.hours))
+    return sorted(
+        (v for v in pool if v.fits),
+        key=lambda v: (v.cost_usd or 0.0, v.flavor.price_per_hour, v.time.hours if v.time else 0.0),
+    )
 
 
 def _target(verdicts: list[_Verdict], name: str | None, recommended: _Verdict | None) -> _Verdict:
@@ -378,10 +430,10 @@ def _option(v: _Verdict) -> FlavorOption:
         fits=v.fits,
         total_gb=v.memory.total_gb,
         usable_gb=round(v.usable_gb, 2),
-        hours=round(v.time.hours, 4),
+        hours=round(v.time.hours, 4) if v.time else None,
         cost_usd=v.cost_usd,
         calibrated=v.measurement is not None,
-        timeout=f"{recommended_timeout_s(v.time.hours) // 3600}h",
+        timeout=f"{recommended_timeout_s(v.time.hours) // 3600}h" if v.time else None,
     )
 
 
@@ -404,13 +456,13 @@ def _notes(target: _Verdict, shape: ModelShape, request: _Request, catalog_note:
 def _shrink_options(request: _Request) -> list[str]:
     """The changes that lower this job's memory, as arguments to pass back."""
     options = {"none": ['peft="lora"', 'peft="qlora"'], "lora": ['peft="qlora"'], "qlora": []}[request.peft]
-    if request.per_device_batch_size > 1:
-        accumulation = request.per_device_batch_size * request.gradient_accumulation_steps
-        options.append(f"per_device_batch_size=1 with gradient_accumulation_steps={accumulation}")
+    if request.per_device_train_batch_size > 1:
+        accumulation = request.per_device_train_batch_size * request.gradient_accumulation_steps
+        options.append(f"per_device_train_batch_size=1 with gradient_accumulation_steps={accumulation}")
     if not request.gradient_checkpointing:
         options.append("gradient_checkpointing=True")
     if request.optimizer == "adamw" and request.peft == "none":
-        options.append('optimizer="adamw_8bit"')
+        options.append('optim="adamw_8bit"')
     options.append(f"max_length={request.max_length // 2}")
     return options
 
@@ -445,24 +497,26 @@ def _assumptions(
     terms += [f"{rule.why} {2 * rule.extra_forwards}N"] if rule.extra_forwards else []
     assumptions: dict[str, Any] = {
         "throughput": throughput,
-        "flops_per_token": f"{t.flops_per_token:.3g} ({' + '.join(terms)}, N={shape.matmul_params:,})",
         "data": data_note,
-        "memory_sequence": f"{request.per_device_batch_size} × {memory_seq} tokens per micro-batch",
+        "memory_sequence": f"{request.per_device_train_batch_size} × {memory_seq} tokens per micro-batch",
         "precision": _precision(target.device, request.peft),
         "optimizer": f"{request.optimizer} ({OPTIMIZER_BYTES[request.optimizer]:g} bytes per trainable parameter)",
         "gradient_checkpointing": request.gradient_checkpointing,
         "headroom": f"{1 - HEADROOM:.0%} of device memory kept free",
     }
+    if t is not None:
+        flops = f"{t.flops_per_token:.3g} ({' + '.join(terms)}, N={shape.matmul_params:,})"
+        assumptions["flops_per_token"] = flops
     if request.peft != "none":
         assumptions["lora"] = f"r={request.lora_r} on every decoder Linear (all-linear), dropout > 0"
-    if rule.completion_tokens:
+    if rule.completion_tokens and t is not None:
         assumptions["generation"] = (
             f"{t.generated_tokens:,} tokens generated ({rule.sequences} completions × "
             f"{rule.completion_tokens} tokens per prompt, jobtrail's defaults)"
         )
     if rule.sequences > 1 and not rule.completion_tokens:
         assumptions["sequences"] = f"{rule.sequences} sequences trained per row (chosen and rejected)"
-    if t.startup_s:
+    if t is not None and t.startup_s:
         assumptions["startup"] = f"{human_duration(t.startup_s)} for container, install, weights download (and upload)"
     if target.measured_memory and target.measurement is not None:
         attempt = target.measurement.attempt_id

@@ -50,9 +50,9 @@ class FlavorOption(BaseModel):
     fits: bool
     total_gb: float = Field(description="Peak memory per device on this flavor.")
     usable_gb: float = Field(description="Memory per device after headroom.")
-    hours: float = Field(description="Wall time on this flavor, start-up and upload included.")
-    cost_usd: float = Field(description="The hours at the flavor's price, billed by the minute.")
-    timeout: str = Field(description='The timeout to submit with on this flavor, e.g. "3h".')
+    hours: float | None = Field(description="Wall time on this flavor, start-up and upload included.")
+    cost_usd: float | None = Field(description="The hours at the flavor's price, billed by the minute.")
+    timeout: str | None = Field(description='The timeout to submit with on this flavor, e.g. "3h".')
     calibrated: bool = Field(description="True when earlier attempts on this flavor measured the speed.")
 
 
@@ -69,14 +69,16 @@ class EstimateResult(BaseModel):
     usable_gb: float = Field(description="The flavor's memory per device after headroom.")
     fits: dict[str, bool] = Field(description="Flavor name → whether the job fits it, with headroom.")
     recommended_flavor: str | None = Field(description="The cheapest GPU flavor that fits (lowest total cost).")
-    tokens: int = Field(description="Tokens trained on, all epochs (non-padding).")
-    steps: int = Field(description="Optimizer steps.")
-    step_time_s: float
-    tokens_per_second: float
-    hours: float = Field(description="Wall time, start-up and upload included.")
-    cost_usd: float
-    recommended_timeout: str = Field(description='Whole hours, e.g. "3h": ≥ 1.3 × hours, never below 1h.')
-    recommended_timeout_s: int
+    # Time and cost need the data's size; without it they are None and time_unknown says why.
+    tokens: int | None = Field(description="Tokens trained on, all epochs (non-padding).")
+    steps: int | None = Field(description="Optimizer steps.")
+    step_time_s: float | None
+    tokens_per_second: float | None
+    hours: float | None = Field(description="Wall time, start-up and upload included.")
+    cost_usd: float | None
+    recommended_timeout: str | None = Field(description='Whole hours, e.g. "3h": ≥ 1.3 × hours, never below 1h.')
+    recommended_timeout_s: int | None
+    time_unknown: str | None = Field(None, description="Why time and cost are None (the data's size is unknown).")
     calibrated: bool = Field(description="True when measurements of earlier attempts replaced the model.")
     catalog_source: Literal["live", "bundled", "given"]
     options: list[FlavorOption] = Field(description="The cheapest flavors that fit, cheapest first (at most 5).")
@@ -85,11 +87,15 @@ class EstimateResult(BaseModel):
 
     def to_markdown(self) -> str:
         lines = [self._verdict()]
-        lines.append(
-            f"{self.model}: {self.architecture}, {_billions(self.params)} params, "
-            f"{_billions(self.trainable_params)} trainable ({self.method}, peft={self.peft}); "
+        size = (
             f"{self.tokens:,} tokens in {self.steps:,} steps of ~{self.step_time_s:.2f}s"
             + (" (calibrated from earlier attempts)." if self.calibrated else ".")
+            if self.tokens is not None and self.steps is not None and self.step_time_s is not None
+            else f"no time or cost: {self.time_unknown}."
+        )
+        lines.append(
+            f"{self.model}: {self.architecture}, {_billions(self.params)} params, "
+            f"{_billions(self.trainable_params)} trainable ({self.method}, peft={self.peft}); {size}"
         )
         lines += ["", f"| memory on {self.flavor} | GB |", "|---|---|"]
         lines += [f"| {label} | {getattr(self.memory, key):.2f} |" for key, label in _MEMORY_ROWS]
@@ -97,19 +103,22 @@ class EstimateResult(BaseModel):
         if self.options:
             lines += ["", "| flavor that fits | GB | time | cost |", "|---|---|---|---|"]
             lines += [
-                f"| {o.flavor} | {o.total_gb:.1f} | ~{human_duration(o.hours * 3600)} | ~${o.cost_usd:.2f} |"
-                for o in self.options
+                f"| {o.flavor} | {o.total_gb:.1f} | {_time(o.hours)} | {_usd(o.cost_usd)} |" for o in self.options
             ]
         lines += [f"! {note}" for note in self.notes]
         lines += ["", "Assumptions: " + "; ".join(f"{k}: {v}" for k, v in self.assumptions.items()) + "."]
         if self.fits.get(self.flavor):
-            lines.append(f'\nNext: submit with flavor="{self.flavor}", timeout="{self.recommended_timeout}".')
+            lines.append(f"\nNext: submit with {_submit_args(self.flavor, self.recommended_timeout)}.")
         elif self.options:
-            lines.append(f'\nNext: submit with flavor="{self.options[0].flavor}", timeout="{self.options[0].timeout}".')
+            lines.append(f"\nNext: submit with {_submit_args(self.options[0].flavor, self.options[0].timeout)}.")
         return "\n".join(lines)
 
     def _verdict(self) -> str:
-        cost = f"~{human_duration(self.hours * 3600)}, ~${self.cost_usd:.2f}; timeout {self.recommended_timeout}"
+        cost = (
+            f"{_time(self.hours)}, {_usd(self.cost_usd)}; timeout {self.recommended_timeout}"
+            if self.hours is not None
+            else "time and cost unknown without the data's size"
+        )
         need = f"{self.memory.total_gb:.1f} GB needed"
         if self.fits.get(self.flavor):
             return f"Fits {self.flavor} ({self.flavor_label}): {need}; {cost}"
@@ -117,9 +126,21 @@ class EstimateResult(BaseModel):
             best = self.options[0]
             return (
                 f"Does not fit {self.flavor} ({self.flavor_label}): {need}, {self.usable_gb:.1f} GB usable. "
-                f"Cheapest that fits: {best.flavor} (~{human_duration(best.hours * 3600)}, ~${best.cost_usd:.2f})."
+                f"Cheapest that fits: {best.flavor} ({_time(best.hours)}, {_usd(best.cost_usd)})."
             )
         return f"Fits no flavor: {need} per device, {self.usable_gb:.1f} GB usable on the roomiest ({self.flavor})."
+
+
+def _time(hours: float | None) -> str:
+    return f"~{human_duration(hours * 3600)}" if hours is not None else "?"
+
+
+def _usd(cost: float | None) -> str:
+    return f"~${cost:.2f}" if cost is not None else "?"
+
+
+def _submit_args(flavor: str, timeout: str | None) -> str:
+    return f'flavor="{flavor}"' + (f', timeout="{timeout}"' if timeout else "")
 
 
 def _billions(n: int) -> str:

@@ -2,9 +2,9 @@
 
 `--dataset-mapping` is the tool's `dataset_mapping`; a Literal gives the choices; a bool that
 defaults to False is a switch (`--force`), one that defaults to True is turned off with
-`--no-...`; a list takes several values; a dict is read as a JSON object. Every value is
-validated with the tool's own annotation (ranges included), so the CLI refuses what the tool
-would refuse, in argparse's words (exit status 2).
+`--no-...`, one that defaults to None takes either; a list takes several values; a dict is read
+as a JSON object. Every value is validated with the tool's own annotation (ranges included), so
+the CLI refuses what the tool would refuse, in argparse's words (exit status 2).
 """
 
 from __future__ import annotations
@@ -76,7 +76,9 @@ def add_argument(parser: Any, parameter: inspect.Parameter, *, positional: bool 
     flag = "--" + name.replace("_", "-")
     help_text = _help(info.description, default)
     if info.base is bool:
-        if default is True:
+        if default is None:  # undecided unless asked: --flag or --no-flag
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif default is True:
             parser.add_argument("--no-" + flag[2:], dest=name, action="store_false", help=help_text)
         else:
             parser.add_argument(flag, dest=name, action="store_true", help=help_text)

@@ -202,18 +202,27 @@ TokenizerModel = Annotated[
     str | None, Field(description="Local model directory: measure token lengths with its tokenizer.")
 ]
 LengthLimit = Annotated[int | None, Field(ge=1, description="Count rows longer than this many tokens.")]
-PeftKind = Annotated[Peft, Field(description="'qlora' = 4-bit base; 'none' = full fine-tuning.")]
+# estimate_cost's hyperparameters are submit's, by the same names; one left out is what submit would use.
+_SUBMITS = " (default: what submit uses for the method)"
+PeftKind = Annotated[Peft | None, Field(description="'qlora' = 4-bit base; 'none' = full fine-tuning" + _SUBMITS)]
 StatsDataset = Annotated[str | None, Field(description="Local .jsonl file to take rows and lengths from.")]
 NumExamples = Annotated[int | None, Field(ge=1, description="Rows, when no dataset is given.")]
 AvgTokens = Annotated[float | None, Field(gt=0, description="Mean tokens per row, when no dataset is given.")]
-MaxLength = Annotated[int, Field(ge=1, description="Longest sequence in tokens (TRL max_length).")]
-BatchSize = Annotated[int, Field(ge=1, description="Rows per device per forward pass.")]
-GradientAccumulation = Annotated[int, Field(ge=1, description="Forward passes per optimizer step.")]
-Epochs = Annotated[int, Field(ge=1, description="Passes over the dataset.")]
-GradientCheckpointing = Annotated[bool, Field(description="Recompute activations in backward to save memory.")]
+MaxLength = Annotated[int | None, Field(ge=1, description="Longest sequence in tokens (TRL max_length)" + _SUBMITS)]
+BatchSize = Annotated[int | None, Field(ge=1, description="Rows per device per forward pass" + _SUBMITS)]
+GradientAccumulation = Annotated[int | None, Field(ge=1, description="Forward passes per optimizer step" + _SUBMITS)]
+Epochs = Annotated[float | None, Field(gt=0, description="Passes over the dataset" + _SUBMITS)]
+MaxSteps = Annotated[
+    int | None, Field(ge=1, description="Optimizer steps; fixes the rows trained on, so no data size is needed.")
+]
+GradientCheckpointing = Annotated[
+    bool | None, Field(description="Recompute activations in backward to save memory" + _SUBMITS)
+]
 EstimateFlavor = Annotated[str | None, Field(description="Describe this flavor (default: the recommended one).")]
-LoraRank = Annotated[int, Field(ge=1, description="LoRA rank r.")]
-Optimizer = Annotated[str, Field(description="adamw, adamw_8bit, lion or sgd (TRL `optim` names are accepted too).")]
+LoraRank = Annotated[int | None, Field(ge=1, description="LoRA rank r" + _SUBMITS)]
+Optimizer = Annotated[
+    str | None, Field(description="TRL `optim` (adamw_torch, adamw_8bit, lion_32bit, sgd ...)" + _SUBMITS)
+]
 
 # --- evaluating and converting --------------------------------------------------------
 

@@ -39,25 +39,28 @@ class PlanningTools(ToolArea):
     @tool(
         "Estimate memory, time and cost",
         "Before renting a GPU: parameters, a memory breakdown (weights, gradients, optimizer, activations, "
-        "logits, overhead), which flavors fit, the cheapest that does, hours, cost and a timeout with a 30% "
-        "buffer. Weights are never downloaded (config.json only). Uses measurements of earlier jobs when they exist.",
+        "logits, overhead), which flavors fit and the cheapest that does; with the data's size (dataset, "
+        "num_examples and avg_tokens, or max_steps) also hours, cost and a timeout with a 30% buffer. The "
+        "hyperparameters are submit's, by the same names and defaults. Weights are never downloaded "
+        "(config.json only). Uses measurements of earlier jobs when they exist.",
         READS_HUB,
     )
     def estimate_cost(
         self,
         model: p.Model,
         method: p.Method = p.ESTIMATE_DEFAULTS["method"],
-        peft: p.PeftKind = p.ESTIMATE_DEFAULTS["peft"],
+        peft: p.PeftKind = None,
         dataset: p.StatsDataset = None,
         num_examples: p.NumExamples = None,
         avg_tokens: p.AvgTokens = None,
-        max_length: p.MaxLength = p.ESTIMATE_DEFAULTS["max_length"],
-        per_device_batch_size: p.BatchSize = p.ESTIMATE_DEFAULTS["per_device_batch_size"],
-        gradient_accumulation_steps: p.GradientAccumulation = p.ESTIMATE_DEFAULTS["gradient_accumulation_steps"],
-        epochs: p.Epochs = p.ESTIMATE_DEFAULTS["epochs"],
-        gradient_checkpointing: p.GradientCheckpointing = p.ESTIMATE_DEFAULTS["gradient_checkpointing"],
+        max_length: p.MaxLength = None,
+        per_device_train_batch_size: p.BatchSize = None,
+        gradient_accumulation_steps: p.GradientAccumulation = None,
+        num_train_epochs: p.Epochs = None,
+        max_steps: p.MaxSteps = None,
+        gradient_checkpointing: p.GradientCheckpointing = None,
         flavor: p.EstimateFlavor = None,
-        lora_r: p.LoraRank = p.ESTIMATE_DEFAULTS["lora_r"],
-        optimizer: p.Optimizer = p.ESTIMATE_DEFAULTS["optimizer"],
+        lora_r: p.LoraRank = None,
+        optim: p.Optimizer = None,
     ) -> EstimateResult:
         return self.service.estimate_cost(**passed_on(locals()))
