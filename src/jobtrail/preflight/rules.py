@@ -308,9 +308,9 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
                 f"The job needs ~{e.memory.total_gb:.1f} GB but {spec.flavor} offers {e.usable_gb:.1f} GB usable.",
                 f"Use {better}, or cut memory: smaller per_device_train_batch_size, shorter max_length, peft='lora'.",
             )
+        )
     if e.hours is None:  # preflight always passes a size; without one there is no time to judge
         return findings
-        )
     needed = math.ceil(e.hours * 3600 * TIMEOUT_BUFFER)
     estimated = human_duration(e.hours * 3600)
     if spec.timeout_s is None:
