@@ -295,3 +295,10 @@ def test_a_retry_with_changes_goes_through_the_same_rules(tmp_path, tiny_model, 
     second = service.inspect(job_id).attempts[1]
     assert "model.ok" in codes(second.findings)  # the retry's own preflight is on its receipt
     service.cancel(job_id)
+
+
+def test_a_numeric_string_max_length_is_judged_against_the_positions_too(tiny_model: Path) -> None:
+    facts = Facts(model=local_model_facts(tiny_model))
+    positions = facts.model.config["max_position_embeddings"]
+    findings = checks.check_config(spec(hyperparameters={"max_length": str(positions * 2)}), facts)
+    assert "config.max_length" in errors(findings)

@@ -187,7 +187,7 @@ def check_method_rules(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 
 def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
-    h = spec.hyperparameters
+    h = effective(spec.method, spec.hyperparameters).given  # "4096" is judged as the 4096 the job gets
     findings: list[Finding] = []
     positions, max_length = max_positions(facts), h.get("max_length")
     if positions and isinstance(max_length, int) and max_length > positions:
