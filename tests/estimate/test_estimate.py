@@ -452,7 +452,7 @@ def test_recommendation_is_the_cheapest_gpu_flavor_that_fits():
     cpu_flavors = {f.name for f in BUNDLED if f.gpu_count == 0}
     assert result.recommended_flavor not in cpu_flavors
     assert result.flavor == result.recommended_flavor and result.fits[result.flavor]
-    assert set(result.fits) == {f.name for f in BUNDLED}
+    assert set(result.fits) == {f.name for f in BUNDLED} | {"local"}  # this machine too, never recommended
 
 
 def test_t4_trains_in_fp16_over_fp32_weights():
@@ -752,3 +752,21 @@ def test_arguments_are_submits_with_submits_defaults_and_max_steps_sizes_the_job
         "m", config=LLAMA_31_8B, api=OFFLINE, peft="none", flavor="t4-small", per_device_train_batch_size=4
     )
     assert any("per_device_train_batch_size=1" in n and 'optim="adamw_8bit"' in n for n in memory_hint.notes)
+
+
+def test_hardware_and_estimates_include_this_machine_and_a_local_model_is_estimated_for_it(tmp_path):
+    import json
+    import os
+
+    from jobtrail.estimate import hardware_report
+
+    report = hardware_report(api=OFFLINE)
+    assert (
+        report.local is not None and report.local.name == "local" and report.local.cpu == f"{os.cpu_count()} CPU cores"
+    )
+    assert "This machine (local)" in report.to_markdown()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(TINY))
+    result = estimate_cost(str(tmp_path / "model"), api=OFFLINE, num_examples=10, avg_tokens=32)
+    assert result.flavor == "local" and result.recommended_flavor == "local" and set(result.fits) == {"local"}
+    assert result.cost_usd == 0 and any("only the local backend" in note for note in result.notes)

@@ -21,7 +21,7 @@ from jobtrail.estimate.cost import (
     estimate_time,
     recommended_timeout_s,
 )
-from jobtrail.estimate.hardware import Flavor, catalog, find_flavor
+from jobtrail.estimate.hardware import LOCAL, Flavor, catalog, find_flavor, local_flavor
 from jobtrail.estimate.inputs import DataStats, dataset_stats, load_model_config
 from jobtrail.estimate.memory import (
     CUDA_CONTEXT_GB,
@@ -40,6 +40,7 @@ from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResu
 from jobtrail.methods import METHODS
 from jobtrail.methods.hyperparameters import PEFT_DEFAULTS
 from jobtrail.methods.registry import TRL_DEFAULTS, method_spec
+from jobtrail.util.refs import looks_local
 from jobtrail.util.timefmt import human_duration
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def submit_defaults(method: str) -> dict[str, Any]:
 def hardware_report(api: Any = None) -> HardwareResult:
     """The flavor catalog: live from the Hub when it answers, else the bundled snapshot."""
     flavors, source, snapshot_date, note = catalog(api)
-    return HardwareResult(flavors=flavors, source=source, snapshot_date=snapshot_date, note=note)
+    return HardwareResult(flavors=flavors, source=source, snapshot_date=snapshot_date, note=note, local=local_flavor())
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,13 @@ def estimate_cost(
     _positive("num_examples", num_examples, optional=True, integer=True)
     _positive("avg_tokens", avg_tokens, optional=True, integer=False)
     work, memory_seq, data_note = _workload(dataset, num_examples, avg_tokens, request)
-    flavors, source, catalog_note = _candidates(flavor, api)
-    target_name = flavor.name if isinstance(flavor, Flavor) else flavor
+    local_model = config is None and looks_local(model)
+    flavors, source, catalog_note = _candidates(LOCAL if local_model and flavor is None else flavor, api)
+    if local_model:
+        where = "so it is estimated for local (this machine)" if flavor is None else f"{flavor} cannot reach it"
+        local_note = f"{model} is a directory on this machine: only the local backend can train it, {where}."
+        catalog_note = f"{catalog_note} {local_note}" if catalog_note else local_note
+    target_name = flavor.name if isinstance(flavor, Flavor) else flavor or (LOCAL if local_model else None)
     shape = model_shape(config if config is not None else load_model_config(model))
     trainable = shape.params if request.peft == "none" else lora_params(shape, request.lora_r)
     remote = source != "given"  # a catalog flavor is rented: start-up and upload count
@@ -180,7 +186,7 @@ def estimate_cost(
             trainable,
             f,
             _measurement(calibration, shape, request, f.name),
-            remote=remote,
+            remote=remote and f.name != LOCAL,
         )
         for f in flavors
     ]
@@ -308,10 +314,13 @@ def _lengths(stats: DataStats, max_length: int, batch: int) -> tuple[float, floa
 def _candidates(
     flavor: str | Flavor | None, api: Any
 ) -> tuple[list[Flavor], Literal["live", "bundled", "given"], str | None]:
-    """The flavors to judge, where the catalog came from, and a note on what was left out."""
-    if isinstance(flavor, Flavor):
-        _require_speed(flavor)
-        return [flavor], "given", None
+    """The flavors to judge (the catalog's and this machine, `local`), where the catalog came from,
+    and a note on what was left out."""
+    if isinstance(flavor, Flavor) or flavor == LOCAL:
+        given = local_flavor() if flavor == LOCAL else flavor
+        assert isinstance(given, Flavor)
+        _require_speed(given)
+        return [given], "given", None
     flavors, source, _, note = catalog(api)
     if flavor is not None:
         _require_speed(find_flavor(flavor, flavors))  # an unknown name fails here, with suggestions
@@ -319,7 +328,8 @@ def _candidates(
     if unknown:  # a GPU the Hub lists but GPU_FACTS does not know: no speed to time it with
         left_out = f"Left out {', '.join(unknown)}: GPU speed unknown to the estimator."
         note = f"{note} {left_out}" if note else left_out
-    return [f for f in flavors if f.peak_tflops > 0], source, note
+    here = local_flavor()
+    return [f for f in flavors if f.peak_tflops > 0] + ([here] if here.peak_tflops > 0 else []), source, note
 
 
 def _require_speed(flavor: Flavor) -> None:
@@ -407,8 +417,9 @@ def _same_shape(m: calib.Measurement, request: _Request) -> bool:
 def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
     """Flavors that fit, cheapest overall first. CPU flavors only when nothing else is offered:
     nobody should fine-tune a language model on cpu-basic because it costs cents an hour."""
-    gpus = [v for v in verdicts if v.flavor.gpu_count]
-    pool = gpus if gpus else verdicts
+    rented = [v for v in verdicts if v.flavor.name != LOCAL] or verdicts  # this machine only when asked for
+    gpus = [v for v in rented if v.flavor.gpu_count]
+    pool = gpus if gpus else rented
     return sorted(
         (v for v in pool if v.fits),
         key=lambda v: (v.cost_usd or 0.0, v.flavor.price_per_hour, v.time.hours if v.time else 0.0),
@@ -421,7 +432,10 @@ def _target(verdicts: list[_Verdict], name: str | None, recommended: _Verdict | 
     if recommended is not None:
         return recommended
     # Nothing fits: describe the roomiest device, so the numbers show how far off the job is.
-    return max(verdicts, key=lambda v: (v.usable_gb, -v.flavor.price_per_hour))
+    return max(
+        [v for v in verdicts if v.flavor.name != LOCAL] or verdicts,
+        key=lambda v: (v.usable_gb, -v.flavor.price_per_hour),
+    )
 
 
 def _option(v: _Verdict) -> FlavorOption:

@@ -9,7 +9,11 @@ answer, so they come from GPU_FACTS in both cases.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -116,6 +120,65 @@ BUNDLED: list[Flavor] = [
     _gpu("rtx-pro-6000x4", "RTX PRO 6000", 4, 11.00, "64 vCPU", 512),
     _gpu("rtx-pro-6000x8", "RTX PRO 6000", 8, 22.00, "128 vCPU", 1024),
 ]
+
+LOCAL = "local"
+_NVIDIA_SMI_TIMEOUT_S = 3.0
+
+
+def local_flavor() -> Flavor:
+    """This machine as a flavor (the local backend's): CPU cores, RAM and GPUs, read without torch
+    (os.cpu_count, /proc/meminfo, nvidia-smi when present). It costs nothing per hour."""
+    cores = os.cpu_count() or 1
+    ram_gb = _meminfo_gb()
+    gpus = _nvidia_gpus()
+    cpu = f"{cores} CPU cores"
+    if not gpus:
+        return Flavor(
+            name=LOCAL, cpu=cpu, ram_gb=ram_gb, price_per_hour=0.0, peak_tflops=round(cores * CPU_TFLOPS_PER_VCPU, 3)
+        )
+    model, memory_gb = gpus[0]
+    facts = gpu_facts(model)
+    return Flavor(
+        name=LOCAL,
+        gpu=model,
+        gpu_count=len(gpus),
+        vram_gb=round(memory_gb, 1),
+        ram_gb=ram_gb,
+        cpu=cpu,
+        price_per_hour=0.0,
+        bf16=facts.bf16 if facts else True,
+        peak_tflops=facts.peak_tflops if facts else 0.0,
+    )
+
+
+def _meminfo_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) * 1024 / 1e9, 1)  # the kernel writes kB (KiB)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _nvidia_gpus() -> list[tuple[str, float]]:
+    """(model, GB) per GPU from nvidia-smi; none when it is missing, slow or fails."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    query = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=_NVIDIA_SMI_TIMEOUT_S, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        name, _, mib = line.rpartition(",")
+        try:
+            gpus.append((name.strip().removeprefix("NVIDIA "), float(mib) * 1024**2 / 1e9))
+        except ValueError:
+            continue
+    return gpus
+
 
 _UNIT_PER_HOUR = {"minute": 60.0, "hour": 1.0, "second": 3600.0}
 _SIZE = re.compile(r"([\d.]+)\s*([KMGT]i?B)?", re.I)

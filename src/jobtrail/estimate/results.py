@@ -27,6 +27,7 @@ class HardwareResult(BaseModel):
     source: Literal["live", "bundled"] = Field(description='"live" from the Hub, or the "bundled" snapshot.')
     snapshot_date: str | None = Field(None, description="Date of the bundled price list (bundled only).")
     note: str | None = Field(None, description="Why live prices were not used, when they were not.")
+    local: Flavor | None = Field(None, description="This machine (the local backend's): CPU cores, RAM, GPUs.")
 
     def to_markdown(self) -> str:
         origin = "live prices from the Hub" if self.source == "live" else f"bundled price list of {self.snapshot_date}"
@@ -39,6 +40,10 @@ class HardwareResult(BaseModel):
                 f"| {f.name} | {_gpu_label(f)} | {memory_label(f)} | {'yes' if f.bf16 else 'no'} | "
                 f"{_tflops_label(f)} | {f.price_per_hour:.2f} |"
             )
+        if self.local:
+            here = self.local
+            gpus = f"{_gpu_label(here)} ({memory_label(here)})" if here.gpu_count else "no GPU"
+            lines += ["", f"This machine (local): {here.cpu}, {here.ram_gb or '?'} GB RAM, {gpus}."]
         lines += ["", 'Next: estimate_cost(model=..., flavor="...") says which of these a job fits and what it costs.']
         return "\n".join(lines)
 
