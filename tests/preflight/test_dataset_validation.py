@@ -1078,3 +1078,18 @@ def test_sft_trains_with_each_mapping_kind(tmp_path: Path, tiny_model: Path, job
         expected = "messages" if name == "sharegpt" else "prompt_completion"
         assert manifest["format"] == expected
         assert [e["step"] for e in events if e["event"] == "step"] == [1, 2]
+
+
+def test_max_length_advice_never_goes_past_the_models_positions(tiny_model: Path) -> None:
+    """A model with 512 positions: 'raise max_length to about 756' would be refused by submit."""
+    from jobtrail.preflight.dataset.read import model_positions
+    from jobtrail.preflight.dataset.tokens import _too_long_fix
+
+    assert model_positions(str(tiny_model)) == 512
+    below = _too_long_fix(p99=756, max_length=256, positions=512)
+    assert "Raise max_length to 512" in below and "756" not in below and "filter" in below
+    at_limit = _too_long_fix(p99=756, max_length=512, positions=512)
+    assert "Raise" not in at_limit and "model's limit (512" in at_limit
+    assert (
+        _too_long_fix(p99=300, max_length=256, positions=512) == "Raise max_length to about 300, or shorten those rows."
+    )

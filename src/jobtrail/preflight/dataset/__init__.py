@@ -18,7 +18,7 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
 from jobtrail.preflight.dataset.judge import MAX_PROBLEMS, judge, verdict_findings
 from jobtrail.preflight.dataset.mapping import job_runtime, mapping_python, validate_mapping
-from jobtrail.preflight.dataset.read import load_tokenizer, read_hub, read_local
+from jobtrail.preflight.dataset.read import load_tokenizer, model_positions, read_hub, read_local
 from jobtrail.preflight.dataset.report import ColumnInfo, DatasetReport, MethodVerdict, RowProblem, TokenStats, finding
 from jobtrail.preflight.dataset.table import SourceError
 from jobtrail.preflight.dataset.tokens import add_token_stats
@@ -66,6 +66,7 @@ def validate_dataset(
     except SourceError as exc:
         return DatasetReport(dataset=dataset, split=split, source=source, mapping=mapping, findings=[exc.finding])
     tokenizer, unloaded = load_tokenizer(model) if model is not None else (None, None)
+    positions = model_positions(model) if model is not None else None
     # The I/O is done: everything below is pure.
     report = judge(
         table,
@@ -87,7 +88,15 @@ def validate_dataset(
         report.findings += verdict_findings(method, report.methods[method])
     if model is not None:
         add_token_stats(
-            report, table, model, tokenizer, unloaded=unloaded, max_length=max_length, method=method, mapping=mapping
+            report,
+            table,
+            model,
+            tokenizer,
+            unloaded=unloaded,
+            max_length=max_length,
+            positions=positions,
+            method=method,
+            mapping=mapping,
         )
     elif max_length is not None:
         report.findings.append(

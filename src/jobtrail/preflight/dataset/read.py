@@ -18,6 +18,7 @@ from jobtrail.models import Finding
 from jobtrail.preflight.dataset.files import read_file
 from jobtrail.preflight.dataset.report import finding
 from jobtrail.preflight.dataset.table import SourceError, Table
+from jobtrail.util.data import read_json_object
 from jobtrail.util.hub import hub_unreachable as _hub_unreachable
 from jobtrail.util.refs import DATA_EXTENSIONS, looks_local
 
@@ -189,3 +190,14 @@ def load_tokenizer(model: str) -> tuple[Any | None, str | None]:
         return AutoTokenizer.from_pretrained(str(path) if local else model, local_files_only=not local), None
     except Exception as exc:  # noqa: BLE001  transformers raises OSError, ValueError, ImportError ... for a bad model dir
         return None, f"the tokenizer of {model} could not be loaded ({short_error(exc)})"
+
+
+def model_positions(model: str) -> int | None:
+    """The longest sequence a local model takes (max_position_embeddings, also under text_config)."""
+    config = read_json_object(Path(model).expanduser() / "config.json") if looks_local(model) else None
+    if config is None:
+        return None
+    text = config.get("text_config")
+    text = text if isinstance(text, dict) else {}
+    positions = config.get("max_position_embeddings") or text.get("max_position_embeddings")
+    return positions if isinstance(positions, int) and positions > 0 else None

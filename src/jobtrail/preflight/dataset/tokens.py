@@ -20,6 +20,7 @@ def add_token_stats(
     *,
     unloaded: str | None,
     max_length: int | None,
+    positions: int | None,
     method: str | None,
     mapping: dict[str, Any] | None,
 ) -> None:
@@ -27,6 +28,7 @@ def add_token_stats(
 
     The method asked about, else the first that fits; when none fits, the rows as they are.
     tokenizer: `model`'s, or None with `unloaded` saying why it could not be loaded.
+    positions: the most tokens the model takes, when known: advice never goes past it.
     """
     candidates = [method] if method else list(report.methods)
     chosen = next((m for m in candidates if report.methods[m].status != "INCOMPATIBLE"), None)
@@ -71,10 +73,25 @@ def add_token_stats(
                 "dataset.too_long",
                 f"{stats.over_max_length} of {count(stats.rows, 'row')} are longer than max_length {max_length} tokens "
                 f"(p99 {stats.p99}, max {stats.max}); they will be truncated.",
-                f"Raise max_length to about {stats.p99}, or shorten those rows.",
+                _too_long_fix(stats.p99, max_length, positions),
                 "warning",
             )
         )
+
+
+def _too_long_fix(p99: int, max_length: int, positions: int | None) -> str:
+    """Raise max_length only as far as the model's positions reach; past them, the rows must go."""
+    if positions is None or p99 <= positions:
+        return f"Raise max_length to about {p99}, or shorten those rows."
+    if max_length < positions:
+        return (
+            f"Raise max_length to {positions} (the model's limit); rows longer than that will still be cut: "
+            "filter or shorten them, or use a model with more positions."
+        )
+    return (
+        f"max_length is at the model's limit ({positions} positions): filter or shorten the long rows, "
+        "or use a model with more positions."
+    )
 
 
 def _token_lengths(tokenizer: Any, rows: list[dict[str, Any]], *, prompt_only: bool) -> tuple[list[int], bool, int]:
