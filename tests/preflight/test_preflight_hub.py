@@ -180,3 +180,17 @@ def test_offline_cli_prints_a_message_not_a_traceback(
     out, err = capsys.readouterr()
     assert code in codes and "Traceback" not in out + err and "internal error" not in out + err
     assert offline_hub in out + err
+
+
+def test_local_job_timeout_is_checked_against_this_machines_estimate(tiny_model, chat_dataset, tmp_path):
+    from jobtrail.app import build_service
+
+    service = build_service(tmp_path / "home")
+    spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters={"max_steps": 10**7})
+    short = service.submit(spec.model_copy(update={"timeout_s": 60}), dry_run=True)
+    [finding] = [f for f in short.findings if f.code == "timeout.short"]
+    assert finding.severity == "warning" and "this machine" in finding.message and 'timeout="' in finding.fix
+    enough = service.submit(
+        spec.model_copy(update={"hyperparameters": {"max_steps": 2}, "timeout_s": 3600}), dry_run=True
+    )
+    assert "timeout.short" not in {f.code for f in enough.findings}

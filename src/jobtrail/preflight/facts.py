@@ -16,6 +16,7 @@ from typing import Any
 
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
+from jobtrail.estimate.hardware import LOCAL
 from jobtrail.estimate.inputs import CHARS_PER_TOKEN
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import probes
@@ -74,7 +75,9 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
         source, problem = read_reward_file(spec.reward_file)
         facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
     if spec.backend == "local":
-        return gather_requirements(facts, spec.method, env.job_python, qlora=values.peft_method == "qlora")
+        facts = gather_requirements(facts, spec.method, env.job_python, qlora=values.peft_method == "qlora")
+        # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge).
+        return gather_estimate(facts, spec, env, flavor=LOCAL) if spec.timeout_s is not None else facts
     return gather_estimate(gather_identity(facts, env.hub_token), spec, env)
 
 
@@ -112,9 +115,10 @@ def gather_identity(facts: Facts, token: str | None) -> Facts:
     return replace(facts, has_token=True, identity=probes.hub_identity(token))
 
 
-def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv) -> Facts:
-    """Memory and time on the chosen flavor, from the model's config.json and the data's size."""
-    if facts.model is None or facts.model.config is None or not spec.flavor:
+def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | None = None) -> Facts:
+    """Memory and time on the chosen flavor (or `flavor`), from the model's config.json and the data's size."""
+    flavor = flavor or spec.flavor
+    if facts.model is None or facts.model.config is None or not flavor:
         return facts
     values = effective(spec.method, spec.hyperparameters)
     args = values.training_args
@@ -139,7 +143,7 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv) -> Facts:
             gradient_accumulation_steps=accumulation,
             num_train_epochs=max(1, epochs),
             gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
-            flavor=spec.flavor,
+            flavor=flavor,
             lora_r=int(values.peft["r"]),
             config=facts.model.config,
             calibration=env.ledger,

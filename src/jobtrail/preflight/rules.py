@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jobtrail.estimate import EstimateResult
 from jobtrail.estimate.cost import TIMEOUT_BUFFER
 from jobtrail.estimate.hardware import BUNDLED
 from jobtrail.models import Finding, JobSpec
@@ -276,9 +277,10 @@ def check_remote(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 
 def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
-    """Remote jobs: the flavor holds the job, and the timeout covers the estimate + 30%."""
+    """Remote jobs: the flavor holds the job, and the timeout covers the estimate + 30%. Local jobs:
+    a timeout shorter than this machine's estimate + 30% is a warning (a CPU estimate is rough)."""
     if spec.backend == "local":
-        return []
+        return _local_timeout(spec, facts.estimate)
     if not spec.flavor:
         return [
             _error(
@@ -341,6 +343,23 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
         )
     )
     return findings
+
+
+def _local_timeout(spec: JobSpec, e: EstimateResult | None) -> list[Finding]:
+    if e is None or e.hours is None or spec.timeout_s is None:
+        return []
+    needed = math.ceil(e.hours * 3600 * TIMEOUT_BUFFER)
+    if spec.timeout_s >= needed:
+        return []
+    return [
+        Finding(
+            code="timeout.short",
+            severity="warning",
+            message=f"timeout {human_duration(spec.timeout_s)} is shorter than this machine's estimated "
+            f"{human_duration(e.hours * 3600)} (+30% buffer = {human_duration(needed)}).",
+            fix=f'timeout="{e.recommended_timeout}", or fewer max_steps',
+        )
+    ]
 
 
 def _remote_token(facts: Facts) -> list[Finding]:
