@@ -304,3 +304,10 @@ def test_own_knobs_and_method_inputs_all_have_types():
             assert (
                 ftype is not None and ftype.admits_kind(default) and judge_value(method, name, default).problem is None
             )
+
+
+def test_a_fix_names_the_default_the_job_would_get() -> None:
+    """jobtrail's own default (sft micro-batch 2), not TRL's (8), which the job never uses."""
+    verdict = judge_value("sft", "per_device_train_batch_size", 0)
+    assert verdict.fix and "(default 2)" in verdict.fix
+    assert method_spec("sft").defaults["per_device_train_batch_size"] == 2

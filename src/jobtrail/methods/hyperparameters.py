@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
+from jobtrail.methods.registry import method_spec
 from jobtrail.methods.rewards import BUILTIN_REWARDS
 from jobtrail.util.data import load_table
 
@@ -147,7 +148,13 @@ def trl_types(method: str) -> dict[str, FieldType]:
 def field_type(method: str, name: str) -> FieldType | None:
     """The type of `name` for `method`, None for a name it does not have (whether the name belongs
     to the method is the name check's business)."""
-    return _OWN_TYPES.get(name) or trl_types(method).get(name)
+    own = _OWN_TYPES.get(name)
+    if own is not None:
+        return own
+    trl = trl_types(method).get(name)
+    jobtrail_default = method_spec(method).defaults.get(name) if trl is not None else None
+    # The default an agent should hear of is the one its job gets: jobtrail's where it sets one, else TRL's.
+    return replace(trl, default=jobtrail_default) if trl is not None and jobtrail_default is not None else trl
 
 
 @dataclass(frozen=True)
