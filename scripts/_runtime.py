@@ -308,28 +308,23 @@ def _remove_checkpoint(path: Path) -> None:
 
 # --- checkpoints on the Hub (remote backends) ---------------------------------------------------
 # A remote job's disk disappears with it, so each committed checkpoint is pushed to the output
-# repo's REMOTE_CHECKPOINT folder in two commits: the files and manifest first (replacing the
-# previous checkpoint's, marker included), then the marker. Between the two, the folder has no
-# marker and readers ignore it, exactly as on disk.
+# repo's REMOTE_CHECKPOINT folder. A Hub commit is atomic, so files, manifest and marker go in ONE
+# commit that also deletes the previous checkpoint's files: readers see the old committed
+# checkpoint or the new one, never a folder without its marker. (Two commits, files then marker,
+# would leave the Hub with no committed checkpoint between them: a job cancelled or preempted
+# there would lose everything it had trained.)
 REMOTE_CHECKPOINT = "last-checkpoint"
 
 
 def push_checkpoint(ckpt_dir: Path | str, repo_id: str, step: int) -> None:
     from huggingface_hub import HfApi
 
-    ckpt_dir, api = Path(ckpt_dir), HfApi()
-    api.upload_folder(
+    ckpt_dir = Path(ckpt_dir)
+    HfApi().upload_folder(
         folder_path=str(ckpt_dir),
         path_in_repo=REMOTE_CHECKPOINT,
         repo_id=repo_id,
-        ignore_patterns=[MARKER_NAME],
-        delete_patterns=["*"],
-        commit_message=f"jobtrail: checkpoint {step} (files)",
-    )
-    api.upload_file(
-        path_or_fileobj=str(ckpt_dir / MARKER_NAME),
-        path_in_repo=f"{REMOTE_CHECKPOINT}/{MARKER_NAME}",
-        repo_id=repo_id,
+        delete_patterns=["*"],  # files of the previous checkpoint that this one does not replace
         commit_message=f"jobtrail: checkpoint {step} committed",
     )
     emit("checkpoint", state="pushed", step=step, path=str(ckpt_dir), repo=repo_id)

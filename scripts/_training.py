@@ -285,8 +285,8 @@ def build_training_args(config_class: type, config: dict[str, Any], output_dir: 
         "output_dir": str(output_dir),
         "save_total_limit": None,
     }
-    # No Trainer push: its upload would race the commit protocol (the marker must follow the
-    # files), so the runtime pushes each committed checkpoint itself (push_checkpoint).
+    # No Trainer push: it uploads checkpoints whether or not they were committed, so the
+    # runtime pushes each committed checkpoint itself (push_checkpoint).
     return config_class(**kwargs)
 
 

@@ -54,6 +54,10 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     files = set(hub.repo_files("alice/tiny-sft"))
     assert "last-checkpoint/JOBTRAIL_COMMITTED" in files and "last-checkpoint/jobtrail_manifest.json" in files
     assert "adapter_model.safetensors" in files
+    # Each checkpoint lands in one atomic commit: no revision of the repo holds a checkpoint without its marker.
+    for revision in hub.repo_history("alice/tiny-sft"):
+        if any(path.startswith("last-checkpoint/") for path in revision):
+            assert "last-checkpoint/JOBTRAIL_COMMITTED" in revision, sorted(revision)
     logs = remote.logs(submitted.job_id, tail=500)
     assert logs.finished and any('"event":"step"' in line for line in logs.lines)
     for path in (tmp_path / "home").rglob("*"):

@@ -621,6 +621,11 @@ class HubEmulator:
                 raise KeyError(revision)
             return dict(commit.files)
 
+    def repo_history(self, repo_id: str, *, repo_type: str = "model") -> list[dict[str, bytes]]:
+        """The files of every commit of the repo, oldest first."""
+        with self.cond:
+            return [dict(commit.files) for commit in self.repos[(repo_type, repo_id)].commits.values()]
+
     # -- internals used by the handler -------------------------------------------------------
 
     def track(self, conn: socket.socket, *, add: bool) -> None:
