@@ -302,3 +302,20 @@ def test_a_numeric_string_max_length_is_judged_against_the_positions_too(tiny_mo
     positions = facts.model.config["max_position_embeddings"]
     findings = checks.check_config(spec(hyperparameters={"max_length": str(positions * 2)}), facts)
     assert "config.max_length" in errors(findings)
+
+
+def test_submit_measures_the_rows_with_the_models_tokenizer_and_warns_when_they_will_be_cut(
+    tmp_path, tiny_model, chat_dataset
+):
+    cut = plan(spec(tiny_model, chat_dataset, hyperparameters={"max_length": "12"}), _env(tmp_path))
+    [too_long] = [f for f in cut.findings if f.code == "dataset.too_long"]
+    assert too_long.severity == "warning" and too_long.message.startswith("64 of 64 rows")
+    assert "max_length 12" in too_long.message and "max_length" in too_long.fix
+    # The default the job gets (1024, capped at the model's 512 positions) cuts nothing.
+    whole = plan(spec(tiny_model, chat_dataset), _env(tmp_path))
+    assert "dataset.too_long" not in codes(whole.findings)
+    assert whole.facts.dataset.token_lengths.max_length == 512
+    # A model whose tokenizer is not on this machine: said, not silently skipped.
+    unmeasured = plan(spec("nobody/uncached-model", chat_dataset), _env(tmp_path))
+    [tokens] = [f for f in unmeasured.findings if f.code == "dataset.tokens"]
+    assert "not measured" in tokens.message and tokens.severity == "info" and "validate_dataset" in tokens.fix

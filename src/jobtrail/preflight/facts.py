@@ -24,6 +24,7 @@ from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.probes import HubIdentity, ModelFacts
 from jobtrail.preflight.reward_file import read_reward_file
+from jobtrail.templates.configs import trained_max_length
 from jobtrail.templates.defaults import effective
 from jobtrail.util.refs import looks_local
 
@@ -65,10 +66,20 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
     Hub identity and the estimate (remote) or the interpreter's requirements (local)."""
     values = effective(spec.method, spec.hyperparameters)
     facts = Facts(model=probes.model_facts(spec.model, env.hub_token))
+    max_length = values.training_args.get("max_length")
+    if max_length is not None:
+        max_length = trained_max_length(spec, max_length, facts.model.max_positions if facts.model else None)
+    # The model's tokenizer measures the rows as the trainer will cut them: a dataset.too_long
+    # warning says how many rows max_length truncates (or dataset.tokens why nothing was measured).
     facts = replace(
         facts,
         dataset=validate_dataset(
-            spec.dataset, spec.method, split=str(values.job["dataset_split"]), mapping=spec.dataset_mapping
+            spec.dataset,
+            spec.method,
+            split=str(values.job["dataset_split"]),
+            model=spec.model,
+            max_length=_positive_int(max_length),
+            mapping=spec.dataset_mapping,
         ),
     )
     if spec.reward_file:
@@ -152,3 +163,8 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
     except JobtrailError as exc:
         return replace(facts, estimate_error=str(exc))
     return replace(facts, estimate=estimate)
+
+
+def _positive_int(value: Any) -> int | None:
+    """max_length as validate_dataset takes it; a wrong value is the hyperparameter rules' to refuse."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

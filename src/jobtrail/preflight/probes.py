@@ -35,6 +35,19 @@ class ModelFacts(BaseModel):
     adapter_of: str | None = None  # a LoRA adapter directory: its base model (the facts above are the base's)
     cached: bool | None = None  # an unreachable Hub model: whether this machine's HF cache holds its config
 
+    @property
+    def text_config(self) -> dict[str, Any]:
+        """The language model's numbers: multimodal configs (Gemma 3, ...) keep them in text_config."""
+        config = self.config or {}
+        text = config.get("text_config")
+        return {**config, **text} if isinstance(text, dict) else config
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence the model takes, when its config says."""
+        positions = self.text_config.get("max_position_embeddings")
+        return positions if isinstance(positions, int) and positions > 0 else None
+
 
 class HubIdentity(BaseModel):
     """Who a token belongs to and what it may do, from whoami; `error` when it could not be asked."""

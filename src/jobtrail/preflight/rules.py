@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from jobtrail.estimate import EstimateResult
 from jobtrail.estimate.cost import TIMEOUT_BUFFER
@@ -20,6 +19,7 @@ from jobtrail.preflight import hyperparams
 from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.facts import Facts
 from jobtrail.preflight.methods import check_method
+from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
 from jobtrail.templates.defaults import effective
 from jobtrail.util.refs import HUB_ID, looks_local
@@ -34,9 +34,7 @@ _JOB_EXTRAS = {"convert_gguf": "train,gguf"}
 
 def max_positions(facts: Facts) -> int | None:
     """The model's positions, which cap the default max_length."""
-    config = facts.model.config if facts.model else None
-    positions = _text_config(config or {}).get("max_position_embeddings")
-    return positions if isinstance(positions, int) and positions > 0 else None
+    return facts.model.max_positions if facts.model else None
 
 
 # --- model ----------------------------------------------------------------------------
@@ -84,10 +82,11 @@ def check_model(spec: JobSpec, facts: Facts) -> list[Finding]:
                 fix="Make sure the job's machine can reach the Hub, or pass a local model directory.",
             )
         ]
-    return _architecture(spec, m.config or {})
+    return _architecture(spec, m)
 
 
-def _architecture(spec: JobSpec, config: dict[str, Any]) -> list[Finding]:
+def _architecture(spec: JobSpec, m: ModelFacts) -> list[Finding]:
+    config = m.config or {}
     model_type = config.get("model_type")
     if not model_type:
         return [
@@ -113,7 +112,7 @@ def _architecture(spec: JobSpec, config: dict[str, Any]) -> list[Finding]:
                 "Pick a decoder (causal LM) model such as Qwen2, Llama, Mistral or Gemma.",
             )
         ]
-    vocab, positions = _text_config(config).get("vocab_size"), _text_config(config).get("max_position_embeddings")
+    vocab, positions = m.text_config.get("vocab_size"), m.max_positions
     return [
         Finding(
             code="model.ok", severity="info", message=f"{model_type}: vocabulary {vocab}, up to {positions} positions."
@@ -169,7 +168,10 @@ def check_dataset(spec: JobSpec, facts: Facts) -> list[Finding]:
     report = facts.dataset
     if report is None:
         return []
-    return [*report.findings, *check_chat_template(spec, facts, report.conversational)]
+    # Unmeasured token lengths are the norm for a Hub model (its tokenizer is not downloaded in
+    # preflight): worth knowing, not a warning on every remote submit.
+    findings = [f.model_copy(update={"severity": "info"}) if f.code == "dataset.tokens" else f for f in report.findings]
+    return [*findings, *check_chat_template(spec, facts, report.conversational)]
 
 
 def check_hyperparameters(spec: JobSpec, facts: Facts) -> list[Finding]:
@@ -471,12 +473,6 @@ def flavor_gpu(flavor: str | None) -> str | None:
     """The GPU of a flavor in the bundled catalog (enough to know bf16 and compile support)."""
     found = next((f for f in BUNDLED if f.name == flavor), None)
     return found.gpu if found else None
-
-
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Multimodal configs (Gemma 3, ...) keep the language model's numbers in text_config."""
-    text = config.get("text_config")
-    return {**config, **text} if isinstance(text, dict) else config
 
 
 def _error(code: str, message: str, fix: str) -> Finding:

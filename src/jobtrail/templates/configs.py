@@ -38,8 +38,8 @@ def build_config(
     """
     values = effective(spec.method, spec.hyperparameters)
     training_args = values.training_args
-    if max_positions and "max_length" in training_args and "max_length" not in spec.hyperparameters:
-        training_args["max_length"] = min(training_args["max_length"], max_positions)
+    if "max_length" in training_args:
+        training_args["max_length"] = trained_max_length(spec, training_args["max_length"], max_positions)
     config = {
         "template": spec.method,
         "template_version": TEMPLATE_VERSION,
@@ -58,6 +58,13 @@ def build_config(
             user = {"file": spec.reward_file, "function": spec.reward_function or "reward", "source": reward_source}
         config["rewards"] = rewards_config(spec.hyperparameters, user)
     return config
+
+
+def trained_max_length(spec: JobSpec, max_length: Any, max_positions: int | None) -> Any:
+    """The max_length the job trains with: the caller's, or the default capped at the model's positions."""
+    if max_positions and "max_length" not in spec.hyperparameters:
+        return min(max_length, max_positions)
+    return max_length
 
 
 def retry_config(previous: Mapping[str, Any], spec: JobSpec, reward_source: str | None = None) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def add_token_stats(
             finding(
                 "dataset.tokens",
                 f"Token lengths were not measured: {unloaded}.",
-                "Pass model= as a local model directory that holds the tokenizer files.",
+                "To measure them, run validate_dataset with model= a local directory that holds the tokenizer files.",
                 "warning",
             )
         )
