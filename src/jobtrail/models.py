@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 from jobtrail.methods import TrainingMethod
 
@@ -213,3 +213,63 @@ class AttemptRecord(BaseModel):
     spec: JobSpec | None = None  # what this attempt ran: the run's spec plus any retry changes
     not_before: float | None = None  # a retry's backoff: do not start before this time
     retry_note: str | None = None  # why this attempt was started
+
+
+class ToolResult(BaseModel):
+    """The base of every tool's result: its stable fields plus `summary`, the markdown a person would read.
+
+    Claude Code and VS Code give the model only the JSON of a result's structured content, never its text, so
+    the answer and the next call must be in that JSON. `summary` carries them: a pydantic computed field,
+    worked out from the fields whenever the result is dumped (never stale), and dumped first.
+
+    A result model says:
+    - `headline()`: the answer, in one to three short lines: the job id and its state with the reason, the
+      verdict, the numbers that matter ('**jt-ab12**: failed (oom) at step 40/100.'). A refusal names
+      each problem with its fix here, since the fix is the answer.
+    - `next_calls()`: what to do next, each an exact call the agent can make with its arguments, then a few
+      words on why: 'inspect(job_id="jt-ab12") for its receipt'. Empty when nothing is left to do.
+    - `details()`: the lines the text content shows after the summary (tables, the receipt); optional.
+
+    to_markdown() (the text content, and what the CLI prints) is the summary, then the details: one
+    source for the headline. Leave `summary` and to_markdown() alone in a subclass.
+
+    The published outputSchema lists `summary` too: the MCP SDK derives a tool's schema in pydantic's
+    validation mode, which leaves computed fields out, so surface/server.py publishes the serialization
+    schema of the result model instead. Validation ignores `summary` in the input (it is recomputed).
+    """
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="What a person would read: the answer (state, reason, numbers), then the next calls to make."
+    )
+    @property
+    def summary(self) -> str:
+        calls = self.next_calls()
+        lines = [self.headline()]
+        if len(calls) == 1:
+            lines.append(f"Next: {calls[0]}")
+        elif calls:
+            lines += ["Next:", *(f"- {call}" for call in calls)]
+        return "\n".join(lines)
+
+    def headline(self) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must say its headline")
+
+    def next_calls(self) -> list[str]:
+        return []
+
+    def details(self) -> list[str]:
+        return []
+
+    def to_markdown(self) -> str:
+        details = self.details()
+        return self.summary + ("\n\n" + "\n".join(details) if details else "")
+
+    # No return annotation on purpose: pydantic would take it as the serialization schema (`Any` publishes `{}`),
+    # while without one the model's own schema, `summary` included, stays the published one.
+    @model_serializer(mode="wrap")
+    def _summary_first(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """`summary` leads the JSON: an agent reading the structured content meets the answer first."""
+        data = handler(self)
+        if isinstance(data, dict) and "summary" in data:
+            return {"summary": data.pop("summary"), **data}
+        return data

@@ -17,12 +17,13 @@ from typing import Annotated, Any, Protocol, TypeVar, cast
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, StrictJsonSchema
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ConfigDict
+from pydantic import ConfigDict, TypeAdapter
 
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
+from jobtrail.models import ToolResult
 from jobtrail.service.facade import JobService
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
@@ -80,6 +81,8 @@ class ClosedTool(Tool):
         )
         tool.fn_metadata.arg_model = closed
         tool.parameters = closed.model_json_schema(by_alias=True)
+        if isinstance(spec.result_type, type) and issubclass(spec.result_type, ToolResult):
+            tool.fn_metadata.output_schema = published_schema(spec.result_type)
         return cast(ClosedTool, tool)
 
     async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
@@ -87,6 +90,19 @@ class ClosedTool(Tool):
         if refusal:
             raise ToolError(refusal)
         return await super().run(arguments, context, convert_result)
+
+
+def published_schema(result_type: type[ToolResult]) -> dict[str, Any]:
+    """A result model's outputSchema, `summary` first.
+
+    The SDK derives the schema in pydantic's validation mode, which leaves out computed fields such as
+    `summary`; the serialization mode describes what the structured content really holds. The SDK still
+    validates each result against the model itself, where `summary` is ignored as input.
+    """
+    schema = TypeAdapter(result_type).json_schema(mode="serialization", schema_generator=StrictJsonSchema)
+    properties = schema["properties"]
+    schema["properties"] = {"summary": properties.pop("summary"), **properties}
+    return schema
 
 
 def _tool_function(area: ToolArea, spec: ToolSpec) -> Callable[..., CallToolResult]:
