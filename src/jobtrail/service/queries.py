@@ -15,6 +15,7 @@ from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service.context import ServiceContext, local_path
+from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
 from jobtrail.service.results import (
     AttemptView,
     InspectResult,
@@ -50,6 +51,7 @@ class Queries:
     def ps(self, status: str | None, limit: int) -> PsResult:
         self.tracker.refresh()
         rows = []
+        now = time.time()
         for run, attempt in self.ledger.list_runs(status, limit):
             metrics = attempt.last_metrics or {}
             rows.append(
@@ -60,6 +62,7 @@ class Queries:
                     attempts=attempt.number,
                     step=metrics.get("step"),
                     loss=metrics.get("loss"),
+                    progress=self.progress(self.ledger.attempts(run.run_id), now),
                     **_run_fields(run),
                 )
             )
@@ -72,15 +75,9 @@ class Queries:
         attempts = self.ledger.attempts(run.run_id)
         latest = attempts[-1]
         views = [self._attempt_view(a) for a in attempts]
-        steps = [e for a in attempts for e in self.ledger.events(a.attempt_id, "step")]
-        losses = [e["loss"] for e in steps if e.get("loss") is not None]
-        progress = Progress(
-            step=steps[-1].get("step") if steps else None,
-            max_steps=latest.config.get("training_args", {}).get("max_steps"),
-            first_loss=losses[0] if losses else None,
-            last_loss=losses[-1] if losses else None,
-            steps_logged=len(steps),
-        )
+        now = time.time()
+        progress = self.progress(attempts, now)
+        late = timeout_warning(run.run_id, progress, _facts(latest), now)
         evaluations = self.ledger.evals_of(run.run_id)
         return InspectResult(
             job_id=run.run_id,
@@ -93,7 +90,7 @@ class Queries:
             checkpoints=[c for v in views for c in v.checkpoints],
             attempts=views,
             artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
-            warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning")),
+            warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning")) + ([late] if late else []),
             evaluation=self._own_evaluation(run),
             evaluations=evaluations,
             eval_delta=_eval_delta(evaluations),
@@ -102,6 +99,14 @@ class Queries:
             init_from=run.spec.init_from,
             **_run_fields(run),
         )
+
+    def progress(self, attempts: list[AttemptRecord], now: float) -> Progress:
+        """The run's progress: steps and losses of every attempt, rate, phase and ETA of the latest."""
+        latest = attempts[-1]
+        steps = [e for a in attempts[:-1] for e in self.ledger.events(a.attempt_id, "step")]
+        latest_events = self.ledger.events(latest.attempt_id)
+        steps += [e for e in latest_events if e.get("event") == "step"]
+        return job_progress(steps, latest_events, _facts(latest), now)
 
     def _own_evaluation(self, run: RunRecord) -> dict[str, Any] | None:
         """An evaluation job's own result: what it evaluated (a job, or a model alone) and its metrics."""
@@ -216,6 +221,17 @@ class Queries:
     ) -> DatasetReport:
         dataset, model = local_path(dataset), local_path(model) if model else None
         return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)
+
+
+def _facts(attempt: AttemptRecord) -> AttemptFacts:
+    args = attempt.config.get("training_args", {})
+    return AttemptFacts(
+        status=attempt.status.value,
+        max_steps=args.get("max_steps"),
+        num_train_epochs=args.get("num_train_epochs"),
+        started_at=attempt.started_at,
+        timeout_s=attempt.timeout_s,
+    )
 
 
 def _run_fields(run: RunRecord) -> dict[str, Any]:

@@ -88,9 +88,13 @@ class JobRow(BaseModel):
     attempts: int
     step: int | None = None
     loss: float | None = None
+    progress: Progress | None = Field(None, description="phase, step of max_steps, rates and ETA, as inspect shows.")
 
     def cells(self) -> list[str]:
         loss = f"{self.loss:.4f}" if self.loss is not None else "-"
+        step = str(self.step if self.step is not None else "-")
+        if self.progress and self.progress.max_steps:
+            step += f"/{self.progress.max_steps}"
         return [
             self.job_id,
             self.status,
@@ -98,7 +102,7 @@ class JobRow(BaseModel):
             self.method,
             _short(self.model),
             self.backend,
-            str(self.step if self.step is not None else "-"),
+            step,
             loss,
             ago(self.created_at),
         ]
@@ -165,11 +169,25 @@ def _eval_outcome(evaluation: dict[str, Any]) -> str:
 
 
 class Progress(BaseModel):
+    """Where a job is and how fast it goes, from its step events (service/progress.py computes it)."""
+
     step: int | None = None
-    max_steps: int | None = None
+    max_steps: int | None = Field(
+        None,
+        description="The steps the run trains for: its max_steps, or the trainer's total when it trains by epochs.",
+    )
     first_loss: float | None = None
     last_loss: float | None = None
     steps_logged: int = 0
+    fraction: float | None = Field(None, description="step / max_steps, 0 to 1.")
+    steps_per_second: float | None = Field(None, description="Over the latest attempt's recent steps.")
+    tokens_per_second: float | None = Field(None, description="Input tokens trained per second, recent steps.")
+    eta_seconds: float | None = Field(None, description="Seconds until max_steps at the recent rate (running only).")
+    phase: str | None = Field(
+        None,
+        description="What the job is doing: queued, starting, installing, loading_model, tokenizing, training, "
+        "saving, pushing, evaluating; for an ended job, the last phase it reached.",
+    )
 
 
 class InspectResult(BaseModel):
@@ -239,7 +257,11 @@ class InspectResult(BaseModel):
         if p.step is not None:
             of = f"/{p.max_steps}" if p.max_steps else ""
             loss = f"; loss {p.first_loss:.4f} → {p.last_loss:.4f}" if p.first_loss is not None else ""
-            lines.append(f"Step {p.step}{of}{loss}.")
+            pace = f"; {p.steps_per_second:.3g} steps/s" if p.steps_per_second else ""
+            eta = f", about {human_duration(p.eta_seconds)} to go" if p.eta_seconds is not None else ""
+            lines.append(f"Step {p.step}{of}{loss}{pace}{eta}.")
+        if p.phase and not self.status_is_terminal:
+            lines.append(f"Phase: {p.phase}.")
         for warning in self.warnings:
             lines.append(f"Warning ({warning['code']}, step {warning['step']}): {warning['message']} {warning['fix']}")
         committed = [c for c in self.checkpoints if c.state == "committed"]

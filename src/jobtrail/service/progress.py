@@ -1,0 +1,151 @@
+"""A job's progress from the events it printed: where it is, what it is doing, how fast, and when it
+will end; and the warning when that end lies past its timeout.
+
+Pure: the caller hands in the events the ledger holds (each stamped with the job's `time`) and the
+attempt's facts, and the clock reading `now`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jobtrail.service.results import Progress
+from jobtrail.util.timefmt import human_duration
+
+# The rate is measured over the last this-many step intervals: recent enough to follow a change of pace
+# (a resumed attempt, a slower phase), long enough that one slow step does not swing the ETA.
+RATE_WINDOW = 10
+ACTIVE = ("queued", "starting", "running")
+TIMEOUT_MARGIN = 1.3  # a longer timeout proposed for a run that will not make it: its need + 30%
+WARNING_CODE = "timeout.before_max_steps"
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    """What progress needs to know about the latest attempt besides its events."""
+
+    status: str
+    max_steps: int | None  # the config's max_steps (None, or -1 when it trains by epochs)
+    num_train_epochs: float | None
+    started_at: float | None
+    timeout_s: int | None
+
+
+def job_progress(
+    all_steps: Sequence[dict[str, Any]], latest_events: Sequence[dict[str, Any]], facts: AttemptFacts, now: float
+) -> Progress:
+    """`all_steps`: the step events of every attempt, in order; `latest_events`: all events of the latest."""
+    steps = [e for e in latest_events if e.get("event") == "step"]
+    losses = [e["loss"] for e in all_steps if isinstance(e.get("loss"), int | float)]
+    step = all_steps[-1].get("step") if all_steps else None
+    max_steps = total_steps(latest_events, steps, facts)
+    steps_per_second, tokens_per_second = rates(steps)
+    running = facts.status in ACTIVE
+    eta = None
+    if running and step is not None and max_steps and steps_per_second:
+        since_last = max(0.0, now - float(steps[-1]["time"]))
+        eta = max(0.0, (max_steps - step) / steps_per_second - since_last)
+    return Progress(
+        step=step,
+        max_steps=max_steps,
+        first_loss=losses[0] if losses else None,
+        last_loss=losses[-1] if losses else None,
+        steps_logged=len(all_steps),
+        fraction=min(1.0, step / max_steps) if step is not None and max_steps else None,
+        steps_per_second=_round(steps_per_second),
+        tokens_per_second=_round(tokens_per_second),
+        eta_seconds=_round(eta, 1),
+        phase=phase(latest_events, facts.status),
+    )
+
+
+def phase(events: Sequence[dict[str, Any]], status: str) -> str | None:
+    """The job's own latest `phase` event; before (or between) them, what its events imply: nothing printed
+    yet is installing (the job's environment), an environment is loading_model, a step is training."""
+    if status in ("queued", "starting"):
+        return status
+    current = None
+    for event in events:
+        kind = event.get("event")
+        if kind == "phase" and isinstance(event.get("phase"), str):
+            current = event["phase"]
+        elif kind == "step":
+            current = "training"
+        elif kind == "environment" and current is None:
+            current = "loading_model"
+    if current is None and status == "running":
+        return "installing"
+    return current
+
+
+def total_steps(events: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]], facts: AttemptFacts) -> int | None:
+    """The steps the attempt trains for: the config's max_steps, else the trainer's total from a phase event,
+    else (training by epochs) the steps per epoch the step events show times the epochs."""
+    if facts.max_steps and facts.max_steps > 0:
+        return facts.max_steps
+    announced = [e["max_steps"] for e in events if e.get("event") == "phase" and isinstance(e.get("max_steps"), int)]
+    if announced and announced[-1] > 0:
+        return int(announced[-1])
+    last = steps[-1] if steps else None
+    epoch = last.get("epoch") if last else None
+    if last and facts.num_train_epochs and isinstance(epoch, int | float) and epoch > 0:
+        return max(int(last["step"]), round(last["step"] / epoch * facts.num_train_epochs))
+    return None
+
+
+def rates(steps: Sequence[dict[str, Any]]) -> tuple[float | None, float | None]:
+    """Steps and tokens per second over the last RATE_WINDOW intervals between step events."""
+    timed = [e for e in steps if isinstance(e.get("time"), int | float) and isinstance(e.get("step"), int)]
+    if len(timed) < 2:
+        return None, None
+    first, last = timed[max(0, len(timed) - RATE_WINDOW - 1)], timed[-1]
+    seconds = float(last["time"]) - float(first["time"])
+    if seconds <= 0 or last["step"] <= first["step"]:
+        return None, None
+    per_step = (last["step"] - first["step"]) / seconds
+    counted = all(isinstance(e.get("tokens"), int | float) for e in (first, last))
+    tokens = (last["tokens"] - first["tokens"]) / seconds if counted and last["tokens"] >= first["tokens"] else None
+    return per_step, tokens
+
+
+def timeout_warning(job_id: str, progress: Progress, facts: AttemptFacts, now: float) -> dict[str, Any] | None:
+    """A running job whose ETA lies past its timeout: the step it will stop near, and the exact calls that fix it
+    (code, step, message, fix, like the job's own warnings)."""
+    if facts.status != "running" or not (facts.timeout_s and facts.started_at):
+        return None
+    eta, rate, step = progress.eta_seconds, progress.steps_per_second, progress.step
+    if eta is None or not rate or step is None or progress.max_steps is None:
+        return None
+    left = facts.started_at + facts.timeout_s - now
+    if eta <= left:
+        return None
+    stop_step = min(progress.max_steps, step + int(rate * max(0.0, left)))
+    needed = (now - facts.started_at + eta) * TIMEOUT_MARGIN
+    longer = _duration_argument(needed)
+    return {
+        "code": WARNING_CODE,
+        "step": stop_step,
+        "message": (
+            f"At {rate:.3g} steps/s the job needs about {human_duration(eta)} more to reach step {progress.max_steps}, "
+            f"but its timeout ({human_duration(facts.timeout_s)}) leaves {human_duration(max(0.0, left))}: "
+            f"it will stop near step {stop_step}."
+        ),
+        "fix": (
+            f"Let it run: it ends 'timeout' and keeps its committed checkpoints; then "
+            f'retry(job_id="{job_id}", changes={{"timeout": "{longer}"}}) resumes from the last one. '
+            f'Or cancel(job_id="{job_id}") and submit again with hyperparameters max_steps={stop_step}.'
+        ),
+    }
+
+
+def _duration_argument(seconds: float) -> str:
+    """A timeout as submit and retry read it, rounded up to whole minutes: "1h05m" reads as "1h5m"."""
+    minutes = max(1, -(-int(seconds) // 60))
+    hours, minutes = divmod(minutes, 60)
+    return (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes or not hours else "")
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,0 +1,101 @@
+"""Progress from step events: rate over recent steps, ETA, phase, the total of a run by epochs, the timeout warning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobtrail.service.progress import (
+    RATE_WINDOW,
+    WARNING_CODE,
+    AttemptFacts,
+    job_progress,
+    phase,
+    rates,
+    timeout_warning,
+)
+
+
+def _steps(count: int, *, every_s: float, start: float = 1000.0, first: int = 1, tokens: int = 100) -> list[dict]:
+    return [
+        {"event": "step", "step": first + i, "time": start + i * every_s, "loss": 5.0 - i * 0.01, "tokens": tokens * i}
+        for i in range(count)
+    ]
+
+
+def _facts(**over: Any) -> AttemptFacts:
+    base: dict[str, Any] = dict(status="running", max_steps=60, num_train_epochs=1, started_at=990.0, timeout_s=None)
+    return AttemptFacts(**{**base, **over})
+
+
+def test_rate_eta_and_fraction_of_a_running_job():
+    steps = _steps(20, every_s=0.5)  # steps 1..20, 2 steps/s, 200 tokens/s
+    now = steps[-1]["time"] + 1.0  # a second after the last step
+    p = job_progress(steps, steps, _facts(), now)
+    assert p.step == 20 and p.max_steps == 60 and p.fraction == 20 / 60
+    assert p.steps_per_second == 2.0 and p.tokens_per_second == 200.0
+    assert p.eta_seconds == 19.0  # 40 steps at 2/s, less the second already gone
+    assert p.phase == "training" and p.first_loss == 5.0 and p.steps_logged == 20
+
+
+def test_the_rate_follows_the_recent_steps_not_the_whole_run():
+    slow = _steps(20, every_s=2.0)
+    fast = _steps(RATE_WINDOW + 1, every_s=0.25, start=slow[-1]["time"] + 0.25, first=21)
+    assert rates(slow + fast)[0] == 4.0
+
+
+def test_no_rate_and_no_eta_before_two_steps_or_after_the_end():
+    one = _steps(1, every_s=1.0)
+    assert rates(one) == (None, None)
+    p = job_progress(one, one, _facts(), 2000.0)
+    assert p.eta_seconds is None and p.steps_per_second is None and p.step == 1
+    ended = _steps(10, every_s=1.0)
+    done = job_progress(ended, ended, _facts(status="succeeded"), 5000.0)
+    assert done.eta_seconds is None and done.steps_per_second == 1.0
+
+
+def test_phase_from_the_jobs_own_events_else_from_what_it_printed():
+    assert phase([], "queued") == "queued"
+    assert phase([], "starting") == "starting"
+    assert phase([], "running") == "installing"
+    env = [{"event": "environment"}]
+    assert phase(env, "running") == "loading_model"
+    tokenizing = [*env, {"event": "phase", "phase": "tokenizing"}]
+    assert phase(tokenizing, "running") == "tokenizing"
+    assert phase([*tokenizing, {"event": "step", "step": 1}], "running") == "training"
+    saving = [*tokenizing, {"event": "step", "step": 1}, {"event": "phase", "phase": "saving"}]
+    assert phase(saving, "running") == "saving"
+    assert phase(saving, "failed") == "saving"  # where it ended
+    assert phase([], "failed") is None
+
+
+def test_a_run_by_epochs_takes_its_total_from_the_phase_event_else_from_the_epoch():
+    steps = [{**e, "epoch": e["step"] / 40} for e in _steps(10, every_s=1.0)]  # 40 steps per epoch
+    by_epochs = _facts(max_steps=-1, num_train_epochs=2)
+    assert job_progress(steps, steps, by_epochs, 1010.0).max_steps == 80
+    announced = [{"event": "phase", "phase": "training", "max_steps": 77}, *steps]
+    assert job_progress(steps, announced, by_epochs, 1010.0).max_steps == 77
+
+
+def test_steps_of_earlier_attempts_count_but_the_rate_is_the_latest_attempts():
+    first = _steps(30, every_s=0.1)  # attempt 1: fast, then it died
+    second = _steps(5, every_s=1.0, start=5000.0, first=29)  # attempt 2 resumed from step 28, slower
+    p = job_progress(first + second, second, _facts(), 5004.0)
+    assert p.step == 33 and p.steps_logged == 35 and p.steps_per_second == 1.0 and p.first_loss == 5.0
+
+
+def test_a_job_that_will_pass_its_timeout_is_warned_with_the_stop_step_and_the_calls_that_fix_it():
+    steps = _steps(11, every_s=1.0)  # 1 step/s, step 11 at t=1010
+    facts = _facts(max_steps=100, started_at=1000.0, timeout_s=30)
+    p = job_progress(steps, steps, facts, 1010.0)
+    assert p.eta_seconds == 89.0
+    warning = timeout_warning("jt-abc", p, facts, 1010.0)
+    assert warning is not None and warning["code"] == WARNING_CODE
+    assert warning["step"] == 31  # 20 s left at 1 step/s
+    assert "stop near step 31" in warning["message"]
+    # (10 s gone + 89 s to go) × 1.3 = 129 s → 3 minutes, rounded up
+    assert 'retry(job_id="jt-abc", changes={"timeout": "3m"})' in warning["fix"]
+    assert "max_steps=31" in warning["fix"]
+    roomy = _facts(max_steps=100, started_at=1000.0, timeout_s=3600)
+    assert timeout_warning("jt-abc", job_progress(steps, steps, roomy, 1010.0), roomy, 1010.0) is None
+    no_limit = _facts(max_steps=100)
+    assert timeout_warning("jt-abc", p, no_limit, 1010.0) is None
