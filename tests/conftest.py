@@ -1,7 +1,8 @@
 """Shared fixtures. Nothing here reaches the network or the user's Hugging Face cache.
 
-Heavy work (building the tiny model) runs in a subprocess with the job environment, so the
-test process itself never imports torch/transformers: other tests check exactly that.
+Heavy work (building the tiny model) runs in a subprocess with the job environment. The test
+process imports transformers only where the server does (a submit measuring token lengths with the
+model's tokenizer); importing the server itself never does, which other tests check in a subprocess.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ def make_job_env(tmp: Path, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+@pytest.fixture(autouse=True)
+def _fresh_hub_probes() -> None:
+    """Tests reuse ports: a Hub found unreachable in one test may answer there in the next."""
+    from jobtrail.util.hub import forget_unreachable
+
+    forget_unreachable()
 
 
 @pytest.fixture(scope="session")

@@ -142,6 +142,42 @@ def test_offline_dry_run_of_a_hub_model_warns_within_seconds(offline_hub, chat_d
     assert (model.code, model.severity) == ("model.unverified", "warning") and offline_hub in model.message
 
 
+@pytest.fixture
+def hanging_hub(monkeypatch):
+    """HF_ENDPOINT at a local port that accepts connections and never answers (a Hub that hangs)."""
+    import socket
+
+    from huggingface_hub import constants
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)  # the kernel completes handshakes; nobody ever reads or answers
+    url = f"http://127.0.0.1:{server.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_TOKEN", "hf_some_token")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    yield url
+    server.close()
+
+
+def test_a_hanging_hub_costs_one_probe_timeout_per_call_not_one_per_check(hanging_hub, tmp_path):
+    import time
+
+    from jobtrail.app import build_service
+    from jobtrail.util.hub import HUB_PROBE_TIMEOUT_S
+
+    service = build_service(tmp_path / "home")
+    started = time.monotonic()
+    # Model, dataset, token and prices are each checked on the Hub: four probes, one wait.
+    dry = service.submit(remote_spec(model="Qwen/Qwen2.5-0.5B", dataset="org/data"), dry_run=True)
+    took = time.monotonic() - started
+    assert took < 2 * HUB_PROBE_TIMEOUT_S + 3, took
+    unverified = {f.code for f in dry.findings if hanging_hub in f.message}
+    assert {"model.unverified", "dataset.unverified"} <= unverified, [f.model_dump() for f in dry.findings]
+
+
 def test_offline_estimate_fails_fast_with_a_fix_that_names_real_arguments(offline_hub):
     import time
 

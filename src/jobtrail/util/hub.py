@@ -8,8 +8,14 @@ verified" must not wait that long. huggingface_hub is imported only when a Hub i
 from __future__ import annotations
 
 import os
+import time
 
 HUB_PROBE_TIMEOUT_S = 5.0
+# A Hub that accepts connections and never answers costs the full timeout per probe, and one tool
+# call probes up to four times (model, data, token, prices): a failed probe is remembered for this
+# long per endpoint, so such a call waits one timeout, not four. A success is not remembered.
+UNREACHABLE_REMEMBERED_S = 20.0
+_unreachable: dict[str, tuple[float, str]] = {}
 
 
 def hub_endpoint() -> str:
@@ -30,11 +36,22 @@ def hub_unreachable(endpoint: str | None = None) -> str | None:
     from huggingface_hub import get_session
 
     endpoint = endpoint or hub_endpoint()
+    known = _unreachable.get(endpoint)
+    if known is not None and time.monotonic() - known[0] < UNREACHABLE_REMEMBERED_S:
+        return known[1]
     try:
         get_session().head(endpoint, timeout=HUB_PROBE_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001  any transport failure means: not reachable from here
-        return f"{endpoint} is unreachable ({one_line_error(exc)})"
+        reason = f"{endpoint} is unreachable ({one_line_error(exc)})"
+        _unreachable[endpoint] = (time.monotonic(), reason)
+        return reason
+    _unreachable.pop(endpoint, None)
     return None
+
+
+def forget_unreachable() -> None:
+    """Probe every endpoint afresh next time (a Hub that came back on the same address)."""
+    _unreachable.clear()
 
 
 def one_line_error(exc: BaseException) -> str:
