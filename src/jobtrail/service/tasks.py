@@ -140,6 +140,11 @@ class Tasks:
     ) -> ConvertResult:
         """A conversion job: merge, convert to F16, quantize, verify (scripts/convert_gguf.py)."""
         self.context.backend(backend)
+        if quantizations is not None and not quantizations:  # [] is a mistake, never "the defaults"
+            raise InvalidRequestError(
+                "quantizations is empty: there is nothing to quantize to.",
+                fix=f"Pass quantizations={list(DEFAULT_QUANTIZATIONS)!r}, or leave it out for those defaults.",
+            )
         quants = list(quantizations or DEFAULT_QUANTIZATIONS)
         target = self.ledger.get_run(source.strip())
         if target is not None:

@@ -31,6 +31,7 @@ class Shape:
     annotation: Any  # the whole annotation, to validate with
     description: str
     is_list: bool
+    item: Any = None  # a list's element type, with its constraints, to validate each value with
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
@@ -43,13 +44,22 @@ def shape(annotation: Any) -> Shape:
     if get_origin(inner) is Annotated:
         inner, *metadata = get_args(inner)
         description = next((m.description for m in metadata if isinstance(m, FieldInfo) and m.description), "")
-    members = [m for m in get_args(inner) if m is not type(None)] if _is_union(inner) else [inner]
+    inner = _bare(inner)
+    members = [_bare(m) for m in get_args(inner) if m is not type(None)] if _is_union(inner) else [inner]
     # `str | int` (a timeout: '2h' or seconds) is text on a command line.
     base = str if str in members else members[0]
     is_list = get_origin(base) is list
+    item = get_args(base)[0] if is_list else None
     if is_list:
-        base = get_args(base)[0]
-    return Shape(base=base, annotation=annotation, description=description, is_list=is_list)
+        base = _bare(item)
+    return Shape(base=base, annotation=annotation, description=description, is_list=is_list, item=item)
+
+
+def _bare(annotation: Any) -> Any:
+    """The type under any Annotated layers (params.py's bounded types: PathText, NameList ...)."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
 
 
 def add_tool_arguments(
@@ -120,7 +130,7 @@ def _converter(info: Shape) -> Callable[[str], Any]:
 
     def convert(text: str) -> Any:
         nonlocal adapter
-        adapter = adapter or TypeAdapter(info.base if info.is_list else info.annotation)  # built on first use
+        adapter = adapter or TypeAdapter(info.item if info.is_list else info.annotation)  # built on first use
         try:
             return adapter.validate_python(read(text))
         except ValidationError as exc:

@@ -9,10 +9,11 @@ llama.cpp facts, decoding from the evaluator, the estimator's defaults from its 
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from jobtrail.estimate.estimator import estimate_cost
 from jobtrail.estimate.memory import Peft
@@ -41,6 +42,41 @@ else:
     StatusName = _one_of(status.value for status in JobStatus)
     EvalMetric = _one_of(evals.EVAL_METRICS)
     GroupName = _one_of(REPORT_GROUPS)
+
+# --- limits ---------------------------------------------------------------------------
+# Every argument is bounded here, once: the MCP schemas publish the limits (maxLength, maxItems,
+# maxProperties) and the SDK refuses an oversized or NUL-holding value before any tool runs, quoting a
+# short excerpt of it, never the whole input. The CLI checks its flags with these same types.
+MAX_PATH = 4096  # Linux's PATH_MAX: no longer path can be opened
+MAX_NAME = 256  # a job id, a split, a flavor, a metric or quantization name
+MAX_ITEMS = 64  # names in a list argument
+MAX_KEYS = 256  # entries in an object argument (hyperparameters, a mapping, changes, secrets)
+MAX_OBJECT_CHARS = 65_536  # an object argument written as JSON
+_NO_NUL = {"pattern": "^[^\\x00]*$"}  # published; the validator says what is wrong in words
+
+
+def _no_nul(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("holds a NUL character (\\x00), which no path, id or name can contain")
+    return text
+
+
+def _small_object(value: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(value, default=str)
+    if len(text) > MAX_OBJECT_CHARS:
+        raise ValueError(f"is {len(text)} characters as JSON; at most {MAX_OBJECT_CHARS} are accepted")
+    if "\\u0000" in text:
+        raise ValueError("holds a NUL character (\\x00) in a key or value")
+    return value
+
+
+PathText = Annotated[str, Field(max_length=MAX_PATH, json_schema_extra=_NO_NUL), AfterValidator(_no_nul)]
+NameText = Annotated[str, Field(max_length=MAX_NAME, json_schema_extra=_NO_NUL), AfterValidator(_no_nul)]
+JsonObject = Annotated[dict[str, Any], Field(max_length=MAX_KEYS), AfterValidator(_small_object)]
+SecretRefs = Annotated[dict[NameText, NameText], Field(max_length=MAX_KEYS)]
+# A list the caller gives must name something: [] is refused, never read as "the default".
+NameList = Annotated[list[NameText], Field(min_length=1, max_length=MAX_ITEMS)]
+MetricList = Annotated[list[EvalMetric], Field(min_length=1, max_length=MAX_ITEMS)]
 
 # --- defaults -------------------------------------------------------------------------
 
@@ -72,19 +108,19 @@ Method = Annotated[
 ]
 MethodFilter = Annotated[TrainingMethod | None, Field(description="Judge only this method.")]
 Model = Annotated[
-    str, Field(description="Local model directory (with config.json) or Hub id, e.g. 'Qwen/Qwen2.5-0.5B'.")
+    PathText, Field(description="Local model directory (with config.json) or Hub id, e.g. 'Qwen/Qwen2.5-0.5B'.")
 ]
 Dataset = Annotated[
-    str,
+    PathText,
     Field(
         description=(
             "Local .jsonl/.json/.csv/.parquet file or Hub dataset id. Formats: messages, text, prompt/completion."
         )
     ),
 ]
-Split = Annotated[str, Field(description="Split to read, e.g. 'train'.")]
+Split = Annotated[NameText, Field(description="Split to read, e.g. 'train'.")]
 Hyperparameters = Annotated[
-    dict[str, Any] | None,
+    JsonObject | None,
     Field(
         description=(
             "TRL config names for the method, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, "
@@ -94,7 +130,7 @@ Hyperparameters = Annotated[
     ),
 ]
 DatasetMapping = Annotated[
-    dict[str, Any] | None,
+    JsonObject | None,
     Field(
         description=(
             "Turns another data shape into a TRL format; validate_dataset proposes it, e.g. "
@@ -103,7 +139,7 @@ DatasetMapping = Annotated[
     ),
 ]
 EvalDataset = Annotated[
-    str | None,
+    PathText | None,
     Field(
         description=(
             "Held-out data: the base model is evaluated before training and the final model after; "
@@ -112,20 +148,21 @@ EvalDataset = Annotated[
     ),
 ]
 RewardFile = Annotated[
-    str | None, Field(description="GRPO: a Python file defining the reward function (checked, then inlined).")
+    PathText | None, Field(description="GRPO: a Python file defining the reward function (checked, then inlined).")
 ]
 RewardFunction = Annotated[
-    str | None, Field(description="GRPO: the function's name in reward_file, taking (prompts, completions, **kwargs).")
+    NameText | None,
+    Field(description="GRPO: the function's name in reward_file, taking (prompts, completions, **kwargs)."),
 ]
 InitFrom = Annotated[
-    str | None,
+    NameText | None,
     Field(
         description="Train further: a finished job's id; the new run starts from its final model (a LoRA adapter: "
         "base + adapter) with a fresh schedule. `model` stays that job's model."
     ),
 ]
 InitCheckpoint = Annotated[
-    str | None,
+    PathText | None,
     Field(
         description="With init_from: start from this committed checkpoint's weights instead (checkpoint-200 or 200)."
     ),
@@ -142,10 +179,10 @@ Backend = Annotated[
         )
     ),
 ]
-Flavor = Annotated[str | None, Field(description="HF Jobs hardware, e.g. 'a10g-large' (see the hardware tool).")]
-Timeout = Annotated[str | int | None, Field(description="Stop the job after this long: '45m', '2h', or seconds.")]
+Flavor = Annotated[NameText | None, Field(description="HF Jobs hardware, e.g. 'a10g-large' (see the hardware tool).")]
+Timeout = Annotated[NameText | int | None, Field(description="Stop the job after this long: '45m', '2h', or seconds.")]
 Output = Annotated[
-    str | None,
+    PathText | None,
     Field(
         description=(
             "Where the trained model goes: a directory for 'local', a Hub repo id for 'hf-jobs' "
@@ -154,7 +191,7 @@ Output = Annotated[
     ),
 ]
 Secrets = Annotated[
-    dict[str, str] | None,
+    SecretRefs | None,
     Field(
         description=(
             "Secrets for the job as references to the server's environment, e.g. {'WANDB_API_KEY': '$WANDB_API_KEY'}; "
@@ -176,7 +213,7 @@ MaxRetries = Annotated[
 
 # --- following jobs -------------------------------------------------------------------
 
-JobId = Annotated[str, Field(description="Job id returned by submit or listed by ps, e.g. 'jt-4f9k2m7q'.")]
+JobId = Annotated[NameText, Field(description="Job id returned by submit or listed by ps, e.g. 'jt-4f9k2m7q'.")]
 Status = Annotated[StatusName | None, Field(description="Only jobs in this status.")]
 Limit = Annotated[int, Field(ge=1, le=500, description="At most this many jobs.")]
 Tail = Annotated[int, Field(ge=1, le=5000, description="How many lines to return.")]
@@ -185,7 +222,7 @@ Attempt = Annotated[
     int | None, Field(ge=1, description="Which attempt's log to read: 1 is the first (default: the latest).")
 ]
 Changes = Annotated[
-    dict[str, Any] | None,
+    JsonObject | None,
     Field(
         description=(
             "Hyperparameters (and timeout, flavor, dataset_mapping) to change, e.g. "
@@ -193,19 +230,19 @@ Changes = Annotated[
         )
     ),
 ]
-Days = Annotated[float, Field(gt=0, description="Look back this many days.")]
+Days = Annotated[float, Field(gt=0, le=36500, description="Look back this many days.")]
 GroupBy = Annotated[GroupName, Field(description="Group rows by this.")]
 
 # --- checking data, estimating --------------------------------------------------------
 
 TokenizerModel = Annotated[
-    str | None, Field(description="Local model directory: measure token lengths with its tokenizer.")
+    PathText | None, Field(description="Local model directory: measure token lengths with its tokenizer.")
 ]
 LengthLimit = Annotated[int | None, Field(ge=1, description="Count rows longer than this many tokens.")]
 # estimate_cost's hyperparameters are submit's, by the same names; one left out is what submit would use.
 _SUBMITS = " (default: what submit uses for the method)"
 PeftKind = Annotated[Peft | None, Field(description="'qlora' = 4-bit base; 'none' = full fine-tuning" + _SUBMITS)]
-StatsDataset = Annotated[str | None, Field(description="Local .jsonl file to take rows and lengths from.")]
+StatsDataset = Annotated[PathText | None, Field(description="Local .jsonl file to take rows and lengths from.")]
 NumExamples = Annotated[int | None, Field(ge=1, description="Rows, when no dataset is given.")]
 AvgTokens = Annotated[float | None, Field(gt=0, description="Mean tokens per row, when no dataset is given.")]
 MaxLength = Annotated[int | None, Field(ge=1, description="Longest sequence in tokens (TRL max_length)" + _SUBMITS)]
@@ -218,31 +255,34 @@ MaxSteps = Annotated[
 GradientCheckpointing = Annotated[
     bool | None, Field(description="Recompute activations in backward to save memory" + _SUBMITS)
 ]
-EstimateFlavor = Annotated[str | None, Field(description="Describe this flavor (default: the recommended one).")]
+EstimateFlavor = Annotated[NameText | None, Field(description="Describe this flavor (default: the recommended one).")]
 LoraRank = Annotated[int | None, Field(ge=1, description="LoRA rank r" + _SUBMITS)]
 Optimizer = Annotated[
-    str | None, Field(description="TRL `optim` (adamw_torch, adamw_8bit, lion_32bit, sgd ...)" + _SUBMITS)
+    NameText | None, Field(description="TRL `optim` (adamw_torch, adamw_8bit, lion_32bit, sgd ...)" + _SUBMITS)
 ]
 
 # --- evaluating and converting --------------------------------------------------------
 
-HeldOutDataset = Annotated[str, Field(description="Held-out data: a local file or Hub dataset id.")]
-EvaluatedJob = Annotated[str | None, Field(description="Evaluate this job's final model (or checkpoint=...).")]
-EvaluatedModel = Annotated[str | None, Field(description="Or evaluate this model (local dir or Hub id) as it is.")]
-EvalSplit = Annotated[str | None, Field(description="Split of a Hub dataset (default 'test').")]
+HeldOutDataset = Annotated[PathText, Field(description="Held-out data: a local file or Hub dataset id.")]
+EvaluatedJob = Annotated[NameText | None, Field(description="Evaluate this job's final model (or checkpoint=...).")]
+EvaluatedModel = Annotated[PathText | None, Field(description="Or evaluate this model (local dir or Hub id) as it is.")]
+EvalSplit = Annotated[NameText | None, Field(description="Split of a Hub dataset (default 'test').")]
 EvalCheckpoint = Annotated[
-    str | None, Field(description="A committed checkpoint of the job: name (checkpoint-40), step or path.")
+    PathText | None, Field(description="A committed checkpoint of the job: name (checkpoint-40), step or path.")
 ]
-Metrics = Annotated[list[EvalMetric] | None, Field(description="Default: chosen from the data's format.")]
+Metrics = Annotated[MetricList | None, Field(description="Default: chosen from the data's format.")]
 MaxNewTokens = Annotated[int, Field(ge=1, le=4096, description="Longest generated answer, in tokens.")]
 Temperature = Annotated[float, Field(ge=0.0, le=2.0, description="0 = greedy (reproducible).")]
-ConvertSource = Annotated[str, Field(description="A jobtrail job id, a local model/adapter directory, or a Hub id.")]
-Quantizations = Annotated[list[str], Field(description="e.g. ['Q4_K_M', 'Q8_0']; F16 is always produced.")]
-ConvertOutput = Annotated[str | None, Field(description="local: a directory; hf-jobs: the Hub repo to upload to.")]
+ConvertSource = Annotated[
+    PathText, Field(description="A jobtrail job id, a local model/adapter directory, or a Hub id.")
+]
+Quantizations = Annotated[NameList, Field(description="e.g. ['Q4_K_M', 'Q8_0']; F16 is always produced.")]
+ConvertOutput = Annotated[PathText | None, Field(description="local: a directory; hf-jobs: the Hub repo to upload to.")]
 ConvertBackend = Annotated[BackendName, Field(description="Where the conversion runs.")]
 ConvertCheckpoint = Annotated[
-    str | None, Field(description="With a job id: a committed checkpoint instead of the final model.")
+    PathText | None, Field(description="With a job id: a committed checkpoint instead of the final model.")
 ]
 PreTokenizer = Annotated[
-    str | None, Field(description=("llama.cpp pre-tokenizer name for a tokenizer it does not recognise, e.g. 'qwen2'."))
+    NameText | None,
+    Field(description=("llama.cpp pre-tokenizer name for a tokenizer it does not recognise, e.g. 'qwen2'.")),
 ]
