@@ -361,7 +361,8 @@ def test_qlora_on_a_12b_model_with_262k_vocabulary_fits_24gb_at_2048_but_not_819
     assert not long.fits["a10g-large"] and not long.fits["l4x1"]
     assert short.to_markdown().splitlines()[0].startswith("Fits a10g-large (24 GB): ")
     best = long.options[0]
-    assert long.to_markdown().splitlines()[-1] == f'Next: submit with flavor="{best.flavor}", timeout="{best.timeout}".'
+    call = f'submit(method="sft", model="{long.model}", dataset=..., backend="hf-jobs", flavor="{best.flavor}", '
+    assert f'Next: {call}timeout="{best.timeout}")' in long.summary and long.to_markdown().startswith(long.summary)
     assert "max_length=4096" in " ".join(long.notes)  # what to change to need less memory
 
 

@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.estimate.hardware import Flavor
+from jobtrail.estimate.hardware import LOCAL, Flavor
 from jobtrail.estimate.memory import MemoryBreakdown
+from jobtrail.models import ToolResult
 from jobtrail.util.timefmt import human_duration
 
 _MEMORY_ROWS = [
@@ -22,30 +23,41 @@ _MEMORY_ROWS = [
 ]
 
 
-class HardwareResult(BaseModel):
+class HardwareResult(ToolResult):
     flavors: list[Flavor]
     source: Literal["live", "bundled"] = Field(description='"live" from the Hub, or the "bundled" snapshot.')
     snapshot_date: str | None = Field(None, description="Date of the bundled price list (bundled only).")
     note: str | None = Field(None, description="Why live prices were not used, when they were not.")
     local: Flavor | None = Field(None, description="This machine (the local backend's): CPU cores, RAM, GPUs.")
 
-    def to_markdown(self) -> str:
+    def headline(self) -> str:
         origin = "live prices from the Hub" if self.source == "live" else f"bundled price list of {self.snapshot_date}"
-        lines = [f"{len(self.flavors)} flavors ({origin})."]
-        if self.note:
-            lines.append(self.note)
-        lines += ["", "| flavor | GPU | memory | bf16 | peak TFLOPS | $/hour |", "|---|---|---|---|---|---|"]
+        gpus = sorted((f for f in self.flavors if f.gpu_count), key=lambda f: f.price_per_hour)
+        cheapest = (
+            f"; cheapest GPU: {gpus[0].name} ({_gpu_label(gpus[0])}, {memory_label(gpus[0])}) at "
+            f"${gpus[0].price_per_hour:.2f}/hour"
+            if gpus
+            else ""
+        )
+        lines = [f"{len(self.flavors)} flavors ({origin}){cheapest}."]
+        if self.local:
+            here = self.local
+            gpu = f"{_gpu_label(here)} ({memory_label(here)})" if here.gpu_count else "no GPU"
+            lines.append(f"This machine (local): {here.cpu}, {here.ram_gb or '?'} GB RAM, {gpu}.")
+        return "\n".join(lines)
+
+    def next_calls(self) -> list[str]:
+        return ['estimate_cost(model="<model>", flavor="<flavor>") says whether a job fits one and what it costs']
+
+    def details(self) -> list[str]:
+        lines = [self.note] if self.note else []
+        lines += ["| flavor | GPU | memory | bf16 | peak TFLOPS | $/hour |", "|---|---|---|---|---|---|"]
         for f in sorted(self.flavors, key=lambda f: (f.gpu_count > 0, f.price_per_hour)):
             lines.append(
                 f"| {f.name} | {_gpu_label(f)} | {memory_label(f)} | {'yes' if f.bf16 else 'no'} | "
                 f"{_tflops_label(f)} | {f.price_per_hour:.2f} |"
             )
-        if self.local:
-            here = self.local
-            gpus = f"{_gpu_label(here)} ({memory_label(here)})" if here.gpu_count else "no GPU"
-            lines += ["", f"This machine (local): {here.cpu}, {here.ram_gb or '?'} GB RAM, {gpus}."]
-        lines += ["", 'Next: estimate_cost(model=..., flavor="...") says which of these a job fits and what it costs.']
-        return "\n".join(lines)
+        return lines
 
 
 class FlavorOption(BaseModel):
@@ -61,7 +73,7 @@ class FlavorOption(BaseModel):
     calibrated: bool = Field(description="True when earlier attempts on this flavor measured the speed.")
 
 
-class EstimateResult(BaseModel):
+class EstimateResult(ToolResult):
     model: str
     architecture: str = Field(description="model_type of the language model.")
     method: str
@@ -90,18 +102,33 @@ class EstimateResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     assumptions: dict[str, Any]
 
-    def to_markdown(self) -> str:
-        lines = [self._verdict()]
+    def headline(self) -> str:
+        return self._verdict()
+
+    def next_calls(self) -> list[str]:
+        target = self.flavor if self.fits.get(self.flavor) else (self.options[0].flavor if self.options else None)
+        if target is None:
+            return [
+                f'estimate_cost(model="{self.model}", peft="qlora") or a smaller max_length / '
+                "per_device_train_batch_size (the notes say what frees memory)"
+            ]
+        timeout = self.recommended_timeout if target == self.flavor else self.options[0].timeout
+        calls = [f'submit(method="{self.method}", model="{self.model}", dataset=..., {_submit_args(target, timeout)})']
+        if self.hours is None:
+            calls.append(f'estimate_cost(model="{self.model}", dataset="<local .jsonl>") adds time and cost')
+        return calls
+
+    def details(self) -> list[str]:
         size = (
             f"{self.tokens:,} tokens in {self.steps:,} steps of ~{self.step_time_s:.2f}s"
             + (" (calibrated from earlier attempts)." if self.calibrated else ".")
             if self.tokens is not None and self.steps is not None and self.step_time_s is not None
             else f"no time or cost: {self.time_unknown}."
         )
-        lines.append(
+        lines = [
             f"{self.model}: {self.architecture}, {_billions(self.params)} params, "
             f"{_billions(self.trainable_params)} trainable ({self.method}, peft={self.peft}); {size}"
-        )
+        ]
         lines += ["", f"| memory on {self.flavor} | GB |", "|---|---|"]
         lines += [f"| {label} | {getattr(self.memory, key):.2f} |" for key, label in _MEMORY_ROWS]
         lines.append(f"| **total** | **{self.memory.total_gb:.2f}** of {self.usable_gb:.1f} usable |")
@@ -111,12 +138,8 @@ class EstimateResult(BaseModel):
                 f"| {o.flavor} | {o.total_gb:.1f} | {_time(o.hours)} | {_usd(o.cost_usd)} |" for o in self.options
             ]
         lines += [f"! {note}" for note in self.notes]
-        lines += ["", "Assumptions: " + "; ".join(f"{k}: {v}" for k, v in self.assumptions.items()) + "."]
-        if self.fits.get(self.flavor):
-            lines.append(f"\nNext: submit with {_submit_args(self.flavor, self.recommended_timeout)}.")
-        elif self.options:
-            lines.append(f"\nNext: submit with {_submit_args(self.options[0].flavor, self.options[0].timeout)}.")
-        return "\n".join(lines)
+        assumed = "; ".join(f"{k}: {v}" for k, v in self.assumptions.items())
+        return [*lines, "", f"Assumptions: {assumed}."]
 
     def _verdict(self) -> str:
         cost = (
@@ -145,7 +168,9 @@ def _usd(cost: float | None) -> str:
 
 
 def _submit_args(flavor: str, timeout: str | None) -> str:
-    return f'flavor="{flavor}"' + (f', timeout="{timeout}"' if timeout else "")
+    """submit's arguments for a flavor: local is the local backend (no flavor), any other one is HF Jobs."""
+    where = 'backend="local"' if flavor == LOCAL else f'backend="hf-jobs", flavor="{flavor}"'
+    return where + (f', timeout="{timeout}"' if timeout else "")
 
 
 def _billions(n: int) -> str:

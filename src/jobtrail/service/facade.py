@@ -20,18 +20,9 @@ from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.queries import Queries
-from jobtrail.service.results import (
-    CancelResult,
-    ConvertResult,
-    EvaluateResult,
-    InspectResult,
-    LogsResult,
-    PsResult,
-    ReportResult,
-    RetryResult,
-    SubmitResult,
-)
+from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult, SubmitResult
 from jobtrail.service.runs import Runs
+from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
 from jobtrail.util.arguments import passed_on

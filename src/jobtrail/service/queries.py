@@ -16,18 +16,9 @@ from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service.context import ServiceContext, local_path
 from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
-from jobtrail.service.results import (
-    AttemptView,
-    InspectResult,
-    JobRow,
-    LogsResult,
-    Progress,
-    PsResult,
-    ReportResult,
-    ReportRow,
-    empty_list_note,
-)
+from jobtrail.service.results import AttemptView, InspectResult, JobRow, LogsResult, Progress, PsResult, empty_list_note
 from jobtrail.service.runs import retries_stopped
+from jobtrail.service.task_results import ReportResult, ReportRow
 from jobtrail.service.tracker import Tracker
 from jobtrail.util.timefmt import human_duration
 

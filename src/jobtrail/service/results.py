@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.models import CheckpointRecord, Finding, Placement
+from jobtrail.models import CheckpointRecord, Finding, Placement, ToolResult
+from jobtrail.outcomes.retry import NEVER
 from jobtrail.util.timefmt import ago, human_duration
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
@@ -23,7 +24,26 @@ def findings_markdown(findings: list[Finding]) -> list[str]:
     return lines
 
 
-class SubmitResult(BaseModel):
+def _errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == "error"]
+
+
+def refusal(lead: str, findings: list[Finding]) -> str:
+    """A refused request's headline: 'Not submitted: 2 problems must be fixed first.', then each error and its fix."""
+    errors = _errors(findings)
+    count = f"{len(errors)} problem{'s' if len(errors) != 1 else ''}"
+    return "\n".join([f"{lead}: {count} must be fixed first.", *findings_markdown(errors)])
+
+
+def follow_calls(job_id: str) -> list[str]:
+    """How to follow a job that has not ended: the calls a summary proposes after starting or retrying one."""
+    return [
+        f'inspect(job_id="{job_id}") for its status, progress and receipt',
+        f'logs(job_id="{job_id}") for its output',
+    ]
+
+
+class SubmitResult(ToolResult):
     job_id: str | None = Field(description="Short stable id of the run; None when nothing was submitted.")
     status: Literal["queued", "starting", "running", "rejected", "dry_run"]
     findings: list[Finding]
@@ -42,25 +62,13 @@ class SubmitResult(BaseModel):
         default=None, description="What a submission of the same inputs changes in the script (and its sha256)."
     )
 
-    def to_markdown(self) -> str:
-        errors = [f for f in self.findings if f.severity == "error"]
-        if self.status == "rejected":
-            head = [f"Not submitted: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
-            tail = ["", "Fix them and call submit again (force=true submits anyway and is recorded)."]
-            return "\n".join(head + findings_markdown(self.findings) + tail)
+    def headline(self) -> str:
+        if self.status in ("rejected", "dry_run") and _errors(self.findings):
+            return refusal(
+                "Not submitted" if self.status == "rejected" else "Dry run, nothing submitted", self.findings
+            )
         if self.status == "dry_run":
-            if errors:
-                verdict = f"{len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."
-            else:
-                verdict = f"the job would be accepted (script sha256 {self.script_sha256[:12]})."
-            head = [f"Dry run, nothing submitted: {verdict}"]
-            body = findings_markdown(self.findings) or ["No findings."]
-            if self.script_path:
-                body.append(f"Script: {self.script_path} (include_script=true returns its text).")
-            if self.script_note:
-                body.append(self.script_note)
-            script = ["", "```python", self.script, "```"] if self.script else []
-            return "\n".join(head + body + script)
+            return f"Dry run, nothing submitted: the job would be accepted (script sha256 {self.script_sha256[:12]})."
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
         if self.output_repo:
             lines.append(
@@ -68,12 +76,29 @@ class SubmitResult(BaseModel):
             )
         if self.forced:
             lines.append("Forced past preflight errors; the receipt records it.")
-        lines += findings_markdown(self.findings)
-        lines += [
-            "",
-            f'Follow it: logs(job_id="{self.job_id}") for output, inspect(job_id="{self.job_id}") for its receipt.',
-        ]
         return "\n".join(lines)
+
+    def next_calls(self) -> list[str]:
+        if self.job_id:
+            return follow_calls(self.job_id)
+        if _errors(self.findings):
+            return [
+                "submit(...) again with each Fix applied (dry_run=true checks them first; "
+                "force=true submits anyway and is recorded)"
+            ]
+        return ["submit(...) with the same arguments and dry_run=false starts it"]
+
+    def details(self) -> list[str]:
+        lines = findings_markdown([f for f in self.findings if f.severity != "error"])
+        if self.status != "dry_run":
+            return lines
+        if not self.findings:
+            lines.append("No findings.")
+        if self.script_path:
+            lines.append(f"Script: {self.script_path} (include_script=true returns its text).")
+        if self.script_note:
+            lines.append(self.script_note)
+        return lines + (["", "```python", self.script, "```"] if self.script else [])
 
 
 class JobRow(BaseModel):
@@ -108,16 +133,36 @@ class JobRow(BaseModel):
         ]
 
 
-class PsResult(BaseModel):
+class PsResult(ToolResult):
     jobs: list[JobRow]
     status_filter: str | None = Field(None, description="The status asked for, when ps was filtered.")
     note: str | None = Field(None, description="Why the list is empty, when it is.")
 
-    def to_markdown(self) -> str:
+    def headline(self) -> str:
         if not self.jobs:
             return self.note or NO_JOBS_YET
+        counts: dict[str, int] = {}
+        for job in self.jobs:
+            label = f"{job.status} ({job.termination_reason})" if job.status == "failed" else job.status
+            counts[label] = counts.get(label, 0) + 1
+        states = ", ".join(f"{n} {label}" for label, n in counts.items())
+        return f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}, newest first: {states}."
+
+    def next_calls(self) -> list[str]:
+        live = next((j for j in self.jobs if j.status in ("queued", "starting", "running")), None)
+        failed = next((j for j in self.jobs if j.status == "failed"), None)
+        calls = [f'inspect(job_id="{live.job_id}") to follow the newest live job'] if live else []
+        if failed:
+            calls.append(f'inspect(job_id="{failed.job_id}") for why the newest failed job ended')
+        if not calls and self.jobs:
+            calls.append(f'inspect(job_id="{self.jobs[0].job_id}") for the newest job\'s receipt')
+        return calls
+
+    def details(self) -> list[str]:
+        if not self.jobs:
+            return []
         header = ["job_id", "status", "reason", "method", "model", "backend", "step", "loss", "created"]
-        return _table(header, [j.cells() for j in self.jobs])
+        return [markdown_table(header, [j.cells() for j in self.jobs])]
 
 
 NO_JOBS_YET = 'No jobs yet. Start one with submit(method="sft", model=..., dataset=...).'
@@ -190,7 +235,7 @@ class Progress(BaseModel):
     )
 
 
-class InspectResult(BaseModel):
+class InspectResult(ToolResult):
     job_id: str
     status: str
     termination_reason: str | None
@@ -241,7 +286,8 @@ class InspectResult(BaseModel):
         None, description="submit(init_from=...): the job this one trained further from; `model` is where it started."
     )
 
-    def to_markdown(self) -> str:
+    def headline(self) -> str:
+        """The state and why, progress, warnings and the result that matters (an evaluation's metrics, files)."""
         latest = self.attempts[-1]
         reason = f" ({self.termination_reason})" if self.termination_reason else ""
         lines = [f"**{self.job_id}**: {self.status}{reason}; {self.method} of {_short(self.model)} on {self.backend}."]
@@ -267,8 +313,47 @@ class InspectResult(BaseModel):
         committed = [c for c in self.checkpoints if c.state == "committed"]
         if committed:
             lines.append(f"Last committed checkpoint: {committed[-1].path} (step {committed[-1].step}).")
-        lines += [
-            "",
+        if self.evaluation:
+            ev = self.evaluation
+            lines.append(f"Evaluates {ev['evaluates']} at {ev['checkpoint']}: {_eval_outcome(ev)}.")
+        if self.eval_delta:
+            changes = ", ".join(f"{k} {v:+.4g}" for k, v in self.eval_delta.items())
+            lines.append(f"Change from the base model: {changes}.")
+        gguf = [str(a.get("quantization")) for a in self.artifacts if a.get("kind") == "gguf"]
+        if gguf:
+            lines.append(f"{len(gguf)} GGUF files ({', '.join(gguf)}), listed in `artifacts` with paths.")
+        return "\n".join(lines)
+
+    def next_calls(self) -> list[str]:
+        job = f'job_id="{self.job_id}"'
+        if not self.status_is_terminal:
+            return [*follow_calls(self.job_id), f"cancel({job}) to stop it"]
+        if self.status == "cancelled":
+            return [f"retry({job}) resumes it from the last committed checkpoint"]
+        if self.status == "failed":
+            never = {reason.value: fix for reason, fix in NEVER.items()}.get(self.termination_reason or "")
+            if never:
+                return [f"{never} (a new submit(...); retry would not help)", f"logs({job}, tail=100) for the evidence"]
+            return [
+                f"retry({job}) resumes from the last committed checkpoint when {self.termination_reason} allows it, "
+                "else answers with the change that fixes it (retry(..., changes={...}))",
+                f"logs({job}, tail=100) for the evidence",
+            ]
+        if self.method == "evaluate":
+            evaluated = (self.evaluation or {}).get("evaluates", self.model)  # a job id, or the model evaluated alone
+            return [] if evaluated == self.model else [f'inspect(job_id="{evaluated}") lists all its evaluations']
+        if self.method == "convert_gguf":
+            return []
+        return [
+            f'evaluate({job}, dataset="<held-out data>") measures the trained model',
+            f'convert_gguf(source="{self.job_id}", quantizations=["Q4_K_M"]) for llama.cpp / Ollama',
+            f'submit(..., init_from="{self.job_id}") trains it further as a new job',
+        ]
+
+    def details(self) -> list[str]:
+        """The receipt: attempts, data, environment, evaluations and files."""
+        latest = self.attempts[-1]
+        lines = [
             "| attempt | status | reason | started | duration | placement | config sha256 |",
             "|---|---|---|---|---|---|---|",
         ]
@@ -289,30 +374,20 @@ class InspectResult(BaseModel):
                 f"Environment: python {env.get('python')}, torch {pk.get('torch')}, trl {pk.get('trl')}, "
                 f"device {env.get('device')}."
             )
-        if self.evaluation:
-            ev = self.evaluation
-            lines.append(f"Evaluates {ev['evaluates']} at {ev['checkpoint']}: {_eval_outcome(ev)}.")
         for ev in self.evaluations:
             lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {_eval_outcome(ev)}.")
         for art in self.artifacts:
             if art.get("kind") == "gguf":
                 size_mb, sha = art.get("bytes", 0) / 1e6, str(art.get("sha256"))[:12]
                 lines.append(f"GGUF {art.get('quantization')}: {art.get('path')} ({size_mb:.1f} MB, sha256 {sha}).")
-        if self.eval_delta:
-            changes = ", ".join(f"{k} {v:+.4g}" for k, v in self.eval_delta.items())
-            lines.append(f"Change from the base model: {changes}.")
-        if not self.status_is_terminal:
-            lines.append(
-                f'\nNext: logs(job_id="{self.job_id}") to watch it; cancel(job_id="{self.job_id}") to stop it.'
-            )
-        return "\n".join(lines)
+        return lines
 
     @property
     def status_is_terminal(self) -> bool:
         return self.status in ("succeeded", "failed", "cancelled")
 
 
-class LogsResult(BaseModel):
+class LogsResult(ToolResult):
     job_id: str
     attempt: int
     lines: list[str]
@@ -323,10 +398,15 @@ class LogsResult(BaseModel):
     latest_attempt: int | None = Field(None, description="The job's newest attempt; logs(attempt=N) reads another.")
     waiting_for: str | None = Field(None, description="A queued attempt: what it waits behind.")
 
-    def to_markdown(self) -> str:
-        head = f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines, {self._state()})."
-        body = "\n".join(self.lines) if self.lines else "(no output yet)"
-        return f"{head}\n```\n{body}\n```\n{self._next_step()}"
+    def headline(self) -> str:
+        cut = f"; {self.truncated_lines} cut to the line limit" if self.truncated_lines else ""
+        return f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines{cut}, {self._state()})."
+
+    def next_calls(self) -> list[str]:
+        return [self._next_step()]
+
+    def details(self) -> list[str]:
+        return ["```", *(self.lines or ["(no output yet)"]), "```"]
 
     def _state(self) -> str:
         if self.finished:
@@ -340,66 +420,41 @@ class LogsResult(BaseModel):
     def _next_step(self) -> str:
         which = f", attempt={self.attempt}" if self.latest_attempt and self.attempt != self.latest_attempt else ""
         if self.finished:
-            return f'The attempt has ended: inspect(job_id="{self.job_id}") shows its receipt.'
+            return f'inspect(job_id="{self.job_id}") for the receipt: the attempt has ended and its log is all read'
         if self.status == "queued":
             behind = f"it waits for {self.waiting_for}" if self.waiting_for else "it has not started"
-            return f'Queued: {behind}. inspect(job_id="{self.job_id}") follows it.'
-        return f'Read what follows: logs(job_id="{self.job_id}"{which}, cursor={self.cursor})'
+            return f'inspect(job_id="{self.job_id}") follows it: queued, {behind}'
+        return f'logs(job_id="{self.job_id}"{which}, cursor={self.cursor}) reads what follows'
 
 
-class CancelResult(BaseModel):
+class CancelResult(ToolResult):
     job_id: str
     status: str
     termination_reason: str | None
     message: str
 
-    def to_markdown(self) -> str:
-        return (
-            f"**{self.job_id}**: {self.status}"
-            + (f" ({self.termination_reason})" if self.termination_reason else "")
-            + f". {self.message}"
-        )
+    def headline(self) -> str:
+        reason = f" ({self.termination_reason})" if self.termination_reason else ""
+        return f"**{self.job_id}**: {self.status}{reason}. {self.message}"
+
+    def next_calls(self) -> list[str]:
+        receipt = f'inspect(job_id="{self.job_id}") for its receipt and committed checkpoints'
+        if self.status == "cancelled":
+            return [receipt, f'retry(job_id="{self.job_id}") resumes it from the last committed checkpoint']
+        return [receipt]
 
 
 def _short(ref: str, width: int = 40) -> str:
     return ref if len(ref) <= width else "…" + ref[-(width - 1) :]
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 
-class ReportRow(BaseModel):
-    termination_reason: str | None = Field(None, description="Set when grouped by termination_reason.")
-    group: str | None = Field(description="The value grouped on (reason, method, backend, flavor or model).")
-    attempts: int
-    gpu_hours: float
-    cost_usd: float
-
-
-class ReportResult(BaseModel):
-    days: float
-    group_by: str
-    rows: list[ReportRow]
-    total_attempts: int
-    total_gpu_hours: float
-    total_cost_usd: float
-
-    def to_markdown(self) -> str:
-        head = (
-            f"{self.total_attempts} attempts ended in the last {self.days:g} days: "
-            f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}."
-        )
-        if not self.rows:
-            return head
-        rows = [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows]
-        table = _table([self.group_by, "attempts", "GPU-hours", "cost"], rows)
-        return f"{head}\n\n{table}"
-
-
-class RetryResult(BaseModel):
+class RetryResult(ToolResult):
     job_id: str
     retried: bool
     attempt: int | None = Field(description="Number of the new attempt, when one was started.")
@@ -411,7 +466,7 @@ class RetryResult(BaseModel):
     resume_from: str | None = Field(None, description="The committed checkpoint the new attempt continues from.")
     delay_s: float = 0.0
 
-    def to_markdown(self) -> str:
+    def headline(self) -> str:
         if not self.retried:
             lines = [f"Not retried: {self.message}"]
             if self.diagnosis:
@@ -426,54 +481,12 @@ class RetryResult(BaseModel):
         )
         wait = f" after {human_duration(self.delay_s)}" if self.delay_s else ""
         change = f" with changes {self.changes}" if self.changes else ""
-        return (
-            f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}\n"
-            f'Follow it: logs(job_id="{self.job_id}"), inspect(job_id="{self.job_id}").'
-        )
+        return f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}"
 
-
-class EvaluateResult(BaseModel):
-    job_id: str | None = Field(
-        description="The evaluation job's id: follow it with logs/inspect; None when preflight refused it."
-    )
-    status: str
-    evaluates: str = Field(description="The job id or model evaluated.")
-    checkpoint: str = Field(description="'base', or the checkpoint/adapter evaluated.")
-    backend: str
-    findings: list[Finding] = Field(default_factory=list)
-
-    def to_markdown(self) -> str:
-        if self.job_id is None:
-            errors = [f for f in self.findings if f.severity == "error"]
-            head = [f"Not evaluated: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
-            return "\n".join(head + findings_markdown(self.findings))
-        return (
-            f"Evaluation **{self.job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] "
-            f"on {self.backend}.\n"
-            f'Follow it: inspect(job_id="{self.job_id}"); '
-            "its record also appears in inspect of the evaluated job."
-        )
-
-
-class ConvertResult(BaseModel):
-    job_id: str | None = Field(description="The conversion job's id; None when preflight refused it.")
-    status: str
-    findings: list[Finding]
-    source: str = Field(description="What is converted: an adapter/model directory or a Hub id.")
-    quantizations: list[str]
-    output_dir: str | None = None
-    output_repo: str | None = None
-
-    def to_markdown(self) -> str:
-        if self.job_id is None:
-            errors = [f for f in self.findings if f.severity == "error"]
-            head = [f"Not converted: {len(errors)} problem{'s' if len(errors) != 1 else ''} must be fixed first."]
-            return "\n".join(head + findings_markdown(self.findings))
-        where = self.output_repo or self.output_dir
-        quantized = ", ".join(self.quantizations)
-        lines = [f"Conversion **{self.job_id}** ({self.status}): {self.source} → F16 + {quantized} in {where}."]
-        lines += findings_markdown(self.findings)
-        lines.append(
-            f'Follow it: logs(job_id="{self.job_id}"); inspect lists each file with its size and sha256 when it ends.'
-        )
-        return "\n".join(lines)
+    def next_calls(self) -> list[str]:
+        if self.retried:
+            return follow_calls(self.job_id)
+        return [
+            f'inspect(job_id="{self.job_id}") for the evidence; apply the Fix: retry(job_id="{self.job_id}", '
+            "changes={...}) or submit(...) again, as it says"
+        ]

@@ -15,7 +15,7 @@ from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import EvalRecord
 from jobtrail.preflight.plan import Conversion, Evaluation, PlanEnv, plan
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
-from jobtrail.service.results import ConvertResult, EvaluateResult
+from jobtrail.service.task_results import ConvertResult, EvaluateResult
 from jobtrail.service.tracker import Tracker
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS
 

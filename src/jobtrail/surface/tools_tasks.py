@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobtrail.service.results import ConvertResult, EvaluateResult, ReportResult
+from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, ToolArea, tool
 from jobtrail.util.arguments import passed_on

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.models import Finding
+from jobtrail.models import Finding, ToolResult
 
 Status = Literal["READY", "NEEDS_MAPPING", "INCOMPATIBLE"]
 Severity = Literal["error", "warning"]
@@ -51,7 +51,7 @@ class TokenStats(BaseModel):
     chat_template: bool = Field(description="Whether conversational rows were measured chat-templated.")
 
 
-class DatasetReport(BaseModel):
+class DatasetReport(ToolResult):
     dataset: str
     split: str
     source: Literal["file", "hub"]
@@ -74,15 +74,41 @@ class DatasetReport(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     token_lengths: TokenStats | None = None
 
-    def to_markdown(self) -> str:
-        """Verdict per method first, then findings and problems, then what to do."""
+    def headline(self) -> str:
+        """What was read, the verdict per method, and any error that stopped the check."""
         lines = [self._headline()]
         lines += [_verdict_line(name, v) for name, v in self.methods.items()]
         if not self.methods:
-            lines.append("No verdict: the data could not be read (see below).")
-        if self.columns:
-            lines.append("Columns: " + ", ".join(f"{c.name} ({c.type})" for c in self.columns))
-        lines += _finding_lines(self.findings)
+            lines.append("No verdict: the data could not be read.")
+        lines += _finding_lines([f for f in self.findings if f.severity == "error"])
+        return "\n".join(lines)
+
+    def next_calls(self) -> list[str]:
+        calls: list[str] = []
+        shown: dict[str, str] = {}  # mapping JSON → the first method it was shown for
+        # A shape misfit is worth a line when it is the method asked about, or when nothing fits.
+        alone = len(self.methods) == 1
+        usable = any(v.status != "INCOMPATIBLE" for v in self.methods.values())
+        for name, verdict in self.methods.items():
+            if verdict.status == "NEEDS_MAPPING" and verdict.mapping is not None:
+                key = as_json(verdict.mapping)
+                if key in shown:
+                    calls.append(f"{name}: the same dataset_mapping as {shown[key]}")
+                    continue
+                shown[key] = name
+                calls.append(f'submit(method="{name}", model=..., dataset="{self.dataset}", dataset_mapping={key})')
+            elif verdict.status == "INCOMPATIBLE" and verdict.fix and (alone or not usable):
+                calls.append(f"{name}: {verdict.fix}")
+        ready = [name for name, v in self.methods.items() if v.status == "READY"]
+        if ready:
+            call = f'submit(method="{ready[0]}", model=..., dataset="{self.dataset}")'
+            calls.insert(0, f"{call} (ready for {', '.join(ready)})")
+        return calls
+
+    def details(self) -> list[str]:
+        """Columns, warnings, row problems, token lengths, and each proposed mapping as Python."""
+        lines = ["Columns: " + ", ".join(f"{c.name} ({c.type})" for c in self.columns)] if self.columns else []
+        lines += _finding_lines([f for f in self.findings if f.severity != "error"])
         if self.problems:
             cut = self.problems_total > len(self.problems)
             lines.append(f"\nProblems ({f'{len(self.problems)} of ' if cut else ''}{self.problems_total}):")
@@ -92,8 +118,12 @@ class DatasetReport(BaseModel):
             ]
         if self.token_lengths:
             lines.append("\n" + _token_line(self.token_lengths))
-        lines += self._next_steps()
-        return "\n".join(lines)
+        shown: set[str] = set()
+        for name, verdict in self.methods.items():
+            if verdict.mapping is not None and verdict.python and as_json(verdict.mapping) not in shown:
+                shown.add(as_json(verdict.mapping))
+                lines.append(f"\n{name}'s dataset_mapping as `datasets` code:\n```python\n{verdict.python}```")
+        return lines
 
     def _headline(self) -> str:
         size = count(self.rows, "row") if self.rows is not None else "row count unknown"
@@ -107,29 +137,6 @@ class DatasetReport(BaseModel):
     def _where(self, problem: RowProblem) -> str:
         place = f"{self.row_numbering} {problem.row}"
         return f"{place} · {problem.column}" if problem.column else place
-
-    def _next_steps(self) -> list[str]:
-        steps: list[str] = []
-        shown: dict[str, str] = {}  # mapping JSON → the first method it was shown for
-        # A shape misfit is worth a line when it is the method asked about, or when nothing fits.
-        alone = len(self.methods) == 1
-        usable = any(v.status != "INCOMPATIBLE" for v in self.methods.values())
-        for name, verdict in self.methods.items():
-            if verdict.status == "NEEDS_MAPPING" and verdict.mapping is not None:
-                key = as_json(verdict.mapping)
-                if key in shown:
-                    steps.append(f"- {name}: the same dataset_mapping as {shown[key]}.")
-                    continue
-                shown[key] = name
-                steps.append(f"- {name}: submit(..., dataset_mapping={key})")
-                steps.append(f"  Equivalent Python:\n```python\n{verdict.python}```")
-            elif verdict.status == "INCOMPATIBLE" and verdict.fix and (alone or not usable):
-                steps.append(f"- {name}: {verdict.fix}")
-        ready = [name for name, v in self.methods.items() if v.status == "READY"]
-        if ready:
-            call = f'submit(method="{ready[0]}", dataset="{self.dataset}", ...)'
-            steps.insert(0, f"- Ready for {', '.join(ready)}: {call}")
-        return ["\nWhat to do:", *steps] if steps else []
 
 
 def _verdict_line(name: str, verdict: MethodVerdict) -> str:

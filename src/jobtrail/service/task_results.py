@@ -1,0 +1,107 @@
+"""Results of the task tools: evaluate and convert_gguf (each starts a job), and report (what attempts cost)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from jobtrail.models import Finding, ToolResult
+from jobtrail.service.results import findings_markdown, markdown_table, refusal
+
+
+class EvaluateResult(ToolResult):
+    job_id: str | None = Field(
+        description="The evaluation job's id: follow it with logs/inspect; None when preflight refused it."
+    )
+    status: str
+    evaluates: str = Field(description="The job id or model evaluated.")
+    checkpoint: str = Field(description="'base', or the checkpoint/adapter evaluated.")
+    backend: str
+    findings: list[Finding] = Field(default_factory=list)
+
+    def headline(self) -> str:
+        if self.job_id is None:
+            return refusal("Not evaluated", self.findings)
+        what = f"{self.evaluates} [{self.checkpoint}]"
+        return f"Evaluation **{self.job_id}** ({self.status}) of {what} on {self.backend}."
+
+    def next_calls(self) -> list[str]:
+        if self.job_id is None:
+            return ["evaluate(...) again with each Fix applied"]
+        return [
+            f'inspect(job_id="{self.job_id}") for its metrics once it ends '
+            "(inspect of the evaluated job lists them too)",
+            f'logs(job_id="{self.job_id}") for its output',
+        ]
+
+    def details(self) -> list[str]:
+        return findings_markdown([f for f in self.findings if f.severity != "error"])
+
+
+class ConvertResult(ToolResult):
+    job_id: str | None = Field(description="The conversion job's id; None when preflight refused it.")
+    status: str
+    findings: list[Finding]
+    source: str = Field(description="What is converted: an adapter/model directory or a Hub id.")
+    quantizations: list[str]
+    output_dir: str | None = None
+    output_repo: str | None = None
+
+    def headline(self) -> str:
+        if self.job_id is None:
+            return refusal("Not converted", self.findings)
+        where = self.output_repo or self.output_dir
+        quantized = ", ".join(self.quantizations)
+        return f"Conversion **{self.job_id}** ({self.status}): {self.source} → F16 + {quantized} in {where}."
+
+    def next_calls(self) -> list[str]:
+        if self.job_id is None:
+            return ["convert_gguf(...) again with each Fix applied"]
+        return [
+            f'inspect(job_id="{self.job_id}") lists each file with its size and sha256 once it ends',
+            f'logs(job_id="{self.job_id}") for its output',
+        ]
+
+    def details(self) -> list[str]:
+        return findings_markdown([f for f in self.findings if f.severity != "error"])
+
+
+class ReportRow(BaseModel):
+    termination_reason: str | None = Field(None, description="Set when grouped by termination_reason.")
+    group: str | None = Field(description="The value grouped on (reason, method, backend, flavor or model).")
+    attempts: int
+    gpu_hours: float
+    cost_usd: float
+
+
+class ReportResult(ToolResult):
+    days: float
+    group_by: str
+    rows: list[ReportRow]
+    total_attempts: int
+    total_gpu_hours: float
+    total_cost_usd: float
+
+    def headline(self) -> str:
+        head = (
+            f"{self.total_attempts} attempts ended in the last {self.days:g} days: "
+            f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}."
+        )
+        if not self.rows:
+            return head
+        top = max(self.rows, key=lambda r: (r.cost_usd, r.gpu_hours, r.attempts))
+        share = f"{top.attempts} attempts, {top.gpu_hours:.2f} GPU-hours, ${top.cost_usd:.2f}"
+        return f"{head} Biggest {self.group_by}: {top.group or '-'} ({share})."
+
+    def next_calls(self) -> list[str]:
+        if not self.total_attempts:
+            return []
+        calls = ['ps(status="failed") lists the failed jobs; inspect(job_id=...) says why one ended']
+        if self.group_by != "termination_reason":
+            calls.append(f'report(days={self.days:g}, group_by="termination_reason") splits it by why attempts ended')
+        return calls
+
+    def details(self) -> list[str]:
+        if not self.rows:
+            return []
+        rows = [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows]
+        return [markdown_table([self.group_by, "attempts", "GPU-hours", "cost"], rows)]
