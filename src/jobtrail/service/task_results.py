@@ -83,14 +83,21 @@ class ReportResult(ToolResult):
 
     def headline(self) -> str:
         head = (
-            f"{self.total_attempts} attempts ended in the last {self.days:g} days: "
+            f"{_attempts(self.total_attempts)} ended in the last {self.days:g} days: "
             f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}."
         )
         if not self.rows:
             return head
+        if self.group_by == "termination_reason":  # what failures cost is the point of this grouping
+            lost = [r for r in self.rows if r.group != "succeeded"]
+            if not lost:
+                return f"{head} All succeeded."
+            reasons = ", ".join(f"{r.group} {r.attempts}" for r in lost)
+            cost = f"{sum(r.gpu_hours for r in lost):.2f} GPU-hours, ${sum(r.cost_usd for r in lost):.2f}"
+            return f"{head} Not succeeded: {_attempts(sum(r.attempts for r in lost))}, {cost} ({reasons})."
         top = max(self.rows, key=lambda r: (r.cost_usd, r.gpu_hours, r.attempts))
-        share = f"{top.attempts} attempts, {top.gpu_hours:.2f} GPU-hours, ${top.cost_usd:.2f}"
-        return f"{head} Biggest {self.group_by}: {top.group or '-'} ({share})."
+        share = f"{_attempts(top.attempts)}, {top.gpu_hours:.2f} GPU-hours, ${top.cost_usd:.2f}"
+        return f"{head} Largest {self.group_by}: {top.group or '-'} ({share})."
 
     def next_calls(self) -> list[str]:
         if not self.total_attempts:
@@ -105,3 +112,7 @@ class ReportResult(ToolResult):
             return []
         rows = [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows]
         return [markdown_table([self.group_by, "attempts", "GPU-hours", "cost"], rows)]
+
+
+def _attempts(n: int) -> str:
+    return f"{n} attempt" + ("" if n == 1 else "s")
