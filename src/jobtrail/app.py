@@ -19,6 +19,7 @@ from jobtrail.backends.local import LocalBackend
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.store import Ledger
 from jobtrail.service.facade import JobService
+from jobtrail.util.files import private_dir
 
 
 def home() -> Path:
@@ -26,7 +27,7 @@ def home() -> Path:
 
 
 def build_service(home_dir: Path | None = None) -> JobService:
-    root = home_dir or home()
+    root = private_home(home_dir or home())
     python = os.environ.get("JOBTRAIL_PYTHON") or sys.executable
     token = os.environ.get("HF_TOKEN") or None
     local = LocalBackend(python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1))
@@ -38,6 +39,17 @@ def build_service(home_dir: Path | None = None) -> JobService:
         job_python=python,
         hub_token=token,
     )
+
+
+def private_home(root: Path) -> Path:
+    """The home folder, created (or narrowed to) 0700: it holds the user's data, logs and models."""
+    try:
+        return private_dir(root)
+    except OSError as exc:
+        raise InvalidRequestError(
+            f"Cannot make jobtrail's home {root} a private folder: {exc.strerror or exc}",
+            fix="Point JOBTRAIL_HOME at a folder of your own (or unset it for ~/.jobtrail).",
+        ) from exc
 
 
 def _positive_int(name: str, default: int) -> int:

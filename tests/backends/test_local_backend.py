@@ -360,6 +360,91 @@ def test_secrets_reach_the_job_but_no_file_and_no_argv(jobs: Jobs, backend: Loca
         assert secret.encode() not in f.read_bytes(), f"the secret leaked into {f.name}"
 
 
+AWKWARD_SECRETS = {
+    "QUOTED_KEY": 'a "quoted" \\back\\slash mkQx1',
+    "UNICODE_KEY": "clé-秘密-🔑 mkUx2",
+    "CONTROL_KEY": "tab\tesc\x1b[0m\x07 mkCx3",
+}
+
+
+def test_secrets_are_hidden_in_every_printed_form_and_event_lines_still_parse(
+    jobs: Jobs, backend: LocalBackend
+) -> None:
+    placement = jobs.start(
+        textwrap.dedent(
+            """\
+            import json, os, sys
+            for name in ("QUOTED_KEY", "UNICODE_KEY", "CONTROL_KEY"):
+                value = os.environ[name]
+                print(value, repr(value), json.dumps(value), json.dumps(value, ensure_ascii=False))
+                print("JOBTRAIL " + json.dumps({"event": "warning", "code": name, "message": repr(value) + value}))
+                sys.stderr.write(ascii(value) + str(value.encode()) + json.dumps(repr(value)) + "\\n")
+            """
+        ),
+        secrets=AWKWARD_SECRETS,
+    )
+    assert jobs.wait_exit(placement).exit_code == 0
+    log = (Path(placement.workdir) / "job.log").read_bytes()
+    for marker in (b"mkQx1", b"mkUx2", b"mkCx3"):
+        assert marker not in log, log
+    events = [
+        json.loads(line.removeprefix("JOBTRAIL ")) for line in backend.read_log(placement).lines if "JOBTRAIL" in line
+    ]
+    assert [e["code"] for e in events] == list(AWKWARD_SECRETS)
+    assert all(e["message"] == "'[REDACTED]'[REDACTED]" for e in events), events
+
+
+def test_a_secret_across_the_pieces_of_an_oversized_line_is_still_hidden(jobs: Jobs, backend: LocalBackend) -> None:
+    secret = f"hf_{uuid.uuid4().hex}"
+    placement = jobs.start(
+        f"""\
+        import os, sys
+        for offset in range(-40, 41, 8):  # the secret straddles the point where the line is cut
+            sys.stdout.write("x" * ({MAX_LOG_CHUNK} + offset) + os.environ["HF_TOKEN"] + "y" * 10 + "\\n")
+        """,
+        secrets={"HF_TOKEN": secret},
+    )
+    jobs.wait_exit(placement)
+    assert secret.encode() not in (Path(placement.workdir) / "job.log").read_bytes()
+
+
+def test_everything_the_supervisor_and_the_job_write_is_private_under_umask_022(
+    jobs: Jobs, backend: LocalBackend
+) -> None:
+    previous = os.umask(0o022)
+    try:
+        placement = jobs.start(
+            """\
+            import os
+            os.makedirs("out/checkpoint-1")
+            with open("out/checkpoint-1/weights.bin", "wb") as f:
+                f.write(b"w")
+            print("done")
+            """,
+            secrets={"HF_TOKEN": f"hf_{uuid.uuid4().hex}"},
+        )
+        assert jobs.wait_exit(placement).exit_code == 0
+        backend.cancel(placement)  # after the end: writes nothing, and must not widen anything
+    finally:
+        os.umask(previous)
+    workdir = Path(placement.workdir)
+    paths = [workdir, *workdir.rglob("*")]
+    assert {p.name for p in paths} >= {
+        "script.py",
+        "job.log",
+        "supervisor.json",
+        "exit.json",
+        "supervisor.log",
+        "weights.bin",
+    }
+    wrong = {
+        str(p): oct(p.stat().st_mode & 0o777)
+        for p in paths
+        if p.stat().st_mode & 0o777 != (0o700 if p.is_dir() else 0o600)
+    }
+    assert not wrong, wrong
+
+
 def test_log_reads_are_capped_and_an_oversized_line_comes_in_pieces(jobs: Jobs, backend: LocalBackend) -> None:
     placement = jobs.start(
         f"""\

@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
+from jobtrail.util.files import private_dir, private_open, write_private
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi, JobInfo
@@ -49,7 +50,7 @@ class HfJobsBackend:
     def launch(self, request: LaunchRequest) -> Placement:
         api = self.api()
         namespace = self.namespace()
-        Path(request.workdir).mkdir(parents=True, exist_ok=True)
+        private_dir(Path(request.workdir))
         env = {**request.env, "PYTHONUNBUFFERED": "1", "JOBTRAIL_SCRIPT": request.script, "JOBTRAIL_IMAGE": self.image}
         try:
             job = api.run_job(
@@ -145,7 +146,7 @@ class HfJobsBackend:
     def _follow(self, placement: Placement) -> None:
         """Append the job's log lines to job.log exactly once each, across dropped streams."""
         workdir = Path(placement.workdir)
-        workdir.mkdir(parents=True, exist_ok=True)
+        private_dir(workdir)
         api, job_id = self.api(), _remote(placement)
         for attempt in range(FOLLOW_RETRIES):
             try:
@@ -157,7 +158,7 @@ class HfJobsBackend:
                 if self._stage(placement) in TERMINAL:
                     done = api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=False)
                     _append_new(workdir / LOG, done)
-                    (workdir / COMPLETE).touch()
+                    write_private(workdir / COMPLETE, "")
                     return
             except Exception:  # noqa: BLE001 - a dropped stream or a hiccup: resume after the last line seen
                 pass
@@ -171,7 +172,7 @@ class HfJobsBackend:
 def _append_new(path: Path, stream: Iterable[str]) -> None:
     """A log stream replays the job's log from its first line: write only what job.log lacks."""
     have = len(_read_lines(path))
-    with path.open("a", encoding="utf-8") as log:
+    with private_open(path, "a", encoding="utf-8") as log:
         for index, line in enumerate(stream):
             if index >= have:
                 log.write(line.rstrip("\n") + "\n")

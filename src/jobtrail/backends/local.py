@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from jobtrail.backends import supervisor as sv
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
+from jobtrail.util.files import private_dir, private_open, write_private
 
 MAX_LOG_CHUNK = 1 << 20
 # A supervisor normally writes its state file within a fraction of a second; this only
@@ -55,7 +56,8 @@ class LocalBackend:
         python = self._resolve_python()
         workdir = _prepare_workdir(request.workdir, request.script)
         # Secrets travel only here: the environment is the one channel that touches no file.
-        env = {**os.environ, **request.env, **request.secrets, "PYTHONUNBUFFERED": "1"}
+        # jobtrail's own variables come last: no secret may override them.
+        env = {**os.environ, **request.secrets, **request.env, "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, "-I", sv.__file__, "--workdir", str(workdir), "--python", python]
         argv += ["--grace", str(self.grace_s)]
         if request.secrets:  # names only: the supervisor redacts their values from job.log
@@ -63,7 +65,7 @@ class LocalBackend:
         if request.timeout_s:
             argv += ["--timeout", str(request.timeout_s)]
         try:
-            with open(workdir / SUPERVISOR_LOG, "ab") as log:
+            with private_open(workdir / SUPERVISOR_LOG, "ab") as log:
                 proc = subprocess.Popen(
                     argv,
                     cwd=workdir,
@@ -176,13 +178,13 @@ class LocalBackend:
 
 
 def _prepare_workdir(raw: str, script: str) -> Path:
-    """Create the workdir and write the job's script into it."""
+    """Create the workdir (private, like everything under jobtrail's home) and write the job's script into it."""
     workdir = Path(raw).expanduser().resolve()
     try:
-        workdir.mkdir(parents=True, exist_ok=True)
+        private_dir(workdir)
         leftovers = [name for name in (sv.STATE, sv.EXIT, sv.LOG) if (workdir / name).exists()]
         if not leftovers:
-            (workdir / sv.SCRIPT).write_text(script, encoding="utf-8")
+            write_private(workdir / sv.SCRIPT, script)
     except OSError as exc:
         raise BackendError(
             f"Cannot prepare the attempt's workdir {workdir}: {exc.strerror or exc}",
@@ -235,7 +237,7 @@ def _mark_cancel(workdir: Path) -> None:
     # The marker only tells a cancel from a preemption; failing to write it must not stop
     # the cancel itself.
     with contextlib.suppress(OSError):
-        (workdir / sv.CANCEL_MARKER).write_text(f"{time.time()}\n", encoding="utf-8")
+        write_private(workdir / sv.CANCEL_MARKER, f"{time.time()}\n")
 
 
 def _tail(path: Path, limit: int = 2000) -> str:

@@ -9,7 +9,11 @@ It is started by path with `python -I`, so it runs even where jobtrail is not im
 nothing in the job's environment or workdir can shadow a module it imports. Secrets reach the
 job only through the environment this process inherits; argv carries no secret, only the
 names of the variables holding them (--redact-env): when there are any, the job's output
-goes through a pipe and every secret value is replaced before a byte reaches job.log.
+goes through a pipe and every secret value, in every form it can be printed in, is replaced
+before a byte reaches job.log (util/redaction.py, loaded by path).
+
+Everything the supervisor and the job create is private to the user (umask 077): the workdir
+and the job's outputs sit under $JOBTRAIL_HOME, which nobody else may read.
 
 Files (all in the workdir):
     job.log           the job's stdout and stderr, appended
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import importlib.util
 import json
 import os
 import signal
@@ -32,6 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 LOG = "job.log"
@@ -46,6 +52,8 @@ POLL_S = 0.1
 # a process stuck in the kernel, or a zombie nobody reaps, must not keep the attempt open.
 KILL_WAIT_S = 2.0
 _PR_SET_CHILD_SUBREAPER = 36
+PRIVATE_FILE = 0o600
+PRIVATE_UMASK = 0o077  # files 0600, folders 0700, for this process and the job
 _LINE_CAP = 1 << 20  # bytes of one line held back while waiting for its newline
 # Signal dispositions the job must start with, whatever this process inherited or set.
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
@@ -54,7 +62,7 @@ _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Readers see the old file or the whole new one, even across a crash or power loss."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE), "w", encoding="utf-8") as f:
         json.dump(data, f)
         f.flush()
         os.fsync(f.fileno())
@@ -94,10 +102,21 @@ def _become_subreaper() -> None:
         pass
 
 
+def _load_redaction() -> ModuleType:
+    # By path: this process runs isolated (-I), where jobtrail itself may not be importable.
+    path = Path(__file__).resolve().parent.parent / "util" / "redaction.py"
+    spec = importlib.util.spec_from_file_location("jobtrail_supervisor_redaction", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _spawn(python: str, workdir: Path, secrets: list[str]) -> tuple[int, threading.Thread | None]:
     """Start the job; with secrets to hide, its output is piped through a redacting copier."""
-    log_fd = os.open(workdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    read_fd, out_fd = os.pipe() if secrets else (None, log_fd)
+    redact = _load_redaction().Redactor(secrets) if secrets else None
+    log_fd = os.open(workdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE)
+    read_fd, out_fd = os.pipe() if redact else (None, log_fd)
     try:
         child = os.posix_spawn(
             python,
@@ -121,34 +140,46 @@ def _spawn(python: str, workdir: Path, secrets: list[str]) -> tuple[int, threadi
         os.close(log_fd)
         return child, None
     os.close(out_fd)  # the job holds the only write end: EOF arrives when its group is gone
-    copier = threading.Thread(target=_copy_redacted, args=(read_fd, log_fd, secrets), daemon=True)
+    copier = threading.Thread(target=_copy_redacted, args=(read_fd, log_fd, redact), daemon=True)
     copier.start()
     return child, copier
 
 
-def _copy_redacted(read_fd: int, log_fd: int, secrets: list[str]) -> None:
-    # Whole lines only, so a secret split across two reads is still caught; a line longer
-    # than the cap is written in pieces (a secret is never that long).
-    values = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
+def _copy_redacted(read_fd: int, log_fd: int, redact: Any) -> None:
+    # Whole lines, so a secret split across two reads is still caught and an event line is
+    # redacted inside its JSON. A line longer than the cap goes out in pieces, redacted as text,
+    # each holding back what could be the start of a secret.
+    hold = max(redact.longest() - 1, 0)
     pending = b""
     try:
         while chunk := os.read(read_fd, 65536):
             pending += chunk
-            cut = pending.rfind(b"\n") + 1 if len(pending) < _LINE_CAP else len(pending)
+            cut = pending.rfind(b"\n") + 1
             if cut:
-                os.write(log_fd, _redact(pending[:cut], values))
+                os.write(log_fd, _redact(pending[:cut], redact))
                 pending = pending[cut:]
+            elif len(pending) >= _LINE_CAP:
+                text = redact.text(_decode(pending))
+                os.write(log_fd, _encode(text[: len(text) - hold]))
+                pending = _encode(text[len(text) - hold :])
         if pending:
-            os.write(log_fd, _redact(pending, values))
+            os.write(log_fd, _redact(pending, redact))
     finally:
         os.close(read_fd)
         os.close(log_fd)
 
 
-def _redact(data: bytes, values: list[bytes]) -> bytes:
-    for value in values:  # longest first: a secret containing another is hidden whole
-        data = data.replace(value, b"[REDACTED]")
-    return data
+def _redact(data: bytes, redact: Any) -> bytes:
+    return _encode("\n".join(redact(line) for line in _decode(data).split("\n")))
+
+
+# Bytes that are not UTF-8 pass through unchanged.
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -234,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     secrets = [os.environ.get(name, "") for name in args.redact_env.split(",") if name]
     workdir = Path(args.workdir)
+    os.umask(PRIVATE_UMASK)  # inherited by the job: its checkpoints and outputs are private too
 
     # Installed before the job exists, so a cancel can never find us unprepared.
     stop = _StopRequest()

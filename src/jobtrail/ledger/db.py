@@ -9,6 +9,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from jobtrail.util.files import make_private, private_dir, private_open
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_runs_and_attempts",
@@ -133,7 +135,13 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.exists():
+        private_dir(path.parent)
+    # SQLite creates its -wal and -shm files with the database's mode: a private database makes
+    # them private too. Files an older version left readable are narrowed here.
+    private_open(path, "ab").close()
+    for companion in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        make_private(companion)
     # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in the store).
     conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row

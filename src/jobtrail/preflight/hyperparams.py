@@ -9,8 +9,11 @@ An unknown name gets the field it most likely means, only among fields that take
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from jobtrail.errors import InvalidRequestError
 from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, judge_value, takes_kind, trl_types
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding
@@ -24,6 +27,47 @@ MANAGED: dict[str, str] = {
     "hub_model_id": "pass output=... to submit instead",
     "resume_from_checkpoint": "jobtrail resumes from the newest committed checkpoint by itself",
 }
+
+
+# Credentials: a hyperparameter is stored in the ledger and the rendered script, and shown by inspect.
+CREDENTIAL_NAMES = frozenset(
+    {"hub_token", "push_to_hub_token", "token", "hf_token", "api_key", "use_auth_token", "access_token", "auth_token"}
+)
+_CREDENTIAL_ENDINGS = ("_token", "api_key", "apikey", "_secret", "password")
+# Names ending like a credential that are not one: the special tokens of a tokenizer.
+_NOT_CREDENTIALS = frozenset({"pad_token", "eos_token", "bos_token", "unk_token", "sep_token", "cls_token"})
+_HF_TOKEN_VALUE = re.compile(r"hf_[A-Za-z0-9]{30,}")
+
+
+def refuse_credentials(hyperparameters: Mapping[str, Any]) -> None:
+    """A credential among the hyperparameters (by its name, or a value that looks like a Hugging Face
+    token) is refused before anything is planned, stored or rendered; the error never shows it."""
+    for name, value in hyperparameters.items():
+        lowered = name.lower()
+        named = lowered in CREDENTIAL_NAMES or (
+            lowered.endswith(_CREDENTIAL_ENDINGS) and lowered not in _NOT_CREDENTIALS
+        )
+        if named or any(_HF_TOKEN_VALUE.search(text) for text in _strings(value)):
+            what = "is a credential" if named else "holds what looks like a Hugging Face token"
+            raise InvalidRequestError(
+                f"hyperparameters[{name!r}] {what}: hyperparameters are stored in the ledger and the rendered "
+                "script and shown by inspect, so credentials never travel as hyperparameters.",
+                fix=f"Remove {name}. The Hugging Face token comes from HF_TOKEN in the server's environment "
+                "(remote jobs get it to push); another credential goes in "
+                'secrets={"NAME": "$ENV_VAR"}, a reference to the server\'s environment.',
+            )
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
 
 
 def trl_fields(method: str) -> frozenset[str]:
@@ -53,7 +97,27 @@ def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
             findings.append(_unknown(method, name, value, known))
         else:
             findings += _value(method, name, value)
-    return findings
+    return findings + _remote_code(method, hyperparameters)
+
+
+def _remote_code(method: str, hyperparameters: Mapping[str, Any]) -> list[Finding]:
+    """trust_remote_code runs the model repo's own Python in the job: allowed, never silently."""
+    init_kwargs = hyperparameters.get("model_init_kwargs")
+    asked = judge_value(method, "trust_remote_code", hyperparameters.get("trust_remote_code")).value is True or (
+        isinstance(init_kwargs, Mapping) and init_kwargs.get("trust_remote_code") in (True, "true", "True")
+    )
+    if not asked:
+        return []
+    return [
+        Finding(
+            code="hyperparameters.trust_remote_code",
+            severity="warning",
+            message="trust_remote_code=true runs arbitrary Python code from the model's repo inside the job, "
+            "with the job's access to this machine's files and to its secrets (HF_TOKEN included).",
+            fix="Leave it off unless the model needs it and you trust its repo; then pin the revision you "
+            'reviewed (model_init_kwargs={"revision": "<commit>"}), since the code can change under the same name.',
+        )
+    ]
 
 
 def _unknown(method: str, name: str, value: Any, known: set[str]) -> Finding:

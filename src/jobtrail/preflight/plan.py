@@ -23,7 +23,7 @@ from jobtrail.estimate import EstimateResult
 from jobtrail.methods import METHODS
 from jobtrail.models import Finding, JobSpec
 from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, eval_config
-from jobtrail.preflight import rules
+from jobtrail.preflight import hyperparams, rules
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
 from jobtrail.preflight.methods import check_method
@@ -79,6 +79,7 @@ def plan(
 ) -> Plan:
     """Facts → findings → config → script for `spec`; `task` says what an evaluation or a conversion
     does, `previous` is the config of the attempt a retry follows (its output is kept)."""
+    hyperparams.refuse_credentials(spec.hyperparameters)  # raises: not even a forced job may store one
     if isinstance(task, Evaluation):
         return _evaluation(spec, task, env)
     if isinstance(task, Conversion):

@@ -22,6 +22,7 @@ from jobtrail.service.results import CancelResult, RetryResult, SubmitResult
 from jobtrail.service.tasks import Tasks, plan_env
 from jobtrail.service.tracker import Tracker
 from jobtrail.templates.render import config_json, sha256_text
+from jobtrail.util.files import private_dir, write_private
 from jobtrail.util.timefmt import parse_duration
 
 # What submit reports for the attempt it queued; one that already ended (a launch refused) reads
@@ -46,7 +47,7 @@ class Runs:
         self, spec: JobSpec, *, dry_run: bool, force: bool, max_retries: int, include_script: bool
     ) -> SubmitResult:
         self.context.backend(spec.backend)
-        secrets.validate(spec.secrets)
+        secrets.resolve(secrets.validate(spec.secrets))  # a missing or too short secret is refused now
         spec = self._start_from(_normalise(spec))
         run_id = new_run_id()
         plan = preflight.plan(spec, plan_env(self.context, run_id))
@@ -149,10 +150,8 @@ class Runs:
         """A dry run's script goes to a file named by its sha256, so the agent can read it without the tokens."""
         if not script:
             return None
-        path = self.context.home / "dry-runs" / f"{sha256}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(script)
-        return str(path)
+        folder = private_dir(self.context.home / "dry-runs")
+        return str(write_private(folder / f"{sha256}.py", script))
 
     def _create_output_repo(self, repo_id: str) -> Finding | None:
         """Create the push target before the job starts, so the job itself needs only push rights."""

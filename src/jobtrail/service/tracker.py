@@ -221,8 +221,9 @@ class Tracker:
     def _secret_values(self, attempt: AttemptRecord) -> dict[str, str]:
         values = secrets.resolve(attempt.spec.secrets if attempt.spec else {})
         token = self.context.hub_token
-        if attempt.backend != "local" and token:
-            # Remote jobs push their results: they get the user's token as HF_TOKEN.
+        if token:
+            # Remote jobs push their results with the user's token; a local job has it from the
+            # server's environment anyway. As a secret it is also hidden from the job's log.
             values.setdefault("HF_TOKEN", token)
         return values
 
