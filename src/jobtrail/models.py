@@ -115,6 +115,9 @@ class Placement(BaseModel):
     url: str | None = None
     flavor: str | None = None
     image: str | None = None
+    # The server's environment variables the attempt's secrets came from (names, never values): a backend
+    # that stores the job's output itself looks their values up to hide them, after a restart too.
+    secret_sources: list[str] = Field(default_factory=list)
 
 
 class LaunchRequest(BaseModel):
@@ -125,6 +128,7 @@ class LaunchRequest(BaseModel):
     workdir: str
     env: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
+    secret_sources: list[str] = Field(default_factory=list)  # see Placement.secret_sources
     timeout_s: int | None = None
     flavor: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -83,6 +84,32 @@ def test_inline_script_runs_with_labels_secrets_and_real_logs(backend, hub, tmp_
     assert printed == ["hello from the job", "token matches: True", "run: jt-test"]
     page = backend.read_log(placement, 1, max_lines=1)
     assert page.lines == [lines[1]] and page.offset == 2
+
+
+def test_the_log_mirror_hides_the_token_and_the_secrets_in_every_form_even_after_a_restart(hub, tmp_path, monkeypatch):
+    hub.add_token(TOKEN, "alice")
+    value = 'an "api" key\\with-ünïcode mkHFx9'
+    monkeypatch.setenv("JT_TEST_API_KEY", value)
+    script = """
+        import json, os
+        for name in ("HF_TOKEN", "API_KEY"):
+            value = os.environ[name]
+            print(value, repr(value), json.dumps(value), json.dumps(value, ensure_ascii=False), value.encode())
+            print("JOBTRAIL " + json.dumps({"event": "warning", "code": name, "message": value}))
+    """
+    request = _request(tmp_path, script).model_copy(
+        update={"secrets": {"HF_TOKEN": TOKEN, "API_KEY": value}, "secret_sources": ["JT_TEST_API_KEY"]}
+    )
+    placement = HfJobsBackend(token=TOKEN).launch(request)
+    assert placement.secret_sources == ["JT_TEST_API_KEY"]
+    # Another server process follows the log: it knows the secrets only by where they came from.
+    follower = HfJobsBackend(token=TOKEN)
+    wait_for(lambda: _exited(follower, placement), 60, "the job to end")
+    lines = _all_lines(follower, placement)
+    mirror = (Path(placement.workdir) / "job.log").read_bytes()
+    assert b"mkHFx9" not in mirror and TOKEN.encode() not in mirror
+    events = [json.loads(line.removeprefix("JOBTRAIL ")) for line in lines if line.startswith("JOBTRAIL ")]
+    assert [(e["code"], e["message"]) for e in events] == [("HF_TOKEN", "[REDACTED]"), ("API_KEY", "[REDACTED]")]
 
 
 def test_failure_carries_the_exit_code(backend, tmp_path):

@@ -4,11 +4,13 @@ The rendered script travels inline in the job's environment (JOBTRAIL_SCRIPT) an
 command writes it to a file and runs it with `uv run` in the uv image, so nothing is uploaded
 before the job starts. Logs are followed in a background thread into `job.log` in the
 attempt's local directory, resuming after the last line seen when a stream drops, so reading
-logs never waits on the network and a tool call never hangs.
+logs never waits on the network and a tool call never hangs. Every line is redacted before it is
+written there: the token and the values of the attempt's secret sources, in every printed form.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -20,6 +22,7 @@ from urllib.parse import urlparse
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
 from jobtrail.util.files import private_dir, private_open, write_private
+from jobtrail.util.redaction import Redactor
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi, JobInfo
@@ -76,6 +79,7 @@ class HfJobsBackend:
             url=job.url,
             flavor=job.flavor or request.flavor,
             image=job.docker_image or self.image,
+            secret_sources=request.secret_sources,
         )
 
     def probe(self, placement: Placement) -> Probe:
@@ -148,16 +152,17 @@ class HfJobsBackend:
         workdir = Path(placement.workdir)
         private_dir(workdir)
         api, job_id = self.api(), _remote(placement)
+        redact = Redactor([self._token or "", *(os.environ.get(name, "") for name in placement.secret_sources)])
         for attempt in range(FOLLOW_RETRIES):
             try:
                 followed = api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=True)
-                _append_new(workdir / LOG, followed)
+                _append_new(workdir / LOG, followed, redact)
                 # The client ends a followed stream quietly when it drops after the job has
                 # finished, so the end of a stream proves nothing: once the job is over, read
                 # the whole log one last time.
                 if self._stage(placement) in TERMINAL:
                     done = api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=False)
-                    _append_new(workdir / LOG, done)
+                    _append_new(workdir / LOG, done, redact)
                     write_private(workdir / COMPLETE, "")
                     return
             except Exception:  # noqa: BLE001 - a dropped stream or a hiccup: resume after the last line seen
@@ -169,13 +174,14 @@ class HfJobsBackend:
         return _stage_name(job)
 
 
-def _append_new(path: Path, stream: Iterable[str]) -> None:
-    """A log stream replays the job's log from its first line: write only what job.log lacks."""
+def _append_new(path: Path, stream: Iterable[str], redact: Redactor) -> None:
+    """A log stream replays the job's log from its first line: write only what job.log lacks
+    (redacting keeps a line one line, so the count still matches)."""
     have = len(_read_lines(path))
     with private_open(path, "a", encoding="utf-8") as log:
         for index, line in enumerate(stream):
             if index >= have:
-                log.write(line.rstrip("\n") + "\n")
+                log.write(redact(line.rstrip("\n")) + "\n")
                 log.flush()
 
 

@@ -194,6 +194,7 @@ class Tracker:
                 workdir=str(self.context.workdir(attempt)),
                 env=_job_env(attempt),
                 secrets=self._secret_values(attempt),
+                secret_sources=[ref[1:] for ref in (attempt.spec.secrets if attempt.spec else {}).values()],
                 timeout_s=attempt.timeout_s,
                 flavor=attempt.flavor,
                 labels={
