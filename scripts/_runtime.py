@@ -233,9 +233,11 @@ def apply_retention(output_dir: Path | str, keep: int | None, just_committed: in
 
 
 def _checkpoints_newest_first(output_dir: Path) -> list[tuple[int, Path]]:
+    """The checkpoint-N directories directly inside output_dir; a symlink is never one (retention
+    deletes checkpoints, and must never reach through a link to files outside the job's output)."""
     if not output_dir.is_dir():
         return []
-    found = [(checkpoint_step(p), p) for p in output_dir.iterdir() if p.is_dir()]
+    found = [(checkpoint_step(p), p) for p in output_dir.iterdir() if p.is_dir() and not p.is_symlink()]
     return sorted(((s, p) for s, p in found if s is not None), reverse=True)
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from jobtrail.ledger.db import connect
 from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
@@ -150,6 +150,24 @@ class Ledger:
         """Set fields; with expect_status, only if the attempt is still in one of those states."""
         with self.transaction() as conn:
             return self._update(conn, attempt_id, expect_status, fields)
+
+    def claim_slot(self, attempt_id: str, backend: str, limit: int | None) -> Literal["claimed", "full", "taken"]:
+        """Move a queued attempt to starting if its backend has fewer than `limit` attempts starting or
+        running. The count and the claim are one transaction (BEGIN IMMEDIATE: one writer at a time), so
+        any number of processes dispatching at once never start more than `limit`. "taken": another
+        process claimed (or cancelled) this attempt first."""
+        with self.transaction() as conn:
+            if limit is not None:
+                marks = ", ".join("?" for _ in ACTIVE_STATUSES)
+                active = conn.execute(
+                    f"SELECT COUNT(*) FROM attempts WHERE backend = ? AND status IN ({marks})",
+                    (backend, *ACTIVE_STATUSES),
+                ).fetchone()[0]
+                if active >= limit:
+                    return "full"
+            # started_at marks the claim until the launch records the process's own start.
+            fields = {"status": JobStatus.STARTING, "started_at": time.time()}
+            return "claimed" if self._update(conn, attempt_id, [JobStatus.QUEUED.value], fields) else "taken"
 
     def _update(
         self, conn: sqlite3.Connection, attempt_id: str, expect_status: Sequence[str] | None, fields: dict[str, Any]

@@ -22,6 +22,7 @@ from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import probes
 from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.preflight.outputs import OutputFacts, probe_output
 from jobtrail.preflight.probes import HubIdentity, ModelFacts
 from jobtrail.preflight.reward_file import read_reward_file
 from jobtrail.templates.configs import trained_max_length
@@ -43,6 +44,8 @@ class PlanEnv:
     hub_token: str | None = None
     ledger: Any = None  # earlier attempts' measurements calibrate the estimate
     hub_api: Callable[[], Any] | None = None  # live flavor prices; None: the bundled table
+    run_id: str = ""  # the run being planned: a chosen output directory it claimed earlier is its own
+    home: Path | None = None  # $JOBTRAIL_HOME, which no output may be or hold
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class Facts:
     has_token: bool = False
     estimate: EstimateResult | None = None  # remote backends: memory, hours and timeout on the flavor
     estimate_error: str | None = None
+    output: OutputFacts | None = None  # a local job's chosen output directory, as it is now
 
 
 def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
@@ -87,6 +91,7 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
         facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
     if spec.backend == "local":
         facts = gather_requirements(facts, spec.method, env.job_python, qlora=values.peft_method == "qlora")
+        facts = gather_output(facts, spec, env)
         # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge).
         return gather_estimate(facts, spec, env, flavor=LOCAL) if spec.timeout_s is not None else facts
     return gather_estimate(gather_identity(facts, env.hub_token), spec, env)
@@ -108,7 +113,14 @@ def gather_evaluation(spec: JobSpec, adapter: str | None, split: str | None, env
 def gather_conversion(spec: JobSpec, env: PlanEnv) -> Facts:
     """A conversion's facts: the source's small JSON files and tokenizer (conversion.py's probes)."""
     facts = Facts(conversion=conversion_facts(spec.model))
-    return gather_requirements(facts, "convert_gguf", env.job_python) if spec.backend == "local" else facts
+    if spec.backend != "local":
+        return facts
+    return gather_output(gather_requirements(facts, "convert_gguf", env.job_python), spec, env)
+
+
+def gather_output(facts: Facts, spec: JobSpec, env: PlanEnv) -> Facts:
+    """What is at a local job's chosen output directory (none chosen: the run's own, nothing to look at)."""
+    return replace(facts, output=probe_output(spec.output, env.run_id, env.home)) if spec.output else facts
 
 
 def gather_requirements(facts: Facts, template: str, python: str, *, qlora: bool = False) -> Facts:

@@ -132,6 +132,7 @@ def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
     findings = [
         *check_conversion(facts.conversion, task.quantizations, task.pre_tokenizer),
         *_conversion_output(spec),
+        *rules.check_output_dir(spec, facts),
         *rules.check_dependencies(spec, facts),
     ]
     remote = spec.backend != "local"

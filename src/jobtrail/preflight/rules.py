@@ -19,6 +19,7 @@ from jobtrail.preflight import hyperparams
 from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.facts import Facts
 from jobtrail.preflight.methods import check_method
+from jobtrail.preflight.outputs import check_output
 from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
 from jobtrail.templates.defaults import effective
@@ -441,8 +442,14 @@ def check_remote_paths(spec: JobSpec, facts: Facts) -> list[Finding]:
     return findings
 
 
+def check_output_dir(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """A local job's chosen output directory is confined (outputs.py)."""
+    return check_output(spec, facts.output)
+
+
 Check = Callable[[JobSpec, Facts], list[Finding]]
 TRAINING_CHECKS: tuple[Check, ...] = (
+    check_output_dir,
     check_model,
     check_lora_targets,
     check_dataset,
@@ -453,15 +460,21 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_remote,
     check_estimate,
 )
-# What a config cannot be built without: names it knows and method values it can hold. Other
-# errors block the submission, yet a forced one still has its config.
-CONFIG_CHECKS: tuple[Check, ...] = (check_hyperparameters, check_method_rules)
+# What a config cannot be built without: names it knows, method values it can hold, and a directory
+# it may write into (force never sends a job into someone's files). Other errors block the submission,
+# yet a forced one still has its config.
+CONFIG_CHECKS: tuple[Check, ...] = (check_output_dir, check_hyperparameters, check_method_rules)
 
 
 def judge(spec: JobSpec, facts: Facts, checks: tuple[Check, ...] = TRAINING_CHECKS) -> tuple[list[Finding], bool]:
     """(every finding of `checks`, in order; whether the config can be built): each rule runs once."""
     results = [(check, check(spec, facts)) for check in checks]
-    config_ok = not any(blocking(found) for check, found in results if check in CONFIG_CHECKS)
+    config_ok = not any(
+        f.code != hyperparams.OUT_OF_RANGE
+        for check, found in results
+        if check in CONFIG_CHECKS
+        for f in blocking(found)
+    )
     return [finding for _, found in results for finding in found], config_ok
 
 

@@ -198,4 +198,6 @@ def plan_env(context: ServiceContext, run_id: str) -> PlanEnv:
         hub_token=context.hub_token,
         ledger=context.ledger,
         hub_api=context.hub_api,
+        run_id=run_id,
+        home=context.home,
     )

@@ -14,6 +14,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
@@ -22,12 +23,16 @@ from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES
 from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, Placement, TerminationReason
 from jobtrail.outcomes import classify, events
+from jobtrail.preflight.outputs import claim_output
 from jobtrail.service import secrets
 from jobtrail.service.context import ServiceContext
 from jobtrail.util.refs import looks_local
 
 log = logging.getLogger("jobtrail.service.tracker")
 _LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
+# A launch takes at most the local backend's STATE_WAIT_S (15 s) or an HF API call: a claim older than
+# this with no placement was abandoned by a process that died.
+STALE_CLAIM_S = 120.0
 
 AttemptEnded = Callable[[AttemptRecord, TerminationReason], None]
 
@@ -45,7 +50,10 @@ class Tracker:
         self.dispatch()
 
     def refresh_attempt(self, attempt: AttemptRecord) -> None:
-        if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or attempt.placement is None:
+        if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING):
+            return
+        if attempt.placement is None:
+            self._expire_stale_claim(attempt)
             return
         backend = self.context.backend(attempt.backend)
         try:
@@ -165,29 +173,25 @@ class Tracker:
             offset = chunk.offset
 
     def dispatch(self) -> None:
-        """Start queued attempts while their backend has room."""
+        """Start queued attempts while their backend has room.
+
+        The room is counted in the ledger, in the same transaction that claims the attempt, so the
+        limit holds across every server and CLI process sharing this ledger."""
         for name, backend in self.context.backends.items():
-            queued = self.ledger.attempts_in([JobStatus.QUEUED.value], name)
-            if not queued:
-                continue
-            limit = backend.max_concurrent
-            active = len(self.ledger.attempts_in(ACTIVE_STATUSES, name))
             now = time.time()
-            for attempt in queued:
-                if limit is not None and active >= limit:
-                    break
+            for attempt in self.ledger.attempts_in([JobStatus.QUEUED.value], name):
                 if attempt.not_before and attempt.not_before > now:
                     continue  # a retry still backing off
-                if self._launch(backend, attempt):
-                    active += 1
+                claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent)
+                if claim == "full":
+                    break
+                if claim == "claimed":
+                    self._launch(backend, attempt)
 
-    def _launch(self, backend: Backend, attempt: AttemptRecord) -> bool:
-        # Claim first, so two processes never launch the same attempt.
-        if not self.ledger.update_attempt(
-            attempt.attempt_id, expect_status=[JobStatus.QUEUED.value], status=JobStatus.STARTING
-        ):
-            return False
+    def _launch(self, backend: Backend, attempt: AttemptRecord) -> None:
+        """Start an attempt this process has claimed (claim_slot); a refusal ends it with the reason."""
         try:
+            self._claim_output(attempt)
             request = LaunchRequest(
                 attempt_id=attempt.attempt_id,
                 script=attempt.script,
@@ -213,11 +217,41 @@ class Tracker:
                 termination_message=self.context.redactor(attempt)(str(exc)),
                 ended_at=time.time(),
             )
-            return False
+            return
         self.ledger.update_attempt(
             attempt.attempt_id, status=JobStatus.STARTING, placement=placement, started_at=placement.started_at
         )
-        return True
+        if self.context.attempt(attempt.attempt_id).cancel_requested_at is not None:
+            # Cancelled while it was being launched: the canceller had no placement to signal yet.
+            backend.cancel(placement)
+
+    def _claim_output(self, attempt: AttemptRecord) -> None:
+        """A local job's chosen output directory becomes its run's (outputs.claim_output) before it starts:
+        preflight judged it at submission, and it may have been filled or claimed by another run since."""
+        output_dir = attempt.config.get("output_dir")
+        if attempt.backend != "local" or not (attempt.spec and attempt.spec.output) or not output_dir:
+            return
+        problem = claim_output(Path(output_dir), attempt.run_id)
+        if problem:
+            raise InvalidRequestError(
+                f"Not started: {problem}.", fix="Submit again with output=<a new directory>, or leave output out."
+            )
+
+    def _expire_stale_claim(self, attempt: AttemptRecord) -> None:
+        """A claimed attempt that never got a placement: the process that claimed it stopped before (or
+        while) launching it. Past STALE_CLAIM_S it frees its slot as `lost`, which a retry resumes."""
+        claimed_at = attempt.started_at or attempt.created_at
+        if attempt.status is not JobStatus.STARTING or time.time() - claimed_at < STALE_CLAIM_S:
+            return
+        if self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=[JobStatus.STARTING.value],
+            status=TerminationReason.LOST.status,
+            termination_reason=TerminationReason.LOST,
+            termination_message="The process that claimed this attempt stopped before it was launched.",
+            ended_at=time.time(),
+        ):
+            self._on_ended(self.context.attempt(attempt.attempt_id), TerminationReason.LOST)
 
     def _secret_values(self, attempt: AttemptRecord) -> dict[str, str]:
         values = secrets.resolve(attempt.spec.secrets if attempt.spec else {})
