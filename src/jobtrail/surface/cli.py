@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.surface.cli_flags import add_tool_arguments, tool_arguments
+from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
+from jobtrail.surface.tools_watch import WatchTools
 from jobtrail.surface.toolspec import ToolArea, ToolSpec, tool_spec
 from jobtrail.util.hub import one_line_error
 
@@ -71,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     _tool_command(sub, JobTools, "inspect", positional=("job_id",))
     logs = _tool_command(sub, JobTools, "logs", positional=("job_id",), handler=_logs)
     logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    _tool_command(sub, WatchTools, "wait", positional=("job_id",), handler=_wait)
+    _tool_command(sub, WatchTools, "metrics", positional=("job_id",))
+    _tool_command(sub, WatchTools, "plot", positional=("job_id",), handler=_plot)
     _tool_command(sub, JobTools, "cancel", positional=("job_id",))
     _tool_command(sub, JobTools, "retry", positional=("job_id",), handler=_retry, overrides="changes")
     _tool_command(sub, TaskTools, "evaluate", positional=("dataset",), one_of=("job_id", "model"))
@@ -88,13 +93,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _serve_and_demo(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
-    serve.add_argument(
-        "--http",
-        action="store_true",
-        help="serve streamable HTTP at http://HOST:PORT/mcp; beyond loopback only with JOBTRAIL_AUTH_TOKEN set",
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 takes a free one)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="train a tiny model with LoRA SFT on this machine, end to end")
@@ -205,6 +206,28 @@ def _preflight(args: argparse.Namespace) -> int:
     return 1 if any(f.severity == "error" for f in result.findings) else 0
 
 
+def _wait(args: argparse.Namespace) -> int:
+    """Exit status 0 once the job has ended (whatever its status), 1 while it still runs: a shell can loop on it."""
+    shown: list[str] = []
+
+    def show(done: float, total: float, message: str) -> None:
+        if message not in shown[-1:]:  # a line per change, not per second
+            print(f"[{done:.0f}/{total:.0f} s] {message}", file=sys.stderr, flush=True)
+            shown.append(message)
+
+    with reporting_to(show):
+        result = args.tool.run(args)
+    _emit(args, result)
+    return 0 if result.terminal else 1
+
+
+def _plot(args: argparse.Namespace) -> int:
+    """The PNG's path alone (a person opens it), or the result as JSON."""
+    result = args.tool.run(args)
+    print(result.model_dump_json(indent=2) if args.json else result.path)
+    return 0
+
+
 def _explain(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -244,16 +267,11 @@ def _serve(args: argparse.Namespace) -> int:
     from jobtrail.app import build_service
     from jobtrail.surface.server import build_server
 
-    token = None
-    if args.http:
-        from jobtrail.surface.http_server import auth_token, serve_http
-
-        token = auth_token(args.host)  # refuses an exposed address without a token, before anything starts
     service = build_service()
     _start_poller(service)
     server = build_server(service)
     if args.http:
-        serve_http(server, args.host, args.port, token)
+        server.run("streamable-http", host=args.host, port=args.port)
     else:
         server.run()
     return 0
