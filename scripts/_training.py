@@ -18,11 +18,12 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 # --- jobtrail:runtime ---
+from _model_card import CARD_NAME, trained_model_card
 from _runtime import (
     apply_mapping,
     apply_retention,
@@ -34,11 +35,13 @@ from _runtime import (
     find_resume_target,
     mapping_problems,
     mapping_source_columns,
+    package_version,
     phase,
     push_checkpoint,
     push_final,
     sha256_file,
 )
+from _tracking import make_trackio_callback, split_report_to
 
 # --- end jobtrail:runtime ---
 
@@ -91,6 +94,8 @@ def train(config: dict[str, Any], method: Method) -> None:
         args = build_training_args(getattr(trl, f"{method.trl_name}Config"), config, job.output_dir)
         peft_config = build_peft_config(config.get("peft"), task_type="SEQ_CLS" if method.reward_head else "CAUSAL_LM")
         trainer_inputs = method.trainer_inputs(config)
+        # Started now, so trackio's init runs in the background while the data and model load.
+        tracking = make_trackio_callback(config, job.run_id, job.attempt_id, base_model(config["model"]), method.name)
     dataset = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
     with phase("model"):
         model, tokenizer = load_model(config, args, reward_head=method.reward_head)
@@ -105,9 +110,10 @@ def train(config: dict[str, Any], method: Method) -> None:
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=None if hasattr(model, "peft_config") else peft_config,  # an adapter trains on as it is
-            callbacks=[callback],
+            callbacks=[callback, *([tracking] if tracking else [])],
             **trainer_inputs,
         )
+    job.facts.update(reward_head=method.reward_head, trackio=tracking.target if tracking else None)
     train_and_finish(job, trainer, callback, resume_path)
 
 
@@ -139,6 +145,9 @@ class Job:
     run_id: str
     attempt_id: str
     output_dir: Path
+    # What the attempt learns as it runs, for the model card: the data manifest ("data"), whether the
+    # model has a reward head ("reward_head"), where trackio reports ("trackio").
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def push_to(self) -> str | None:
@@ -181,6 +190,7 @@ def prepare_dataset(job: Job, detect_format: Callable[[Any], str]) -> Any:
             raise ValueError("dataset has no rows")
         manifest["format"] = detect_format(dataset)
     emit("data_manifest", **manifest)
+    job.facts["data"] = manifest
     return dataset
 
 
@@ -271,12 +281,13 @@ def build_training_args(config_class: type, config: dict[str, Any], output_dir: 
     """The method's TRL config from CONFIG: explicit training_args win, except what the runtime owns."""
     explicit = dict(config.get("training_args") or {})
     explicit.pop("model_init_kwargs", None)  # used when loading the model (load_model)
+    # trackio is the job's own callback (_tracking.py), never TRL's integration, which fails the training with it.
+    explicit["report_to"] = split_report_to(explicit.get("report_to"))[1]
     precision = precision_defaults()
     if {"bf16", "fp16"} & set(explicit):  # the caller chose a precision: add no second one
         precision = {k: v for k, v in precision.items() if k not in ("bf16", "fp16")}
     kwargs: dict[str, Any] = {
         **precision,
-        "report_to": "none",
         "disable_tqdm": True,  # the step events are the progress report; bars only clutter logs
         "include_num_input_tokens_seen": "non_padding",  # tokens for step events and tokens/s
         **explicit,
@@ -345,8 +356,7 @@ def load_model(config: dict[str, Any], args: Any, *, reward_head: bool = False) 
         init_kwargs.setdefault("quantization_config", four_bit_config(args))
     # A LoRA adapter directory (a job's output/final, or a checkpoint): its base, with the adapter trainable.
     adapter_file = Path(config["model"]) / "adapter_config.json"
-    adapter = json.loads(adapter_file.read_text()) if adapter_file.is_file() else {}
-    base = adapter.get("base_model_name_or_path") or config["model"]
+    base = base_model(config["model"])
     if reward_head:
         model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, **init_kwargs)
     else:
@@ -357,6 +367,13 @@ def load_model(config: dict[str, Any], args: Any, *, reward_head: bool = False) 
         model = PeftModel.from_pretrained(model, config["model"], is_trainable=True)
     tokenizer = AutoTokenizer.from_pretrained(config["model"], revision=init_kwargs.get("revision"))
     return model, tokenizer
+
+
+def base_model(model: str) -> str:
+    """The model whose weights a job starts from: a LoRA adapter directory's base, else `model` itself."""
+    adapter_file = Path(model) / "adapter_config.json"
+    adapter = json.loads(adapter_file.read_text()) if adapter_file.is_file() else {}
+    return adapter.get("base_model_name_or_path") or model
 
 
 def four_bit_config(args: Any) -> Any:
@@ -477,9 +494,30 @@ def save_final(trainer: Any, job: Job) -> Path:
         begin_checkpoint(final, step)
     trainer.save_model(str(final))  # every rank (sharded saves); writes the tokenizer too
     if is_main:
+        write_model_card(trainer, job, final)
         commit_checkpoint(final, step, job.run_id, job.attempt_id)
         emit("artifact", kind="final_model", path=str(final))
     return final
+
+
+def write_model_card(trainer: Any, job: Job, final: Path) -> None:
+    """jobtrail's card (_model_card.py) replaces PEFT's template in final/ (pushed with the model) and
+    TRL's card in output_dir, which names no base model for a local one ("fine-tuned version of [None]")."""
+    summary = next((log for log in reversed(trainer.state.log_history) if "train_loss" in log), {})
+    card = trained_model_card(
+        job.config,
+        base_model=base_model(job.config["model"]),
+        where=job.push_to or str(final),
+        run_id=job.run_id,
+        attempt_id=job.attempt_id,
+        data=job.facts.get("data"),
+        result={"global_step": trainer.state.global_step, **summary},
+        packages={name: package_version(name) for name in ("trl", "transformers", "peft")},
+        trackio=job.facts.get("trackio"),
+        reward_head=bool(job.facts.get("reward_head")),
+    )
+    for directory in (final, job.output_dir):
+        (directory / CARD_NAME).write_text(card, encoding="utf-8")
 
 
 def peak_memory_bytes() -> int | None:

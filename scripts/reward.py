@@ -1,6 +1,9 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["torch>=2.6", "transformers>=5.23", "trl>=1.16", "peft>=0.21", "datasets>=5.2", "accelerate>=1.15"]
+# dependencies = [
+#   "torch>=2.6", "transformers>=5.23", "trl>=1.16", "peft>=0.21", "datasets>=5.2", "accelerate>=1.15",
+#   "trackio>=0.43",
+# ]
 # ///
 """jobtrail reward-model job: a scalar reward head trained on preference pairs with TRL's RewardTrainer.
 

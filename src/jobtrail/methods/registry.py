@@ -24,14 +24,15 @@ TRL_DEFAULTS: dict[str, Any] = {
     "num_generations": 8,
     "eval_strategy": "no",
 }
-# Shared by every method: a save every 100 steps, logs every 10, one epoch, no trackers.
+# Shared by every method: a save every 100 steps, logs every 10, one epoch, reported to trackio
+# (templates/tracking.py says where; report_to="none" turns it off).
 _COMMON_DEFAULTS: dict[str, Any] = {
     "num_train_epochs": 1,
     "logging_steps": 10,
     "save_strategy": "steps",
     "save_steps": 100,
     "seed": 42,
-    "report_to": "none",
+    "report_to": "trackio",
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from jobtrail.models import JobSpec
 from jobtrail.templates.defaults import effective
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
+from jobtrail.templates.tracking import trackio_space
 from jobtrail.util.refs import looks_local
 
 TEMPLATE_VERSION = 1
@@ -40,6 +41,8 @@ def build_config(
     training_args = values.training_args
     if "max_length" in training_args:
         training_args["max_length"] = trained_max_length(spec, training_args["max_length"], max_positions)
+    if push_to and (space := trackio_space(training_args, push_to.split("/")[0])):
+        training_args["trackio_space_id"] = space  # a remote job's trackio run: a private Space of the user's
     config = {
         "template": spec.method,
         "template_version": TEMPLATE_VERSION,

@@ -26,7 +26,8 @@ from jobtrail.errors import InvalidRequestError
 RUNTIME_MODULE = "_runtime.py"
 _BLOCK = r"(?ms)^# --- jobtrail:{name} ---\n.*?^# --- end jobtrail:{name} ---\n"
 _RUNTIME_IMPORT = re.compile(r"(?m)^from (_\w+) import\b")
-_DEPENDENCIES_LINE = re.compile(r"(?m)^# dependencies = \[(.*)\]$")
+# The header's dependencies array, on one line or spread over several.
+_DEPENDENCIES = re.compile(r"(?ms)^# dependencies = \[(.*?)\]$")
 # QLoRA loads 4-bit weights through bitsandbytes, which only GPU jobs can use: the header asks for
 # it only then, so CPU jobs never need it installed (transformers 5.23 wants at least 0.46.1).
 QLORA_REQUIREMENT = "bitsandbytes>=0.46.1"
@@ -106,10 +107,11 @@ def _inlined(name: str, module_source: str) -> str:
 
 
 def _add_requirement(source: str, requirement: str) -> str:
-    if len(_DEPENDENCIES_LINE.findall(source)) != 1:
-        raise InvalidRequestError("Template header must list its dependencies on one '# dependencies = [...]' line.")
-    added = json.dumps(requirement)
-    return _DEPENDENCIES_LINE.sub(lambda m: f"# dependencies = [{m.group(1)}, {added}]", source, count=1)
+    found = _DEPENDENCIES.search(source)
+    if found is None or '"' not in found.group(1):
+        raise InvalidRequestError("Template header must list its dependencies in one '# dependencies = [...]' array.")
+    after_last = found.start(1) + found.group(1).rindex('"') + 1  # the new one follows the last one listed
+    return source[:after_last] + f", {json.dumps(requirement)}" + source[after_last:]
 
 
 def _block_text(source: str, name: str) -> str:
