@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -40,11 +41,16 @@ SIGTERM_EXIT_CODE = 143  # 128 + SIGTERM, what a shell reports for a process kil
 # --- events ---------------------------------------------------------------------------------
 
 
+_EMIT_LOCK = threading.Lock()  # the watchdog thread emits too: one whole line at a time
+
+
 def emit(event: str, **fields: Any) -> None:
     """Print one structured event line and flush at once (logs may be all that survives)."""
     record = {"event": event, "time": time.time(), **fields}
     line = EVENT_PREFIX + json.dumps(record, separators=(",", ":"), default=str)
-    print(line, flush=True)
+    with _EMIT_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def emit_environment() -> dict[str, Any]:
@@ -530,13 +536,44 @@ def _alpaca_prompt_completion(row: dict[str, Any], mapping: dict[str, Any]) -> d
 # A job tags what it was doing when it failed (`with phase("data"): ...`), because the same
 # exception type means different things in different places: a ValueError while loading data is
 # bad input, while building the trainer's config it is a config error.
+#
+# What the job is doing is also announced, as a `phase` event, so that the seconds or minutes
+# before the first step (loading the model, tokenizing) and after the last (saving, pushing) are
+# not silence: {"event": "phase", "phase": "training", ...}. The names an agent sees are
+# PHASES; a tag names where an exception came from and may announce one of them, or none.
 
+PHASES = (
+    "installing",  # building a tool the job needs (llama.cpp); before any event, the server's own phase
+    "loading_model",
+    "tokenizing",  # loading, mapping and tokenizing the data
+    "training",
+    "evaluating",
+    "saving",
+    "pushing",
+    "converting",  # convert_gguf: the model to an F16 GGUF file
+    "quantizing",  # convert_gguf: the F16 file to the smaller types
+)
 _PHASE_ATTR = "_jobtrail_phase"
+_ANNOUNCED: dict[str, str | None] = {"phase": None}  # the last phase announced (one job per process)
+
+
+def announce_phase(name: str, **fields: Any) -> None:
+    """Emit a `phase` event when the job enters phase `name` (one of PHASES); a repeat of the current
+    phase is emitted only when it brings fields (the trainer's max_steps once training starts)."""
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; use one of {PHASES}")
+    if name == _ANNOUNCED["phase"] and not fields:
+        return
+    _ANNOUNCED["phase"] = name
+    emit("phase", phase=name, **fields)
 
 
 @contextlib.contextmanager
-def phase(name: str) -> Iterator[None]:
-    """Tag any exception escaping the block with the phase it came from (innermost wins)."""
+def phase(name: str, announce: str | None = None) -> Iterator[None]:
+    """Tag any exception escaping the block with the phase it came from (innermost wins); with
+    `announce`, first tell the log that the job enters that phase (announce_phase)."""
+    if announce:
+        announce_phase(announce)
     try:
         yield
     except BaseException as exc:
@@ -575,6 +612,8 @@ def _is_http(e: BaseException) -> bool:
 # (reason, test(exception, phase)) in priority order; the first rule matching any exception in
 # the chain wins. To teach the runtime a new failure, add a row.
 FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
+    # The job stopped itself: its loss was lost (the nan_loss alert said why and what to change).
+    ("diverged", lambda e, p: "TrainingDivergedError" in _names(e)),  # _watch.py's
     (
         "oom",
         lambda e, p: isinstance(e, MemoryError) or "OutOfMemoryError" in _names(e) or "out of memory" in str(e).lower(),

@@ -25,6 +25,7 @@ from typing import Any
 # --- jobtrail:runtime ---
 from _model_card import CARD_NAME, trained_model_card
 from _runtime import (
+    announce_phase,
     apply_mapping,
     apply_retention,
     begin_checkpoint,
@@ -42,6 +43,7 @@ from _runtime import (
     sha256_file,
 )
 from _tracking import make_trackio_callback, split_report_to
+from _watch import SHARE_MIN_LOGS, STALL_MINUTES, RunWatch, TrainingDivergedError, Watchdog, weights_finite
 
 # --- end jobtrail:runtime ---
 
@@ -59,7 +61,7 @@ def no_trainer_inputs(config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def no_step_warnings(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
+def no_step_alerts(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
@@ -80,9 +82,13 @@ class Method:
     # CONFIG → extra keyword arguments for the trainer (e.g. GRPO's reward_funcs), built in the
     # config phase so a bad one fails before the data loads.
     trainer_inputs: Callable[[dict[str, Any]], dict[str, Any]] = no_trainer_inputs
-    # (this attempt's step metrics, each with its "step"; CONFIG) → what a finished training that
-    # "succeeded" may still hide (GRPO's flat rewards), as warnings: code, step, message, fix.
-    check_steps: Callable[[list[dict[str, Any]], dict[str, Any]], list[dict[str, Any]]] = no_step_warnings
+    # (this attempt's step metrics so far, each with its "step"; CONFIG) → what a training that may
+    # still "succeed" hides (GRPO's flat rewards), as alerts: code, step, message, fix. Asked after
+    # each log once a few steps are in, and when training ends; each code is said once.
+    check_steps: Callable[[list[dict[str, Any]], dict[str, Any]], list[dict[str, Any]]] = no_step_alerts
+    # Whether a loss far above its running median is worth an alert: not for a loss that hovers
+    # around 0 by design (GRPO's policy-gradient surrogate), where any ratio to its median is noise.
+    loss_spikes: bool = True
 
 
 def train(config: dict[str, Any], method: Method) -> None:
@@ -97,13 +103,13 @@ def train(config: dict[str, Any], method: Method) -> None:
         # Started now, so trackio's init runs in the background while the data and model load.
         tracking = make_trackio_callback(config, job.run_id, job.attempt_id, base_model(config["model"]), method.name)
     dataset = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
-    with phase("model"):
+    with phase("model", announce="loading_model"):
         model, tokenizer = load_model(config, args, reward_head=method.reward_head)
     resume_path = resume_point(job)
 
     trainer_class = getattr(trl, f"{method.trl_name}Trainer")
-    callback = make_callback(job, lambda steps: method.check_steps(steps, config))
-    with phase("setup"):  # tokenising the data, wrapping the model with the adapter
+    callback = make_callback(job, method, args)
+    with phase("setup", announce="tokenizing"):  # tokenising the data, wrapping the model with the adapter
         trainer = trainer_class(
             model=model,
             args=args,
@@ -182,7 +188,7 @@ def prepare_dataset(job: Job, detect_format: Callable[[Any], str]) -> Any:
     says which columns the method needs (a bad_input termination, since this is the data phase).
     """
     spec = job.config["dataset"]
-    with phase("data"):
+    with phase("data", announce="tokenizing"):
         dataset, manifest = load_train_dataset(spec)
         manifest["mapping"] = spec.get("mapping")
         dataset = map_dataset(dataset, manifest["mapping"])
@@ -295,6 +301,8 @@ def build_training_args(config_class: type, config: dict[str, Any], output_dir: 
         # could delete the newest committed checkpoint), and the output dir is the job's.
         "output_dir": str(output_dir),
         "save_total_limit": None,
+        # Every loss is logged as it is: a NaN averaged away would hide a run that diverged.
+        "logging_nan_inf_filter": False,
     }
     # No Trainer push: it uploads checkpoints whether or not they were committed, so the
     # runtime pushes each committed checkpoint itself (push_checkpoint).
@@ -402,51 +410,102 @@ def resume_point(job: Job) -> str | None:
     return resume_path
 
 
-def make_callback(job: Job, check_steps: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> Any:
-    """A TrainerCallback that turns Trainer events into jobtrail events and commits checkpoints.
+def make_callback(job: Job, method: Method, args: Any) -> Any:
+    """A TrainerCallback that turns Trainer events into jobtrail events, commits checkpoints and
+    watches the run.
 
     Step events carry the loss, learning rate, grad norm and epoch every method reports, and in a
     `metrics` object every other number the trainer logged, under TRL's names (DPO's
-    "rewards/accuracies", GRPO's "reward_std", "completions/clipped_ratio" ...). When training
-    ends, `check_steps` reads those metrics and each warning it finds becomes a `warning` event.
+    "rewards/accuracies", GRPO's "reward_std", "completions/clipped_ratio" ...); an evaluation
+    during training is an `eval` event with its step. What the numbers say (_watch.py: a NaN loss,
+    a spike, exploding gradients, overfitting, the method's own check_steps, a stall) becomes an
+    `alert` event as soon as it is seen; a NaN loss (or NaN weights about to be saved) stops the
+    training without saving, and train_and_finish ends the job `diverged`.
     """
     from transformers import TrainerCallback
 
     output_dir, retention, push_to = job.output_dir, job.config.get("checkpoint_retention"), job.push_to
+    stall_minutes = job.config.get("stall_alert_minutes", STALL_MINUTES)
 
     class JobtrailCallback(TrainerCallback):
         tokens_at_start = 0  # tokens seen before this attempt (a resumed state carries them)
 
         def __init__(self) -> None:
             self.steps: list[dict[str, Any]] = []  # this attempt's method metrics, step by step
+            self.watch = RunWatch(
+                job.run_id, args.learning_rate, spikes=method.loss_spikes, overflow_expected=bool(args.fp16)
+            )
+            self.watchdog = Watchdog(stall_minutes * 60 if stall_minutes else None, self.alert)
+
+        def alert(self, *alerts: dict[str, Any]) -> None:
+            for found in alerts:
+                emit("alert", **found)
+
+        def stop_diverged(self, control: Any) -> None:
+            """The weights are lost: stop now, and neither save nor evaluate them."""
+            control.should_training_stop = True
+            control.should_save = control.should_evaluate = False
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.tokens_at_start = state.num_input_tokens_seen or 0
+            rebase_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"), args.learning_rate)
+            if state.is_world_process_zero:
+                self.watchdog.start()
+            # The trainer's own total (a run by epochs has no max_steps in its config).
+            announce_phase("training", max_steps=state.max_steps, step=state.global_step)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            # DefaultFlowCallback (which runs first) has decided; the save follows this hook.
+            self.watchdog.beat(state.global_step)
+            # DefaultFlowCallback (which runs first) has decided; the save follows this hook. A
+            # committed checkpoint is one a retry may resume from: never one with NaN weights.
+            if control.should_save and not weights_finite(kwargs.get("model")):
+                self.alert(*self.watch.on_lost_weights(state.global_step))
+                self.stop_diverged(control)
             if control.should_save and state.is_world_process_zero:
                 begin_checkpoint(output_dir / f"checkpoint-{state.global_step}", state.global_step)
+            if control.should_evaluate and not control.should_log:  # no step event comes first
+                announce_phase("evaluating")
+
+        def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.watchdog.beat()  # an evaluation batch is progress too
+
+        def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.watchdog.beat()
+            announce_phase("training")
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # Called after Trainer wrote weights, optimizer, scheduler, RNG and trainer state.
             ckpt = output_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
-                commit_checkpoint(ckpt, state.global_step, job.run_id, job.attempt_id)
-                if push_to:
-                    with phase("push"):
-                        push_checkpoint(ckpt, push_to, state.global_step)
+                with self.watchdog.paused():  # hashing and uploading are slow, not stuck
+                    commit_checkpoint(ckpt, state.global_step, job.run_id, job.attempt_id)
+                    if push_to:
+                        with phase("push", announce="pushing"):
+                            push_checkpoint(ckpt, push_to, state.global_step)
+                        announce_phase("training")
                 apply_retention(output_dir, retention, state.global_step)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.watchdog.stop()
             if state.is_world_process_zero:
-                for warning in check_steps(self.steps):
-                    emit("warning", **warning)
+                self.alert(*self.watch.new(method.check_steps(self.steps, job.config)))
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
-            # Eval logs and the final summary are not steps; other ranks would repeat rank 0.
-            if not logs or "loss" not in logs or not state.is_world_process_zero:
+            # The final summary is no step; other ranks would repeat rank 0.
+            if not logs or not state.is_world_process_zero:
                 return
+            if "loss" in logs:
+                self.log_step(state, logs)
+                if control.should_evaluate:
+                    announce_phase("evaluating")
+            elif any(name.startswith("eval_") for name in logs):
+                metrics = {name: value for name, value in method_metrics(logs).items() if name.startswith("eval_")}
+                emit("eval", step=state.global_step, epoch=logs.get("epoch"), metrics=metrics)
+                self.alert(*self.watch.on_eval(state.global_step, logs.get("eval_loss")))
+            if self.watch.diverged:
+                self.stop_diverged(control)
+
+        def log_step(self, state: Any, logs: dict[str, Any]) -> None:
             extra = method_metrics(logs)
             self.steps.append({"step": state.global_step, **extra})
             emit(
@@ -459,8 +518,32 @@ def make_callback(job: Job, check_steps: Callable[[list[dict[str, Any]]], list[d
                 tokens=state.num_input_tokens_seen or None,
                 **({"metrics": extra} if extra else {}),
             )
+            self.alert(*self.watch.on_step(state.global_step, logs["loss"], logs.get("grad_norm")))
+            if len(self.steps) >= SHARE_MIN_LOGS:
+                self.alert(*self.watch.new(method.check_steps(self.steps, job.config)))
 
     return JobtrailCallback()
+
+
+def rebase_learning_rate(optimizer: Any, scheduler: Any, learning_rate: float) -> None:
+    """Make a resumed attempt train at the learning rate it was given, not the checkpoint's.
+
+    Resuming loads the optimizer's and the scheduler's state, learning rates included, so a retry
+    with changes={"learning_rate": ...} (the fix for a diverged run) would otherwise go on at the
+    old one. The schedule's shape and position are kept: only its base is scaled.
+    """
+    base = getattr(scheduler, "base_lrs", None)
+    if optimizer is None or not base or not base[0] or base[0] == learning_rate:
+        return
+    scheduler.base_lrs = [lr * learning_rate / base[0] for lr in base]
+    lambdas = getattr(scheduler, "lr_lambdas", None)  # every schedule of transformers' but reduce_lr_on_plateau
+    for i, group in enumerate(optimizer.param_groups):
+        position = lambdas[i](scheduler.last_epoch) if lambdas else group["lr"] / base[i]
+        group["lr"] = scheduler.base_lrs[i] * position
+        if "initial_lr" in group:
+            group["initial_lr"] = scheduler.base_lrs[i]
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]  # what the trainer logs
+    emit("learning_rate_rebased", checkpoint=base[0], now=learning_rate)
 
 
 def method_metrics(logs: dict[str, Any]) -> dict[str, float]:
@@ -476,10 +559,13 @@ def train_and_finish(job: Job, trainer: Any, callback: Any, resume_path: str | N
     """Train (from resume_path), then the final model, the metrics event and the Hub push."""
     with phase("train"):
         result = trainer.train(resume_from_checkpoint=resume_path)
-    save_final(trainer, job)
+        if callback.watch.diverged:  # stopped early, its weights lost: no final model
+            raise TrainingDivergedError(callback.watch.diverged["message"])
+    with phase("save", announce="saving"):
+        save_final(trainer, job)
     emit_metrics(result.metrics, trainer.state, callback.tokens_at_start)
     if job.push_to:
-        with phase("push"):
+        with phase("push", announce="pushing"):
             push_final(job.output_dir / FINAL_DIR, job.push_to)
 
 

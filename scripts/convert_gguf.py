@@ -441,7 +441,7 @@ class Source:
 
 def resolve_source(spec: dict[str, Any]) -> Source:
     """The source directory (downloaded when a Hub id), verified when it is a jobtrail checkpoint."""
-    with phase("data"):
+    with phase("data", announce="loading_model"):  # the model to convert, downloaded from the Hub
         if spec["kind"] == "hub":
             from huggingface_hub import snapshot_download
 
@@ -825,15 +825,15 @@ def main() -> None:
     quantizations, source, config = prepare(cache)
     llama_cpp = llama_cpp_tools(cache, build=bool(quantizations))
 
-    with phase("model"):
+    with phase("model", announce="loading_model"):
         model_dir = merge_adapter(source, out / "merged") if source.is_adapter else source.model_dir
     if config is None:  # an adapter on a Hub base: its config is known only now
         require_supported_architecture(cache.facts, read_json(model_dir / "config.json") or {})
     name = CONFIG.get("name") or "model"
     files = {q: out / f"{name}-{q}.gguf" for q in (BASE_QUANTIZATION, *quantizations)}
-    with phase("convert"):
+    with phase("convert", announce="converting"):
         convert_to_f16(cache.llama_dir, model_dir, files[BASE_QUANTIZATION], CONFIG.get("pre_tokenizer"))
-    with phase("quantize"):
+    with phase("quantize", announce="quantizing" if quantizations else None):
         for q in quantizations:
             quantize(cache.quantize, files[BASE_QUANTIZATION], files[q], q)
     with phase("verify"):
@@ -848,7 +848,7 @@ def main() -> None:
     card.write_text(model_card(name, source, files, reports, llama_cpp, repo))
     emit("artifact", kind="model_card", path=str(card))
     if repo:
-        with phase("push"):
+        with phase("push", announce="pushing"):
             push_files(out, repo, files)
 
 
@@ -874,7 +874,7 @@ def prepare(cache: LlamaCppCache) -> tuple[list[str], Source, dict[str, Any] | N
 def llama_cpp_tools(cache: LlamaCppCache, *, build: bool) -> dict[str, Any]:
     """llama-quantize built (or taken from the cache) when `build`, and the `llama_cpp` artifact for
     the receipt (an F16-only conversion uses the converter alone: no quantizer, no sha256)."""
-    with phase("llama_cpp"):
+    with phase("llama_cpp", announce="installing" if build else None):
         commit = cache.facts["llama_cpp_commit"]
         record = build_quantize(cache, commit) if build else {"sha256": None, "seconds": 0}
     receipt = {

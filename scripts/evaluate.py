@@ -35,6 +35,7 @@ from _runtime import (
     FAILURE_RULES,
     MARKER_NAME,
     PACKAGES,
+    announce_phase,
     checkpoint_step,
     classify_exception,
     describe_exception,
@@ -530,7 +531,9 @@ def main() -> None:
         from transformers import set_seed
 
         set_seed(record["decoding"]["seed"])
+        announce_phase("loading_model")
         model, tokenizer = load_scored_model(CONFIG, reward_head)
+        announce_phase("evaluating")
         values, raw = score_examples(model, tokenizer, examples, metrics, record["decoding"], reward_head)
         raw_path, raw_sha256 = write_raw_outputs(job.output_dir, raw)
         emit(

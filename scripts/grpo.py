@@ -16,8 +16,8 @@ dataset column reaches the reward functions as a keyword argument (e.g. `answer`
 Runs as it is from scripts/ or rendered by jobtrail, like sft.py, and prints the same
 `JOBTRAIL {...}` events; step events also carry the rewards (mean, spread, per function) and
 how long the completions ran. A run can "succeed" without learning: when the rewards never differ
-within a group (reward_std 0) or most completions hit max_completion_length, a `warning` event
-says so as training ends.
+within a group (reward_std 0) or most completions hit max_completion_length, an `alert` event
+says so as soon as most logged steps show it.
 """
 
 import functools
@@ -58,7 +58,7 @@ CONFIG: dict = example_config(
 REFERENCE_COLUMNS = ("answer", "solution")  # where exact_match and numeric_match look, in order
 USER_REWARD_FILE = "user_reward.py"  # the name tracebacks give the user's reward source
 RewardFunc = Callable[..., list[float | None]]
-MOSTLY = 0.5  # a warning when more than this share of the steps (or completions) shows the problem
+MOSTLY = 0.5  # an alert when more than this share of the steps (or completions) shows the problem
 
 
 # --- built-in rewards ----------------------------------------------------------------------------
@@ -245,17 +245,17 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     return "prompt_only"
 
 
-def step_warnings(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the step metrics say about a GRPO run that still ends "succeeded" (see Method.check_steps)."""
+def step_alerts(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the step metrics so far say about a GRPO run that may still end "succeeded" (see Method.check_steps)."""
     if not steps:
         return []
-    last, warnings = steps[-1]["step"], []
+    last, alerts = steps[-1]["step"], []
     spreads = [s["reward_std"] for s in steps if "reward_std" in s]
     flat = sum(1 for spread in spreads if spread == 0)
     if spreads and flat > MOSTLY * len(spreads):
         rewards = [s["reward"] for s in steps if "reward" in s]
         mean = sum(rewards) / len(rewards) if rewards else float("nan")
-        warnings.append(
+        alerts.append(
             {
                 "code": "grpo_reward_std_zero",
                 "step": last,
@@ -271,7 +271,7 @@ def step_warnings(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[d
     share = sum(clipped) / len(clipped) if clipped else 0.0
     if share > MOSTLY:
         limit = (config.get("training_args") or {}).get("max_completion_length", "TRL's default")
-        warnings.append(
+        alerts.append(
             {
                 "code": "grpo_completions_clipped",
                 "step": last,
@@ -280,7 +280,7 @@ def step_warnings(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[d
                 "fix": f"Raise max_completion_length (now {limit}), or ask for shorter answers in the prompt.",
             }
         )
-    return warnings
+    return alerts
 
 
 GRPO = Method(
@@ -288,7 +288,8 @@ GRPO = Method(
     "GRPO",
     detect_format,
     trainer_inputs=lambda config: {"reward_funcs": build_reward_funcs(config.get("rewards") or {})},
-    check_steps=step_warnings,
+    check_steps=step_alerts,
+    loss_spikes=False,  # GRPO's loss hovers around 0 by design: no scale to spike against
 )
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ class TerminationReason(enum.StrEnum):
     TIMEOUT = "timeout"
     PREEMPTED = "preempted"
     OOM = "oom"
+    DIVERGED = "diverged"  # the loss became NaN/inf: the job stopped itself (its nan_loss alert says why)
     BAD_INPUT = "bad_input"
     CONFIG_ERROR = "config_error"
     DEPENDENCY_ERROR = "dependency_error"

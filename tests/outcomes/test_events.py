@@ -36,3 +36,22 @@ def test_warning_events_are_read_back_with_code_step_message_and_fix() -> None:
     digest = events.digest([_line("step", step=2, loss=0.0), _line("warning", **warning), "plain output"])
     assert events.warnings(digest.events) == [warning]
     assert events.warnings([{"event": "step", "step": 1}]) == []
+
+
+def test_the_latest_phase_alerts_and_eval_points_are_read_back() -> None:
+    alert = {"code": "nan_loss", "step": 3, "message": "loss is nan at step 3", "fix": "Lower learning_rate."}
+    digest = events.digest(
+        [
+            _line("phase", phase="loading_model"),
+            _line("phase", phase="training", max_steps=6, step=0),
+            _line("step", step=2, loss=1.5),
+            _line("eval", step=2, epoch=0.5, metrics={"eval_loss": 1.7, "eval_runtime": 0.2}),
+            _line("eval", state="finished", metrics={"loss": 1.0}),  # an evaluation job's: not a point
+            _line("alert", **alert),
+        ]
+    )
+    assert events.latest_phase(digest.events) == "training"
+    assert events.latest_phase([]) is None
+    assert events.alerts(digest.events) == [alert]
+    assert events.eval_metrics(digest.events) == [{"step": 2, "epoch": 0.5, "eval_loss": 1.7, "eval_runtime": 0.2}]
+    assert digest.fields["last_metrics"] == {"step": 2, "loss": 1.5}  # evaluations leave the step's metrics alone

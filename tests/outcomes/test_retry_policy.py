@@ -18,8 +18,26 @@ HYPER = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
 
 
 def test_every_reason_has_a_rule():
-    covered = set(BUDGETS) | set(NEVER) | {R.SUCCEEDED, R.CANCELLED, R.UNKNOWN}
+    covered = set(BUDGETS) | set(NEVER) | {R.SUCCEEDED, R.CANCELLED, R.UNKNOWN, R.DIVERGED}
     assert covered == set(R)
+
+
+def test_a_diverged_run_is_retried_only_with_a_change_and_the_refusal_names_one():
+    job = {"job_id": "jt-x", "learning_rate": 0.002}
+    refused = decide([attempt(1, R.DIVERGED)], HYPER, None, job=job)
+    assert not refused.retry and "NaN or infinite" in refused.message
+    assert refused.fix and refused.fix.startswith("retry(job_id=\"jt-x\", changes={'learning_rate': 0.0002})")
+    assert not decide([attempt(1, R.DIVERGED)], HYPER, None, automatic=True, job=job).retry
+    same = decide([attempt(1, R.DIVERGED)], {**HYPER, "learning_rate": 0.002}, {"learning_rate": 0.002}, job=job)
+    assert not same.retry and same.fix == refused.fix  # a change that changes nothing gets the real fix
+    # The user's own learning rate is the one lowered; any real change is retried, twice in a row too.
+    assert "1e-05" in (decide([attempt(1, R.DIVERGED)], {"learning_rate": 1e-4}, None, job=job).fix or "")
+    absurd = decide([attempt(1, R.DIVERGED)], {"learning_rate": 1e20}, None, job={**job, "method": "dpo"}).fix
+    assert absurd and "{'learning_rate': 5e-06}" in absurd and "dpo's default" in absurd
+    storm = [attempt(1, R.DIVERGED, "A"), attempt(2, R.DIVERGED, "A")]
+    for changes in ({"learning_rate": 2e-4}, {"max_grad_norm": 0.5}):
+        decision = decide(storm, HYPER, changes, job=job)
+        assert decision.retry and decision.changes == changes
 
 
 @pytest.mark.parametrize("reason", sorted(NEVER, key=str))

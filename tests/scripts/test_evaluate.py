@@ -266,6 +266,8 @@ def test_base_model_loss_and_perplexity_on_chat_data(runs: dict[str, EvalRun]) -
     assert loss > 0 and perplexity == pytest.approx(2.718281828**loss, rel=1e-6)
     manifest = next(e for e in runs["base"].events if e["event"] == "data_manifest")
     assert (manifest["format"], manifest["rows"]) == ("messages", 12)
+    phases = [e["phase"] for e in runs["base"].events if e["event"] == "phase"]
+    assert phases == ["loading_model", "evaluating"]
 
 
 def test_trained_adapter_beats_base_and_records_full_provenance(runs: dict[str, EvalRun], tiny_model: Path) -> None:

@@ -341,6 +341,9 @@ def test_receipt_records_llama_cpp_and_a_model_card(conversion: JobRun) -> None:
     text = card.read_text()
     assert "FROM ./" in text and "llama-cli -m" in text and "Q4_K_M" in text
     assert not (card.parent / "merged").exists()  # the working copy of the merged model is gone
+    # Reading the adapter, building llama-quantize (cached here), merging, then the two llama.cpp stages.
+    phases = [e["phase"] for e in run.named("phase")]
+    assert phases == ["loading_model", "installing", "loading_model", "converting", "quantizing"]
 
 
 def _read_gguf(path: Path) -> dict[str, Any]:

@@ -118,6 +118,18 @@ def test_lora_run_succeeds_with_full_event_trail(lora_run: tuple[JobRun, Path], 
     assert metrics["peak_memory_bytes"] > 0 and metrics["tokens_per_second"] > 0
 
 
+def test_lora_run_announces_its_phases_in_order(lora_run: tuple[JobRun, Path]) -> None:
+    run, _ = lora_run
+    phases = run.named("phase")
+    # Data first (cheap to refuse), then the model, then the trainer tokenizes; saving after the last step.
+    assert [e["phase"] for e in phases] == ["tokenizing", "loading_model", "tokenizing", "training", "saving"]
+    training = phases[3]
+    assert (training["max_steps"], training["step"]) == (6, 0)
+    where = {id(e): i for i, e in enumerate(run.events)}
+    steps = [where[id(e)] for e in run.named("step")]
+    assert where[id(training)] < steps[0] and where[id(phases[4])] > steps[-1]
+
+
 def test_lora_run_commits_checkpoints_and_keeps_the_newest(lora_run: tuple[JobRun, Path], rt: ModuleType) -> None:
     _, out = lora_run
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
@@ -396,6 +408,29 @@ def _wrapped(outer: BaseException, inner: BaseException) -> BaseException:
 )
 def test_classify_exception(rt: ModuleType, phase: str | None, exc: BaseException, reason: str) -> None:
     assert rt.classify_exception(_raise_in(phase, exc, rt)) == reason
+
+
+def test_announce_phase_emits_each_change_once(rt: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    with rt.phase("model", announce="loading_model"):
+        rt.announce_phase("loading_model")  # already there: no second event
+    rt.announce_phase("training", max_steps=12)  # a change, with what it brings
+    rt.announce_phase("training", max_steps=12, step=4)  # the same phase with fields is said again
+    rt.announce_phase("training")
+    assert [(e["phase"], e.get("step")) for e in parse_events(capsys.readouterr().out)] == [
+        ("loading_model", None),
+        ("training", None),
+        ("training", 4),
+    ]
+    with pytest.raises(ValueError, match="unknown phase 'resting'"):
+        rt.announce_phase("resting")
+
+
+def test_an_announcing_phase_still_tags_its_exceptions(rt: ModuleType) -> None:
+    exc = OSError("401 Client Error: Unauthorized for url: https://huggingface.co/x")
+    with pytest.raises(OSError) as raised:
+        with rt.phase("model", announce="loading_model"):
+            raise exc
+    assert rt.classify_exception(raised.value) == "auth_error"
 
 
 def test_describe_exception_is_one_bounded_line(rt: ModuleType) -> None:

@@ -279,29 +279,35 @@ def test_step_events_carry_every_metric_trl_logs(runs: dict[str, tuple[JobRun, P
     assert all("kl" in e["metrics"] for e in runs["kto"][0].named("step"))
 
 
-def test_grpo_warns_about_what_its_steps_show(runs: dict[str, tuple[JobRun, Path]], grpo_template: ModuleType) -> None:
+def test_grpo_alerts_about_what_its_steps_show(runs: dict[str, tuple[JobRun, Path]], grpo_template: ModuleType) -> None:
     for name in ("grpo", "grpo_user"):
         run, _ = runs[name]
         steps = [{"step": e["step"], **e["metrics"]} for e in run.named("step")]
         config = {"training_args": {"max_completion_length": 8}}
-        expected = [{"event": "warning", **w} for w in grpo_template.step_warnings(steps, config)]
-        assert [{k: v for k, v in e.items() if k != "time"} for e in run.named("warning")] == expected
+        # The job asks after every log once SHARE_MIN_LOGS are in, and once more as training ends; each code once.
+        expected: dict[str, dict] = {}
+        for seen in [*(steps[:n] for n in range(3, len(steps) + 1)), steps]:
+            for alert in grpo_template.step_alerts(seen, config):
+                expected.setdefault(alert["code"], {"event": "alert", **alert})
+        alerts = [{k: v for k, v in e.items() if k != "time"} for e in run.named("alert")]
+        assert [a for a in alerts if a["code"].startswith("grpo_")] == list(expected.values())
         # 8 tokens of a tiny random model: the completions run to the limit, and the run says so.
-        assert "grpo_completions_clipped" in [w["code"] for w in run.named("warning")], run.describe()
-    assert not runs["dpo"][0].named("warning")
+        assert "grpo_completions_clipped" in [a["code"] for a in alerts], run.describe()
+        assert not run.named("warning")
+    assert not [a for a in runs["dpo"][0].named("alert") if a["code"].startswith("grpo_")]
 
 
-def test_grpo_step_warnings(grpo_template: ModuleType) -> None:
+def test_grpo_step_alerts(grpo_template: ModuleType) -> None:
     config = {"training_args": {"max_completion_length": 64}}
     flat = [{"step": n, "reward": 0.0, "reward_std": 0.0, "completions/clipped_ratio": 1.0} for n in (1, 2, 3)]
-    warnings = grpo_template.step_warnings(flat, config)
-    assert [(w["code"], w["step"]) for w in warnings] == [("grpo_reward_std_zero", 3), ("grpo_completions_clipped", 3)]
-    assert "3 of 3" in warnings[0]["message"] and "max_completion_length (now 64)" in warnings[1]["fix"]
+    alerts = grpo_template.step_alerts(flat, config)
+    assert [(w["code"], w["step"]) for w in alerts] == [("grpo_reward_std_zero", 3), ("grpo_completions_clipped", 3)]
+    assert "3 of 3" in alerts[0]["message"] and "max_completion_length (now 64)" in alerts[1]["fix"]
     healthy = [
         {"step": n, "reward": 0.5, "reward_std": 0.2 * (n > 1), "completions/clipped_ratio": 0.25} for n in (1, 2, 3)
     ]
-    assert grpo_template.step_warnings(healthy, config) == []
-    assert grpo_template.step_warnings([], config) == []
+    assert grpo_template.step_alerts(healthy, config) == []
+    assert grpo_template.step_alerts([], config) == []
 
 
 def test_reward_model_has_a_one_output_classification_head(runs: dict[str, tuple[JobRun, Path]]) -> None:

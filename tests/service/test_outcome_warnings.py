@@ -1,4 +1,4 @@
-"""inspect shows what a job's events said beyond its status: every step metric, and its warnings."""
+"""inspect shows what a job's events said beyond its status: every step metric, its alerts and warnings."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _line(event: str, **fields: Any) -> str:
     return events.PREFIX + json.dumps({"event": event, "time": time.time(), **fields})
 
 
-def test_inspect_of_a_succeeded_grpo_run_shows_its_rewards_and_warnings(tmp_path) -> None:
+def test_inspect_of_a_succeeded_grpo_run_shows_its_rewards_and_alerts(tmp_path) -> None:
     service = build_service(tmp_path)
     now = time.time()
     spec = JobSpec(method="grpo", model="/m", dataset="/d.jsonl")
@@ -46,8 +46,10 @@ def test_inspect_of_a_succeeded_grpo_run_shows_its_rewards_and_warnings(tmp_path
     )
     service.ledger.add_run(run, attempt)
     rewards = {"reward": 0.0, "reward_std": 0.0, "completions/clipped_ratio": 1.0}
+    legacy = {**CLIPPED, "code": "grpo_reward_std_zero"}  # a job from before alerts printed `warning` events
     digest = events.digest(
-        [_line("step", step=n, loss=0.0, metrics=rewards) for n in (1, 2)] + [_line("warning", **CLIPPED)]
+        [_line("step", step=n, loss=0.0, metrics=rewards) for n in (1, 2)]
+        + [_line("alert", **CLIPPED), _line("warning", **legacy)]
     )
     service.ledger.ingest(
         "jt-g/1", from_offset=0, to_offset=1, events=digest.events, fields=digest.fields, checkpoints=[]
@@ -55,5 +57,6 @@ def test_inspect_of_a_succeeded_grpo_run_shows_its_rewards_and_warnings(tmp_path
 
     shown = service.inspect("jt-g")
     assert shown.status == "succeeded" and shown.last_metrics == {"step": 2, "loss": 0.0, **rewards}
-    assert shown.warnings == [CLIPPED] and shown.evaluation is None
-    assert "Warning (grpo_completions_clipped, step 2): 100% of the completions" in shown.to_markdown()
+    assert shown.alerts == [CLIPPED] and shown.warnings == [legacy] and shown.evaluation is None
+    assert "Alert (grpo_completions_clipped, step 2): 100% of the completions" in shown.to_markdown()
+    assert shown.model_dump(mode="json")["alerts"][0]["fix"] == CLIPPED["fix"]  # in the structured content too

@@ -26,6 +26,7 @@ PUSH_FAILED = "Pushing to the Hub failed after the training had saved its work; 
 DATASET_MISSING = "The dataset (or one of its files) does not exist, or is not visible to this token."
 MODEL_MISSING = "The model (or revision) does not exist on the Hub, or is not visible to this token."
 OFFLINE = "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it."
+DIVERGED = "The loss became NaN or infinite: the job stopped training (its nan_loss alert says why)."
 NATIVE = "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or does not match this machine."
 
 # Each test looks at one exception of the fatal chain and returns the line that decides, or None.
@@ -156,6 +157,11 @@ _DATA_TYPES = {
 }
 
 
+def _diverged(error: RaisedError, _: Progress) -> str | None:
+    """The job's own stop (scripts/_watch.py), for a log whose termination event was lost."""
+    return error.lines[0] if error.name == "TrainingDivergedError" else None
+
+
 def _oom(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name.endswith("MemoryError") else _line(error, _OUT_OF_MEMORY)
 
@@ -242,6 +248,7 @@ def _bad_data(error: RaisedError, _: Progress) -> str | None:
 # RepositoryNotFoundError), not-found before a bare 401 (the Hub answers 401 for a repo it
 # cannot find), the push after training before both.
 CAUSE_RULES: list[CauseRule] = [
+    CauseRule(R.DIVERGED, DIVERGED, _diverged),
     CauseRule(R.OOM, OOM, _oom),
     CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_failed),
     CauseRule(R.AUTH_ERROR, REFUSED, _gated),

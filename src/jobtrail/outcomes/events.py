@@ -1,7 +1,22 @@
 """The structured events a job prints (`JOBTRAIL {json}`), parsed back from any backend's log.
 
 Pure: the service feeds it log lines and stores what it returns, so a receipt can be rebuilt
-from the log alone.
+from the log alone. Every event has "event" and "time" (the job's clock); among them, what a
+watcher reads while the job runs (scripts/_runtime.py and _training.py print them):
+
+    {"event": "phase", "phase": "training", "max_steps": 60, "step": 0}
+        the job enters a phase: loading_model, tokenizing, training, evaluating, saving, pushing
+        (convert_gguf also: installing, converting, quantizing). Printed on each change; "training"
+        comes again with max_steps (the trainer's total, also for a run by epochs) and the step it
+        starts from (a resumed attempt's). latest_phase() reads the current one.
+    {"event": "alert", "code": "nan_loss", "step": 3, "message": "...", "fix": "..."}
+        the job saw something wrong in itself, as soon as it saw it; one per code per attempt.
+        Codes: nan_loss (the job then stops, ending `diverged`), loss_spike, grad_norm_exploding,
+        stalled, overfitting, grpo_reward_std_zero, grpo_completions_clipped. alerts() reads them.
+    {"event": "eval", "step": 20, "epoch": 0.5, "metrics": {"eval_loss": 1.93, "eval_runtime": 0.4}}
+        an evaluation during training (eval_dataset or eval_split_ratio), every eval_steps, with
+        every number the trainer logged under TRL's names. An evaluation job's own `eval` events
+        carry a "state" instead (outcomes/evals.py); eval_metrics() reads only these.
 """
 
 from __future__ import annotations
@@ -17,6 +32,7 @@ _STEP_FIELDS = ("step", "loss", "learning_rate", "grad_norm", "epoch", "tokens")
 # A `warning` event: something a job that may still succeed wants the agent to know (GRPO rewards
 # that never differ, completions cut short), with what to do about it.
 WARNING_FIELDS = ("code", "step", "message", "fix")
+ALERT_FIELDS = WARNING_FIELDS  # an `alert` event: what the job saw wrong in itself while it ran
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
@@ -85,6 +101,29 @@ def step_metrics(payload: dict[str, Any]) -> dict[str, Any]:
     method = payload.get("metrics")
     extra = {k: v for k, v in method.items() if k not in own} if isinstance(method, dict) else {}
     return {**own, **extra}
+
+
+def alerts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `alert` events, each as code, step, message and fix (in the order the job printed them)."""
+    return [{k: e.get(k) for k in ALERT_FIELDS} for e in events if e.get("event") == "alert"]
+
+
+def latest_phase(events: list[dict[str, Any]]) -> str | None:
+    """The phase the job announced last (None before its first `phase` event)."""
+    found = [e["phase"] for e in events if e.get("event") == "phase" and isinstance(e.get("phase"), str)]
+    return found[-1] if found else None
+
+
+def eval_metrics(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each evaluation during training, flat: {"step": 20, "epoch": 0.5, "eval_loss": 1.93, ...}."""
+    points = []
+    for e in events:
+        if e.get("event") == "eval" and "state" not in e and isinstance(e.get("step"), int):
+            metrics = e.get("metrics")
+            points.append(
+                {"step": e["step"], "epoch": e.get("epoch"), **(metrics if isinstance(metrics, dict) else {})}
+            )
+    return points
 
 
 def warnings(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

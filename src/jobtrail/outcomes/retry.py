@@ -4,8 +4,10 @@ Given a run's attempt history and the caller's proposed changes, `decide` says w
 attempt may start, after what delay and with which changes, and, when it refuses, the fix.
 Changes are weighed first: a change that addresses the cause (a longer timeout or a faster
 config after a timeout, a new memory shape after an OOM, any real change after an unknown
-failure) is allowed even when the budget is spent or the storm guard would stop the same config,
-so the fix a refusal names is never a dead end; a change that changes nothing is refused.
+failure or a diverged loss) is allowed even when the budget is spent or the storm guard would
+stop the same config, so the fix a refusal names is never a dead end; a change that changes
+nothing is refused. A diverged run is never retried without a change: the same learning rate
+would lose the loss again, so the refusal proposes one (a learning rate ten times lower).
 Every attempt of a run shares its output directory, so a new attempt always continues from
 the newest committed checkpoint (the job runtime finds and verifies it).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobtrail.methods.registry import method_spec
 from jobtrail.models import TerminationReason as R
 from jobtrail.util.timefmt import parse_duration
 
@@ -80,7 +83,8 @@ def decide(
     job: dict[str, Any] | None = None,
 ) -> Decision:
     """May the run start another attempt? `history` is oldest first and its last entry ended;
-    `job` holds the latest attempt's JOB_KEYS, so a change can be compared with them."""
+    `job` holds the latest attempt's JOB_KEYS, so a change can be compared with them, and what a
+    fix names: its job_id, method and the learning_rate it trained with (defaults included)."""
     last = history[-1]
     reason = last.reason
     if reason is None:
@@ -105,7 +109,15 @@ def decide(
         return Decision(
             False,
             "Not retried: the changes change nothing (every value equals the current one).",
-            "Change a value that addresses the cause, or retry without changes.",
+            "Change a value that addresses the cause, or retry without changes."
+            if reason is not R.DIVERGED
+            else diverged_fix(hyperparameters, job or {}),
+        )
+    if reason is R.DIVERGED and not real:
+        return Decision(
+            False,
+            "Not retried: the loss became NaN or infinite, and the same config would diverge again.",
+            diverged_fix(hyperparameters, job or {}),
         )
     if real and _addresses(reason, merged, hyperparameters, job or {}):
         return Decision(True, f"Retrying after {reason.value} with changes to {', '.join(real)}.", changes=merged)
@@ -152,6 +164,24 @@ def decide(
     )
 
 
+def diverged_fix(hyperparameters: dict[str, Any], job: dict[str, Any]) -> str:
+    """The exact retry a diverged run needs: a learning rate ten times lower (job["learning_rate"] is
+    the one it trained with, defaults included), or the method's default for one beyond any sense
+    (1 and up), resumed from its last committed checkpoint."""
+    current = _number(hyperparameters.get("learning_rate")) or _number(job.get("learning_rate"))
+    if current is not None and current < 1:
+        lower, why = float(f"{current / 10:.3g}"), f"ten times lower than {current!r}"
+    else:
+        lower = float(method_spec(job.get("method") or "sft").defaults["learning_rate"])
+        why = f"{job.get('method') or 'sft'}'s default"
+    target = f'job_id="{job["job_id"]}", ' if job.get("job_id") else ""
+    return (
+        f"retry({target}changes={{'learning_rate': {lower!r}}}) resumes from the last committed checkpoint at a "
+        f"learning rate {why}; adding max_grad_norm=1.0 (gradient clipping) or warmup_steps=0.1 also steadies a "
+        "run that diverges. If the last checkpoint was already going bad, submit a new job with that learning rate."
+    )
+
+
 def propose_memory_change(hyperparameters: dict[str, Any]) -> dict[str, Any]:
     """Halve the micro-batch and double accumulation (same effective batch); else checkpoint activations."""
     batch = int(hyperparameters.get("per_device_train_batch_size", 2))
@@ -187,7 +217,7 @@ def _real_changes(changes: dict[str, Any], hyperparameters: dict[str, Any], job:
 
 def _addresses(reason: R, changes: dict[str, Any], hyperparameters: dict[str, Any], job: dict[str, Any]) -> bool:
     """Does a real change address the cause, so that neither the budget nor the storm guard should stop it?"""
-    if reason is R.UNKNOWN:
+    if reason in (R.UNKNOWN, R.DIVERGED):
         return True
     if reason is R.OOM:
         return _changes_memory_shape(changes, hyperparameters)

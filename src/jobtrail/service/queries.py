@@ -81,7 +81,9 @@ class Queries:
             checkpoints=[c for v in views for c in v.checkpoints],
             attempts=views,
             artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
+            # "warning" events: what jobs printed before alerts replaced them (a ledger keeps old receipts).
             warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning")) + ([late] if late else []),
+            alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
             evaluation=self._own_evaluation(run),
             evaluations=evaluations,
             eval_delta=_eval_delta(evaluations),

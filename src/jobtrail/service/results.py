@@ -270,8 +270,14 @@ class InspectResult(ToolResult):
     )
     warnings: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="What the latest attempt warned about, success or not (code, step, message, fix): "
-        "e.g. GRPO rewards that never differed, completions cut at max_completion_length.",
+        description="What the server sees coming for the latest attempt, success or not (code, step, message, fix): "
+        "e.g. an ETA past its timeout.",
+    )
+    alerts: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="What the latest attempt's job saw wrong in itself while it ran, each as soon as seen (code, "
+        "step, message, fix): nan_loss or nan_weights (it then ends 'diverged'), loss_spike, grad_norm_exploding, "
+        "stalled, overfitting, grpo_reward_std_zero, grpo_completions_clipped.",
     )
     waiting_for: str | None = Field(
         None,
@@ -310,6 +316,8 @@ class InspectResult(ToolResult):
             lines.append(f"Phase: {p.phase}.")
         for warning in self.warnings:
             lines.append(f"Warning ({warning['code']}, step {warning['step']}): {warning['message']} {warning['fix']}")
+        for alert in self.alerts:
+            lines.append(f"Alert ({alert['code']}, step {alert['step']}): {alert['message']} {alert['fix']}")
         committed = [c for c in self.checkpoints if c.state == "committed"]
         if committed:
             lines.append(f"Last committed checkpoint: {committed[-1].path} (step {committed[-1].step}).")

@@ -315,6 +315,11 @@ def _decide(
     ledger: Ledger, attempts: list[AttemptRecord], spec: JobSpec, changes: dict[str, Any] | None, *, automatic: bool
 ) -> retry_policy.Decision:
     job = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
+    job |= {
+        "job_id": attempts[-1].run_id,
+        "method": spec.method,
+        "learning_rate": attempts[-1].config.get("training_args", {}).get("learning_rate"),
+    }
     history = [_attempt_facts(ledger, a) for a in attempts]
     return retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)
 

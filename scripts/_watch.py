@@ -1,0 +1,267 @@
+"""jobtrail job-side watching: the job watches itself and says what it sees as `alert` events.
+
+Pure detectors over the numbers a run logs, fed by the training callback (_training.py), which
+prints each alert as an `alert` event {code, step, message, fix} the moment it is seen: one per
+code per attempt, so a run that stays bad says it once. Only nan_loss changes the run: training
+stops there (its weights are lost) and the job ends `diverged` (_runtime.FAILURE_RULES). The
+Watchdog thread raises `stalled` when no step comes for a long time.
+
+render.py inlines this file into the training scripts (like _runtime.py, standard library only and
+without `from __future__` imports); the tests load it as it is.
+"""
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from itertools import pairwise
+from typing import Any
+
+WARMUP_LOGS = 5  # logged steps before a spike or an explosion is judged against the running median
+RUNNING_WINDOW = 20  # the running median looks at this many of the latest logged values
+LOSS_SPIKE_FACTOR = 3.0
+GRAD_NORM_FACTOR = 100.0
+OVERFIT_RISES = 3  # eval loss rising this many evaluations in a row, while the train loss falls
+STALL_MINUTES = 10.0  # without a step or an evaluation batch, the job says it may be stuck
+SHARE_MIN_LOGS = 3  # logged steps before "most steps show it" (GRPO's check_steps) is asked
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss became NaN or infinite: training stopped, and the job ends `diverged`."""
+
+
+def make_alert(code: str, step: int | None, message: str, fix: str) -> dict[str, Any]:
+    return {"code": code, "step": step, "message": message, "fix": fix}
+
+
+def is_finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def running_median(values: list[float]) -> float | None:
+    recent = sorted(values[-RUNNING_WINDOW:])
+    if not recent:
+        return None
+    middle = len(recent) // 2
+    return recent[middle] if len(recent) % 2 else (recent[middle - 1] + recent[middle]) / 2
+
+
+def lower_learning_rate_call(job_id: str, learning_rate: float | None) -> str:
+    """The retry that a diverging run needs: a learning rate ten times lower (1e-4, a common adapter
+    rate, for one of 1 and up; the server's refusal names the method's default there)."""
+    lower = f"{learning_rate / 10:.3g}" if learning_rate and learning_rate < 1 else "0.0001"
+    return f'retry(job_id="{job_id}", changes={{"learning_rate": {lower}}})'
+
+
+def nan_loss_alert(step: int, loss: Any, job_id: str, learning_rate: float | None) -> dict[str, Any] | None:
+    """A loss that is NaN or infinite: the weights are lost from here on."""
+    if is_finite(loss):
+        return None
+    return make_alert(
+        "nan_loss",
+        step,
+        f"The loss became {loss} at step {step} (learning_rate {learning_rate:g}): the weights no longer hold "
+        "numbers, so training stopped here and the job ends 'diverged'."
+        if learning_rate
+        else f"The loss became {loss} at step {step}: training stopped here and the job ends 'diverged'.",
+        f"{lower_learning_rate_call(job_id, learning_rate)} resumes from the last committed checkpoint with a "
+        "lower learning rate; clipping (max_grad_norm=1.0) and warmup (warmup_steps=0.1) help too.",
+    )
+
+
+def nan_weights_alert(step: int, job_id: str, learning_rate: float | None) -> dict[str, Any]:
+    """Weights that hold NaN or infinite values when a checkpoint is due: it is not saved."""
+    return make_alert(
+        "nan_weights",
+        step,
+        f"The trainable weights hold NaN or infinite values at step {step}, where a checkpoint was due: it was not "
+        "saved, training stopped here and the job ends 'diverged'.",
+        f"{lower_learning_rate_call(job_id, learning_rate)} resumes from the last committed checkpoint with a "
+        "lower learning rate; clipping (max_grad_norm=1.0) and warmup (warmup_steps=0.1) help too.",
+    )
+
+
+def weights_finite(model: Any) -> bool:
+    """Whether every trainable weight is a finite number (True when there is no model to check)."""
+    if model is None:
+        return True
+    import torch
+
+    with torch.no_grad():
+        return all(bool(torch.isfinite(p).all()) for p in model.parameters() if p.requires_grad)
+
+
+def loss_spike_alert(step: int, loss: Any, earlier: list[float]) -> dict[str, Any] | None:
+    """A loss far above its running median, once the run has warmed up."""
+    median = running_median(earlier)
+    if len(earlier) < WARMUP_LOGS or median is None or median <= 0 or not is_finite(loss):
+        return None
+    if loss <= LOSS_SPIKE_FACTOR * median:
+        return None
+    return make_alert(
+        "loss_spike",
+        step,
+        f"The loss jumped to {loss:.4g} at step {step}, {loss / median:.1f}x its running median ({median:.4g}).",
+        "Watch the next steps (metrics): one spike that settles is harmless; a loss that stays up needs a lower "
+        "learning_rate or max_grad_norm=1.0, and bad rows in the data can cause it (validate_dataset).",
+    )
+
+
+def grad_norm_alert(step: int, grad_norm: Any, earlier: list[float], *, overflow_expected: bool) -> dict | None:
+    """A gradient norm that is not finite, or far above its running median once the run has warmed up.
+
+    overflow_expected: fp16 training, whose loss scaler skips a step with an infinite gradient and
+    lowers its scale; an occasional infinite norm there is the scaler at work, not an explosion.
+    """
+    if grad_norm is None or (not is_finite(grad_norm) and overflow_expected):
+        return None
+    median = running_median(earlier)
+    if is_finite(grad_norm):
+        if len(earlier) < WARMUP_LOGS or not median or grad_norm <= GRAD_NORM_FACTOR * median:
+            return None
+        size = f"{grad_norm:.4g}, {grad_norm / median:.0f}x its running median ({median:.4g})"
+    else:
+        size = str(grad_norm)
+    return make_alert(
+        "grad_norm_exploding",
+        step,
+        f"The gradient norm reached {size} at step {step}: the updates are exploding.",
+        "Lower learning_rate (retry with changes={'learning_rate': ...}), clip the gradients (max_grad_norm=1.0), "
+        "or warm up longer (warmup_steps=0.1).",
+    )
+
+
+def overfitting_alert(evals: list[tuple[int, float]], train: list[tuple[int, float]]) -> dict[str, Any] | None:
+    """Eval loss rising OVERFIT_RISES evaluations in a row while the training loss falls."""
+    if len(evals) <= OVERFIT_RISES:
+        return None
+    window = evals[-OVERFIT_RISES - 1 :]
+    if not all(later[1] > earlier[1] for earlier, later in pairwise(window)):
+        return None
+    (first_step, first_eval), (last_step, last_eval) = window[0], window[-1]
+    before = [loss for step, loss in train if step <= first_step][-3:]
+    after = [loss for step, loss in train if first_step < step <= last_step][-3:]
+    if not before or not after or sum(after) / len(after) >= sum(before) / len(before):
+        return None
+    return make_alert(
+        "overfitting",
+        last_step,
+        f"eval_loss rose {OVERFIT_RISES} evaluations in a row ({first_eval:.4g} at step {first_step} → "
+        f"{last_eval:.4g} at step {last_step}) while the training loss fell: the model is learning the training "
+        "rows, not the task.",
+        f"Keep the checkpoint nearest step {first_step} (evaluate(job_id, checkpoint=...)), or train less "
+        f"(max_steps={first_step}), on more data, with a lower learning_rate or more lora_dropout.",
+    )
+
+
+class RunWatch:
+    """The numbers an attempt has logged, and the alerts they raised (each code once)."""
+
+    def __init__(self, job_id: str, learning_rate: float | None, *, spikes: bool, overflow_expected: bool) -> None:
+        self.job_id, self.learning_rate = job_id, learning_rate
+        self.spikes = spikes  # False where the loss is no scale to compare with (GRPO's hovers around 0)
+        self.overflow_expected = overflow_expected
+        self.losses: list[tuple[int, float]] = []
+        self.grad_norms: list[float] = []
+        self.evals: list[tuple[int, float]] = []
+        self.raised: set[str] = set()
+        self.diverged: dict[str, Any] | None = None  # the nan_loss alert, once the loss is lost
+
+    def on_step(self, step: int, loss: Any, grad_norm: Any) -> list[dict[str, Any]]:
+        if self.diverged is not None:  # the run is stopping: what follows is the same story
+            return []
+        self.diverged = nan_loss_alert(step, loss, self.job_id, self.learning_rate)
+        if self.diverged is not None:
+            return self.new([self.diverged])
+        found = [
+            loss_spike_alert(step, loss, [v for _, v in self.losses]) if self.spikes else None,
+            grad_norm_alert(step, grad_norm, self.grad_norms, overflow_expected=self.overflow_expected),
+        ]
+        self.losses.append((step, float(loss)))
+        if is_finite(grad_norm):
+            self.grad_norms.append(float(grad_norm))
+        return self.new(found)
+
+    def on_lost_weights(self, step: int) -> list[dict[str, Any]]:
+        """A checkpoint is due and the weights are not numbers (a loss not logged at this step would be)."""
+        if self.diverged is not None:
+            return []
+        self.diverged = nan_weights_alert(step, self.job_id, self.learning_rate)
+        return self.new([self.diverged])
+
+    def on_eval(self, step: int, eval_loss: Any) -> list[dict[str, Any]]:
+        if not is_finite(eval_loss):
+            return []
+        self.evals.append((step, float(eval_loss)))
+        return self.new([overfitting_alert(self.evals, self.losses)])
+
+    def new(self, found: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+        """The alerts among `found` whose code was not raised before (and now is)."""
+        fresh = []
+        for alert in found:
+            if alert is not None and alert["code"] not in self.raised:
+                self.raised.add(alert["code"])
+                fresh.append(alert)
+        return fresh
+
+
+class Watchdog:
+    """A thread that raises a `stalled` alert when no step (nor evaluation batch) came for limit_s.
+
+    beat() on every sign of progress; paused() around work that is slow by nature (committing and
+    pushing a checkpoint). The check itself is pure (check(now)), the thread only calls it.
+    """
+
+    def __init__(self, limit_s: float | None, emit_alert: Callable[[dict[str, Any]], None]) -> None:
+        self.limit_s, self.emit_alert = limit_s, emit_alert
+        self.last_beat, self.step = time.monotonic(), 0
+        self.pauses = 0
+        self.fired = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def beat(self, step: int | None = None) -> None:
+        self.last_beat = time.monotonic()
+        self.step = step if step is not None else self.step
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        self.pauses += 1
+        try:
+            yield
+        finally:
+            self.pauses -= 1
+            self.beat()
+
+    def check(self, now: float) -> dict[str, Any] | None:
+        if self.fired or self.pauses or not self.limit_s or now - self.last_beat < self.limit_s:
+            return None
+        self.fired = True
+        minutes = (now - self.last_beat) / 60
+        return make_alert(
+            "stalled",
+            self.step,
+            f"No training step for {minutes:.1f} minutes (the last was step {self.step}): the job may be stuck "
+            "(a hung data loader or collective, a generation that never ends) or a step is far slower than before.",
+            "Read logs(job_id) for what it is doing; a job that stays stuck costs its flavor's price until its "
+            "timeout: cancel(job_id), then retry(job_id) resumes from the last committed checkpoint.",
+        )
+
+    def start(self) -> None:
+        if not self.limit_s or self._thread is not None:
+            return
+        self.beat()
+        poll_s = min(30.0, self.limit_s / 4)
+
+        def watch() -> None:
+            while not self._stop.wait(poll_s):
+                alert = self.check(time.monotonic())
+                if alert:
+                    self.emit_alert(alert)
+
+        self._thread = threading.Thread(target=watch, name="jobtrail-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
