@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -325,3 +326,24 @@ def test_trust_remote_code_is_a_warning_that_names_the_risk(service, tiny_model,
         assert found and found[0].severity == "warning" and "arbitrary Python code" in found[0].message
     plain = service.submit(_spec(tiny_model, chat_dataset), dry_run=True)
     assert not [f for f in plain.findings if f.code == "hyperparameters.trust_remote_code"]
+
+
+def test_the_command_line_keeps_what_it_creates_private(tmp_path, job_env):
+    """`jobtrail demo --prepare` writes the tiny model and data under the home: private under umask 022 too."""
+    home = tmp_path / "home"
+    subprocess.run(
+        [sys.executable, "-m", "jobtrail", "demo", "--prepare"],
+        env={**job_env, "JOBTRAIL_HOME": str(home)},
+        umask=0o022,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    paths = [home, *home.rglob("*")]
+    assert any(p.name == "config.json" for p in paths)
+    wrong = {
+        str(p): oct(stat.S_IMODE(p.stat().st_mode))
+        for p in paths
+        if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)
+    }
+    assert not wrong, wrong

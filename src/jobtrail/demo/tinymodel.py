@@ -15,6 +15,7 @@ import json
 import os
 import random
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,7 +102,9 @@ def build_tiny_model(
         )
         _check_round_trip(tokenizer, staging)
         (staging / COMPLETE_MARKER).write_text(json.dumps({"seed": seed, "vocab_size": vocab_size}))
-        staging.chmod(0o755)  # mkdtemp makes it private; a model dir is ordinary data
+        # mkdtemp makes it 0700 whatever the umask: give it the mode of the folder it joins instead
+        # (ordinary data in a shared folder, private under jobtrail's home).
+        staging.chmod(stat.S_IMODE(dest.parent.stat().st_mode))
         _publish(staging, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already unless something failed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -33,6 +34,9 @@ FOLLOW_CHUNK = 1000  # lines per read while following a log
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Whatever this command creates (the home, the demo's model, a dashboard's files) is the user's alone;
+    # the server's own writes under the home are made private explicitly too (util/files.py).
+    os.umask(0o077)
     parser = _parser()
     args = parser.parse_args(argv)
     try:
