@@ -70,7 +70,7 @@ def test_numeric_strings_are_converted_with_an_info_and_the_config_holds_numbers
 )
 def test_values_the_field_cannot_take_are_refused_with_what_it_takes(name, value, words):
     finding = _one("sft", {name: value})
-    assert finding.severity == "error" and finding.code == "hyperparameters.value"
+    assert finding.severity == "error" and finding.code in ("hyperparameters.value", "hyperparameters.range")
     assert name in finding.fix and words in finding.fix
 
 
@@ -311,3 +311,12 @@ def test_a_fix_names_the_default_the_job_would_get() -> None:
     verdict = judge_value("sft", "per_device_train_batch_size", 0)
     assert verdict.fix and "(default 2)" in verdict.fix
     assert method_spec("sft").defaults["per_device_train_batch_size"] == 2
+
+
+def test_a_value_out_of_range_is_refused_but_still_builds_a_config_that_force_can_run():
+    finding = _one("sft", {"learning_rate": 1e20})
+    assert (finding.code, finding.severity) == ("hyperparameters.range", "error")
+    spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl", hyperparameters={"learning_rate": 1e20})
+    assert rules.judge(spec, Facts())[1] is True
+    typo = spec.model_copy(update={"hyperparameters": {"learning_rate": "fast"}})
+    assert rules.judge(typo, Facts())[1] is False  # a value the field cannot even hold builds nothing

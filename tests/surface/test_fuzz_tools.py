@@ -49,7 +49,7 @@ def _skeleton(tool: str, paths, rng) -> dict:
         return {"method": "sft", "model": rng.choice(strings), "dataset": rng.choice(strings)}
     if tool == "validate_dataset":
         return {"dataset": rng.choice(strings)}
-    if tool in ("inspect", "logs", "cancel", "retry"):
+    if tool in ("inspect", "logs", "cancel", "retry", "wait", "metrics", "plot"):
         return {"job_id": rng.choice(strings)}
     return {}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("torch", "transformers", "trl", "datasets", "peft", "accelerate")
+HEAVY = ("torch", "transformers", "trl", "datasets", "peft", "accelerate", "matplotlib")
 
 
 def test_server_import_pulls_in_no_training_libraries():

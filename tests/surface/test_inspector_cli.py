@@ -27,3 +27,12 @@ def test_inspector_lists_the_tools_and_calls_ps(tmp_path):
     called = _inspector(tmp_path, "--method", "tools/call", "--tool-name", "ps")
     assert called["structuredContent"]["jobs"] == []
     assert "No jobs yet" in called["content"][0]["text"]
+
+
+def test_inspector_lists_the_prompts_and_the_job_resource_templates(tmp_path):
+    prompts = _inspector(tmp_path, "--method", "prompts/list")
+    assert {"fine_tune", "diagnose_failed_job", "compare_runs"} <= {p["name"] for p in prompts["prompts"]}
+    listed = _inspector(tmp_path, "--method", "resources/templates/list")
+    templates = {t["uriTemplate"]: t for t in listed["resourceTemplates"]}
+    assert {"jobtrail://jobs/{job_id}", "jobtrail://jobs/{job_id}/metrics"} <= set(templates)
+    assert all(t.get("description") for t in templates.values())

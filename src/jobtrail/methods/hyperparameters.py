@@ -163,6 +163,7 @@ class Verdict:
     converted: bool = False  # a string (or a whole float) read as the field's number or bool
     problem: str | None = None  # why the job cannot use it
     fix: str | None = None
+    out_of_range: bool = False  # the problem: a value of the field's type, beyond its range
 
 
 def judge_value(method: str, name: str, value: Any) -> Verdict:
@@ -192,6 +193,7 @@ def judge_value(method: str, name: str, value: Any) -> Verdict:
             converted,
             f"{name}={value!r} is out of range: it must be {limits.describe()}.",
             _fix(name, ftype, limits),
+            out_of_range=True,
         )
     return Verdict(read, converted)
 

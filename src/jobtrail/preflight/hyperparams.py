@@ -19,6 +19,9 @@ from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding
 from jobtrail.preflight.aliases import suggest
 
+# A value of the right type beyond the range jobtrail judges sensible: refused, yet the job can be built
+# with it, so force runs it (an absurd learning rate, to watch the job diverge and stop).
+OUT_OF_RANGE = "hyperparameters.range"
 # Names jobtrail sets itself; passing them would fight the job runtime.
 MANAGED: dict[str, str] = {
     "output_dir": "pass output=... to submit instead (a directory, or a Hub repo on remote backends)",
@@ -26,6 +29,8 @@ MANAGED: dict[str, str] = {
     "push_to_hub": "remote backends always push to `output`; the local backend writes to disk",
     "hub_model_id": "pass output=... to submit instead",
     "resume_from_checkpoint": "jobtrail resumes from the newest committed checkpoint by itself",
+    "logging_nan_inf_filter": "leave it out: the job logs every loss as it is, so a NaN loss stops it (diverged) "
+    "instead of being averaged away",
 }
 
 
@@ -139,7 +144,8 @@ def _unknown(method: str, name: str, value: Any, known: set[str]) -> Finding:
 def _value(method: str, name: str, value: Any) -> list[Finding]:
     verdict = judge_value(method, name, value)
     if verdict.problem:
-        return [_error("hyperparameters.value", verdict.problem, verdict.fix or f"Change {name}.")]
+        code = OUT_OF_RANGE if verdict.out_of_range else "hyperparameters.value"
+        return [_error(code, verdict.problem, verdict.fix or f"Change {name}.")]
     if verdict.converted:
         return [
             Finding(

@@ -1,6 +1,7 @@
 """JobService: the one object the MCP tools, the CLI and the demo call. Each method hands its call
 to a use-case module (runs: submit, retry, cancel; tasks: evaluate, convert; queries: ps, inspect,
-logs, report and the planning helpers) that share one ServiceContext and one Tracker.
+logs, report and the planning helpers; watch: wait, metrics, plot) that share one ServiceContext
+and one Tracker.
 
 Every use case first refreshes the tracker, so any tool call (or the server's poller) advances
 jobs; state lives in the ledger and the attempt directories, never in these objects.
@@ -25,6 +26,8 @@ from jobtrail.service.runs import Runs
 from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
+from jobtrail.service.watch import ProgressSink, Watch
+from jobtrail.service.watch_results import MetricsResult, PlotResult, WaitResult
 from jobtrail.util.arguments import passed_on
 
 
@@ -45,6 +48,7 @@ class JobService:
         self._tasks = Tasks(self.context, self._tracker)
         self._runs = Runs(self.context, self._tracker, self._tasks, cancel_wait_s=cancel_wait_s)
         self._queries = Queries(self.context, self._tracker)
+        self._watch = Watch(self.context, self._tracker, self._queries)
 
     @property
     def ledger(self) -> Ledger:
@@ -132,6 +136,19 @@ class JobService:
         max_length: int | None = None,
     ) -> DatasetReport:
         return self._queries.validate_dataset(dataset, method, split, model, max_length)
+
+    # --- watching a run ---------------------------------------------------------------
+
+    def wait(self, job_id: str, timeout_s: float = 30, on_progress: ProgressSink | None = None) -> WaitResult:
+        return self._watch.wait(job_id, timeout_s, on_progress)
+
+    def metrics(
+        self, job_id: str, names: list[str] | None = None, since_step: int | None = None, attempt: int | None = None
+    ) -> MetricsResult:
+        return self._watch.metrics(job_id, names, since_step, attempt)
+
+    def plot(self, job_id: str, metrics: list[str] | None = None) -> PlotResult:
+        return self._watch.plot(job_id, metrics)
 
     # --- what follows an ending -------------------------------------------------------
 

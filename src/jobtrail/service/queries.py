@@ -68,7 +68,7 @@ class Queries:
         views = [self._attempt_view(a) for a in attempts]
         now = time.time()
         progress = self.progress(attempts, now)
-        late = timeout_warning(run.run_id, progress, _facts(latest), now)
+        late = timeout_warning(run.run_id, progress, attempt_facts(latest), now)
         evaluations = self.ledger.evals_of(run.run_id)
         return InspectResult(
             job_id=run.run_id,
@@ -99,7 +99,7 @@ class Queries:
         steps = [e for a in attempts[:-1] for e in self.ledger.events(a.attempt_id, "step")]
         latest_events = self.ledger.events(latest.attempt_id)
         steps += [e for e in latest_events if e.get("event") == "step"]
-        return job_progress(steps, latest_events, _facts(latest), now)
+        return job_progress(steps, latest_events, attempt_facts(latest), now)
 
     def _own_evaluation(self, run: RunRecord) -> dict[str, Any] | None:
         """An evaluation job's own result: what it evaluated (a job, or a model alone) and its metrics."""
@@ -128,7 +128,7 @@ class Queries:
         run = self.context.run(job_id)
         self.tracker.refresh()
         attempts = self.ledger.attempts(run.run_id)
-        attempt = _numbered(attempts, attempt_number, run.run_id)
+        attempt = numbered_attempt(attempts, attempt_number, run.run_id)
         lines: list[tuple[str, bool]] = []
         end, at_end = 0, True
         if attempt.placement is not None:  # a queued attempt has no log yet
@@ -216,7 +216,7 @@ class Queries:
         return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)
 
 
-def _facts(attempt: AttemptRecord) -> AttemptFacts:
+def attempt_facts(attempt: AttemptRecord) -> AttemptFacts:
     args = attempt.config.get("training_args", {})
     return AttemptFacts(
         status=attempt.status.value,
@@ -246,7 +246,7 @@ def _jobs(attempts: list[AttemptRecord]) -> str:
     return ", ".join(a.run_id + (f" (attempt {a.number})" if a.number > 1 else "") for a in attempts)
 
 
-def _numbered(attempts: list[AttemptRecord], number: int | None, run_id: str) -> AttemptRecord:
+def numbered_attempt(attempts: list[AttemptRecord], number: int | None, run_id: str) -> AttemptRecord:
     """Attempt `number` of a run (1 is the first), or its latest when no number is given."""
     if number is None:
         return attempts[-1]

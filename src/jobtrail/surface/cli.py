@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.surface.cli_flags import add_tool_arguments, tool_arguments
+from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
+from jobtrail.surface.tools_watch import WatchTools
 from jobtrail.surface.toolspec import ToolArea, ToolSpec, tool_spec
 from jobtrail.util.hub import one_line_error
 
@@ -75,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     _tool_command(sub, JobTools, "inspect", positional=("job_id",))
     logs = _tool_command(sub, JobTools, "logs", positional=("job_id",), handler=_logs)
     logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    _tool_command(sub, WatchTools, "wait", positional=("job_id",), handler=_wait)
+    _tool_command(sub, WatchTools, "metrics", positional=("job_id",))
+    _tool_command(sub, WatchTools, "plot", positional=("job_id",), handler=_plot)
     _tool_command(sub, JobTools, "cancel", positional=("job_id",))
     _tool_command(sub, JobTools, "retry", positional=("job_id",), handler=_retry, overrides="changes")
     _tool_command(sub, TaskTools, "evaluate", positional=("dataset",), one_of=("job_id", "model"))
@@ -203,6 +208,28 @@ def _preflight(args: argparse.Namespace) -> int:
     result = args.tool.run(args, dry_run=True).model_copy(update={"script": None})
     _emit(args, result)
     return 1 if any(f.severity == "error" for f in result.findings) else 0
+
+
+def _wait(args: argparse.Namespace) -> int:
+    """Exit status 0 once the job has ended (whatever its status), 1 while it still runs: a shell can loop on it."""
+    shown: list[str] = []
+
+    def show(done: float, total: float, message: str) -> None:
+        if message not in shown[-1:]:  # a line per change, not per second
+            print(f"[{done:.0f}/{total:.0f} s] {message}", file=sys.stderr, flush=True)
+            shown.append(message)
+
+    with reporting_to(show):
+        result = args.tool.run(args)
+    _emit(args, result)
+    return 0 if result.terminal else 1
+
+
+def _plot(args: argparse.Namespace) -> int:
+    """The PNG's path alone (a person opens it), or the result as JSON."""
+    result = args.tool.run(args)
+    print(result.model_dump_json(indent=2) if args.json else result.path)
+    return 0
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -85,6 +85,7 @@ DEFAULT_BACKEND: BackendName = JobSpec.model_fields["backend"].default
 DEFAULT_SPLIT: str = _keyword_defaults(JobService.validate_dataset)["split"]
 DEFAULT_LIMIT: int = _keyword_defaults(JobService.ps)["limit"]
 DEFAULT_TAIL: int = _keyword_defaults(JobService.logs)["tail"]
+DEFAULT_WAIT_S: float = _keyword_defaults(JobService.wait)["timeout_s"]
 DEFAULT_DAYS: float = _keyword_defaults(JobService.report)["days"]
 DEFAULT_GROUP_BY: str = _keyword_defaults(JobService.report)["group_by"]
 DEFAULT_MAX_RETRIES: int = _keyword_defaults(JobService.submit)["max_retries"]
@@ -228,6 +229,31 @@ Changes = Annotated[
             "Hyperparameters (and timeout, flavor, dataset_mapping) to change, e.g. "
             "{'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 8}."
         )
+    ),
+]
+WaitTimeout = Annotated[
+    float,
+    Field(
+        ge=0,
+        description="Return after this many seconds if the job has not ended (0: at once). At most 55: a larger "
+        "value waits 55 s and says so in `note` (clients cut tool calls near 60 s).",
+    ),
+]
+MetricNames = Annotated[
+    NameList | None,
+    Field(description="Only these metrics, e.g. ['loss', 'grad_norm'] (default: every one the run logged)."),
+]
+SinceStep = Annotated[
+    int | None, Field(ge=0, description="Only points after this step: pass last_step from the previous call.")
+]
+MetricsAttempt = Annotated[
+    int | None, Field(ge=1, description="Only this attempt's points (default: the whole run, attempts joined).")
+]
+PlotMetrics = Annotated[
+    NameList | None,
+    Field(
+        description="One panel per metric (loss with eval_loss), e.g. ['loss', 'grad_norm']. Default: train and "
+        "eval loss, grad norm, learning rate, throughput; rewards for GRPO."
     ),
 ]
 Days = Annotated[float, Field(gt=0, le=36500, description="Look back this many days.")]

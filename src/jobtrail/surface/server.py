@@ -7,6 +7,7 @@ to fix; nothing else (no traceback) reaches the client.
 
 from __future__ import annotations
 
+import base64
 import functools
 import inspect
 import logging
@@ -14,32 +15,40 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Protocol, TypeVar, cast
 
+import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, StrictJsonSchema
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import ConfigDict, TypeAdapter
 
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
 from jobtrail.models import ToolResult
 from jobtrail.service.facade import JobService
+from jobtrail.service.watch import ProgressSink
+from jobtrail.service.watch_results import ImageResult
+from jobtrail.surface.prompts import add_prompts
+from jobtrail.surface.reporting import reporting_to
+from jobtrail.surface.resources import add_job_resources
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
+from jobtrail.surface.tools_watch import WatchTools
 from jobtrail.surface.toolspec import Hints, ToolArea, ToolSpec, tools_of, unknown_arguments
 
 log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
 
 INSTRUCTIONS = """jobtrail runs fine-tuning jobs (TRL) on this machine or on Hugging Face Jobs.
-Typical flow: submit(dry_run=true) to see findings and the script's sha256 → submit → logs / inspect
-until the status is terminal → report the termination_reason, the loss and the checkpoint path.
+Typical flow: submit(dry_run=true) to see findings and the script's sha256 → submit → wait(job_id) again
+while it is not terminal (metrics / plot for the curves) → report the termination_reason, the loss and the
+checkpoint path.
 Every job has a receipt: inspect(job_id) shows config sha256, data manifest, environment,
 placement, checkpoints and why it ended."""
 
-AREAS: tuple[type[ToolArea], ...] = (JobTools, PlanningTools, TaskTools)
+AREAS: tuple[type[ToolArea], ...] = (JobTools, WatchTools, PlanningTools, TaskTools)
 
 
 class Renderable(Protocol):
@@ -54,6 +63,8 @@ def build_server(service: JobService) -> MCPServer:
     tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
     server = MCPServer(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
     add_references(server)
+    add_job_resources(server, service)
+    add_prompts(server)
     return server
 
 
@@ -81,7 +92,7 @@ class ClosedTool(Tool):
         )
         tool.fn_metadata.arg_model = closed
         tool.parameters = closed.model_json_schema(by_alias=True)
-        if isinstance(spec.result_type, type) and issubclass(spec.result_type, ToolResult):
+        if _is_structured(spec.result_type):
             tool.fn_metadata.output_schema = published_schema(spec.result_type)
         return cast(ClosedTool, tool)
 
@@ -105,18 +116,51 @@ def published_schema(result_type: type[ToolResult]) -> dict[str, Any]:
     return schema
 
 
+def _is_structured(result_type: Any) -> bool:
+    """A result with structured content and an output schema: every ToolResult but an image."""
+    return (
+        isinstance(result_type, type)
+        and issubclass(result_type, ToolResult)
+        and not issubclass(result_type, ImageResult)
+    )
+
+
 def _tool_function(area: ToolArea, spec: ToolSpec) -> Callable[..., CallToolResult]:
-    """The function the SDK calls: the tool's own parameters, a CallToolResult that the result model types."""
+    """The function the SDK calls: the tool's own parameters, a CallToolResult that the result model types.
+
+    The SDK runs it in a worker thread and hands it the request's Context, from which its progress
+    notifications go to the client (see reporting.py); an image result has no output schema.
+    """
     method = getattr(area, spec.name)
 
-    def call(**arguments: Any) -> CallToolResult:
-        return result(method(**arguments))
+    def call(mcp_context: Context[Any, Any], **arguments: Any) -> CallToolResult:
+        with reporting_to(_client_progress(mcp_context)):
+            return result(method(**arguments))
 
-    returns = Annotated[CallToolResult, spec.result_type]
+    returns = Annotated[CallToolResult, spec.result_type] if _is_structured(spec.result_type) else CallToolResult
+    context = inspect.Parameter("mcp_context", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
     call.__name__ = spec.name
-    call.__signature__ = inspect.Signature(list(spec.parameters), return_annotation=returns)  # type: ignore[attr-defined]
-    call.__annotations__ = {**{p.name: p.annotation for p in spec.parameters}, "return": returns}
+    call.__signature__ = inspect.Signature([*spec.parameters, context], return_annotation=returns)  # type: ignore[attr-defined]
+    call.__annotations__ = {
+        **{p.name: p.annotation for p in spec.parameters},
+        "mcp_context": Context,
+        "return": returns,
+    }
     return agent_errors(call)
+
+
+def _client_progress(context: Context[Any, Any]) -> ProgressSink:
+    """Progress notifications to the client that made this call (none unless it asked, with a progress token).
+
+    Called from the tool's worker thread: the notification is sent on the server's event loop, and a call the
+    client cancelled stops here instead of waiting out its time.
+    """
+
+    def send(done: float, total: float, message: str) -> None:
+        anyio.from_thread.check_cancelled()
+        anyio.from_thread.run(context.report_progress, done, total, message)
+
+    return send
 
 
 def _annotations(hints: Hints) -> ToolAnnotations:
@@ -129,6 +173,14 @@ def _annotations(hints: Hints) -> ToolAnnotations:
 
 
 def result(model: Renderable) -> CallToolResult:
+    if isinstance(model, ImageResult):  # the picture and where it is saved; no structured content beside it
+        png = base64.b64encode(Path(model.path).read_bytes()).decode("ascii")
+        return CallToolResult(
+            content=[
+                ImageContent(type="image", data=png, mime_type="image/png"),
+                TextContent(type="text", text=model.to_markdown()),
+            ]
+        )
     return CallToolResult(
         content=[TextContent(type="text", text=model.to_markdown())], structured_content=model.model_dump(mode="json")
     )
@@ -165,6 +217,15 @@ def add_references(server: MCPServer) -> None:
 
 
 def _add_page(server: MCPServer, page: Path) -> None:
-    @server.resource(f"jobtrail://references/{page.stem}", name=page.stem, mime_type="text/markdown")
+    title = page.read_text().partition("\n")[0].lstrip("# ").strip() or page.stem
+    description = f"jobtrail reference: {title}."
+
+    @server.resource(
+        f"jobtrail://references/{page.stem}",
+        name=page.stem,
+        title=title,
+        description=description,
+        mime_type="text/markdown",
+    )
     def read() -> str:
         return page.read_text()

@@ -1,0 +1,178 @@
+"""Watching a run: wait for its end (bounded), read its metric series, plot them.
+
+Each reads the ledger after a tracker refresh, like the queries; wait repeats that every
+WAIT_INTERVAL_S until the job ends or its time is up. It blocks the thread it runs on, never an event
+loop: the MCP SDK runs a synchronous tool in a worker thread.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jobtrail.errors import InvalidRequestError
+from jobtrail.models import AttemptRecord, RunRecord
+from jobtrail.service import series as metric_series
+from jobtrail.service.context import ServiceContext
+from jobtrail.service.progress import timeout_warning
+from jobtrail.service.queries import Queries, attempt_facts, numbered_attempt
+from jobtrail.service.tracker import Tracker
+from jobtrail.service.watch_results import AttemptSpan, MetricsResult, PlotResult, WaitResult, progress_line
+
+# Clients cut a tool call near 60 s (Claude Code, the Inspector): a wait ends before that, with the status.
+MAX_WAIT_S = 55.0
+WAIT_INTERVAL_S = 1.0
+MAX_POINTS = 500  # per series in one answer; longer ones are thinned evenly (since_step pages exactly)
+
+# (progress made, total, message) for the MCP client's progress bar while wait waits.
+ProgressSink = Callable[[float, float, str], None]
+
+
+class Watch:
+    def __init__(self, context: ServiceContext, tracker: Tracker, queries: Queries) -> None:
+        self.context = context
+        self.ledger = context.ledger
+        self.tracker = tracker
+        self.queries = queries
+
+    def wait(self, job_id: str, timeout_s: float, on_progress: ProgressSink | None = None) -> WaitResult:
+        """Return as soon as the job has ended, or after timeout_s (at most MAX_WAIT_S) with where it is."""
+        if not timeout_s >= 0:
+            raise InvalidRequestError(f"timeout_s={timeout_s} is negative.", fix="Pass timeout_s=30 (0 to 55).")
+        run = self.context.run(job_id)
+        limit = min(float(timeout_s), MAX_WAIT_S)
+        note = None
+        if timeout_s > MAX_WAIT_S:
+            note = (
+                f"timeout_s={timeout_s:g} is more than one call may wait (clients cut tool calls near 60 s): "
+                f"waited at most {MAX_WAIT_S:g} s. Call wait again to keep waiting."
+            )
+        began = time.monotonic()
+        while True:
+            self.tracker.refresh()
+            attempts = self.ledger.attempts(run.run_id)
+            now, waited = time.time(), time.monotonic() - began
+            progress = self.queries.progress(attempts, now)
+            latest = attempts[-1]
+            if latest.status.is_terminal or waited >= limit:
+                break
+            if on_progress is not None:
+                on_progress(round(waited, 1), limit, f"{latest.status.value}: {progress_line(progress)}")
+            time.sleep(min(WAIT_INTERVAL_S, max(0.0, limit - waited)))
+        late = timeout_warning(run.run_id, progress, attempt_facts(latest), now)
+        return WaitResult(
+            job_id=run.run_id,
+            status=latest.status.value,
+            terminal=latest.status.is_terminal,
+            termination_reason=latest.termination_reason.value if latest.termination_reason else None,
+            termination_message=latest.termination_message,
+            attempts=latest.number,
+            progress=progress,
+            waited_s=round(waited, 1),
+            timed_out=not latest.status.is_terminal,
+            warnings=[late] if late else [],
+            note=note,
+        )
+
+    def metrics(
+        self, job_id: str, names: list[str] | None, since_step: int | None, attempt: int | None
+    ) -> MetricsResult:
+        run = self.context.run(job_id)
+        self.tracker.refresh()
+        attempts = self.ledger.attempts(run.run_id)
+        chosen = [numbered_attempt(attempts, attempt, run.run_id)] if attempt is not None else attempts
+        per_attempt = [self._attempt_series(a) for a in chosen]
+        joined = metric_series.join(per_attempt)
+        wanted = _known(names, joined, run) if names else list(joined)
+        series = {
+            name: [p for p in joined[name] if since_step is None or p[0] > since_step]
+            for name in wanted
+            if name in joined
+        }
+        series = {name: points for name, points in series.items() if points}
+        thinned = {name: _thin(points) for name, points in series.items()}
+        return MetricsResult(
+            job_id=run.run_id,
+            status=attempts[-1].status.value,
+            attempt=attempt,
+            series=thinned,
+            last={name: points[-1][1] for name, points in series.items()},
+            # The trend reads the whole run's series, not the page since_step cut from it.
+            trends={name: metric_series.trend(joined[name]) for name in series},
+            available=sorted(joined),
+            derived=[name for name in metric_series.DERIVED if name in joined],
+            attempts=[
+                AttemptSpan(
+                    attempt=a.number, first_step=a.first_step, last_step=a.last_step, resumed_from=a.resumed_from
+                )
+                for a in per_attempt
+                if a.series
+            ],
+            last_step=max((points[-1][0] for points in series.values()), default=None),
+            downsampled_to=MAX_POINTS if any(len(p) > MAX_POINTS for p in series.values()) else None,
+        )
+
+    def plot(self, job_id: str, metrics: list[str] | None) -> PlotResult:
+        from jobtrail.service import plotting  # matplotlib: imported when a plot is drawn, never at start
+
+        run = self.context.run(job_id)
+        self.tracker.refresh()
+        attempts = self.ledger.attempts(run.run_id)
+        per_attempt = [self._attempt_series(a) for a in attempts]
+        joined = metric_series.join(per_attempt)
+        if not joined:
+            progress = self.queries.progress(attempts, time.time())
+            raise InvalidRequestError(
+                f"{run.run_id} has logged no step yet ({progress_line(progress)}): there is nothing to plot.",
+                fix=f'wait(job_id="{run.run_id}") until steps are logged, then plot again.',
+            )
+        panels = plotting.panels(joined, _known(metrics, joined, run) if metrics else None, run.method)
+        status = attempts[-1].status.value
+        path = self.context.home / "runs" / run.run_id / "plots" / f"{plotting.file_stem(panels)}.png"
+        title = f"{run.run_id} · {run.method} · {Path(run.model).name or run.model} · {status}"
+        marks = [(a.first_step, _mark(a)) for a in per_attempt[1:] if a.first_step is not None]
+        plotting.render(joined, panels, marks, title, path)
+        return PlotResult(
+            job_id=run.run_id,
+            status=status,
+            path=str(path),
+            panels=[" & ".join(panel) for panel in panels],
+            last_step=max(points[-1][0] for points in joined.values()),
+        )
+
+    def _attempt_series(self, attempt: AttemptRecord) -> metric_series.AttemptSeries:
+        events = self.ledger.events(attempt.attempt_id)
+        return metric_series.attempt_series(attempt.number, events, attempt.resumed_from)
+
+
+def _known(names: list[str], joined: dict[str, list[metric_series.Point]], run: RunRecord) -> list[str]:
+    """The names asked for, each one the run logged; else a refusal naming the closest and all of them."""
+    if not joined:
+        return names  # nothing logged yet: every name may still come
+    unknown = [name for name in names if name not in joined]
+    if not unknown:
+        return names
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(joined), n=1, cutoff=0.5)
+        hints.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    raise InvalidRequestError(
+        f"{run.run_id} logged no metric {', '.join(hints)}.",
+        fix=f"Use names from: {', '.join(sorted(joined))}; or leave names out for all of them.",
+    )
+
+
+def _thin(points: list[metric_series.Point]) -> list[metric_series.Point]:
+    """At most MAX_POINTS, evenly spread, the last point kept."""
+    if len(points) <= MAX_POINTS:
+        return points
+    stride = len(points) / MAX_POINTS
+    kept = [points[int(i * stride)] for i in range(MAX_POINTS - 1)]
+    return [*kept, points[-1]]
+
+
+def _mark(attempt: metric_series.AttemptSeries) -> str:
+    start = f"from {Path(attempt.resumed_from).name}" if attempt.resumed_from else "from scratch"
+    return f"attempt {attempt.number} ({start})"
