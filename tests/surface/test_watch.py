@@ -90,6 +90,8 @@ async def _watch(home: Path, model: Path, dataset: Path) -> dict[str, Any]:
         seen["metrics"] = (await client.call_tool("metrics", {"job_id": job_id})).structured_content
         seen["since"] = (await client.call_tool("metrics", {"job_id": job_id, "since_step": 50})).structured_content
         seen["typo"] = await client.call_tool("metrics", {"job_id": job_id, "names": ["los"]})
+        seen["first_attempt"] = (await client.call_tool("metrics", {"job_id": job_id, "attempt": 1})).structured_content
+        seen["no_attempt"] = await client.call_tool("metrics", {"job_id": job_id, "attempt": 2})
         seen["plot"] = await client.call_tool("plot", {"job_id": job_id})
         seen["inspect"] = (await client.call_tool("inspect", {"job_id": job_id})).structured_content
         receipt = await client.read_resource(f"jobtrail://jobs/{job_id}")
@@ -116,7 +118,8 @@ def test_a_60_step_job_watched_through_a_stdio_client(tmp_path, tiny_model, chat
     progress, total, message = seen["notes"][-1]
     assert total == 5 and 0 <= progress <= 5 and message, seen["notes"]
     assert seen["wait_pending"] and seen["ps_s"] < 3, (seen["ps_s"], seen["wait_pending"])
-    assert seen["ps_during_wait"]["jobs"][0]["job_id"] == job_id
+    [row] = seen["ps_during_wait"]["jobs"]
+    assert row["job_id"] == job_id and row["progress"]["max_steps"] == STEPS and row["progress"]["phase"], row
 
     running = seen["running"]["progress"]
     assert running["phase"] == "training" and running["max_steps"] == STEPS
@@ -136,6 +139,8 @@ def test_a_60_step_job_watched_through_a_stdio_client(tmp_path, tiny_model, chat
     assert metrics["summary"].startswith(f"**{job_id}** (succeeded, step {STEPS}): loss ")
     assert metrics["attempts"] == [{"attempt": 1, "first_step": 1, "last_step": STEPS, "resumed_from": None}]
     assert [step for step, _ in seen["since"]["series"]["loss"]] == list(range(51, STEPS + 1))
+    assert seen["first_attempt"]["series"] == metrics["series"] and seen["first_attempt"]["attempt"] == 1
+    assert seen["no_attempt"].is_error and "has no attempt 2" in seen["no_attempt"].content[0].text
     typo = seen["typo"]
     assert typo.is_error and "did you mean 'loss'" in typo.content[0].text and "grad_norm" in typo.content[0].text
 
