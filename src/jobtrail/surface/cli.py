@@ -97,9 +97,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _serve_and_demo(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
-    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP at http://HOST:PORT/mcp; beyond loopback only with JOBTRAIL_AUTH_TOKEN set",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 takes a free one)")
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="train a tiny model with LoRA SFT on this machine, end to end")
@@ -271,11 +275,16 @@ def _serve(args: argparse.Namespace) -> int:
     from jobtrail.app import build_service
     from jobtrail.surface.server import build_server
 
+    token = None
+    if args.http:
+        from jobtrail.surface.http_server import auth_token, serve_http
+
+        token = auth_token(args.host)  # refuses an exposed address without a token, before anything starts
     service = build_service()
     _start_poller(service)
     server = build_server(service)
     if args.http:
-        server.run("streamable-http", host=args.host, port=args.port)
+        serve_http(server, args.host, args.port, token)
     else:
         server.run()
     return 0
