@@ -9,7 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from jobtrail.util.files import make_private, private_dir, private_open
+from jobtrail.util.files import make_private, private_dir
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -137,13 +137,15 @@ MIGRATIONS: list[tuple[str, str]] = [
 def connect(path: Path) -> sqlite3.Connection:
     if not path.parent.exists():
         private_dir(path.parent)
-    # SQLite creates its -wal and -shm files with the database's mode: a private database makes
-    # them private too. Files an older version left readable are narrowed here.
-    private_open(path, "ab").close()
-    for companion in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        make_private(companion)
     # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in the store).
     conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    # Private by chmod, never by opening the file ourselves: closing any descriptor of the database drops
+    # every POSIX lock this process holds on it, its other connections' included, and another process
+    # may then take the database for unused and delete the WAL under them (lost writes, a malformed
+    # database: https://www.sqlite.org/howtocorrupt.html 2.2). The file SQLite just created is still
+    # empty; SQLite gives the -wal and -shm files the database's mode, and older ones are narrowed here.
+    for own in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        make_private(own)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA foreign_keys=ON")
