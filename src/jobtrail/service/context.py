@@ -67,6 +67,10 @@ class ServiceContext:
     def workdir(self, attempt: AttemptRecord) -> Path:
         return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
 
+    @property
+    def trackio_dir(self) -> Path:
+        return trackio_dir(self.home)
+
     def local_output_dir(self, run_id: str) -> Path:
         """Where a local job writes its results unless the caller chose a directory."""
         return self.home / "runs" / run_id / "output"
@@ -76,6 +80,11 @@ class ServiceContext:
         references = attempt.spec.secrets if attempt.spec else {}
         values = [os.environ.get(ref[1:], "") for ref in references.values()]
         return secrets.Redactor([self.hub_token or "", *values])
+
+
+def trackio_dir(home: Path) -> Path:
+    """Where local jobs keep their trackio runs (the job's TRACKIO_DIR; `jobtrail dashboard` shows it)."""
+    return home / "trackio"
 
 
 def new_run_id() -> str:

@@ -15,11 +15,13 @@ from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service.context import ServiceContext, local_path
+from jobtrail.service.next_steps import NextStep, next_steps
 from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
 from jobtrail.service.results import AttemptView, InspectResult, JobRow, LogsResult, Progress, PsResult, empty_list_note
-from jobtrail.service.runs import retries_stopped
+from jobtrail.service.runs import retries_stopped, retry_decision
 from jobtrail.service.task_results import ReportResult, ReportRow
 from jobtrail.service.tracker import Tracker
+from jobtrail.service.tracking import TrackioRun, trackio_run
 from jobtrail.util.timefmt import human_duration
 
 MAX_LINE_CHARS = 2000
@@ -70,6 +72,7 @@ class Queries:
         progress = self.progress(attempts, now)
         late = timeout_warning(run.run_id, progress, attempt_facts(latest), now)
         evaluations = self.ledger.evals_of(run.run_id)
+        trackio = next((v.trackio for v in reversed(views) if v.trackio), None)
         return InspectResult(
             job_id=run.run_id,
             status=latest.status.value,
@@ -90,8 +93,19 @@ class Queries:
             waiting_for=self._waiting_for(latest),
             retries_stopped=retries_stopped(self.ledger, run, attempts),
             init_from=run.spec.init_from,
+            trackio=trackio,
+            next_steps=self._next_steps(run, attempts, trackio, evaluations),
             **_run_fields(run),
         )
+
+    def _next_steps(
+        self, run: RunRecord, attempts: list[AttemptRecord], trackio: TrackioRun | None, evaluations: list[dict]
+    ) -> list[NextStep]:
+        latest = attempts[-1]
+        ended = latest.status in (JobStatus.FAILED, JobStatus.CANCELLED)
+        decision = retry_decision(self.ledger, run, attempts) if ended else None
+        evaluated = any(e["checkpoint"] == "final" for e in evaluations)
+        return next_steps(run, latest, retry=decision, trackio=trackio, evaluated=evaluated)
 
     def progress(self, attempts: list[AttemptRecord], now: float) -> Progress:
         """The run's progress: steps and losses of every attempt, rate, phase and ETA of the latest."""
@@ -119,6 +133,9 @@ class Queries:
             cost_usd=a.cost_usd if a.ended_at or a.backend == "local" else self.tracker.cost(a, time.time()),
             workdir=str(self.context.workdir(a)),
             output_dir=a.config.get("output_dir"),
+            trackio=trackio_run(
+                [*self.ledger.events(a.attempt_id, "trackio"), *self.ledger.events(a.attempt_id, "alert")]
+            ),
             **{name: getattr(a, name) for name in _ATTEMPT_FIELDS},
         )
 

@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 
 from jobtrail.models import CheckpointRecord, Finding, Placement, ToolResult
 from jobtrail.outcomes.retry import NEVER
+from jobtrail.service.next_steps import NextStep
+from jobtrail.service.tracking import TrackioRun
 from jobtrail.util.timefmt import ago, human_duration
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
@@ -206,6 +208,7 @@ class AttemptView(BaseModel):
     workdir: str | None
     output_dir: str | None
     retry_note: str | None = Field(None, description="Why this attempt was started, for retries.")
+    trackio: TrackioRun | None = Field(None, description="Where this attempt's trackio run is, once it logs there.")
 
 
 def _eval_outcome(evaluation: dict[str, Any]) -> str:
@@ -291,6 +294,17 @@ class InspectResult(ToolResult):
     init_from: str | None = Field(
         None, description="submit(init_from=...): the job this one trained further from; `model` is where it started."
     )
+    trackio: TrackioRun | None = Field(
+        None,
+        description="The trackio run of the latest attempt that has one: project, run, the local folder or the "
+        "private Space, and how to open it (`jobtrail dashboard --project ...` or the Space's URL).",
+    )
+    next_steps: list[NextStep] = Field(
+        default_factory=list,
+        description="Once the job has ended: what to do next, each an exact call (kind: tool, python, shell or url) "
+        "and why: load the result (an adapter on its base model), evaluate, convert_gguf, continue training "
+        "(submit(init_from=...)), watch its trackio run; after a failure, retry or the fix its reason calls for.",
+    )
 
     def headline(self) -> str:
         """The state and why, progress, warnings and the result that matters (an evaluation's metrics, files)."""
@@ -336,6 +350,8 @@ class InspectResult(ToolResult):
         job = f'job_id="{self.job_id}"'
         if not self.status_is_terminal:
             return [*follow_calls(self.job_id), f"cancel({job}) to stop it"]
+        if self.next_steps:
+            return [step.as_line() for step in self.next_steps]
         if self.status == "cancelled":
             return [f"retry({job}) resumes it from the last committed checkpoint"]
         if self.status == "failed":

@@ -311,6 +311,11 @@ def retries_stopped(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord
     return " ".join(part for part in (decision.message, decision.fix) if part)
 
 
+def retry_decision(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord]) -> retry_policy.Decision:
+    """What retry(job_id) without changes would do now, for a run whose latest attempt has ended."""
+    return _decide(ledger, attempts, attempts[-1].spec or run.spec, None, automatic=False)
+
+
 def _decide(
     ledger: Ledger, attempts: list[AttemptRecord], spec: JobSpec, changes: dict[str, Any] | None, *, automatic: bool
 ) -> retry_policy.Decision:

@@ -196,7 +196,7 @@ class Tracker:
                 attempt_id=attempt.attempt_id,
                 script=attempt.script,
                 workdir=str(self.context.workdir(attempt)),
-                env=_job_env(attempt),
+                env=_job_env(attempt, self.context.trackio_dir),
                 secrets=self._secret_values(attempt),
                 secret_sources=[ref[1:] for ref in (attempt.spec.secrets if attempt.spec else {}).values()],
                 timeout_s=attempt.timeout_s,
@@ -280,8 +280,10 @@ class Tracker:
         return list(keep), offset
 
 
-def _job_env(attempt: AttemptRecord) -> dict[str, str]:
+def _job_env(attempt: AttemptRecord, trackio_dir: Path) -> dict[str, str]:
     env = {"JOBTRAIL_RUN_ID": attempt.run_id, "JOBTRAIL_ATTEMPT_ID": attempt.attempt_id}
+    if attempt.backend == "local":  # one trackio store for every local job: one dashboard shows them all
+        env["TRACKIO_DIR"] = str(trackio_dir)
     spec = attempt.spec
     if (
         attempt.backend == "local"

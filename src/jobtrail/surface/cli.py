@@ -86,6 +86,20 @@ def _parser() -> argparse.ArgumentParser:
     _tool_command(sub, TaskTools, "convert_gguf", positional=("source",))
     _tool_command(sub, TaskTools, "report")
 
+    dashboard = sub.add_parser(
+        "dashboard",
+        help="open trackio's dashboard on the local jobs' runs",
+        description="Serve trackio's dashboard on $JOBTRAIL_HOME/trackio, where every local training job reports "
+        "(a remote job's run is in its private Space: inspect gives the URL). Stop it with Ctrl-C.",
+    )
+    dashboard.add_argument("--project", help="the trackio project to show (inspect's trackio.project); default: all")
+    dashboard.add_argument("--port", type=int, help="the port to serve on (default: trackio's, 7860 or the next free)")
+    dashboard.add_argument("--no-browser", action="store_true", help="serve without opening a browser tab")
+    dashboard.add_argument(
+        "--print", dest="print_only", action="store_true", help="print the trackio folder and call; start nothing"
+    )
+    dashboard.set_defaults(handler=_dashboard)
+
     explain = sub.add_parser("explain", help="why did a job end? classify any log file")
     explain.add_argument("logfile")
     explain.add_argument("--exit-code", type=int, help="the process's exit code, if known")
@@ -233,6 +247,35 @@ def _plot(args: argparse.Namespace) -> int:
     """The PNG's path alone (a person opens it), or the result as JSON."""
     result = args.tool.run(args)
     print(result.model_dump_json(indent=2) if args.json else result.path)
+    return 0
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    """trackio.show on the local jobs' trackio folder (trackio reads TRACKIO_DIR when it is imported)."""
+    from jobtrail.app import home
+    from jobtrail.service.context import trackio_dir
+
+    folder = trackio_dir(home())
+    call = f"trackio.show(project={args.project!r}, open_browser={not args.no_browser}, server_port={args.port!r})"
+    if args.print_only:
+        print(f"TRACKIO_DIR={folder}\n{call}")
+        return 0
+    os.environ["TRACKIO_DIR"] = str(folder)
+    try:
+        import trackio
+        from trackio.sqlite_storage import SQLiteStorage
+    except ImportError as exc:
+        raise InvalidRequestError(
+            f"trackio is not installed here ({exc}).", fix="pip install 'jobtrail[train]' (it brings trackio)."
+        ) from exc
+    projects = SQLiteStorage.get_projects() if folder.is_dir() else []
+    if args.project and args.project not in projects:
+        where = f"{folder} holds {', '.join(sorted(projects))}" if projects else f"{folder} holds no trackio runs yet"
+        raise InvalidRequestError(
+            f"No trackio project {args.project!r}: {where}.",
+            fix="Pass --project as inspect's trackio.project of a local job, or leave it out to see them all.",
+        )
+    trackio.show(project=args.project, open_browser=not args.no_browser, server_port=args.port, block_thread=True)
     return 0
 
 
