@@ -240,14 +240,21 @@ def test_a_job_printing_awkward_secrets_leaves_no_trace_a_whole_receipt_and_only
     assert REDACTED in "\n".join(service.logs(job, tail=5000).lines)
     texts = _mcp_results(
         build_server(service),
-        [("inspect", {"job_id": job}), ("logs", {"job_id": job, "tail": 5000}), ("ps", {}), ("report", {})],
+        [
+            ("inspect", {"job_id": job}),
+            ("logs", {"job_id": job, "tail": 5000}),
+            ("ps", {}),
+            ("report", {}),
+            ("metrics", {"job_id": job}),
+            ("plot", {"job_id": job}),  # a PNG under the job's directory
+        ],
     )
     assert texts and not leaks("\n".join(texts))
 
     # Everything the server, the supervisor and the job wrote is private, under umask 022.
     modes = {path.relative_to(home): stat.S_IMODE(path.stat().st_mode) for path in [home, *home.rglob("*")]}
     assert any(p.name == "ledger.sqlite-wal" for p in modes) and any(p.parts[:1] == ("dry-runs",) for p in modes)
-    assert any(p.name.startswith("checkpoint-") for p in modes)
+    assert any(p.name.startswith("checkpoint-") for p in modes) and any(p.suffix == ".png" for p in modes)
     wrong = {
         str(p): oct(mode)
         for p, mode in modes.items()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.service.series import Point
+from jobtrail.util.files import private_dir, private_open
 
 # The panels people watch, in order; a panel is drawn when the run logged its first metric. GRPO's
 # rewards come from TRL under these names (reward, reward_std, rewards/<function>/mean).
@@ -83,8 +84,9 @@ def render(
             ax.set_visible(False)
         figure.suptitle(title, fontsize=10)
         figure.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, format="png")
+        private_dir(path.parent)  # under jobtrail's home: the user's alone, like everything there
+        with private_open(path, "wb") as png:
+            figure.savefig(png, format="png")
     finally:
         plt.close(figure)
     return path
