@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: demo lint test bench
+.PHONY: demo lint test bench soak
 
 # The MCP Inspector (npm) for the test that drives the server through its CLI mode.
 INSPECTOR := .tools/node_modules/.bin/mcp-inspector
@@ -37,3 +37,7 @@ test: lint $(VENV)/.installed $(INSPECTOR)
 bench: $(VENV)/.installed
 	$(PY) bench/startup.py
 	$(PY) bench/overhead.py
+
+# Concurrent MCP clients on real stdio servers while jobs and servers are killed; audits the ledger (< 3 min).
+soak: $(VENV)/.installed
+	$(PY) bench/soak.py
