@@ -394,6 +394,16 @@ def test_secrets_are_hidden_in_every_printed_form_and_event_lines_still_parse(
     assert all(e["message"] == "'[REDACTED]'[REDACTED]" for e in events), events
 
 
+def test_no_secret_overrides_the_variables_jobtrail_gives_the_job(jobs: Jobs, backend: LocalBackend) -> None:
+    placement = jobs.start(
+        'import os\nprint("run:", os.environ["JOBTRAIL_RUN_ID"])\n',
+        env={"JOBTRAIL_RUN_ID": "jt-real"},
+        secrets={"JOBTRAIL_RUN_ID": "jt-from-a-secret"},
+    )
+    assert jobs.wait_exit(placement).exit_code == 0
+    assert backend.read_log(placement).lines == ["run: jt-real"]
+
+
 def test_a_secret_across_the_pieces_of_an_oversized_line_is_still_hidden(jobs: Jobs, backend: LocalBackend) -> None:
     secret = f"hf_{uuid.uuid4().hex}"
     placement = jobs.start(

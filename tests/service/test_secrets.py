@@ -354,3 +354,19 @@ def test_the_command_line_keeps_what_it_creates_private(tmp_path, job_env):
         if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)
     }
     assert not wrong, wrong
+
+
+def test_a_home_and_ledger_left_readable_by_an_older_version_are_narrowed(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    older = build_service(home)  # kept open, so the ledger's -wal stays
+    older.ps()
+    # As an older version left them:
+    for path in (home / "ledger.sqlite", home / "ledger.sqlite-wal"):
+        path.chmod(0o644)
+    home.chmod(0o755)
+    monkeypatch.setenv("JOBTRAIL_HOME", str(home))
+    build_service()
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (home, home / "ledger.sqlite", home / "ledger.sqlite-wal")}
+    assert modes == {"home": 0o700, "ledger.sqlite": 0o600, "ledger.sqlite-wal": 0o600}
