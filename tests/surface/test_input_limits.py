@@ -123,3 +123,18 @@ def test_the_cli_checks_its_flags_with_the_same_limits(tmp_path):
     )
     assert done.returncode == 2
     assert "at most 4096 characters" in done.stderr and len(done.stderr) < SHORT_REFUSAL, done.stderr[:500]
+
+
+def test_an_unexpected_failure_quotes_only_an_excerpt_of_its_message():
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from jobtrail.surface.server import agent_errors
+
+    @agent_errors
+    def tool() -> None:
+        raise OSError(f"[Errno 36] File name too long: '{'/tmp/' + 'a' * 100_000}'")
+
+    with pytest.raises(ToolError) as refused:
+        tool()
+    assert "internal error (OSError: [Errno 36] File name too long" in str(refused.value)
+    assert len(str(refused.value)) < SHORT_REFUSAL

@@ -37,6 +37,7 @@ from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
 from jobtrail.surface.tools_watch import WatchTools
 from jobtrail.surface.toolspec import Hints, ToolArea, ToolSpec, tools_of, unknown_arguments
+from jobtrail.util.hub import one_line_error
 
 log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -200,7 +201,7 @@ def agent_errors(fn: F) -> F:
         except Exception as exc:
             log.exception("tool %s failed", fn.__name__)
             raise ToolError(
-                f"jobtrail hit an internal error ({type(exc).__name__}: {exc}). "
+                f"jobtrail hit an internal error ({one_line_error(exc)}). "  # an excerpt: never a whole input
                 "Nothing was lost: the ledger is unchanged. Retry once; if it repeats, report it with the server log."
             ) from exc
 
