@@ -52,6 +52,7 @@ FINAL_DIR = "final"
 PEFT_METHODS = ("lora", "qlora", "none")
 TRAINING_TEMPLATE_VERSION = 1  # the start event's, for a CONFIG that names none
 STEP_LOG_FIELDS = ("loss", "learning_rate", "grad_norm", "epoch")  # a step event's own fields
+EVAL_MAX_ROWS = 500  # an eval_dataset's rows scored every eval_steps (the base/final evaluations take their own)
 
 
 # --- the method ----------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ def train(config: dict[str, Any], method: Method) -> None:
         trainer_inputs = method.trainer_inputs(config)
         # Started now, so trackio's init runs in the background while the data and model load.
         tracking = make_trackio_callback(config, job.run_id, job.attempt_id, base_model(config["model"]), method.name)
-    dataset = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
+    dataset, eval_rows = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
     with phase("model", announce="loading_model"):
         model, tokenizer = load_model(config, args, reward_head=method.reward_head)
     resume_path = resume_point(job)
@@ -114,6 +115,7 @@ def train(config: dict[str, Any], method: Method) -> None:
             model=model,
             args=args,
             train_dataset=dataset,
+            eval_dataset=eval_rows,  # None: no evaluation during training
             processing_class=tokenizer,
             peft_config=None if hasattr(model, "peft_config") else peft_config,  # an adapter trains on as it is
             callbacks=[callback, *([tracking] if tracking else [])],
@@ -181,8 +183,9 @@ def start_job(config: dict[str, Any], template: str, template_version: int) -> J
 # --- data --------------------------------------------------------------------------------------
 
 
-def prepare_dataset(job: Job, detect_format: Callable[[Any], str]) -> Any:
-    """Load and map the training split, name its format, and emit `data_manifest`.
+def prepare_dataset(job: Job, detect_format: Callable[[Any], str]) -> tuple[Any, Any]:
+    """Load and map the training split, name its format, set the evaluation rows apart (held_out_rows)
+    and emit `data_manifest`; (training rows, evaluation rows or None).
 
     `detect_format` is the template's: it returns the format's name or raises a ValueError that
     says which columns the method needs (a bad_input termination, since this is the data phase).
@@ -195,9 +198,56 @@ def prepare_dataset(job: Job, detect_format: Callable[[Any], str]) -> Any:
         if len(dataset) == 0:
             raise ValueError("dataset has no rows")
         manifest["format"] = detect_format(dataset)
+        dataset, held_out = held_out_rows(job, dataset, manifest, detect_format)
     emit("data_manifest", **manifest)
     job.facts["data"] = manifest
-    return dataset
+    return dataset, held_out
+
+
+def held_out_rows(job: Job, dataset: Any, manifest: dict[str, Any], detect_format: Callable[[Any], str]) -> tuple:
+    """(training rows, evaluation rows or None) as CONFIG["eval"] says; manifest["eval"] records them.
+
+    A split_ratio cuts that share of the rows off with a fixed seed (the run's), so every attempt
+    trains and evaluates on the same rows; an eval dataset is loaded like the training data, mapped
+    like it when it has the mapping's columns, and must be in a format the method trains on (TRL
+    computes the eval loss as it computes the training loss); its first EVAL_MAX_ROWS rows are used.
+    """
+    spec = job.config.get("eval") or {}
+    if spec.get("split_ratio"):
+        ratio, seed = spec["split_ratio"], spec["seed"]
+        parts = dataset.train_test_split(test_size=ratio, seed=seed, shuffle=True)
+        train, held = parts["train"], parts["test"]
+        manifest["eval"] = {
+            "kind": "split",
+            "ratio": ratio,
+            "seed": seed,
+            "train_rows": len(train),
+            "eval_rows": len(held),
+        }
+        return train, held
+    if not spec.get("dataset"):
+        return dataset, None
+    held, described = load_train_dataset(spec["dataset"])
+    mapping = job.config["dataset"].get("mapping")
+    if mapping and set(mapping_source_columns(mapping)) <= set(held.column_names):
+        held = map_dataset(held, mapping)
+    try:
+        fmt = detect_format(held)
+    except ValueError as exc:
+        raise ValueError(
+            f"eval_dataset {described['source']}: {exc}. Evaluation during training needs rows in a format the "
+            "method trains on; pass hyperparameters eval_strategy='no' to evaluate it only before and after "
+            "training, or eval_split_ratio=0.1 to hold out training rows instead"
+        ) from exc
+    held = held.select(range(min(len(held), EVAL_MAX_ROWS)))
+    manifest["eval"] = {
+        "kind": "dataset",
+        "dataset": described,  # as the training data's manifest describes it: source, sha256 or revision, rows
+        "format": fmt,
+        "train_rows": len(dataset),
+        "eval_rows": len(held),
+    }
+    return dataset, held
 
 
 def load_train_dataset(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

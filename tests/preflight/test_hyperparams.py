@@ -269,6 +269,10 @@ def _holds(config: dict[str, Any], name: str) -> Any:
         return config["checkpoint_retention"]
     if name == "dataset_split":
         return config["dataset"]["split"]
+    if name == "stall_alert_minutes":
+        return config["stall_alert_minutes"]
+    if name == "eval_split_ratio":  # no slice (None) unless a ratio is given
+        return (config["eval"] or {}).get("split_ratio")
     return config["training_args"][name]
 
 
@@ -320,3 +324,11 @@ def test_a_value_out_of_range_is_refused_but_still_builds_a_config_that_force_ca
     assert rules.judge(spec, Facts())[1] is True
     typo = spec.model_copy(update={"hyperparameters": {"learning_rate": "fast"}})
     assert rules.judge(typo, Facts())[1] is False  # a value the field cannot even hold builds nothing
+
+
+def test_the_watching_knobs_are_jobtrails_own():
+    assert check_names("sft", {"eval_split_ratio": 0.1, "stall_alert_minutes": 5, "eval_steps": 20}) == []
+    for value in (0.5, 0.0, -0.1):
+        (finding,) = check_names("sft", {"eval_split_ratio": value})
+        assert finding.code == "hyperparameters.range" and "(0, 0.5)" in finding.fix
+    assert check_names("grpo", {"stall_alert_minutes": None}) == []

@@ -135,6 +135,9 @@ def test_conversational_data_needs_a_chat_template(chat_dataset, facts):
         ({"hyperparameters": {"max_length": 4096}}, ["config.max_length"]),
         ({"hyperparameters": {"eval_strategy": "steps"}}, ["config.eval_without_data"]),
         ({"hyperparameters": {"eval_strategy": "no"}}, []),
+        # Something to evaluate on: an eval_dataset, or a held-out slice of the training rows.
+        ({"hyperparameters": {"eval_strategy": "steps"}, "eval_dataset": "/data/held_out.jsonl"}, []),
+        ({"hyperparameters": {"eval_strategy": "steps", "eval_split_ratio": 0.1}}, []),
         ({"hyperparameters": {"bf16": True}, "flavor": "t4-small"}, ["config.bf16_unsupported"]),
         ({"hyperparameters": {"bf16": True}, "flavor": "a10g-large"}, []),
     ],

@@ -427,9 +427,8 @@ def test_announce_phase_emits_each_change_once(rt: ModuleType, capsys: pytest.Ca
 
 def test_an_announcing_phase_still_tags_its_exceptions(rt: ModuleType) -> None:
     exc = OSError("401 Client Error: Unauthorized for url: https://huggingface.co/x")
-    with pytest.raises(OSError) as raised:
-        with rt.phase("model", announce="loading_model"):
-            raise exc
+    with pytest.raises(OSError) as raised, rt.phase("model", announce="loading_model"):
+        raise exc
     assert rt.classify_exception(raised.value) == "auth_error"
 
 

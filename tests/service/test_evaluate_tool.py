@@ -10,6 +10,7 @@ from jobtrail.app import build_service
 from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec
+from jobtrail.outcomes import events
 from support.waiting import wait_for, wait_until_terminal
 
 HYPER = {
@@ -119,3 +120,10 @@ def test_submit_with_eval_dataset_measures_base_before_and_final_after(tmp_path,
     base_eval, final_eval = done.evaluations
     assert base_eval["evaluator_sha256"] == final_eval["evaluator_sha256"] and len(base_eval["evaluator_sha256"]) == 64
     assert done.eval_delta["loss"] < 0 and "Change from the base model" in done.to_markdown()
+    # The same held-out rows are scored during training too, every tenth of the run (eval_steps 0.1 of 8 steps).
+    training = done.attempts[0]
+    assert training.data_manifest and training.data_manifest["eval"]["kind"] == "dataset"
+    assert training.data_manifest["eval"]["eval_rows"] == 12
+    points = events.eval_metrics(service.ledger.events(training.attempt_id, "eval"))
+    assert [p["step"] for p in points] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert all(isinstance(p["eval_loss"], float) for p in points)

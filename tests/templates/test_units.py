@@ -185,8 +185,31 @@ def test_effective_hyperparameters_sort_defaults_and_user_values_by_destination(
     values = effective("grpo", {"learning_rate": 1e-3, "lora_r": 8, "reward_funcs": ["format"], "dataset_split": "x"})
     assert values.training_args["learning_rate"] == 1e-3 and values.training_args["num_generations"] == 4
     assert values.peft == {"method": "lora", "r": 8, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"}
-    assert values.job == {"checkpoint_retention": 2, "dataset_split": "x"}
+    assert values.job == {
+        "checkpoint_retention": 2,
+        "dataset_split": "x",
+        "eval_split_ratio": None,
+        "stall_alert_minutes": 10,
+    }
     assert values.inputs["reward_funcs"] == ["format"] and "reward_funcs" not in values.training_args
     # What the rules judge: TRL's own defaults where jobtrail sets none (sft sets no num_generations).
     sft = effective("sft", {})
     assert sft.judged["num_generations"] == 8 and "num_generations" not in sft.training_args
+
+
+def test_evaluation_during_training_needs_something_to_evaluate_on():
+    spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl", hyperparameters={"eval_split_ratio": 0.2, "seed": 7})
+    config = build_config(spec, "/out")
+    assert config["eval"] == {"split_ratio": 0.2, "seed": 7, "dataset": None}
+    assert (config["training_args"]["eval_strategy"], config["training_args"]["eval_steps"]) == ("steps", 0.1)
+    assert config["stall_alert_minutes"] == 10
+    held_out = spec.model_copy(update={"hyperparameters": {"eval_steps": 5}, "eval_dataset": "org/evals"})
+    config = build_config(held_out, "/out")
+    assert config["eval"] == {"split_ratio": None, "seed": 42, "dataset": {"source": "org/evals", "split": "test"}}
+    assert (config["training_args"]["eval_strategy"], config["training_args"]["eval_steps"]) == ("steps", 5)
+    # eval_strategy "no" keeps the eval_dataset for the base/final evaluations only; nothing: no evaluation.
+    only_after = held_out.model_copy(update={"hyperparameters": {"eval_strategy": "no"}})
+    assert build_config(only_after, "/out")["eval"] is None
+    plain = build_config(spec.model_copy(update={"hyperparameters": {"stall_alert_minutes": None}}), "/out")
+    assert plain["eval"] is None and "eval_strategy" not in plain["training_args"]
+    assert plain["stall_alert_minutes"] is None

@@ -33,7 +33,14 @@ PEFT_DEFAULTS: dict[str, Any] = {
     "lora_dropout": 0.05,
     "lora_target_modules": "all-linear",
 }
-JOB_DEFAULTS: dict[str, Any] = {"checkpoint_retention": 2, "dataset_split": "train"}
+JOB_DEFAULTS: dict[str, Any] = {
+    "checkpoint_retention": 2,
+    "dataset_split": "train",
+    # A held-out share of the training rows (fixed seed) the job evaluates on every eval_steps; None: no slice.
+    "eval_split_ratio": None,
+    # Minutes without a training step before the job raises a `stalled` alert; None: never.
+    "stall_alert_minutes": 10,
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ _OWN_TYPES: dict[str, FieldType] = {
     "lora_target_modules": FieldType(("str", "list"), default="all-linear"),
     "checkpoint_retention": FieldType(("int",), default=2),
     "dataset_split": FieldType(("str",), default="train"),
+    "eval_split_ratio": FieldType(("float", "null")),
+    "stall_alert_minutes": FieldType(("float", "null"), default=10),
     "reward_funcs": FieldType(("list", "str", "null"), BUILTIN_REWARDS),
     "reward_format_regex": FieldType(("str",)),
     "reward_length_target": FieldType(("int",), default=256),
@@ -131,6 +140,9 @@ RANGES: dict[str, Range] = {
     "max_steps": Range(minimum=1, also=(-1,)),
     "num_train_epochs": _POSITIVE,
     "learning_rate": Range(minimum=0, maximum=1, open_min=True, open_max=True),
+    # Half the rows or more held out would train on less than it evaluates.
+    "eval_split_ratio": Range(minimum=0, maximum=0.5, open_min=True, open_max=True),
+    "stall_alert_minutes": _POSITIVE,
     "temperature": _POSITIVE,
 }
 

@@ -22,6 +22,7 @@ from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output
 from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
+from jobtrail.preflight.tracking import check_trackio
 from jobtrail.templates.defaults import effective
 from jobtrail.util.refs import HUB_ID, looks_local
 from jobtrail.util.timefmt import human_duration
@@ -202,12 +203,14 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
                 f"Set max_length={positions} (or less).",
             )
         )
-    if h.get("eval_strategy", "no") not in ("no", None) or h.get("do_eval"):
+    evaluates = h.get("eval_strategy", "no") not in ("no", None) or h.get("do_eval")
+    if evaluates and not (spec.eval_dataset or h.get("eval_split_ratio")):
         findings.append(
             _error(
                 "config.eval_without_data",
-                "eval_strategy is set but the job has no evaluation split: the trainer would hang or fail.",
-                'Remove eval_strategy (or set eval_strategy="no").',
+                "eval_strategy is set but the job has nothing to evaluate on: the trainer would fail at start.",
+                "Pass eval_dataset=... (held-out rows in the training data's format), or hyperparameters "
+                "eval_split_ratio=0.1 (a held-out slice of the training rows); or remove eval_strategy.",
             )
         )
     gpu = flavor_gpu(spec.flavor)
@@ -458,6 +461,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_config,
     check_dependencies,
     check_remote,
+    check_trackio,
     check_estimate,
 )
 # What a config cannot be built without: names it knows, method values it can hold, and a directory

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.models import JobSpec
-from jobtrail.templates.defaults import effective
+from jobtrail.templates.defaults import Effective, effective
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
 from jobtrail.templates.tracking import trackio_space
 from jobtrail.util.refs import looks_local
@@ -37,7 +37,7 @@ def build_config(
     When the caller did not choose max_length, the default is capped at the model's positions.
     `reward_source`: the text of spec.reward_file when the caller has read it already.
     """
-    values = effective(spec.method, spec.hyperparameters)
+    values = effective(spec.method, spec.hyperparameters, eval_dataset=bool(spec.eval_dataset))
     training_args = values.training_args
     if "max_length" in training_args:
         training_args["max_length"] = trained_max_length(spec, training_args["max_length"], max_positions)
@@ -54,6 +54,8 @@ def build_config(
         "checkpoint_retention": values.job["checkpoint_retention"],
         "push_to_hub": push_to is not None,
         "hub_model_id": push_to,
+        "stall_alert_minutes": values.job["stall_alert_minutes"],
+        "eval": evaluation_config(spec, values),
     }
     if spec.method == "grpo":
         user = None
@@ -61,6 +63,18 @@ def build_config(
             user = {"file": spec.reward_file, "function": spec.reward_function or "reward", "source": reward_source}
         config["rewards"] = rewards_config(spec.hyperparameters, user)
     return config
+
+
+def evaluation_config(spec: JobSpec, values: Effective) -> dict[str, Any] | None:
+    """What the job evaluates on every eval_steps: a held-out slice of its training rows (eval_split_ratio,
+    cut with the run's seed; it wins over an eval_dataset, which then serves the base/final evaluations
+    only) or the eval_dataset's "test" split (a file is its own split); None without either, or with
+    eval_strategy "no"."""
+    ratio = values.job["eval_split_ratio"]
+    if values.training_args.get("eval_strategy", "no") == "no" or not (ratio or spec.eval_dataset):
+        return None
+    held_out = None if ratio else {"source": spec.eval_dataset, "split": "test"}
+    return {"split_ratio": ratio, "seed": values.training_args.get("seed", 42), "dataset": held_out}
 
 
 def trained_max_length(spec: JobSpec, max_length: Any, max_positions: int | None) -> Any:

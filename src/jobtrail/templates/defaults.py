@@ -19,6 +19,10 @@ from jobtrail.methods.registry import METHOD_INPUTS, TRL_DEFAULTS, method_spec
 
 __all__ = ["JOB_DEFAULTS", "PEFT_DEFAULTS", "Effective", "effective"]
 
+# Evaluation during training, once there is something to evaluate on (an eval_dataset, or an
+# eval_split_ratio slice of the training rows): TRL's eval_strategy "no" becomes "steps", every tenth
+# of the run (an eval_steps below 1 is a fraction of the total steps), unless the user chose.
+EVAL_DEFAULTS: dict[str, Any] = {"eval_strategy": "steps", "eval_steps": 0.1}
 # The config's peft block, by the hyperparameter each entry comes from.
 _PEFT_BLOCK = {
     "method": "peft",
@@ -35,7 +39,7 @@ class Effective:
 
     training_args: dict[str, Any]  # the TRL config's arguments: the method's defaults under the user's values
     peft: dict[str, Any]  # the config's peft block: {"method", "r", "alpha", "dropout", "target_modules"}
-    job: dict[str, Any]  # jobtrail's job options (checkpoint_retention, dataset_split)
+    job: dict[str, Any]  # jobtrail's job options (checkpoint_retention, dataset_split, eval_split_ratio, ...)
     inputs: dict[str, Any]  # the method's own knobs (GRPO's rewards), defaults filled in
     given: Mapping[str, Any]  # the user's values, read as their fields' types
 
@@ -50,8 +54,11 @@ class Effective:
         return str(self.peft["method"])
 
 
-def effective(method: str, hyperparameters: Mapping[str, Any]) -> Effective:
-    """Defaults + the user's `hyperparameters` for `method` (ValueError for an unknown method)."""
+def effective(method: str, hyperparameters: Mapping[str, Any], *, eval_dataset: bool = False) -> Effective:
+    """Defaults + the user's `hyperparameters` for `method` (ValueError for an unknown method).
+
+    eval_dataset: the job has one (submit(eval_dataset=...)); with it, or an eval_split_ratio, the job
+    evaluates during training (EVAL_DEFAULTS)."""
     spec = method_spec(method)
     given = typed(method, hyperparameters)
     merged = {**spec.defaults, **PEFT_DEFAULTS, **JOB_DEFAULTS, **given}
@@ -60,4 +67,6 @@ def effective(method: str, hyperparameters: Mapping[str, Any]) -> Effective:
         merged.pop(name, None)
     peft = {key: merged.pop(name) for key, name in _PEFT_BLOCK.items()}
     job = {name: merged.pop(name) for name in JOB_DEFAULTS}
+    if eval_dataset or job["eval_split_ratio"]:
+        merged.update({name: value for name, value in EVAL_DEFAULTS.items() if name not in given})
     return Effective(training_args=merged, peft=peft, job=job, inputs=inputs, given=given)
