@@ -40,8 +40,8 @@ def refusal(lead: str, findings: list[Finding]) -> str:
 def follow_calls(job_id: str) -> list[str]:
     """How to follow a job that has not ended: the calls a summary proposes after starting or retrying one."""
     return [
-        f'inspect(job_id="{job_id}") for its status, progress and receipt',
-        f'logs(job_id="{job_id}") for its output',
+        f'wait(job_id="{job_id}") returns when it ends, or after 30 s with its progress: call it again',
+        f'logs(job_id="{job_id}") for its output; inspect(job_id="{job_id}") for its receipt',
     ]
 
 

@@ -28,9 +28,8 @@ class EvaluateResult(ToolResult):
         if self.job_id is None:
             return ["evaluate(...) again with each Fix applied"]
         return [
-            f'inspect(job_id="{self.job_id}") for its metrics once it ends '
-            "(inspect of the evaluated job lists them too)",
-            f'logs(job_id="{self.job_id}") for its output',
+            f'wait(job_id="{self.job_id}") returns when it ends',
+            f'inspect(job_id="{self.job_id}") then shows its metrics (inspect of the evaluated job lists them too)',
         ]
 
     def details(self) -> list[str]:
@@ -57,8 +56,8 @@ class ConvertResult(ToolResult):
         if self.job_id is None:
             return ["convert_gguf(...) again with each Fix applied"]
         return [
-            f'inspect(job_id="{self.job_id}") lists each file with its size and sha256 once it ends',
-            f'logs(job_id="{self.job_id}") for its output',
+            f'wait(job_id="{self.job_id}") returns when it ends (a first build of llama-quantize takes minutes)',
+            f'inspect(job_id="{self.job_id}") then lists each file with its size and sha256',
         ]
 
     def details(self) -> list[str]:
