@@ -17,6 +17,9 @@ trackio.log() unguarded, so there a trackio that fails ends the training. Here i
 - finish waits at most FINISH_TIMEOUT_S; then a local run is read back from trackio's own database,
   so logs that trackio lost say so even when its warning went astray.
 
+The job says where its run goes (a `trackio` event: project, run, group, the folder or the Space) as
+it starts, so the receipt links the run whether trackio then works or not.
+
 trackio reports most of its own failures as warnings (warnings.warn, from its sender threads too), not
 exceptions: a warnings hook collects those that come from trackio's modules. Events are printed from
 the Trainer's hooks only (the main thread), with the step they happened at.
@@ -113,7 +116,6 @@ class TrackioReporter:
         self.target, self.fix = target, fix
         self.run: Any = None
         self.off = False  # trackio failed: nothing more is sent to it
-        self.announced = False
         self.alerts = 0
         self.last_step: int | None = None  # the last step handed to trackio
         self.pending: deque[tuple[dict[str, float], int]] = deque(maxlen=MAX_PENDING_LOGS)
@@ -147,14 +149,12 @@ class TrackioReporter:
         self._send(metrics, step)
 
     def poll(self, step: int) -> None:
-        """Announce the run once it exists, send what waited for it, and turn failures into alerts."""
+        """Send what waited for the run once it exists, and turn failures into alerts."""
         if not self.off and self.run is None and self.init_done.is_set():
             self._fail("trackio.init did not return a run")
         elif not self.off and self.run is None and time.monotonic() - self.started > INIT_TIMEOUT_S:
             self._fail(f"trackio.init did not finish within {INIT_TIMEOUT_S:.0f} s")
-        if self.run is not None and not self.announced:
-            self.announced = True
-            self._announce()
+        if self.run is not None and not self.off:
             for metrics, logged_at in self.pending:
                 self._send(metrics, logged_at)
         if self.run is not None or self.off:
@@ -229,13 +229,14 @@ class TrackioReporter:
                 f"which was given step {self.last_step}"
             )
 
-    def _announce(self) -> None:
-        """The `trackio` event: where this attempt's run is, so the receipt can link it."""
-        target, space_id = self.target, getattr(self.run, "space_id", None) or self.target["space_id"]
+    def announce(self) -> None:
+        """The `trackio` event: where this attempt's run goes, so the receipt links it (whether trackio then
+        works or not: its failures are alerts)."""
+        target, space_id = self.target, self.target["space_id"]
         emit(
             "trackio",
             project=target["project"],
-            run=getattr(self.run, "name", None) or target["run"],
+            run=target["run"],
             group=target["group"],
             dir=None if space_id else str(_trackio_dir(self.trackio)),
             space_id=space_id,
@@ -313,6 +314,7 @@ def make_trackio_callback(config: dict[str, Any], run_id: str, attempt_id: str, 
 
     callback = TrackioCallback()
     callback.target = target  # where it reports, for the model card
+    reporter.announce()
     if reporter.off:  # trackio could not even be imported: say so before training starts
         reporter.poll(0)
     return callback
@@ -334,8 +336,9 @@ def _in_thread(work: Any, timeout_s: float, on_error: Any) -> bool:
 
 
 def _trackio_dir(trackio: Any) -> Path:
-    """Where trackio keeps local runs (TRACKIO_DIR, read when trackio was imported)."""
-    return Path(getattr(trackio, "TRACKIO_DIR", None) or os.environ.get("TRACKIO_DIR") or "").resolve()
+    """Where trackio keeps local runs: its TRACKIO_DIR (read when it was imported), else where it would."""
+    default = Path(os.environ.get("HF_HOME") or "~/.cache/huggingface").expanduser() / "trackio"
+    return Path(getattr(trackio, "TRACKIO_DIR", None) or os.environ.get("TRACKIO_DIR") or default).resolve()
 
 
 def _describe(exc: BaseException) -> str:

@@ -29,6 +29,8 @@ Endpoints (all under `hub.url`)
   harmless answers to the client's and trl's side calls.
 - `GET  /api/{models|datasets}/{repo}[/revision/{rev}]`: model_info / dataset_info (`expand`,
   `blobs`); model `config` and `safetensors` parameter counts are derived from the files.
+- `GET  /api/spaces/{repo}`: space_info of a Space seeded with `add_repo(..., repo_type="space")` (its
+  `info` gives tags, sdk ...); nothing runs in it, and Spaces cannot be created through the API.
 - `GET  /api/{models|datasets}/{repo}/auth-check[/write]`: gated → `X-Error-Code: GatedRepo`.
 - `GET  /api/{models|datasets}/{repo}/tree/{rev}[/{path}]`: list_repo_tree / list_repo_files,
   paginated with a `Link: <...>; rel="next"` header.
@@ -585,8 +587,8 @@ class HubEmulator:
         files: path in repo → bytes, text, or a local Path read now. gated: False, "auto" or
         "manual". info: extra model_info/dataset_info fields (tags, library_name, cardData...).
         """
-        if repo_type not in ("model", "dataset"):
-            raise ValueError("repo_type must be 'model' or 'dataset'")
+        if repo_type not in ("model", "dataset", "space"):
+            raise ValueError("repo_type must be 'model', 'dataset' or 'space'")
         repo = Repo(
             repo_id=repo_id,
             repo_type=repo_type,
@@ -1077,7 +1079,7 @@ class _Handler(BaseHTTPRequestHandler):
             ("POST", r"^/api/jobs/(?P<ns>[^/]+)/(?P<job_id>[^/]+)/duplicate$", "_rerun_job"),
             ("GET", r"^/api/jobs/(?P<ns>[^/]+)/(?P<job_id>[^/]+)/logs$", "_job_logs"),
             ("POST", r"^/api/repos/create$", "_create_repo"),
-            ("GET POST", r"^/api/(?P<kind>models|datasets)/(?P<rest>.+)$", "_repo_api"),
+            ("GET POST", r"^/api/(?P<kind>models|datasets|spaces)/(?P<rest>.+)$", "_repo_api"),
             (
                 "GET HEAD",
                 r"^/(?:(?P<kind>datasets)/)?(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$",

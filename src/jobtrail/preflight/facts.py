@@ -23,10 +23,11 @@ from jobtrail.preflight import probes
 from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.outputs import OutputFacts, probe_output
-from jobtrail.preflight.probes import HubIdentity, ModelFacts
+from jobtrail.preflight.probes import HubIdentity, ModelFacts, SpaceFacts
 from jobtrail.preflight.reward_file import read_reward_file
 from jobtrail.templates.configs import trained_max_length
 from jobtrail.templates.defaults import effective
+from jobtrail.templates.tracking import trackio_space
 from jobtrail.util.refs import looks_local
 
 # GRPO has no max_length (prompts are kept whole): the estimate bounds its prompts at this.
@@ -59,6 +60,7 @@ class Facts:
     missing_requirements: list[str] | None = None  # None: not checked (a remote backend)
     python_error: str | None = None  # the job's interpreter could not be run
     identity: HubIdentity | None = None  # whoami of the token, for remote backends
+    trackio_space: SpaceFacts | None = None  # the Space a remote job's trackio run goes to, as it is now
     has_token: bool = False
     estimate: EstimateResult | None = None  # remote backends: memory, hours and timeout on the flavor
     estimate_error: str | None = None
@@ -94,7 +96,8 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
         facts = gather_output(facts, spec, env)
         # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge).
         return gather_estimate(facts, spec, env, flavor=LOCAL) if spec.timeout_s is not None else facts
-    return gather_estimate(gather_identity(facts, env.hub_token), spec, env)
+    facts = gather_identity(facts, env.hub_token)
+    return gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env)
 
 
 def gather_evaluation(spec: JobSpec, adapter: str | None, split: str | None, env: PlanEnv) -> Facts:
@@ -136,6 +139,21 @@ def gather_identity(facts: Facts, token: str | None) -> Facts:
     if not token:
         return replace(facts, has_token=False)
     return replace(facts, has_token=True, identity=probes.hub_identity(token))
+
+
+def remote_trackio_space(spec: JobSpec, identity: HubIdentity | None) -> str | None:
+    """The Space a remote job reports to trackio in (None: it does not, or whose namespace is unknown): in the
+    output repo's namespace, as the config will say (templates/configs.py)."""
+    owner = spec.output.split("/")[0] if spec.output and "/" in spec.output else identity.name if identity else None
+    return trackio_space(effective(spec.method, spec.hyperparameters).training_args, owner)
+
+
+def gather_trackio_space(facts: Facts, spec: JobSpec, token: str | None) -> Facts:
+    """For remote backends: the trackio Space as the Hub shows it now (it is never created here)."""
+    space = remote_trackio_space(spec, facts.identity)
+    if space is None or facts.identity is None or facts.identity.error:
+        return facts
+    return replace(facts, trackio_space=probes.space_facts(space, token))
 
 
 def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | None = None) -> Facts:

@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from jobtrail.templates import pep723
 from jobtrail.templates.render import QLORA_REQUIREMENT, scripts_dir
@@ -55,6 +55,8 @@ class HubIdentity(BaseModel):
     name: str | None = None
     role: str | None = None  # "write", "read" or "fineGrained"
     can_write_repos: bool | None = None  # None: a fine-grained token whose scopes were not listed
+    # A fine-grained token's permissions by namespace (its user, or an org): what it may do where.
+    scopes: dict[str, list[str]] = Field(default_factory=dict)
     error: str | None = None
     status: int | None = None  # HTTP status of the failure, when there was one
 
@@ -72,7 +74,38 @@ def hub_identity(token: str) -> HubIdentity:
         return HubIdentity(error=_one_line(exc), status=getattr(response, "status_code", None))
     access = (info.get("auth") or {}).get("accessToken") or {}
     role = access.get("role")
-    return HubIdentity(name=info.get("name"), role=role, can_write_repos=_can_write(role, access))
+    scoped = (access.get("fineGrained") or {}).get("scoped") or []
+    scopes = {
+        str(entry["entity"]["name"]): list(entry.get("permissions") or []) for entry in scoped if entry.get("entity")
+    }
+    return HubIdentity(name=info.get("name"), role=role, can_write_repos=_can_write(role, access), scopes=scopes)
+
+
+class SpaceFacts(BaseModel):
+    """A Hugging Face Space as its page tells: whether it exists, whether trackio made it, who sees it."""
+
+    space_id: str
+    exists: bool | None = None  # None: it could not be asked (`error` says why)
+    trackio: bool | None = None  # its card's tags name trackio (trackio deploys its app with that tag)
+    private: bool | None = None
+    error: str | None = None
+
+
+def space_facts(space_id: str, token: str | None) -> SpaceFacts:
+    """What the Hub says of `space_id`; never creates it."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    unreachable = hub_unreachable()
+    if unreachable:
+        return SpaceFacts(space_id=space_id, error=unreachable)
+    try:
+        info = HfApi(token=token).space_info(space_id)
+    except RepositoryNotFoundError:
+        return SpaceFacts(space_id=space_id, exists=False)
+    except Exception as exc:  # noqa: BLE001 - reported as a finding, never raised
+        return SpaceFacts(space_id=space_id, error=_one_line(exc))
+    return SpaceFacts(space_id=space_id, exists=True, trackio="trackio" in (info.tags or []), private=info.private)
 
 
 def _can_write(role: str | None, access: dict[str, Any]) -> bool | None:
