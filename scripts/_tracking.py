@@ -241,6 +241,7 @@ class TrackioReporter:
             dir=None if space_id else str(_trackio_dir(self.trackio)),
             space_id=space_id,
             url=SPACE_URL.format(space_id=space_id) if space_id else None,
+            version=getattr(self.trackio, "__version__", None),  # None: it could not be imported
         )
 
     def _fail(self, message: str) -> None:

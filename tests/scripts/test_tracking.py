@@ -7,6 +7,7 @@ cannot write, or cannot even be imported, gives an alert and a job that succeeds
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -90,6 +91,7 @@ def test_a_training_job_reports_every_step_to_trackio(runs) -> None:
     assert announced["project"] == "model"  # the base model's name: runs of one model share a dashboard
     assert (announced["run"], announced["group"]) == (f"{RUN_ID}-attempt-1", RUN_ID)
     assert announced["dir"] == str(trackio_dir.resolve()) and announced["space_id"] is None
+    assert announced["version"] == importlib.metadata.version("trackio")
     assert _alerts(run) == []
 
     stored = _trackio_logs(trackio_dir, "model", f"{RUN_ID}-attempt-1")

@@ -42,6 +42,7 @@ def test_the_receipt_links_the_trackio_run_in_the_servers_trackio_folder(finishe
     assert (done.trackio.project, done.trackio.run, done.trackio.group) == ("model", run, done.job_id)
     assert done.trackio.local_dir == str(service.context.trackio_dir) and done.trackio.space_id is None
     assert done.trackio.open == "jobtrail dashboard --project model" and done.trackio.failed is None
+    assert done.trackio.version  # the job's trackio, for the receipt
     assert not [a for a in done.alerts if a["code"] == "trackio.failed"]
 
 

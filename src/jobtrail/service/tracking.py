@@ -27,6 +27,7 @@ class TrackioRun(BaseModel):
     failed: str | None = Field(
         None, description="What went wrong with trackio (an alert): training was not affected; metrics() has it all."
     )
+    version: str | None = Field(None, description="The job's trackio version (None: it could not be imported).")
 
 
 def trackio_run(events: list[dict[str, Any]]) -> TrackioRun | None:
@@ -47,6 +48,7 @@ def trackio_run(events: list[dict[str, Any]]) -> TrackioRun | None:
         url=event.get("url"),
         open=event.get("url") or dashboard_command(project),
         failed=failures[0].get("message") if failures else None,
+        version=event.get("version"),
     )
 
 

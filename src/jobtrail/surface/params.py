@@ -126,7 +126,8 @@ Hyperparameters = Annotated[
         description=(
             "TRL config names for the method, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, "
             "'max_length': 1024}; peft='none' (full) or 'qlora'; GRPO: reward_funcs=['exact_match', 'format', "
-            "'numeric_match', 'length'], num_generations."
+            "'numeric_match', 'length'], num_generations. trackio (on by default): report_to='none' turns it off, "
+            "project names its project (default: the model's name), trackio_space_id its Space on HF Jobs."
         )
     ),
 ]
