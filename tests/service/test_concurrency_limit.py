@@ -1,11 +1,12 @@
-"""JOBTRAIL_MAX_CONCURRENT holds across processes: six processes sharing one ledger dispatch the same queue
-of twenty jobs at once, racing for every slot that frees up, and never more than the limit run at the same
-time (the count and the claim are one ledger transaction).
+"""The dispatcher's claim. JOBTRAIL_MAX_CONCURRENT holds across processes: six processes sharing one ledger
+dispatch the same queue of twenty jobs at once, racing for every slot that frees up, and never more than the
+limit run at the same time (the count and the claim are one ledger transaction).
 
 The race is in the dispatcher, not in training, so the jobs are held by a stand-in interpreter
 (JOBTRAIL_PYTHON: a shell script that keeps its slot for a moment): twenty real launches through the real
 supervisor in seconds, where training would take minutes. With the earlier count-then-claim dispatcher
-this test saw four jobs running at once under a limit of one.
+this test saw up to six jobs running at once under a limit of one. A claim whose dispatcher died before
+launching frees its slot, and a job cancelled while it was being launched is stopped once it has a process.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from jobtrail.backends.local import LocalBackend
@@ -107,3 +109,43 @@ def test_six_processes_dispatching_at_once_never_exceed_the_limit(tmp_path, tiny
     assert _most_at_once(spans) == LIMIT, sorted(spans)
     ended = {queuer.inspect(job).status for job in jobs}
     assert ended == {"succeeded"}, ended
+
+
+def test_a_claim_whose_dispatcher_died_frees_its_slot_and_a_cancel_during_launch_holds(
+    tmp_path, tiny_model, chat_dataset, monkeypatch
+):
+    from jobtrail.app import build_service
+    from jobtrail.service.tracker import STALE_CLAIM_S
+
+    monkeypatch.setenv("JOBTRAIL_HOME", str(tmp_path / "home"))
+    queuer = JobService(
+        ledger=Ledger(tmp_path / "home" / "ledger.sqlite"),
+        backends={"local": LocalBackend(python=sys.executable, max_concurrent=0)},
+        home=tmp_path / "home",
+        job_python=sys.executable,
+    )
+    spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=TINY_SFT)
+    endless = spec.model_copy(update={"hyperparameters": {**TINY_SFT, "max_steps": 100000, "save_steps": 100000}})
+    orphan, cancelled = queuer.submit(spec).job_id, queuer.submit(endless).job_id
+    ledger = queuer.context.ledger
+    # A dispatcher claimed the first attempt, then died before launching it: no placement, ever.
+    assert ledger.claim_slot(f"{orphan}/1", "local", 1) == "claimed"
+    ledger.update_attempt(f"{orphan}/1", started_at=time.time() - STALE_CLAIM_S - 1)
+    # The second is cancelled while it is being launched: the flag is there when its placement is recorded.
+    ledger.update_attempt(f"{cancelled}/1", cancel_requested_at=time.time())
+
+    service = build_service()  # one slot (JOBTRAIL_MAX_CONCURRENT unset)
+    service.refresh()
+    lost = service.inspect(orphan)
+    assert lost.status == "failed" and lost.termination_reason == "lost", lost
+    try:
+        ended = wait_for(lambda: _ended(service, cancelled), 60, "the job cancelled during its launch to stop")
+    finally:
+        service.cancel(cancelled)
+    assert ended.termination_reason == "cancelled", ended
+
+
+def _ended(service, job_id):
+    service.refresh()
+    result = service.inspect(job_id)
+    return result if result.status in ("succeeded", "failed", "cancelled") else None
