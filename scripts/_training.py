@@ -546,14 +546,14 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
                 return
             if "loss" in logs:
                 self.log_step(state, logs)
-                if control.should_evaluate:
-                    announce_phase("evaluating")
             elif any(name.startswith("eval_") for name in logs):
                 metrics = {name: value for name, value in method_metrics(logs).items() if name.startswith("eval_")}
                 emit("eval", step=state.global_step, epoch=logs.get("epoch"), metrics=metrics)
                 self.alert(*self.watch.on_eval(state.global_step, logs.get("eval_loss")))
             if self.watch.diverged:
                 self.stop_diverged(control)
+            elif "loss" in logs and control.should_evaluate:  # the evaluation follows this hook
+                announce_phase("evaluating")
 
         def log_step(self, state: Any, logs: dict[str, Any]) -> None:
             extra = method_metrics(logs)
