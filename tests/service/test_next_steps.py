@@ -161,22 +161,27 @@ def _ended(service, run_id: str, reason: TerminationReason) -> None:
 
 
 @pytest.mark.parametrize(
-    ("reason", "actions", "words"),
+    ("reason", "actions", "call", "words"),
     [
-        (TerminationReason.INFRA_TRANSIENT, ["retry", "logs"], "Retrying after infra_transient"),
-        (TerminationReason.OOM, ["fix", "logs"], "'per_device_train_batch_size': 2"),
-        (TerminationReason.BAD_INPUT, ["fix", "logs"], "validate_dataset"),
-        (TerminationReason.DIVERGED, ["fix", "logs"], "'learning_rate': 2e-05"),
-        (TerminationReason.CANCELLED, ["retry"], "retry"),
+        (TerminationReason.INFRA_TRANSIENT, ["retry", "logs"], "", "Retrying after infra_transient"),
+        (
+            TerminationReason.OOM,
+            ["fix", "logs"],
+            ', changes={"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}',
+            "memory",
+        ),
+        (TerminationReason.DIVERGED, ["fix", "logs"], ', changes={"learning_rate": 2e-05}', "ten times lower"),
+        (TerminationReason.TIMEOUT, ["fix", "logs"], ', changes={"timeout": "4h"}', "without advancing"),
+        (TerminationReason.BAD_INPUT, ["fix", "logs"], None, "validate_dataset"),
+        (TerminationReason.CANCELLED, ["retry"], "", "last committed checkpoint"),
     ],
 )
-def test_a_failed_or_cancelled_job_gets_what_its_reason_calls_for(tmp_path, reason, actions, words) -> None:
+def test_a_failed_or_cancelled_job_gets_what_its_reason_calls_for(tmp_path, reason, actions, call, words) -> None:
     service = build_service(tmp_path)
     _ended(service, "jt-ended01", reason)
     shown = service.inspect("jt-ended01")
     assert [s.action for s in shown.next_steps] == actions, shown.next_steps
     first = shown.next_steps[0]
-    assert words in first.why or words in (first.call or ""), first
-    if first.action == "retry":
-        assert first.call == 'retry(job_id="jt-ended01")'
+    assert first.call == (None if call is None else f'retry(job_id="jt-ended01"{call})'), first
+    assert words in first.why, first
     assert shown.trackio is None  # the job never reported to trackio

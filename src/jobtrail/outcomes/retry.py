@@ -168,18 +168,23 @@ def diverged_fix(hyperparameters: dict[str, Any], job: dict[str, Any]) -> str:
     """The exact retry a diverged run needs: a learning rate ten times lower (job["learning_rate"] is
     the one it trained with, defaults included), or the method's default for one beyond any sense
     (1 and up), resumed from its last committed checkpoint."""
-    current = _number(hyperparameters.get("learning_rate")) or _number(job.get("learning_rate"))
-    if current is not None and current < 1:
-        lower, why = float(f"{current / 10:.3g}"), f"ten times lower than {current!r}"
-    else:
-        lower = float(method_spec(job.get("method") or "sft").defaults["learning_rate"])
-        why = f"{job.get('method') or 'sft'}'s default"
+    lower, why = diverged_learning_rate(hyperparameters, job)
     target = f'job_id="{job["job_id"]}", ' if job.get("job_id") else ""
     return (
         f"retry({target}changes={{'learning_rate': {lower!r}}}) resumes from the last committed checkpoint at a "
         f"learning rate {why}; adding max_grad_norm=1.0 (gradient clipping) or warmup_steps=0.1 also steadies a "
         "run that diverges. If the last checkpoint was already going bad, submit a new job with that learning rate."
     )
+
+
+def diverged_learning_rate(hyperparameters: dict[str, Any], job: dict[str, Any]) -> tuple[float, str]:
+    """(the learning rate a diverged run retries with, why that one): ten times lower, or the method's
+    default for one beyond any sense (1 and up)."""
+    current = _number(hyperparameters.get("learning_rate")) or _number(job.get("learning_rate"))
+    if current is not None and current < 1:
+        return float(f"{current / 10:.3g}"), f"ten times lower than {current!r}"
+    method = job.get("method") or "sft"
+    return float(method_spec(method).defaults["learning_rate"]), f"{method}'s default"
 
 
 def propose_memory_change(hyperparameters: dict[str, Any]) -> dict[str, Any]:

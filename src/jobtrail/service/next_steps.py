@@ -11,12 +11,14 @@ their own; inspect's summary says where to look).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.models import AttemptRecord, JobStatus, RunRecord
+from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
+from jobtrail.outcomes import retry as retry_policy
 from jobtrail.outcomes.retry import Decision
 from jobtrail.service.tracking import TrackioRun
 from jobtrail.templates.runtime import runtime_module
@@ -54,7 +56,7 @@ def next_steps(
     if latest.status is JobStatus.SUCCEEDED:
         return _after_training(run, latest, trackio, evaluated)
     if latest.status in (JobStatus.FAILED, JobStatus.CANCELLED) and retry is not None:
-        steps = [_after_failure(run.run_id, retry)]
+        steps = [_after_failure(run, latest, retry)]
         if latest.status is JobStatus.FAILED:
             steps.append(_tool("logs", f'logs(job_id="{run.run_id}", tail=100)', "the evidence: its last lines"))
         return steps
@@ -76,7 +78,7 @@ def _after_training(
         _tool(
             "convert_gguf",
             f'convert_gguf(source="{run.run_id}")',
-            "GGUF files (F16, Q8_0, Q4_K_M) for llama.cpp, Ollama and LM Studio",
+            "GGUF files (F16 and Q4_K_M by default; quantizations=[...] for others) for llama.cpp, Ollama, LM Studio",
         )
     )
     again = f"method={json.dumps(run.method)}, model={json.dumps(run.model)}, dataset={json.dumps(run.dataset)}"
@@ -132,11 +134,30 @@ def _load(run: RunRecord, where: str, base: str, adapter: bool) -> NextStep:
     return NextStep(action="load", kind="python", call=code, why=why)
 
 
-def _after_failure(run_id: str, decision: Decision) -> NextStep:
+def _after_failure(run: RunRecord, latest: AttemptRecord, decision: Decision) -> NextStep:
     if decision.retry:
-        return _tool("retry", f'retry(job_id="{run_id}")', decision.message)
+        return _tool("retry", f'retry(job_id="{run.run_id}")', f"what a retry does now: {decision.message}")
     why = " ".join(part for part in (decision.message, decision.fix) if part)
-    return NextStep(action="fix", kind="tool", call=None, why=why)
+    changes = _fixing_changes(run, latest)
+    call = f'retry(job_id="{run.run_id}", changes={json.dumps(changes)})' if changes else None
+    return NextStep(action="fix", kind="tool", call=call, why=why)
+
+
+def _fixing_changes(run: RunRecord, latest: AttemptRecord) -> dict[str, Any] | None:
+    """The change a retry needs after a failure that a change fixes, as the retry policy proposes it (a retry
+    with it is allowed whatever the budgets say); None where the fix is not a retry (bad data, a missing package,
+    a token) or no one change is known (unknown)."""
+    spec = latest.spec or run.spec
+    reason = latest.termination_reason
+    if reason is TerminationReason.OOM:
+        return retry_policy.propose_memory_change(spec.hyperparameters)
+    if reason is TerminationReason.DIVERGED:
+        job = {"learning_rate": latest.config.get("training_args", {}).get("learning_rate"), "method": run.method}
+        return {"learning_rate": retry_policy.diverged_learning_rate(spec.hyperparameters, job)[0]}
+    if reason is TerminationReason.TIMEOUT:
+        hours = math.ceil(2 * (latest.timeout_s or spec.timeout_s or 7200) / 3600)  # twice the time it had
+        return {"timeout": f"{hours}h"}
+    return None
 
 
 ToolAction = Literal["evaluate", "convert_gguf", "continue_training", "retry", "logs"]
