@@ -22,7 +22,8 @@ it starts, so the receipt links the run whether trackio then works or not.
 
 trackio reports most of its own failures as warnings (warnings.warn, from its sender threads too), not
 exceptions: a warnings hook collects those that come from trackio's modules. Events are printed from
-the Trainer's hooks only (the main thread), with the step they happened at.
+the Trainer's hooks only (the main thread), with the step they happened at, and trackio's own prints
+(from its threads) are made whole-line writes, so they never split an event's line.
 
 render.py inlines this file after scripts/_runtime.py into every script that imports it. Like the
 other runtime modules it is standard-library only at import time.
@@ -35,6 +36,7 @@ import threading
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +126,7 @@ class TrackioReporter:
         self.init_done = threading.Event()
         self.started = time.monotonic()
         self.trackio: Any = None
+        self.run_config = run_config
         try:
             import trackio
         except Exception as exc:  # noqa: BLE001 - a missing or broken trackio is an alert, never the job's end
@@ -136,7 +139,12 @@ class TrackioReporter:
         self.trackio = trackio
         self.package_dir = str(Path(trackio.__file__).parent)
         self._hook_warnings()
-        threading.Thread(target=self._init, args=(run_config,), name="jobtrail-trackio-init", daemon=True).start()
+        _whole_line_prints(trackio.__name__)
+
+    def start(self) -> None:
+        """trackio.init, in the background: the training does not wait for it."""
+        if not self.off:
+            threading.Thread(target=self._init, name="jobtrail-trackio-init", daemon=True).start()
 
     # --- called from the Trainer's hooks ----------------------------------------------------
 
@@ -161,6 +169,15 @@ class TrackioReporter:
             self.pending.clear()
         self._alert_failures(step)
 
+    def alert(self, found: dict[str, Any]) -> None:
+        """One of the job's alerts (code, step, message, fix) on the trackio run too, once the run exists."""
+        if self.off or self.run is None:
+            return
+        try:
+            self.run.alert(title=str(found.get("code")), text=f"{found.get('message')} Fix: {found.get('fix')}")
+        except Exception as exc:  # noqa: BLE001 - trackio catches its own; anything left is an alert of ours
+            self._record(f"trackio could not show the alert {found.get('code')}: {_describe(exc)}")
+
     def finish(self, step: int) -> None:
         """Wait for init (what is left of its time), send what is pending, finish the run: bounded."""
         if not self.off:
@@ -177,7 +194,7 @@ class TrackioReporter:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _init(self, run_config: dict[str, Any]) -> None:
+    def _init(self) -> None:
         target = self.target
         try:
             run = self.trackio.init(
@@ -187,7 +204,7 @@ class TrackioReporter:
                 space_id=target["space_id"],
                 bucket_id=target["bucket_id"],
                 private=True if target["space_id"] else None,  # a Space trackio creates is the user's alone
-                config=run_config,
+                config=self.run_config,
                 resume="allow",  # a restarted attempt (same name) continues its own run
                 embed=False,
             )
@@ -313,12 +330,45 @@ def make_trackio_callback(config: dict[str, Any], run_id: str, attempt_id: str, 
             if state.is_world_process_zero:
                 reporter.finish(state.global_step)
 
+        @staticmethod
+        def also_on_trackio(emit_alerts: Callable[..., None]) -> Callable[..., None]:
+            """`emit_alerts` (the job's alert events), each alert then shown on the trackio run as well."""
+
+            def both(*alerts: dict[str, Any]) -> None:
+                emit_alerts(*alerts)
+                for found in alerts:
+                    reporter.alert(found)
+
+            return both
+
     callback = TrackioCallback()
     callback.target = target  # where it reports, for the model card
-    reporter.announce()
+    reporter.announce()  # before trackio's own thread starts printing
+    reporter.start()
     if reporter.off:  # trackio could not even be imported: say so before training starts
         reporter.poll(0)
     return callback
+
+
+def _whole_line_prints(package: str) -> None:
+    """Give trackio's modules a print() that writes each line whole.
+
+    trackio prints from its own threads (init, finish) while the job prints its events, and print()
+    writes the text and the line end separately: a line of trackio's could land in front of an event's,
+    which then no longer starts its line. One write per line keeps them apart.
+    """
+
+    def whole_line_print(
+        *values: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False
+    ) -> None:
+        stream = file if file is not None else sys.stdout
+        stream.write((" " if sep is None else sep).join(map(str, values)) + ("\n" if end is None else end))
+        if flush:
+            stream.flush()
+
+    for name, module in list(sys.modules.items()):
+        if module is not None and (name == package or name.startswith(package + ".")):
+            module.print = whole_line_print  # type: ignore[attr-defined]  # found before the builtin
 
 
 def _in_thread(work: Any, timeout_s: float, on_error: Any) -> bool:

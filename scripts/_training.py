@@ -110,6 +110,8 @@ def train(config: dict[str, Any], method: Method) -> None:
 
     trainer_class = getattr(trl, f"{method.trl_name}Trainer")
     callback = make_callback(job, method, args)
+    if tracking:  # the job's alerts show on its trackio run as well
+        callback.alert = tracking.also_on_trackio(callback.alert)
     with phase("setup", announce="tokenizing"):  # tokenising the data, wrapping the model with the adapter
         trainer = trainer_class(
             model=model,

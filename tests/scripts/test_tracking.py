@@ -44,8 +44,8 @@ def card() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]):
-    """Four SFT jobs side by side: trackio in a folder; in a folder it cannot create; with a trackio that
-    cannot be imported; and with report_to="none"."""
+    """Five SFT jobs side by side: trackio in a folder; in a folder it cannot create; with a trackio that
+    cannot be imported; with report_to="none"; and one whose absurd learning rate makes it diverge."""
     root = tmp_path_factory.mktemp("tracking")
     kit = JobKit(tiny_model, chat_dataset, job_env)
     (root / "a-file").write_text("not a folder")
@@ -57,21 +57,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, chat_datase
         "unwritable": {"TRACKIO_DIR": str(root / "a-file" / "trackio")},
         "no_import": {"TRACKIO_DIR": str(root / "trackio-2"), "PYTHONPATH": str(broken.parent)},
         "off": {"TRACKIO_DIR": str(root / "trackio-off")},
+        "diverges": {"TRACKIO_DIR": str(root / "trackio-nan")},
     }
-    jobs = []
-    for name, env in envs.items():
-        report_to = {"report_to": "none"} if name == "off" else {}
-        jobs.append(kit.job(root / name, env={**IDS, **env}, **report_to))
+    changes: dict[str, dict[str, Any]] = {"off": {"report_to": "none"}, "diverges": {"learning_rate": 1e20}}
+    jobs = [kit.job(root / name, env={**IDS, **env}, **changes.get(name, {})) for name, env in envs.items()]
     done = dict(zip(envs, run_jobs(*jobs), strict=True))
     return {name: (done[name], root / name, Path(env["TRACKIO_DIR"])) for name, env in envs.items()}
 
 
 def _trackio_logs(trackio_dir: Path, project: str, run: str) -> dict[str, Any]:
-    """The run as trackio itself reads it back: its metric logs and its config."""
+    """The run as trackio itself reads it back: its metric logs, its config and its alerts."""
     code = (
         "import json, sys; from trackio.sqlite_storage import SQLiteStorage as S; "
         "print(json.dumps({'runs': S.get_runs(sys.argv[1]), 'logs': S.get_logs(sys.argv[1], sys.argv[2]), "
-        "'config': S.get_run_config(sys.argv[1], sys.argv[2])}, default=str))"
+        "'config': S.get_run_config(sys.argv[1], sys.argv[2]), 'alerts': S.get_alerts(sys.argv[1], sys.argv[2])}, "
+        "default=str))"
     )
     env = {**os.environ, "TRACKIO_DIR": str(trackio_dir)}
     done = subprocess.run(
@@ -100,6 +100,16 @@ def test_a_training_job_reports_every_step_to_trackio(runs) -> None:
     assert losses == {e["step"]: pytest.approx(e["loss"]) for e in run.named("step")}
     assert all("train/learning_rate" in log and "train/grad_norm" in log for log in stored["logs"])
     assert stored["config"]["job_id"] == RUN_ID and stored["config"]["method"] == "sft"
+
+
+def test_the_jobs_alerts_show_on_its_trackio_run(runs) -> None:
+    run, _, trackio_dir = runs["diverges"]
+    assert run.termination["reason"] == "diverged", run.describe()
+    alerts = [a for a in run.named("alert") if a["code"] != "trackio.failed"]
+    assert alerts and not _alerts(run)
+    stored = _trackio_logs(trackio_dir, "model", f"{RUN_ID}-attempt-1")["alerts"]
+    assert [a["title"] for a in stored] == [a["code"] for a in alerts]
+    assert all(a["message"] in stored_alert["text"] for a, stored_alert in zip(alerts, stored, strict=True))
 
 
 def test_a_trackio_that_cannot_write_is_an_alert_and_the_job_succeeds(runs) -> None:
