@@ -135,7 +135,11 @@ def _receipt_text(r: dict[str, Any]) -> str:
         if placement
         else "  placement           -",
         f"  duration            {attempt['duration_s']:.1f}s" if attempt.get("duration_s") else "",
+        f"  trackio             project {r['trackio']['project']}, run {r['trackio']['run']}"
+        if r.get("trackio")
+        else "",
         "",
-        f"More: jobtrail inspect {r['job_id']}   ·   jobtrail logs {r['job_id']}",
+        f"More: jobtrail inspect {r['job_id']}   ·   jobtrail logs {r['job_id']}"
+        + (f"   ·   {r['trackio']['open']}" if r.get("trackio") else ""),
     ]
     return "\n".join(line for line in lines if line is not None)
