@@ -102,3 +102,11 @@ def test_job_scripts_never_import_jobtrail() -> None:
     """A rendered script runs on machines without jobtrail (HF Jobs containers)."""
     offenders = [p.name for p in SCRIPTS.glob("*.py") if _jobtrail_imports(p)]
     assert not offenders, offenders
+
+
+def test_test_modules_have_unique_names() -> None:
+    """Test folders are not packages: pytest imports test modules by file name, so two test_x.py collide."""
+    seen: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
