@@ -151,7 +151,11 @@ def test_missing_tokenizer_is_an_error(tiny_model: Path, tmp_path: Path) -> None
 def test_adapter_whose_base_is_missing_is_refused_with_the_fix(tiny_model: Path, tmp_path: Path) -> None:
     adapter = _adapter(tmp_path / "adapter", "/nowhere/base-model")
     finding = codes(check_conversion(conversion_facts(str(adapter)), ["Q8_0"], "qwen2"))["gguf.adapter_base_missing"]
-    assert finding.severity == "error" and "/nowhere/base-model" in finding.message and "base_model=" in finding.fix
+    assert (
+        finding.severity == "error"
+        and "/nowhere/base-model" in finding.message
+        and "base_model_name_or_path" in finding.fix
+    )
     # base_model= names the base instead: the base's architecture and K-quant shapes are then checked.
     found = codes(check_conversion(conversion_facts(str(adapter), base_model=str(tiny_model)), ["Q4_K_M"], "qwen2"))
     assert "gguf.adapter_base_missing" not in found and "gguf.k_quant_fallback" in found

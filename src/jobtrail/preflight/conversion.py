@@ -427,7 +427,8 @@ def _check_adapter(facts: ConversionFacts) -> tuple[list[Finding], dict[str, Any
                     "gguf.adapter_base_missing",
                     "error",
                     f"The adapter in {facts.source} names no base model (base_model_name_or_path).",
-                    "Pass base_model=<local dir or Hub id> of the model it was trained on.",
+                    f"Set base_model_name_or_path in {facts.source}/adapter_config.json to the local directory "
+                    "or Hub id of the model it was trained on, then convert again.",
                 )
             ],
             None,
@@ -455,7 +456,8 @@ def _check_adapter(facts: ConversionFacts) -> tuple[list[Finding], dict[str, Any
                     "error",
                     f"The adapter's base model {facts.base_ref} is not a model directory here"
                     f" ({'missing' if not base.exists else 'no config.json'}): it cannot be merged.",
-                    "Pass base_model=<local dir or Hub id> of the model the adapter was trained on.",
+                    f"Put the base model at {facts.base_ref}, or set base_model_name_or_path in "
+                    f"{facts.source}/adapter_config.json to where it is (a local directory or Hub id).",
                 )
             ],
             None,

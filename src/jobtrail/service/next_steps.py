@@ -21,6 +21,7 @@ from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReas
 from jobtrail.outcomes import retry as retry_policy
 from jobtrail.outcomes.retry import Decision
 from jobtrail.service.tracking import TrackioRun
+from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS
 from jobtrail.templates.runtime import runtime_module
 
 TRAINING_METHODS = ("sft", "dpo", "kto", "reward", "grpo")
@@ -78,7 +79,8 @@ def _after_training(
         _tool(
             "convert_gguf",
             f'convert_gguf(source="{run.run_id}")',
-            "GGUF files (F16 and Q4_K_M by default; quantizations=[...] for others) for llama.cpp, Ollama, LM Studio",
+            f"GGUF files (F16 and {', '.join(DEFAULT_QUANTIZATIONS)} by default; quantizations=[...] for others) "
+            "for llama.cpp, Ollama, LM Studio",
         )
     )
     again = f"method={json.dumps(run.method)}, model={json.dumps(run.model)}, dataset={json.dumps(run.dataset)}"
