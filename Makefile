@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: demo lint test bench soak
+.PHONY: demo lint test bench soak bench-train bench-train-gpu
 
 # The MCP Inspector (npm) for the test that drives the server through its CLI mode.
 INSPECTOR := .tools/node_modules/.bin/mcp-inspector
@@ -41,3 +41,13 @@ bench: $(VENV)/.installed
 # Concurrent MCP clients on real stdio servers while jobs and servers are killed; audits the ledger (< 3 min).
 soak: $(VENV)/.installed
 	$(PY) bench/soak.py
+
+# The rendered SFT job against plain TRL SFT (bench/train_throughput.py): tokens/s, memory, MFU, loss.
+# bench-train is its CPU smoke (tiny model built offline, < 1 min); bench-train-gpu, on a GPU machine with
+# the Hub, runs the 0.5B full fine-tuning and the 7B LoRA (without the Hub: --offline-shape, see the script).
+bench-train: $(VENV)/.installed
+	$(PY) bench/train_throughput.py --cpu-smoke
+
+bench-train-gpu: $(VENV)/.installed
+	$(PY) bench/train_throughput.py
+	$(PY) bench/train_throughput.py --model Qwen/Qwen2.5-7B --peft lora

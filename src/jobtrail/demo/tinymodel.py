@@ -74,9 +74,15 @@ def build_tiny_model(
     num_heads: int = 4,
     num_kv_heads: int = 2,
     vocab_size: int = 800,
+    max_positions: int = 512,
+    dtype: str = "float32",
     seed: int = 0,
 ) -> Path:
     """Build a random-init Qwen2ForCausalLM + trained BPE tokenizer in `dest`; idempotent.
+
+    max_positions and dtype matter for a stand-in of a real model's shape (bench/train_throughput.py on a
+    machine without the Hub): the sequence length it takes, and the precision its weights are stored in
+    ("bfloat16" like the Hub's checkpoints, so a trainer loading dtype="auto" gets what it would get there).
 
     The model is written to a temporary sibling directory and renamed into place, so a crash
     never leaves a half-built model that a later call would mistake for a complete one.
@@ -88,7 +94,7 @@ def build_tiny_model(
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-", dir=dest.parent))
     try:
         tokenizer = _train_tokenizer(vocab_size, seed)
-        hf_tokenizer = _save_tokenizer(tokenizer, staging)
+        hf_tokenizer = _save_tokenizer(tokenizer, staging, max_positions)
         _save_model(
             staging,
             _special_token_ids(hf_tokenizer),
@@ -99,6 +105,8 @@ def build_tiny_model(
             num_hidden_layers=num_layers,
             num_attention_heads=num_heads,
             num_key_value_heads=num_kv_heads,
+            max_position_embeddings=max_positions,
+            dtype=dtype,
         )
         _check_round_trip(tokenizer, staging)
         (staging / COMPLETE_MARKER).write_text(json.dumps({"seed": seed, "vocab_size": vocab_size}))
@@ -161,7 +169,7 @@ def _train_tokenizer(vocab_size: int, seed: int) -> Tokenizer:
     return tokenizer
 
 
-def _save_tokenizer(tokenizer: Tokenizer, out: Path) -> Qwen2Tokenizer:
+def _save_tokenizer(tokenizer: Tokenizer, out: Path, max_positions: int) -> Qwen2Tokenizer:
     """Wrap the trained BPE as Qwen2Tokenizer (what AutoTokenizer picks for qwen2) and save it."""
     from transformers import Qwen2Tokenizer
 
@@ -178,7 +186,7 @@ def _save_tokenizer(tokenizer: Tokenizer, out: Path) -> Qwen2Tokenizer:
         eos_token=IM_END,
         pad_token=ENDOFTEXT,
         additional_special_tokens=[IM_START, IM_END],
-        model_max_length=512,
+        model_max_length=max_positions,
     )
     hf_tokenizer.chat_template = CHAT_TEMPLATE
     hf_tokenizer.save_pretrained(out)
@@ -195,21 +203,21 @@ def _special_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
     return ids
 
 
-def _save_model(out: Path, token_ids: dict[str, int], seed: int, **sizes: Any) -> None:
-    """A random-init Qwen2 model of the given sizes (Qwen2Config's names), ChatML's end token as EOS."""
+def _save_model(out: Path, token_ids: dict[str, int], seed: int, dtype: str, **sizes: Any) -> None:
+    """A random-init Qwen2 model of the given sizes (Qwen2Config's names), ChatML's end token as EOS,
+    made and stored in `dtype` (a torch dtype's name)."""
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoModelForCausalLM, GenerationConfig, Qwen2Config
 
     config = Qwen2Config(
         **sizes,
-        max_position_embeddings=512,
         tie_word_embeddings=True,
         bos_token_id=None,
         eos_token_id=token_ids[IM_END],
         pad_token_id=token_ids[ENDOFTEXT],
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     model.generation_config = GenerationConfig(eos_token_id=token_ids[IM_END], pad_token_id=token_ids[ENDOFTEXT])
     model.save_pretrained(out)  # safetensors is the default (and only) format in transformers 5
 
