@@ -374,6 +374,7 @@ def _judge(
         seq_len=memory_seq,
         batch=request.per_device_train_batch_size,
         gradient_checkpointing=request.gradient_checkpointing,
+        head=method_spec(request.method).lm_head,
     )
     measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
     if measured_peak is not None:

@@ -21,6 +21,12 @@ from jobtrail.estimate.params import ModelShape
 
 Device = Literal["cuda_bf16", "cuda_fp16", "cpu"]
 Peft = Literal["lora", "qlora", "none"]
+# How the trainer turns the last hidden states into a loss (the method registry says which):
+#   "logits": the model's own head, fp32 [tokens × vocabulary] logits (transformers' Trainer);
+#   "fused": TRL >= 1.16's fused LM head (SFT, DPO, KTO, GRPO): log-probabilities computed tile by
+#            tile, never the whole logits (trl/kernels/chunked_logprob.py);
+#   "score": a sequence-classification head (reward models): one score per sequence.
+Head = Literal["logits", "fused", "score"]
 
 GB = 1e9  # decimal GB throughout, like GPU data sheets and the flavor table
 
@@ -66,6 +72,10 @@ HEADROOM = 0.90
 # dropped-out copy of the input, saved for backward with a one-byte mask per element.
 LORA_DROPOUT_MASK_BYTES = 1
 
+# TRL 1.16's fused LM head (ChunkedLogProbFunction) projects at most this many tokens onto at most
+# this many vocabulary entries at a time (TOKEN_CHUNK_SIZE and _CHUNKED_LOGPROB_CHUNK_SIZE there).
+FUSED_HEAD_TOKENS, FUSED_HEAD_VOCAB = 4096, 32768
+
 
 class MemoryBreakdown(BaseModel):
     """GB (1e9 bytes) per component, for one device; total_gb is their sum."""
@@ -77,7 +87,10 @@ class MemoryBreakdown(BaseModel):
     activations_gb: float = Field(
         description="Tensors saved for backward (one layer recomputed at a time when checkpointing)."
     )
-    logits_gb: float = Field(description="fp32 logits of one micro-batch: tokens × vocabulary × 4 bytes.")
+    logits_gb: float = Field(
+        description="The output head's working memory for one micro-batch: the fp32 logits (tokens × vocabulary × "
+        "4 bytes) where the trainer builds them; TRL's fused LM head (SFT, DPO, KTO, GRPO) holds one tile of them."
+    )
     overhead_gb: float = Field(description="CUDA context on a GPU; the Python/torch runtime on a CPU.")
     total_gb: float = Field(description="Peak memory of the device: the sum of the above.")
 
@@ -103,15 +116,20 @@ def estimate_memory(
     seq_len: int,
     batch: int,
     gradient_checkpointing: bool,
+    head: Head = "logits",
 ) -> MemoryBreakdown:
     """Peak memory of one device training one micro-batch of `batch` × `seq_len` tokens.
 
-    The total is the sum of the components, which bounds the peak from above: the logits peak
-    at the loss, the recomputed layer and the gradients later in backward. The logits count as
-    fp32 [tokens × vocabulary] (the preflight's rule) although TRL >= 1.16 computes the
-    SFT/DPO/GRPO losses through a tiled, fused LM head that never holds them whole. Both err on
-    the safe side: on an H100, a 0.8B Qwen2-shaped model (16 × 512 tokens) peaked 10% below this
-    sum with full fine-tuning and 16% below with LoRA (torch.cuda.max_memory_allocated).
+    The total is the sum of the components, which bounds the peak from above: the head's work
+    peaks at the loss, the recomputed layer and the gradients later in backward. `head` is how
+    the trainer computes the loss: "logits" counts the whole fp32 logits (the preflight's rule
+    for a trainer that builds them: a 262k vocabulary at 4k tokens is 4.3 GB by itself).
+
+    Measured on an H100 (torch.cuda.max_memory_allocated, a 0.8B Qwen2-shaped model, SFT with
+    TRL 1.16, 16 × 512 tokens, gradient checkpointing; the fixtures of tests/estimate): full
+    fine-tuning peaked 10% and LoRA 16% below this sum as it was with whole logits (LoRA 1.20×
+    over). The logits were most of that gap: SFT's fused head never builds them. With the fused
+    head counted as it works (head_bytes) the sum is 1.01× the LoRA peak and 1.06× the full one.
     """
     tokens = batch * seq_len
     parts = {
@@ -120,11 +138,28 @@ def estimate_memory(
         "gradients_gb": trainable_params * FP32,  # gradients match their fp32 parameters
         "optimizer_gb": trainable_params * OPTIMIZER_BYTES[optimizer],
         "activations_gb": activation_total_bytes(shape, device, peft, tokens, gradient_checkpointing),
-        "logits_gb": tokens * shape.vocab_size * FP32,
+        "logits_gb": head_bytes(shape, device, tokens, head),
         "overhead_gb": (CPU_RUNTIME_GB if device == "cpu" else CUDA_CONTEXT_GB) * GB,
     }
     gb = {name: value / GB for name, value in parts.items()}
     return MemoryBreakdown(**{k: round(v, 3) for k, v in gb.items()}, total_gb=round(sum(gb.values()), 3))
+
+
+def head_bytes(shape: ModelShape, device: Device, tokens: int, head: Head) -> float:
+    """What the output head holds at the loss, for one micro-batch of `tokens` tokens.
+
+    "fused" (TRL's ChunkedLogProbFunction): a copy of the hidden states it scores (saved for
+    backward), one [4096 tokens × 32768 vocabulary] tile in the compute dtype, and in backward the
+    fp32 gradient of the hidden states; an output head that trains (full fine-tuning) gets an fp32
+    gradient too, which is the one gradients_gb already counts.
+    """
+    if head == "score":
+        return 0.0
+    if head == "logits":
+        return float(tokens * shape.vocab_size * FP32)
+    e = activation_bytes(device)
+    tile = min(tokens, FUSED_HEAD_TOKENS) * min(shape.vocab_size, FUSED_HEAD_VOCAB) * e
+    return float(tile + (e + FP32) * shape.hidden_size * tokens)
 
 
 def frozen_weight_bytes(shape: ModelShape, device: Device, peft: Peft) -> float:

@@ -18,7 +18,7 @@ _MEMORY_ROWS = [
     ("gradients_gb", "gradients"),
     ("optimizer_gb", "optimizer state"),
     ("activations_gb", "activations"),
-    ("logits_gb", "logits (fp32)"),
+    ("logits_gb", "output head (logits)"),
     ("overhead_gb", "overhead"),
 ]
 

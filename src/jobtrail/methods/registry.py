@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from jobtrail.methods import METHODS, TrainingMethod, rules
 from jobtrail.methods.rewards import REWARD_HYPERPARAMETERS
@@ -70,6 +70,9 @@ class MethodSpec:
     checks: tuple[rules.Rule, ...]  # run in this order; each returns Findings
     # The method's own knobs, which are not TRL config fields, with their defaults.
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    # How its TRL 1.16 trainer computes the loss from the last hidden states (estimate/memory.py's
+    # Head): SFT, DPO, KTO and GRPO patch in a fused LM head that never builds the whole logits.
+    lm_head: Literal["logits", "fused", "score"] = "fused"
 
     @property
     def config_class(self) -> str:
@@ -119,6 +122,7 @@ _REWARD = MethodSpec(
     defaults=_defaults(1e-4, batch=2, accumulation=4, max_length=1024),
     flops=FlopsRule(sequences=2),  # chosen and rejected, scored against each other; no reference model
     checks=(rules.rewards_only_for_grpo, rules.reward_centering),
+    lm_head="score",  # a sequence-classification model: one score per sequence, no vocabulary logits
 )
 # Generation batch 4 x 2 = 8 completions: two prompts' groups of 4 per optimizer step. GRPO has
 # no max_length: prompts are kept whole and completions capped by max_completion_length.
