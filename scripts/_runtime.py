@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -45,7 +46,12 @@ _EMIT_LOCK = threading.Lock()  # the watchdog thread emits too: one whole line a
 
 
 def emit(event: str, **fields: Any) -> None:
-    """Print one structured event line and flush at once (logs may be all that survives)."""
+    """Print one structured event line and flush at once (logs may be all that survives).
+
+    In a job of many workers only rank 0 speaks: the others train the same steps, and one receipt
+    is built from one account of them."""
+    if process_rank() != 0:
+        return
     record = {"event": event, "time": time.time(), **fields}
     line = EVENT_PREFIX + json.dumps(record, separators=(",", ":"), default=str)
     with _EMIT_LOCK:
@@ -62,6 +68,7 @@ def emit_environment() -> dict[str, Any]:
         "packages": {name: package_version(name) for name in PACKAGES},
         **_torch_facts(),
         "image": os.environ.get("JOBTRAIL_IMAGE"),
+        "world_size": world_size(),  # the job's workers; what else this event says is rank 0's view
     }
     emit("environment", **info)
     return info
@@ -677,6 +684,9 @@ class Terminated(SystemExit):
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    # Once is enough: a launcher forwards the signal its workers already got from the supervisor,
+    # and a second Terminated raised inside the first one's unwinding would only cut it short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     emit("signal", signal=signum)
     raise Terminated(SIGTERM_EXIT_CODE)
 
@@ -686,8 +696,13 @@ def install_signal_handlers() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def run_job(main: Callable[[], Any]) -> None:
-    """Run `main` so that every ending leaves one `termination` event (or a `signal` event)."""
+def run_job(main: Callable[[], Any], launcher: dict[str, Any] | None = None) -> None:
+    """Run `main` so that every ending leaves one `termination` event (or a `signal` event).
+
+    `launcher` is CONFIG["launcher"]: with more than one process this process becomes the
+    launcher of the job's workers (launch_workers), each of which runs this script and so `main`."""
+    if (launcher or {}).get("num_processes", 1) > 1 and not is_worker():
+        launch_workers(int(launcher["num_processes"]))  # type: ignore[index]  # checked just above
     install_signal_handlers()
     try:
         main()
@@ -710,5 +725,156 @@ def run_job(main: Callable[[], Any]) -> None:
 def _fail(exc: BaseException) -> None:
     traceback.print_exception(exc, file=sys.stderr)
     sys.stderr.flush()
-    emit("termination", reason=classify_exception(exc), message=describe_exception(exc), error_type=type(exc).__name__)
+    ending = {"reason": classify_exception(exc), "message": describe_exception(exc), "error_type": type(exc).__name__}
+    lost_peer = is_worker() and world_size() > 1 and _lost_a_peer(exc)
+    if not lost_peer:
+        emit("termination", **ending)  # rank 0's; the others' reach the log through their launcher
+    _leave_ending(ending, reported=process_rank() == 0 and not lost_peer, lost_peer=lost_peer)
     raise SystemExit(1)
+
+
+# --- many workers: one process per GPU --------------------------------------------------------
+# A job whose CONFIG["launcher"] asks for N > 1 processes starts as one process, the launcher,
+# which runs torch's elastic launcher (torch.distributed.run, what `torchrun` runs) as a library on
+# its own script: the same command starts the job locally (`python script.py`) and on HF Jobs
+# (`uv run script.py`). With --run-path the workers are multiprocessing children running the script
+# with runpy, so they stay in the launcher's process group: the local supervisor's signals (cancel,
+# timeout) reach every one of them and nothing can outlive the attempt. Each worker is told its RANK
+# and WORLD_SIZE; the Trainer (accelerate) joins them over gloo on CPU and NCCL on GPUs.
+#
+# Rank 0 emits the job's events (emit). A worker that fails leaves its ending in the launcher's
+# folder (JOBTRAIL_WORKER_ENDINGS); when torch's launcher reports the workers failed, the launcher
+# emits the termination event that rank 0 could not: another rank's error, or a worker killed by a
+# signal (torch's launcher then stops the others). That event is the only one the launcher emits.
+
+WORKER_ENDINGS_ENV = "JOBTRAIL_WORKER_ENDINGS"
+# Signals that take a process away from outside (the server reads a job killed by one, without sign
+# of running out of memory, as preempted); a worker ended by SIGTERM exits 143 through run_job.
+_TAKEN_AWAY = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# What a collective says when the worker at the other end died (gloo, NCCL, the c10d store).
+_LOST_PEER_RE = re.compile(
+    r"connection (reset|closed) by peer|remote process exited|broken pipe|communicator was aborted|"
+    r"remote worker|socket timeout",
+    re.I,
+)
+
+
+def is_worker() -> bool:
+    """Whether torch's elastic launcher started this process (it names every worker's run)."""
+    return "TORCHELASTIC_RUN_ID" in os.environ
+
+
+def process_rank() -> int:
+    """This process's rank among the job's workers; 0 for a job of one process (and its launcher)."""
+    return int(os.environ.get("RANK") or 0) if is_worker() else 0
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE") or 1) if is_worker() else 1
+
+
+def barrier() -> None:
+    """Wait until every worker gets here; nothing to wait for in a job of one process."""
+    if world_size() <= 1:
+        return
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def launch_workers(num_processes: int) -> None:
+    """Run this script as `num_processes` workers under torch's elastic launcher; never returns.
+
+    Exits 0 when every worker succeeded, 128 + N when a signal N stopped this launcher (a cancel
+    or a timeout: its workers got it too), otherwise 1 (or 128 + N for a worker killed by signal N)
+    after the termination event rank 0 could not emit (worker_failure)."""
+    endings = Path(tempfile.mkdtemp(prefix="jobtrail-workers-"))
+    os.environ[WORKER_ENDINGS_ENV] = str(endings)
+    try:
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.run import parse_args, run
+    except BaseException as exc:  # noqa: BLE001 - torch missing or broken: nobody else can say so
+        shutil.rmtree(endings, ignore_errors=True)
+        _fail(exc)
+    script = os.path.abspath(sys.argv[0])
+    argv = ["--standalone", "--nnodes=1", f"--nproc-per-node={num_processes}", "--run-path", script]
+    try:
+        run(parse_args(argv))
+    except SignalException as exc:
+        raise SystemExit(128 + int(exc.sigval)) from None
+    except ChildFailedError as exc:
+        ending, code = worker_failure(exc.failures, _read_endings(endings))
+        if ending:
+            emit("termination", **ending)
+        print(f"jobtrail launcher: workers failed: {ending or 'rank 0 said why'}", file=sys.stderr, flush=True)
+        raise SystemExit(code) from None
+    finally:
+        shutil.rmtree(endings, ignore_errors=True)
+    raise SystemExit(0)
+
+
+def worker_failure(failures: dict[int, Any], endings: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int]:
+    """(the termination event rank 0 could not emit, or None when it did; the launcher's exit code).
+
+    `failures`: torch's, by rank (local_rank, pid, exitcode: -N for a death by signal N);
+    `endings`: what failed workers left (_leave_ending). The first real failure wins: a worker's own
+    error (rank 0 already reported its own), else a worker killed by a signal; a worker that only
+    lost its peer says nothing about why."""
+    errors = sorted((e for e in endings if not e.get("lost_peer")), key=lambda e: e["time"])
+    if errors:
+        first = errors[0]
+        if first.get("reported"):
+            return None, 1
+        fields = {k: first[k] for k in ("reason", "message", "error_type")}
+        return {**fields, "message": f"worker rank {first['rank']}: {first['message']}", "rank": first["rank"]}, 1
+    killed = [(rank, f) for rank, f in sorted(failures.items()) if f.exitcode < 0 or 128 < f.exitcode < 160]
+    if killed:
+        rank, failure = killed[0]
+        signum = -failure.exitcode if failure.exitcode < 0 else failure.exitcode - 128
+        name = _signal_name(signum)
+        return {
+            "reason": "preempted" if signum in _TAKEN_AWAY else "unknown",
+            "message": f"worker rank {rank} (pid {failure.pid}) was stopped by {name}, which the job did not send; "
+            "torch's launcher stopped the other workers",
+            "signal": signum,
+            "rank": rank,
+        }, 128 + signum
+    rank, failure = min(failures.items())
+    return {
+        "reason": "unknown",
+        "message": f"worker rank {rank} (pid {failure.pid}) exited with code {failure.exitcode} without saying why",
+        "rank": rank,
+    }, 1
+
+
+def _leave_ending(ending: dict[str, Any], *, reported: bool, lost_peer: bool) -> None:
+    """Tell the launcher how this worker ended (nothing to do without one)."""
+    folder = os.environ.get(WORKER_ENDINGS_ENV)
+    if not folder or not is_worker():
+        return
+    record = {**ending, "rank": process_rank(), "time": time.time(), "reported": reported, "lost_peer": lost_peer}
+    with contextlib.suppress(OSError):  # the launcher is gone: nobody to tell
+        _atomic_write(Path(folder) / f"rank-{process_rank()}.json", json.dumps(record).encode())
+
+
+def _read_endings(folder: Path) -> list[dict[str, Any]]:
+    endings = []
+    for path in folder.glob("rank-*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            endings.append(json.loads(path.read_text()))
+    return endings
+
+
+def _lost_a_peer(exc: BaseException) -> bool:
+    """Whether `exc` is a collective failing because another worker died (its launcher says why)."""
+    collective = {"DistBackendError", "DistNetworkError", "RuntimeError"}
+    return any(bool(_names(e) & collective) and bool(_LOST_PEER_RE.search(str(e))) for e in _chain(exc))
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -28,6 +28,7 @@ from _runtime import (
     announce_phase,
     apply_mapping,
     apply_retention,
+    barrier,
     begin_checkpoint,
     commit_checkpoint,
     emit,
@@ -38,6 +39,7 @@ from _runtime import (
     mapping_source_columns,
     package_version,
     phase,
+    process_rank,
     push_checkpoint,
     push_final,
     sha256_file,
@@ -101,9 +103,14 @@ def train(config: dict[str, Any], method: Method) -> None:
         args = build_training_args(getattr(trl, f"{method.trl_name}Config"), config, job.output_dir)
         peft_config = build_peft_config(config.get("peft"), task_type="SEQ_CLS" if method.reward_head else "CAUSAL_LM")
         trainer_inputs = method.trainer_inputs(config)
-        # Started now, so trackio's init runs in the background while the data and model load.
-        tracking = make_trackio_callback(config, job.run_id, job.attempt_id, base_model(config["model"]), method.name)
-    dataset, eval_rows = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
+        # Started now, so trackio's init runs in the background while the data and model load; one run
+        # per job, rank 0's (the args joined the job's workers: the ranks are known from here on).
+        tracking = None
+        if process_rank() == 0:
+            model_name = base_model(config["model"])
+            tracking = make_trackio_callback(config, job.run_id, job.attempt_id, model_name, method.name)
+    with args.main_process_first(desc="preparing the data"):  # rank 0 fills the datasets cache first
+        dataset, eval_rows = prepare_dataset(job, lambda rows: method.detect_format(rows, config))
     with phase("model", announce="loading_model"):
         model, tokenizer = load_model(config, args, reward_head=method.reward_head)
     resume_path = resume_point(job)
@@ -454,9 +461,10 @@ def four_bit_config(args: Any) -> Any:
 
 def resume_point(job: Job) -> str | None:
     """The newest committed checkpoint to resume from (fetched from the Hub on a fresh machine)."""
-    if job.push_to:  # a fresh remote machine: the last committed checkpoint lives on the Hub
+    if job.push_to and process_rank() == 0:  # a fresh remote machine: the last committed checkpoint is on the Hub
         with phase("resume"):
             fetch_remote_checkpoint(job.push_to, job.output_dir)
+    barrier()  # every worker resumes from the same checkpoint, fetched or not
     resume_path, resume_step, skipped = find_resume_target(job.output_dir)
     emit("resume", checkpoint=resume_path, step=resume_step, skipped=skipped)
     return resume_path
@@ -513,8 +521,10 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             if control.should_save and not weights_finite(kwargs.get("model")):
                 self.alert(*self.watch.on_lost_weights(state.global_step))
                 self.stop_diverged(control)
-            if control.should_save and state.is_world_process_zero:
-                begin_checkpoint(output_dir / f"checkpoint-{state.global_step}", state.global_step)
+            if control.should_save:
+                if state.is_world_process_zero:
+                    begin_checkpoint(output_dir / f"checkpoint-{state.global_step}", state.global_step)
+                barrier()  # no worker writes its part before an old commit of that directory is withdrawn
             if control.should_evaluate and not control.should_log:  # no step event comes first
                 announce_phase("evaluating")
 
@@ -526,7 +536,10 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             announce_phase("training")
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            # Called after Trainer wrote weights, optimizer, scheduler, RNG and trainer state.
+            # Called after Trainer wrote weights, optimizer, scheduler, RNG and trainer state: every
+            # worker writes its own part (its RNG state, its shard), and the Trainer does not wait for
+            # them, so the commit waits until all have.
+            barrier()
             ckpt = output_dir / f"checkpoint-{state.global_step}"
             if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
                 with self.watchdog.paused():  # hashing and uploading are slow, not stuck
@@ -543,8 +556,9 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
                 self.alert(*self.watch.new(method.check_steps(self.steps, job.config)))
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
-            # The final summary is no step; other ranks would repeat rank 0.
-            if not logs or not state.is_world_process_zero:
+            # The final summary is no step. Every worker logs the same numbers (gathered) and watches
+            # them, so all stop together on a lost loss; only rank 0's events are printed (emit).
+            if not logs:
                 return
             if "loss" in logs:
                 self.log_step(state, logs)
@@ -616,7 +630,7 @@ def train_and_finish(job: Job, trainer: Any, callback: Any, resume_path: str | N
     with phase("save", announce="saving"):
         save_final(trainer, job)
     emit_metrics(result.metrics, trainer.state, callback.tokens_at_start)
-    if job.push_to:
+    if job.push_to and process_rank() == 0:
         with phase("push", announce="pushing"):
             push_final(job.output_dir / FINAL_DIR, job.push_to)
 
@@ -630,7 +644,9 @@ def save_final(trainer: Any, job: Job) -> Path:
         if final.exists():  # an earlier attempt's final model: this attempt's replaces it
             shutil.rmtree(final)
         begin_checkpoint(final, step)
+    barrier()  # the old final model is gone before any worker writes the new one
     trainer.save_model(str(final))  # every rank (sharded saves); writes the tokenizer too
+    barrier()  # ... and every worker has written its part before rank 0 commits
     if is_main:
         write_model_card(trainer, job, final)
         commit_checkpoint(final, step, job.run_id, job.attempt_id)

@@ -36,4 +36,4 @@ CONFIG: dict = example_config(
 DPO = Method("dpo", "DPO", lambda rows, config: preference_format(rows, "DPO"))
 
 if __name__ == "__main__":
-    run_job(lambda: train(CONFIG, DPO))
+    run_job(lambda: train(CONFIG, DPO), CONFIG.get("launcher"))

@@ -293,4 +293,4 @@ GRPO = Method(
 )
 
 if __name__ == "__main__":
-    run_job(lambda: train(CONFIG, GRPO))
+    run_job(lambda: train(CONFIG, GRPO), CONFIG.get("launcher"))

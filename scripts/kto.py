@@ -58,4 +58,4 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
 KTO = Method("kto", "KTO", detect_format)
 
 if __name__ == "__main__":
-    run_job(lambda: train(CONFIG, KTO))
+    run_job(lambda: train(CONFIG, KTO), CONFIG.get("launcher"))

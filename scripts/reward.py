@@ -36,4 +36,4 @@ CONFIG: dict = example_config(
 REWARD = Method("reward", "Reward", lambda rows, config: preference_format(rows, "reward modelling"), reward_head=True)
 
 if __name__ == "__main__":
-    run_job(lambda: train(CONFIG, REWARD))
+    run_job(lambda: train(CONFIG, REWARD), CONFIG.get("launcher"))

@@ -55,4 +55,4 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
 SFT = Method("sft", "SFT", detect_format)
 
 if __name__ == "__main__":
-    run_job(lambda: train(CONFIG, SFT))
+    run_job(lambda: train(CONFIG, SFT), CONFIG.get("launcher"))

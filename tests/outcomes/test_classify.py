@@ -44,6 +44,22 @@ def _exit(code=None, signal=None, **kw) -> ExitRecord:
         (_exit(None, 9), None, ["step 3"], {}, R.PREEMPTED),
         (_exit(137), None, [], {}, R.PREEMPTED),
         (_exit(137), None, ["Out of memory: Killed process 4242 (python)"], {}, R.OOM),
+        # A job's launcher reports a worker killed by a signal: the same reading as a job killed by one.
+        (_exit(137), {"reason": "preempted", "message": "worker rank 1 ...", "signal": 9}, [], {}, R.PREEMPTED),
+        (
+            _exit(137),
+            {"reason": "preempted", "message": "worker rank 1 ...", "signal": 9},
+            ["Out of memory: Killed process 4242 (python)"],
+            {},
+            R.OOM,
+        ),
+        (
+            _exit(137),
+            {"reason": "preempted", "message": "worker rank 1 ...", "signal": 9},
+            [],
+            {"cancel_requested": True},
+            R.CANCELLED,
+        ),
         (_exit(None, 15), None, ["training..."], {}, R.PREEMPTED),
         (_exit(143), None, [], {}, R.PREEMPTED),
         (_exit(1), None, ["ModuleNotFoundError: No module named 'trl'"], {}, R.DEPENDENCY_ERROR),

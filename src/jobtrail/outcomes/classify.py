@@ -150,7 +150,13 @@ def classify(
             evidence="termination event",
         )
         # The job could not name the cause; its log may (a library's exception it does not know).
-        return (_from_log(log_tail) or told) if told.reason is R.UNKNOWN else told
+        if told.reason is R.UNKNOWN:
+            return _from_log(log_tail) or told
+        if isinstance(termination.get("signal"), int):
+            # A worker died by a signal (its launcher's account, as a job's own exit by signal): OOM lines say why.
+            by_log = _from_log(log_tail)
+            return by_log if by_log and by_log.reason is R.OOM else told
+        return told
     if exit_record and exit_record.exit_code == 0 and exit_record.signal is None:
         return Verdict(R.SUCCEEDED, "Exited 0.")
     by_log = _from_log(log_tail)
