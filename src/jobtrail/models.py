@@ -75,6 +75,23 @@ class Finding(BaseModel):
     fix: str | None = None
 
 
+class Launcher(BaseModel):
+    """How a training job's processes are started: one `python` process, or `torchrun` (torch's
+    elastic launcher, run by the job script itself) with one worker per GPU (gloo workers on a CPU)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["python", "torchrun"] = Field(description='"python": one process; "torchrun": num_processes workers.')
+    num_processes: int = Field(description="Worker processes: one per GPU used (or N CPU workers on request).")
+    strategy: Literal["single", "ddp", "fsdp"] = Field(
+        description='"single": one process; "ddp": every GPU holds the whole model; "fsdp": weights, gradients '
+        "and optimizer state sharded across the GPUs (the model does not fit one)."
+    )
+
+
+SINGLE_PROCESS = Launcher(kind="python", num_processes=1, strategy="single")
+
+
 class JobSpec(BaseModel):
     """What the caller asked for, validated and normalised; the input to render and preflight."""
 

@@ -1,4 +1,5 @@
-"""estimate_cost and hardware (issue 4): parameter counts, memory, fits, time, money, calibration.
+"""estimate_cost and hardware (issue 4): parameter counts, memory, fits, time, money, calibration; the
+launcher (issue 15): one process per GPU, DDP when the model fits one GPU, FSDP when it fits only sharded.
 
 Model configs below are the published config.json values (as released on the Hub), written
 out here because no test reaches the Hub; each test names the published size it compares to.
@@ -30,11 +31,13 @@ from jobtrail.estimate import (
 from jobtrail.estimate.cost import flops_per_token, recommended_timeout_s
 from jobtrail.estimate.hardware import BUNDLED, SNAPSHOT_DATE
 from jobtrail.estimate.memory import CUDA_CONTEXT_GB, NF4_BYTES, MemoryBreakdown, Peft, estimate_memory
+from jobtrail.estimate.parallel import SHARDED_PARTS, choose_launcher, per_gpu_memory, too_many_processes
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.ledger.db import MIGRATIONS
 from jobtrail.ledger.store import Ledger
 from jobtrail.methods import METHODS
 from jobtrail.methods.registry import method_spec
+from jobtrail.models import SINGLE_PROCESS, Launcher
 
 LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B
     "architectures": ["LlamaForCausalLM"],
@@ -815,3 +818,90 @@ def test_hardware_and_estimates_include_this_machine_and_a_local_model_is_estima
     result = estimate_cost(str(tmp_path / "model"), api=OFFLINE, num_examples=10, avg_tokens=32)
     assert result.flavor == "local" and result.recommended_flavor == "local" and set(result.fits) == {"local"}
     assert result.cost_usd == 0 and any("only the local backend" in note for note in result.notes)
+
+
+# --- many GPUs: the launcher and what it does to memory per GPU and time ---------------------
+
+
+def ddp(n: int) -> Launcher:
+    return Launcher(kind="torchrun", num_processes=n, strategy="ddp")
+
+
+@pytest.mark.parametrize(
+    ("gpus", "requested", "fits_one_gpu", "expected"),
+    [
+        (0, None, None, SINGLE_PROCESS),  # a CPU: one process
+        (1, None, True, SINGLE_PROCESS),
+        (1, None, False, SINGLE_PROCESS),  # nothing to shard across: the memory finding says it
+        (4, None, True, ddp(4)),  # one per GPU
+        (4, None, None, ddp(4)),  # not estimated: DDP needs nothing more
+        (4, None, False, Launcher(kind="torchrun", num_processes=4, strategy="fsdp")),
+        (8, 2, True, ddp(2)),  # the user's num_processes wins
+        (8, 1, False, SINGLE_PROCESS),
+        (0, 2, None, ddp(2)),  # gloo workers on a CPU
+        (0, 2, False, ddp(2)),  # no FSDP on a CPU
+        (4, 8, True, ddp(4)),  # never more workers than GPUs (too_many_processes says so)
+    ],
+)
+def test_choose_launcher(gpus, requested, fits_one_gpu, expected):
+    assert choose_launcher(gpus, requested, fits_one_gpu) == expected
+
+
+def test_more_processes_than_gpus_is_too_many_but_a_cpu_takes_any_number():
+    assert too_many_processes(4, 8) and not too_many_processes(4, 4) and not too_many_processes(4, None)
+    assert not too_many_processes(0, 16)
+
+
+def test_a_model_that_fits_one_gpu_runs_ddp_on_every_gpu_of_the_flavor():
+    one = _estimate(QWEN25_05B, flavor="l4x1")
+    four = _estimate(QWEN25_05B, flavor="l4x4")
+    assert one.launcher == SINGLE_PROCESS and four.launcher == ddp(4)
+    # Per GPU: the whole model, plus DDP's gradient buckets (a second copy of the gradients).
+    assert four.memory.weights_gb == one.memory.weights_gb
+    assert four.memory.gradients_gb == pytest.approx(2 * one.memory.gradients_gb, abs=1e-3)
+    assert four.memory.total_gb == pytest.approx(one.memory.total_gb + one.memory.gradients_gb, abs=2e-3)
+    assert four.tokens_per_second > 3 * one.tokens_per_second  # 4 processes × 0.9 scaling
+    assert any("4 worker processes (torchrun, DDP), one per GPU of l4x4" in note for note in four.notes)
+    assert not any("every GPU holds the whole model" in note for note in four.notes)
+
+
+def test_a_model_too_big_for_one_gpu_is_sharded_with_fsdp_and_fits():
+    alone = _estimate(LLAMA_31_8B, peft="none", optim="adamw", flavor="a100-large", max_length=1024)
+    sharded = _estimate(LLAMA_31_8B, peft="none", optim="adamw", flavor="a100x8", max_length=1024)
+    assert not alone.fits["a100-large"] and alone.launcher == SINGLE_PROCESS
+    assert sharded.launcher == Launcher(kind="torchrun", num_processes=8, strategy="fsdp")
+    assert sharded.fits["a100x8"] and sharded.memory.total_gb <= sharded.usable_gb
+    for part in SHARDED_PARTS:  # weights, gradients, optimizer state: 1/8 each
+        assert getattr(sharded.memory, part) == pytest.approx(getattr(alone.memory, part) / 8, abs=1e-3)
+    for part in ("activations_gb", "logits_gb", "overhead_gb"):  # every GPU runs its own micro-batch
+        assert getattr(sharded.memory, part) == getattr(alone.memory, part)
+    assert any("FSDP" in note and f"{alone.memory.total_gb:.1f} GB" in note for note in sharded.notes)
+
+
+def test_the_users_num_processes_sets_the_workers_and_the_time():
+    all_four = _estimate(QWEN25_05B, flavor="l4x4")
+    two = _estimate(QWEN25_05B, flavor="l4x4", num_processes=2)
+    assert two.launcher == ddp(2) and two.tokens_per_second < all_four.tokens_per_second / 1.8
+    assert "× 2 GPUs" in two.assumptions["throughput"]
+    assert any("2 of l4x4's 4 GPUs" in note for note in two.notes)
+    too_many = _estimate(QWEN25_05B, flavor="l4x4", num_processes=8)
+    assert too_many.launcher == ddp(4) and any("submit refuses it" in note for note in too_many.notes)
+
+
+def test_cpu_workers_share_the_machine_so_they_are_not_faster():
+    here = Flavor(name="local", cpu="2 CPU cores", ram_gb=16, price_per_hour=0, peak_tflops=0.13)
+    one = _estimate(QWEN25_05B, flavor=here, max_steps=10)
+    two = _estimate(QWEN25_05B, flavor=here, max_steps=10, num_processes=2)
+    assert two.launcher == ddp(2) and one.launcher == SINGLE_PROCESS
+    assert two.step_time_s == pytest.approx(one.step_time_s)
+
+
+def test_per_gpu_memory_of_one_process_is_the_devices_own():
+    memory = _estimate(QWEN25_05B, flavor="l4x1").memory
+    assert per_gpu_memory(memory, SINGLE_PROCESS) == memory
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_num_processes_must_be_a_positive_integer(bad):
+    with pytest.raises(InvalidRequestError, match="num_processes"):
+        _estimate(QWEN25_05B, flavor="l4x4", num_processes=bad)

@@ -16,7 +16,7 @@ from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import rules
 from jobtrail.preflight.aliases import _ALIASES
-from jobtrail.preflight.facts import Facts
+from jobtrail.preflight.facts import Facts, with_launcher
 from jobtrail.preflight.hyperparams import MANAGED, check_names, known_names
 from jobtrail.preflight.plan import PlanEnv, plan
 from jobtrail.templates.configs import build_config
@@ -273,6 +273,9 @@ def _holds(config: dict[str, Any], name: str) -> Any:
         return config["stall_alert_minutes"]
     if name == "eval_split_ratio":  # no slice (None) unless a ratio is given
         return (config["eval"] or {}).get("split_ratio")
+    if name == "num_processes":  # the launcher's (preflight chose it from the value); never TRL's
+        assert name not in config["training_args"]
+        return config["launcher"]["num_processes"]
     return config["training_args"][name]
 
 
@@ -293,7 +296,7 @@ def test_every_value_is_refused_with_a_fix_or_rendered_with_its_fields_type(meth
     if not config_ok:
         return
     assert name in known
-    config = build_config(spec, "/out")
+    config = build_config(spec, "/out", launcher=with_launcher(Facts(), spec).launcher)
     ftype = field_type(method, name)
     assert ftype is not None
     held = effective(method, {name: value}).inputs[name] if name in method_spec(method).inputs else _holds(config, name)

@@ -190,6 +190,7 @@ def test_effective_hyperparameters_sort_defaults_and_user_values_by_destination(
         "dataset_split": "x",
         "eval_split_ratio": None,
         "stall_alert_minutes": 10,
+        "num_processes": None,
     }
     assert values.inputs["reward_funcs"] == ["format"] and "reward_funcs" not in values.training_args
     # What the rules judge: TRL's own defaults where jobtrail sets none (sft sets no num_generations).

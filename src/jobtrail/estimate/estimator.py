@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import calibration as calib
 from jobtrail.estimate.cost import (
+    DATA_PARALLEL_SCALING,
     EFFICIENCY,
     QLORA_SLOWDOWN,
     TimeEstimate,
@@ -35,11 +36,13 @@ from jobtrail.estimate.memory import (
     device_for,
     estimate_memory,
 )
+from jobtrail.estimate.parallel import choose_launcher, describe, per_gpu_memory, too_many_processes
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
 from jobtrail.methods import METHODS
 from jobtrail.methods.hyperparameters import PEFT_DEFAULTS
 from jobtrail.methods.registry import TRL_DEFAULTS, method_spec
+from jobtrail.models import Launcher
 from jobtrail.util.refs import looks_local
 from jobtrail.util.timefmt import human_duration
 
@@ -79,12 +82,14 @@ class _Request:
     max_steps: int | None
     gradient_checkpointing: bool
     lora_r: int
+    num_processes: int | None = None  # None: one per GPU
 
     def __post_init__(self) -> None:
         for name in ("max_length", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r"):
             _positive(name, getattr(self, name), optional=False, integer=True)
         _positive("num_train_epochs", self.num_train_epochs, optional=False, integer=False)
         _positive("max_steps", self.max_steps, optional=True, integer=True)
+        _positive("num_processes", self.num_processes, optional=True, integer=True)
 
     @property
     def epochs(self) -> int:
@@ -97,7 +102,9 @@ class _Verdict:
 
     flavor: Flavor
     device: Device
-    memory: MemoryBreakdown
+    launcher: Launcher
+    memory: MemoryBreakdown  # one device's, under the launcher
+    alone_gb: float  # what one device would need holding the whole job by itself
     usable_gb: float
     time: TimeEstimate | None  # None: the data's size is unknown
     cost_usd: float | None
@@ -125,6 +132,7 @@ def estimate_cost(
     flavor: str | Flavor | None = None,
     lora_r: int | None = None,
     optim: str | None = None,
+    num_processes: int | None = None,
     *,
     config: dict[str, Any] | None = None,
     calibration: Ledger | None = None,
@@ -137,7 +145,9 @@ def estimate_cost(
     memory and fits are answered and time and cost are None, with the reason.
     `model` is a Hub id or a local directory with config.json (or pass `config` directly);
     `flavor` a catalog name, or a Flavor describing another machine (e.g. this host, with a
-    measured peak_tflops), which is then the only candidate. `calibration` is the ledger whose
+    measured peak_tflops), which is then the only candidate. `num_processes` is submit's knob: the
+    job's processes (None: one per GPU); each flavor's launcher (parallel.choose_launcher) decides
+    the memory per GPU and the time. `calibration` is the ledger whose
     measurements replace the model where they exist; `api` an HfApi for live prices.
     """
     method = _choice("method", method, METHODS)
@@ -163,6 +173,7 @@ def estimate_cost(
         max_steps=max_steps if max_steps is not None and max_steps != -1 else None,
         gradient_checkpointing=bool(values["gradient_checkpointing"]),
         lora_r=values["lora_r"],
+        num_processes=num_processes,
     )
     _positive("num_examples", num_examples, optional=True, integer=True)
     _positive("avg_tokens", avg_tokens, optional=True, integer=False)
@@ -206,6 +217,7 @@ def estimate_cost(
         trainable_params=trainable,
         memory=target.memory,
         usable_gb=round(target.usable_gb, 2),
+        launcher=target.launcher,
         fits={v.flavor.name: v.fits for v in verdicts},
         recommended_flavor=recommended.flavor.name if recommended else None,
         tokens=t.tokens if t else None,
@@ -365,7 +377,7 @@ def _judge(
     remote: bool,
 ) -> _Verdict:
     device = device_for(gpu_count=flavor.gpu_count, bf16=flavor.bf16)
-    memory = estimate_memory(
+    alone = estimate_memory(
         shape,
         device=device,
         peft=request.peft,
@@ -376,6 +388,9 @@ def _judge(
         gradient_checkpointing=request.gradient_checkpointing,
         head=method_spec(request.method).lm_head,
     )
+    usable_gb = (flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)) * HEADROOM
+    launcher = choose_launcher(flavor.gpu_count, request.num_processes, alone.total_gb <= usable_gb)
+    memory = per_gpu_memory(alone, launcher)
     measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
     if measured_peak is not None:
         # A GPU's max_memory_allocated leaves out the CUDA context; a CPU's ru_maxrss has it all.
@@ -393,17 +408,18 @@ def _judge(
             gradient_checkpointing=request.gradient_checkpointing,
             lora_trainable=trainable if request.peft != "none" else 0,
             peak_tflops=flavor.peak_tflops,
-            gpu_count=flavor.gpu_count,
+            gpu_count=launcher.num_processes if flavor.gpu_count else 0,  # CPU workers share the same cores
             remote=remote,
             measured_tokens_per_second=measurement.tokens_per_second if measurement else None,
         )
     )
-    device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
     return _Verdict(
         flavor=flavor,
         device=device,
+        launcher=launcher,
         memory=memory,
-        usable_gb=device_gb * HEADROOM,
+        alone_gb=alone.total_gb,
+        usable_gb=usable_gb,
         time=time,
         cost_usd=cost_usd(time.hours, flavor.price_per_hour) if time else None,
         measurement=measurement,
@@ -463,9 +479,27 @@ def _notes(target: _Verdict, shape: ModelShape, request: _Request, catalog_note:
         )
     if target.device == "cuda_fp16":
         notes.append(f"{target.flavor.gpu} has no bf16: the job trains in fp16 autocast over fp32 weights.")
-    if target.flavor.gpu_count > 1:
-        notes.append("Multi-GPU flavors are counted as data parallel: every GPU holds the whole model.")
+    flavor = target.flavor
+    if too_many_processes(flavor.gpu_count, request.num_processes):
+        notes.append(
+            f"num_processes={request.num_processes} is more than {flavor.name}'s {flavor.gpu_count} GPUs (one worker "
+            f"per GPU): counted as {flavor.gpu_count}; submit refuses it."
+        )
+    if target.launcher.num_processes > 1 or flavor.gpu_count > 1:
+        notes.append(describe(target.launcher, flavor.gpu_count, flavor.name) + _per_gpu(target))
     return notes
+
+
+def _per_gpu(target: _Verdict) -> str:
+    """What the memory above counts, on a flavor of many GPUs."""
+    if target.launcher.strategy == "fsdp":
+        return (
+            f" Memory is per GPU: one alone would need {target.alone_gb:.1f} GB; activations and logits are "
+            "not sharded."
+        )
+    if target.launcher.strategy == "ddp" and target.flavor.gpu_count:
+        return " Memory is per GPU, DDP's gradient buckets included."
+    return ""
 
 
 def _shrink_options(request: _Request) -> list[str]:
@@ -503,7 +537,8 @@ def _assumptions(
             f"measured {m.tokens_per_second:,.0f} tokens/s (median of {m.samples} earlier attempt(s) on {flavor.name})"
         )
     else:
-        devices = f" × {flavor.gpu_count} GPUs" if flavor.gpu_count > 1 else ""
+        n = target.launcher.num_processes
+        devices = f" × {n} GPUs × {DATA_PARALLEL_SCALING:g} data-parallel scaling" if flavor.gpu_count and n > 1 else ""
         slow = f", ÷{QLORA_SLOWDOWN} for 4-bit dequantisation" if request.peft == "qlora" else ""
         throughput = f"{EFFICIENCY[target.device]:.0%} of {flavor.peak_tflops:g} peak TFLOPS{devices}{slow}"
     rule = method_spec(request.method).flops

@@ -130,7 +130,7 @@ def local_flavor() -> Flavor:
     (os.cpu_count, /proc/meminfo, nvidia-smi when present). It costs nothing per hour."""
     cores = os.cpu_count() or 1
     ram_gb = _meminfo_gb()
-    gpus = _nvidia_gpus()
+    gpus = _visible(_nvidia_gpus())
     cpu = f"{cores} CPU cores"
     if not gpus:
         return Flavor(
@@ -149,6 +149,28 @@ def local_flavor() -> Flavor:
         bf16=facts.bf16 if facts else True,
         peak_tflops=facts.peak_tflops if facts else 0.0,
     )
+
+
+def _visible(gpus: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The GPUs a job started from here can use: those CUDA_VISIBLE_DEVICES names, when it is set
+    (indices or UUIDs; CUDA stops at the first entry it cannot use, "-1" or "" hides them all)."""
+    chosen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if chosen is None or not gpus:
+        return gpus
+    kept: list[tuple[str, float]] = []
+    for entry in (e.strip() for e in chosen.split(",")):
+        if entry.isdigit() and int(entry) < len(gpus):
+            kept.append(gpus[int(entry)])
+        elif entry.startswith(("GPU-", "MIG-")):  # a UUID: some GPU of this machine (nvidia-smi lists one model)
+            kept.append(gpus[min(len(kept), len(gpus) - 1)])
+        else:
+            break
+    return kept
+
+
+def flavor_gpu_count(name: str | None) -> int:
+    """GPUs of a flavor of the bundled catalog (0 for a CPU flavor or a name it does not know)."""
+    return next((f.gpu_count for f in BUNDLED if f.name == name), 0)
 
 
 def _meminfo_gb() -> float | None:

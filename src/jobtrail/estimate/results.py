@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from jobtrail.estimate.hardware import LOCAL, Flavor
 from jobtrail.estimate.memory import MemoryBreakdown
-from jobtrail.models import ToolResult
+from jobtrail.models import Launcher, ToolResult
 from jobtrail.util.timefmt import human_duration
 
 _MEMORY_ROWS = [
@@ -82,8 +82,12 @@ class EstimateResult(ToolResult):
     flavor_label: str = Field(description='Its memory in words, e.g. "24 GB" or "4 × 80 GB".')
     params: int = Field(description="Total parameters of the language model, from config.json.")
     trainable_params: int
-    memory: MemoryBreakdown
+    memory: MemoryBreakdown = Field(description="Peak memory of one device (one GPU) under the launcher below.")
     usable_gb: float = Field(description="The flavor's memory per device after headroom.")
+    launcher: Launcher = Field(
+        description="How the job would run on this flavor: processes (one per GPU) and ddp or fsdp; "
+        "submit's preflight makes the same choice."
+    )
     fits: dict[str, bool] = Field(description="Flavor name → whether the job fits it, with headroom.")
     recommended_flavor: str | None = Field(description="The cheapest GPU flavor that fits (lowest total cost).")
     # Time and cost need the data's size; without it they are None and time_unknown says why.

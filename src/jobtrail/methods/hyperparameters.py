@@ -40,6 +40,8 @@ JOB_DEFAULTS: dict[str, Any] = {
     "eval_split_ratio": None,
     # Minutes without a training step before the job raises a `stalled` alert; None: never.
     "stall_alert_minutes": 10,
+    # Worker processes of the job (the launcher, chosen in preflight); None: one per GPU (one on a CPU).
+    "num_processes": None,
 }
 
 
@@ -70,6 +72,7 @@ _OWN_TYPES: dict[str, FieldType] = {
     "dataset_split": FieldType(("str",), default="train"),
     "eval_split_ratio": FieldType(("float", "null")),
     "stall_alert_minutes": FieldType(("float", "null"), default=10),
+    "num_processes": FieldType(("int", "null")),
     "reward_funcs": FieldType(("list", "str", "null"), BUILTIN_REWARDS),
     "reward_format_regex": FieldType(("str",)),
     "reward_length_target": FieldType(("int",), default=256),
@@ -128,6 +131,7 @@ RANGES: dict[str, Range] = {
             "reward_length_target",
             "generation_batch_size",
             "steps_per_generation",
+            "num_processes",
         ),
         _COUNT,
     ),

@@ -16,9 +16,10 @@ from typing import Any
 
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
-from jobtrail.estimate.hardware import LOCAL
+from jobtrail.estimate.hardware import LOCAL, flavor_gpu_count, local_flavor
 from jobtrail.estimate.inputs import CHARS_PER_TOKEN
-from jobtrail.models import Finding, JobSpec
+from jobtrail.estimate.parallel import choose_launcher
+from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
 from jobtrail.preflight import probes
 from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
@@ -65,6 +66,10 @@ class Facts:
     estimate: EstimateResult | None = None  # remote backends: memory, hours and timeout on the flavor
     estimate_error: str | None = None
     output: OutputFacts | None = None  # a local job's chosen output directory, as it is now
+    gpus: int = 0  # GPUs of the job's machine: the flavor's (remote), the visible ones of this machine (local)
+    # The job's processes, chosen once from the facts above (with_launcher): the estimate's choice when
+    # there is one (it knows whether the model fits one GPU), else one per GPU or the user's num_processes.
+    launcher: Launcher = SINGLE_PROCESS
 
 
 def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
@@ -93,11 +98,27 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
         facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
     if spec.backend == "local":
         facts = gather_requirements(facts, spec.method, env.job_python, qlora=values.peft_method == "qlora")
-        facts = gather_output(facts, spec, env)
-        # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge).
-        return gather_estimate(facts, spec, env, flavor=LOCAL) if spec.timeout_s is not None else facts
-    facts = gather_identity(facts, env.hub_token)
-    return gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env)
+        facts = replace(gather_output(facts, spec, env), gpus=local_flavor().gpu_count)
+        # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge), and
+        # with several GPUs the estimate says whether the model fits one or must be sharded.
+        if spec.timeout_s is not None or facts.gpus > 1:
+            facts = gather_estimate(facts, spec, env, flavor=LOCAL)
+        return with_launcher(facts, spec)
+    facts = replace(gather_identity(facts, env.hub_token), gpus=flavor_gpu_count(spec.flavor))
+    return with_launcher(gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env), spec)
+
+
+def with_launcher(facts: Facts, spec: JobSpec) -> Facts:
+    """The facts with the job's launcher: the estimate's (the same choose_launcher, told whether the job fits
+    one GPU), or one chosen from the GPUs and the user's num_processes alone."""
+    if facts.estimate is not None:
+        return replace(facts, launcher=facts.estimate.launcher)
+    return replace(facts, launcher=choose_launcher(facts.gpus, requested_processes(spec)))
+
+
+def requested_processes(spec: JobSpec) -> int | None:
+    """The user's num_processes, when it is one (a wrong value is the hyperparameter rules' to refuse)."""
+    return _positive_int(effective(spec.method, spec.hyperparameters).job["num_processes"])
 
 
 def gather_evaluation(spec: JobSpec, adapter: str | None, split: str | None, env: PlanEnv) -> Facts:
@@ -186,6 +207,7 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
             gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
             flavor=flavor,
             lora_r=int(values.peft["r"]),
+            num_processes=requested_processes(spec),
             config=facts.model.config,
             calibration=env.ledger,
             api=env.hub_api() if env.hub_api else None,

@@ -21,7 +21,7 @@ from typing import Any
 
 from jobtrail.estimate import EstimateResult
 from jobtrail.methods import METHODS
-from jobtrail.models import Finding, JobSpec
+from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
 from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, eval_config
 from jobtrail.preflight import hyperparams, rules
 from jobtrail.preflight.conversion import check_conversion
@@ -73,6 +73,11 @@ class Plan:
     def estimate(self) -> EstimateResult | None:
         return self.facts.estimate
 
+    @property
+    def launcher(self) -> Launcher:
+        """How the job's processes start (an evaluation or a conversion is always one process)."""
+        return self.facts.launcher if self.config and "launcher" in self.config else SINGLE_PROCESS
+
 
 def plan(
     spec: JobSpec, env: PlanEnv, task: Evaluation | Conversion | None = None, previous: Mapping[str, Any] | None = None
@@ -98,11 +103,16 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
         push_to = spec.output or (default_repo(owner, spec) if owner else None)
     config = None
     if config_ok and previous is not None:
-        config = retry_config(previous, spec, facts.reward_source)
+        config = retry_config(previous, spec, facts.reward_source, facts.launcher)
         push_to = config["hub_model_id"]
     elif config_ok:
         config = build_config(
-            spec, _output_dir(spec, env), rules.max_positions(facts), push_to=push_to, reward_source=facts.reward_source
+            spec,
+            _output_dir(spec, env),
+            rules.max_positions(facts),
+            push_to=push_to,
+            reward_source=facts.reward_source,
+            launcher=facts.launcher,
         )
     return Plan(facts=facts, findings=findings, config=config, script=_render(spec.method, config), push_to=push_to)
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from jobtrail.estimate import EstimateResult
 from jobtrail.estimate.cost import TIMEOUT_BUFFER
 from jobtrail.estimate.hardware import BUNDLED
+from jobtrail.estimate.parallel import describe, too_many_processes
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import hyperparams
 from jobtrail.preflight.architectures import is_causal_lm, is_known
-from jobtrail.preflight.facts import Facts
+from jobtrail.preflight.facts import Facts, requested_processes
 from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output
 from jobtrail.preflight.probes import ModelFacts
@@ -351,6 +352,25 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
     return findings
 
 
+def check_launcher(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """One worker per GPU at most (NCCL gives each its own); the choice made is said when it is many workers."""
+    requested, gpus = requested_processes(spec), facts.gpus
+    where = "this machine" if spec.backend == "local" else str(spec.flavor)
+    if too_many_processes(gpus, requested):
+        bigger = "" if spec.backend == "local" else f", or a flavor with {requested} GPUs (hardware() lists them)"
+        return [
+            _error(
+                "launcher.too_many_processes",
+                f"num_processes={requested} but {where} has {gpus} GPU{'s' if gpus != 1 else ''}: each worker "
+                "needs a GPU of its own.",
+                f"Set hyperparameters num_processes to {gpus} or fewer (or leave it out: one per GPU){bigger}.",
+            )
+        ]
+    if facts.launcher.num_processes == 1:
+        return []
+    return [Finding(code="launcher", severity="info", message=describe(facts.launcher, gpus, where))]
+
+
 def _local_timeout(spec: JobSpec, e: EstimateResult | None) -> list[Finding]:
     if e is None or e.hours is None or spec.timeout_s is None:
         return []
@@ -462,6 +482,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_dependencies,
     check_remote,
     check_trackio,
+    check_launcher,
     check_estimate,
 )
 # What a config cannot be built without: names it knows, method values it can hold, and a directory

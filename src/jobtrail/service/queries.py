@@ -22,6 +22,7 @@ from jobtrail.service.runs import retries_stopped, retry_decision
 from jobtrail.service.task_results import ReportResult, ReportRow
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.tracking import TrackioRun, trackio_run
+from jobtrail.templates.configs import launcher_of
 from jobtrail.util.timefmt import human_duration
 
 MAX_LINE_CHARS = 2000
@@ -133,6 +134,7 @@ class Queries:
             cost_usd=a.cost_usd if a.ended_at or a.backend == "local" else self.tracker.cost(a, time.time()),
             workdir=str(self.context.workdir(a)),
             output_dir=a.config.get("output_dir"),
+            launcher=launcher_of(a.config),
             trackio=trackio_run(
                 [*self.ledger.events(a.attempt_id, "trackio"), *self.ledger.events(a.attempt_id, "alert")]
             ),

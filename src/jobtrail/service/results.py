@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.models import CheckpointRecord, Finding, Placement, ToolResult
+from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, ToolResult
 from jobtrail.outcomes.retry import NEVER
 from jobtrail.service.next_steps import NextStep
 from jobtrail.service.tracking import TrackioRun
@@ -57,6 +57,11 @@ class SubmitResult(ToolResult):
     output_dir: str | None = None
     output_repo: str | None = Field(
         default=None, description="Hub repo a remote job pushes its checkpoints and model to."
+    )
+    launcher: Launcher | None = Field(
+        default=None,
+        description="How the job's processes start: kind (python, torchrun), num_processes (one per GPU), "
+        "strategy (single, ddp, fsdp); None when no config could be built.",
     )
     script: str | None = Field(default=None, description="The rendered script (dry_run with include_script only).")
     script_path: str | None = Field(default=None, description="A dry run's rendered script, as a file.")
@@ -197,7 +202,10 @@ class AttemptView(BaseModel):
     findings: list[Finding]
     exit_code: int | None
     signal: int | None
-    environment: dict[str, Any] | None
+    environment: dict[str, Any] | None = Field(
+        description="Where the attempt ran, as rank 0 saw it: python, packages, device, gpu, world_size (workers)."
+    )
+    launcher: Launcher = Field(description="How its processes were started (kind, num_processes, strategy).")
     data_manifest: dict[str, Any] | None
     resumed_from: str | None
     checkpoints: list[CheckpointRecord]

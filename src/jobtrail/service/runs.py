@@ -57,6 +57,7 @@ class Runs:
             config_sha256=sha256_text(config_json(plan.config)) if plan.config else "",
             backend=spec.backend,
             output_repo=plan.push_to,
+            launcher=plan.launcher if plan.config else None,
         )
         if dry_run:
             return SubmitResult(

@@ -127,7 +127,8 @@ Hyperparameters = Annotated[
             "TRL config names for the method, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, "
             "'max_length': 1024}; peft='none' (full) or 'qlora'; GRPO: reward_funcs=['exact_match', 'format', "
             "'numeric_match', 'length'], num_generations. trackio (on by default): report_to='none' turns it off, "
-            "project names its project (default: the model's name), trackio_space_id its Space on HF Jobs."
+            "project names its project (default: the model's name), trackio_space_id its Space on HF Jobs. "
+            "num_processes: worker processes (default one per GPU; N on a CPU runs N gloo workers)."
         )
     ),
 ]
@@ -284,6 +285,9 @@ GradientCheckpointing = Annotated[
 ]
 EstimateFlavor = Annotated[NameText | None, Field(description="Describe this flavor (default: the recommended one).")]
 LoraRank = Annotated[int | None, Field(ge=1, description="LoRA rank r" + _SUBMITS)]
+NumProcesses = Annotated[
+    int | None, Field(ge=1, description="Worker processes, at most one per GPU (default: one per GPU)")
+]
 Optimizer = Annotated[
     NameText | None, Field(description="TRL `optim` (adamw_torch, adamw_8bit, lion_32bit, sgd ...)" + _SUBMITS)
 ]

@@ -62,5 +62,6 @@ class PlanningTools(ToolArea):
         flavor: p.EstimateFlavor = None,
         lora_r: p.LoraRank = None,
         optim: p.Optimizer = None,
+        num_processes: p.NumProcesses = None,
     ) -> EstimateResult:
         return self.service.estimate_cost(**passed_on(locals()))

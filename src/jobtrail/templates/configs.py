@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobtrail.models import JobSpec
+from jobtrail.methods.hyperparameters import field_type
+from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher
 from jobtrail.templates.defaults import Effective, effective
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
 from jobtrail.templates.tracking import trackio_space
@@ -22,6 +23,17 @@ from jobtrail.util.refs import looks_local
 TEMPLATE_VERSION = 1
 # A remote job's working directory is its own and gone when it ends: results live on the Hub.
 REMOTE_OUTPUT_DIR = "jobtrail-output"
+# FSDP as transformers 5.23 takes it (TrainingArguments fsdp / fsdp_config, read by accelerate 1.15's FSDP
+# plugin): FSDP2, each decoder layer its own shard unit (the model's _no_split_modules), a full state dict
+# saved (the checkpoint and the final model load with from_pretrained), the weights read from disk by
+# rank 0 only (the others get them by broadcast: one CPU copy instead of N).
+FSDP_CONFIG: dict[str, Any] = {
+    "version": 2,
+    "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    "reshard_after_forward": True,
+    "state_dict_type": "FULL_STATE_DICT",
+    "cpu_ram_efficient_loading": True,
+}
 
 
 def build_config(
@@ -31,11 +43,13 @@ def build_config(
     *,
     push_to: str | None = None,
     reward_source: str | None = None,
+    launcher: Launcher = SINGLE_PROCESS,
 ) -> dict[str, Any]:
     """The job's config snapshot: everything the rendered script needs, nothing secret.
 
     When the caller did not choose max_length, the default is capped at the model's positions.
     `reward_source`: the text of spec.reward_file when the caller has read it already.
+    `launcher`: the job's processes, as preflight chose them (the script starts them itself).
     """
     values = effective(spec.method, spec.hyperparameters, eval_dataset=bool(spec.eval_dataset))
     training_args = values.training_args
@@ -43,6 +57,8 @@ def build_config(
         training_args["max_length"] = trained_max_length(spec, training_args["max_length"], max_positions)
     if push_to and (space := trackio_space(training_args, push_to.split("/")[0])):
         training_args["trackio_space_id"] = space  # a remote job's trackio run: a private Space of the user's
+    if launcher.strategy == "fsdp":
+        training_args = fsdp_training_args(training_args, spec.method)
     config = {
         "template": spec.method,
         "template_version": TEMPLATE_VERSION,
@@ -56,6 +72,7 @@ def build_config(
         "hub_model_id": push_to,
         "stall_alert_minutes": values.job["stall_alert_minutes"],
         "eval": evaluation_config(spec, values),
+        "launcher": launcher.model_dump(),
     }
     if spec.method == "grpo":
         user = None
@@ -63,6 +80,28 @@ def build_config(
             user = {"file": spec.reward_file, "function": spec.reward_function or "reward", "source": reward_source}
         config["rewards"] = rewards_config(spec.hyperparameters, user)
     return config
+
+
+def fsdp_training_args(training_args: dict[str, Any], method: str) -> dict[str, Any]:
+    """The training arguments of a job sharded with FSDP (FSDP_CONFIG, under the user's own fsdp_config).
+
+    Gradient checkpointing (the user's, or the TRL config's default for `method`) becomes FSDP's own
+    activation checkpointing: the Trainer's would all-gather each layer's weights a second time in backward
+    (transformers warns about it). Reads the final training arguments, so it is applied last."""
+    if "fsdp" in training_args:  # the user's own FSDP settings, whole
+        return training_args
+    default = field_type(method, "gradient_checkpointing")
+    checkpointing = training_args.get("activation_checkpointing")
+    if checkpointing is None:
+        checkpointing = training_args.get("gradient_checkpointing", bool(default and default.default))
+    fsdp_config = {**FSDP_CONFIG, "activation_checkpointing": bool(checkpointing)}
+    args = {k: v for k, v in training_args.items() if k != "activation_checkpointing"}
+    return {**args, "gradient_checkpointing": False, "fsdp": True, "fsdp_config": fsdp_config}
+
+
+def launcher_of(config: dict[str, Any]) -> Launcher:
+    """The launcher a job config runs with (configs before launchers existed, and evaluations, run one process)."""
+    return Launcher(**config["launcher"]) if "launcher" in config else SINGLE_PROCESS
 
 
 def evaluation_config(spec: JobSpec, values: Effective) -> dict[str, Any] | None:
@@ -84,11 +123,17 @@ def trained_max_length(spec: JobSpec, max_length: Any, max_positions: int | None
     return max_length
 
 
-def retry_config(previous: Mapping[str, Any], spec: JobSpec, reward_source: str | None = None) -> dict[str, Any]:
+def retry_config(
+    previous: Mapping[str, Any], spec: JobSpec, reward_source: str | None = None, launcher: Launcher = SINGLE_PROCESS
+) -> dict[str, Any]:
     """A retry's config: the new spec, with the same output (directory and Hub repo) and max_length
     (capped at the model's positions the first time) unless the retry sets one."""
     config = build_config(
-        spec, previous["output_dir"], push_to=previous.get("hub_model_id"), reward_source=reward_source
+        spec,
+        previous["output_dir"],
+        push_to=previous.get("hub_model_id"),
+        reward_source=reward_source,
+        launcher=launcher,
     )
     if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"]:
         config["training_args"]["max_length"] = previous["training_args"]["max_length"]
