@@ -26,6 +26,7 @@ import jobtrail
 from jobtrail.backends.local import MAX_LOG_CHUNK, LocalBackend
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
+from support.processes import alive, live_group_members
 from support.waiting import wait_for
 
 # Prepended to job scripts that must wait for the test before going on.
@@ -49,29 +50,6 @@ WITH_GRANDCHILD = textwrap.dedent(
     time.sleep(60)
     """
 )
-
-
-def alive(pid: int) -> bool:
-    """Running or sleeping: a zombie (dead, not yet reaped) does not count."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
-def live_group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
-            if int(pgrp) == pgid and state != "Z":
-                members.append(int(entry.name))
-    return members
 
 
 def ended(probe: Probe) -> Probe | None:

@@ -53,6 +53,25 @@ def test_random_sigkills_always_resume_from_the_newest_verified_commit(
     assert report.max_abs_dloss <= LOSS_TOLERANCE, report.summary()
 
 
+# Issue 15: the same with two gloo workers (every worker restores its own RNG state and data position, and a
+# checkpoint is committed only once both wrote their part). Fewer kills: each attempt starts three processes.
+@pytest.mark.timeout(900)
+def test_random_sigkills_of_a_two_worker_job_always_resume_from_the_newest_verified_commit(
+    tmp_path: Path, tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]
+) -> None:
+    trials, max_steps = 3, max_steps_for(3)
+    jobs = [
+        render_job(tmp_path / name, tiny_model, chat_dataset, job_env, max_steps=max_steps, num_processes=2)
+        for name in ("uninterrupted", "crashed")
+    ]
+    reference = run_uninterrupted(jobs[0])
+    report = run_with_kills(jobs[1], reference, trials, RNG_SEED)
+
+    assert not report.violations, report.summary() + "\n" + "\n".join(report.violations)
+    assert report.trials == trials and report.resumes_checked == trials + 1, report.summary()
+    assert report.max_abs_dloss <= LOSS_TOLERANCE, report.summary()
+
+
 def _committed(out: Path, step: int, rt: ModuleType, capsys: pytest.CaptureFixture[str]) -> Path:
     """A committed checkpoint with the files the decoy planters expect."""
     ckpt = out / f"checkpoint-{step}"

@@ -91,8 +91,11 @@ def max_steps_for(trials: int) -> int:
     return 2 * SAVE_STEPS * trials + SAVE_STEPS
 
 
-def sft_config(model: Path, dataset: Path, output_dir: Path, max_steps: int, seed: int) -> dict[str, Any]:
-    """The job's CONFIG, in the shape service.build_config produces."""
+def sft_config(
+    model: Path, dataset: Path, output_dir: Path, max_steps: int, seed: int, num_processes: int = 1
+) -> dict[str, Any]:
+    """The job's CONFIG, in the shape service.build_config produces (num_processes > 1: gloo workers)."""
+    launcher = {"kind": "torchrun", "num_processes": num_processes, "strategy": "ddp"}
     return {
         "template": "sft",
         "template_version": 1,
@@ -114,17 +117,26 @@ def sft_config(model: Path, dataset: Path, output_dir: Path, max_steps: int, see
         "checkpoint_retention": RETENTION,
         "push_to_hub": False,
         "hub_model_id": None,
+        "launcher": launcher if num_processes > 1 else {"kind": "python", "num_processes": 1, "strategy": "single"},
     }
 
 
 def render_job(
-    workdir: Path, model: Path, dataset: Path, env: dict[str, str], *, max_steps: int, seed: int = 0
+    workdir: Path,
+    model: Path,
+    dataset: Path,
+    env: dict[str, str],
+    *,
+    max_steps: int,
+    seed: int = 0,
+    num_processes: int = 1,
 ) -> CrashJob:
-    """Render the SFT script into workdir/job.py, training into workdir/out."""
+    """Render the SFT script into workdir/job.py, training into workdir/out (with num_processes workers,
+    which torch's launcher starts in the job's process group: one killpg takes them all)."""
     workdir.mkdir(parents=True, exist_ok=True)
     output_dir = workdir / "out"
     script = workdir / "job.py"
-    script.write_text(render_script("sft", sft_config(model, dataset, output_dir, max_steps, seed)))
+    script.write_text(render_script("sft", sft_config(model, dataset, output_dir, max_steps, seed, num_processes)))
     # One torch thread: the tiny model gains nothing from more, and one thread is deterministic.
     return CrashJob(script, output_dir, {**env, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}, max_steps)
 
