@@ -6,6 +6,8 @@ Settings come from the environment so the MCP client config can set them:
   JOBTRAIL_PYTHON          interpreter that runs local jobs (default: this one)
   HF_TOKEN                 Hugging Face token: Hub checks, HF Jobs, pushing results
   JOBTRAIL_HF_NAMESPACE    user or org that runs HF Jobs (default: the token's user)
+  JOBTRAIL_MAX_COST_USD    a job's spending cap in US dollars unless submit passes max_cost_usd (default: none)
+  JOBTRAIL_DAILY_BUDGET_USD  every job's spend in the last 24 hours, at most (default: none)
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from jobtrail.backends.hf_jobs import HfJobsBackend
 from jobtrail.backends.local import LocalBackend
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.store import Ledger
+from jobtrail.outcomes import budget
 from jobtrail.service.facade import JobService
+from jobtrail.service.spending import Caps
 from jobtrail.util.files import private_dir
 
 
@@ -38,6 +42,7 @@ def build_service(home_dir: Path | None = None) -> JobService:
         home=root,
         job_python=python,
         hub_token=token,
+        caps=Caps(default_max_cost_usd=_dollars(budget.CAP_ENV), daily_budget_usd=_dollars(budget.DAILY_ENV)),
     )
 
 
@@ -59,3 +64,8 @@ def _positive_int(name: str, default: int) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise InvalidRequestError(f"{name}={raw!r} is not a positive integer.", fix=f"Set {name}=1 (or more).")
     return int(raw)
+
+
+def _dollars(name: str) -> float | None:
+    raw = os.environ.get(name)
+    return budget.parse_cap(raw, name) if raw not in (None, "") else None

@@ -56,12 +56,15 @@ class TerminationReason(enum.StrEnum):
     INFRA_TRANSIENT = "infra_transient"
     LOST = "lost"
     UNKNOWN = "unknown"
+    # A spending cap stopped it (its own max_cost_usd or the daily budget): jobtrail cancelled it, so it
+    # reads `cancelled`, and it is never retried automatically (outcomes/budget.py).
+    BUDGET = "budget"
 
     @property
     def status(self) -> JobStatus:
         if self is TerminationReason.SUCCEEDED:
             return JobStatus.SUCCEEDED
-        if self is TerminationReason.CANCELLED:
+        if self in (TerminationReason.CANCELLED, TerminationReason.BUDGET):
             return JobStatus.CANCELLED
         return JobStatus.FAILED
 
@@ -188,6 +191,7 @@ class RunRecord(BaseModel):
     flavor: str | None = None
     spec: JobSpec
     max_retries: int = 0
+    max_cost_usd: float | None = None  # the job's spending cap over all its attempts (None: no cap)
 
 
 class CheckpointRecord(BaseModel):
@@ -230,6 +234,8 @@ class AttemptRecord(BaseModel):
     summary: dict[str, Any] | None = None
     log_offset: int = 0
     cancel_requested_at: float | None = None
+    # Why jobtrail itself asked the backend to stop it (a spending cap: budget); None when a caller cancelled.
+    stop_reason: TerminationReason | None = None
     gpu_seconds: float | None = None
     cost_usd: float | None = None
     spec: JobSpec | None = None  # what this attempt ran: the run's spec plus any retry changes

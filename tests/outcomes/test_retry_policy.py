@@ -18,8 +18,24 @@ HYPER = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
 
 
 def test_every_reason_has_a_rule():
-    covered = set(BUDGETS) | set(NEVER) | {R.SUCCEEDED, R.CANCELLED, R.UNKNOWN, R.DIVERGED}
+    covered = set(BUDGETS) | set(NEVER) | {R.SUCCEEDED, R.CANCELLED, R.UNKNOWN, R.DIVERGED, R.BUDGET}
     assert covered == set(R)
+
+
+def test_a_job_stopped_by_its_cap_is_never_retried_automatically_and_by_hand_only_under_a_larger_cap():
+    job = {"job_id": "jt-x", "max_cost_usd": 5.0, "spent_usd": 5.01}
+    assert R.BUDGET not in BUDGETS  # a budget of 0 automatic retries: decide's own branch says why
+    automatic = decide([attempt(1, R.BUDGET)], HYPER, None, automatic=True, job=job)
+    assert not automatic.retry and "automatic retries never spend past one" in automatic.message
+    by_hand = decide([attempt(1, R.BUDGET)], HYPER, None, job=job)
+    assert not by_hand.retry and "$5.01 of its max_cost_usd $5.00" in by_hand.message
+    assert by_hand.fix and by_hand.fix.startswith("retry(job_id=\"jt-x\", changes={'max_cost_usd': 10.0})")
+    assert not decide([attempt(1, R.BUDGET)], HYPER, {"max_cost_usd": 5.005}, job=job).retry  # still under spend
+    raised = decide([attempt(1, R.BUDGET)], HYPER, {"max_cost_usd": 10.0}, job=job)
+    assert raised.retry and raised.changes == {"max_cost_usd": 10.0} and "$10.00" in raised.message
+    # Stopped by the daily budget, under its own cap: retried as it is (dispatch checks the daily budget again).
+    assert decide([attempt(1, R.BUDGET)], HYPER, None, job={**job, "spent_usd": 1.0}).retry
+    assert R.BUDGET.status.value == "cancelled"
 
 
 def test_a_diverged_run_is_retried_only_with_a_change_and_the_refusal_names_one():

@@ -34,3 +34,9 @@ class Backend(Protocol):
     def cancel(self, placement: Placement) -> None:
         """Ask the attempt to stop (SIGTERM, then SIGKILL after a grace period)."""
         ...
+
+    def find(self, labels: dict[str, str], workdir: str, secret_sources: list[str]) -> Placement | None:
+        """The attempt launched with these labels, when the process that launched it died before recording
+        where it runs; None when the backend knows no such attempt (or cannot search by labels). Raises
+        BackendError when the backend cannot be asked."""
+        ...

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from huggingface_hub import HfApi, JobInfo
 
 UV_IMAGE = "ghcr.io/astral-sh/uv:python3.12-bookworm"
+DEFAULT_FLAVOR = "cpu-basic"  # what a job without a flavor runs on (HF's own default too)
 # The script is in an environment variable, so no quoting of its text is ever needed.
 COMMAND = ["bash", "-c", 'f="$(mktemp -d)/job.py" && printf "%s" "$JOBTRAIL_SCRIPT" > "$f" && exec uv run "$f"']
 LOG = "job.log"
@@ -61,7 +62,7 @@ class HfJobsBackend:
                 command=COMMAND,
                 env=env,
                 secrets=dict(request.secrets),
-                flavor=request.flavor or "cpu-basic",
+                flavor=request.flavor or DEFAULT_FLAVOR,
                 timeout=request.timeout_s,
                 labels=request.labels,
                 name="jobtrail-" + request.attempt_id.replace("/", "-"),
@@ -69,17 +70,41 @@ class HfJobsBackend:
             )
         except Exception as exc:
             raise _backend_error("start the job", exc) from exc
+        return self._placement(job, namespace, request.workdir, request.secret_sources, time.time(), request.flavor)
+
+    def find(self, labels: dict[str, str], workdir: str, secret_sources: list[str]) -> Placement | None:
+        """The newest job with these labels (jobtrail's run id, attempt and config sha256) in the namespace."""
+        namespace = self.namespace()
+        try:
+            found = list(self.api().list_jobs(labels=labels, namespace=namespace))
+        except Exception as exc:
+            raise _backend_error("list the jobs", exc) from exc
+        if not found:
+            return None
+        job = max(found, key=lambda j: j.created_at.timestamp() if j.created_at else 0.0)
+        started = job.started_at or job.created_at
+        return self._placement(job, namespace, workdir, secret_sources, started.timestamp() if started else time.time())
+
+    def _placement(
+        self,
+        job: JobInfo,
+        namespace: str,
+        workdir: str,
+        secret_sources: list[str],
+        started_at: float,
+        flavor: str | None = None,
+    ) -> Placement:
         return Placement(
             backend=self.name,
             host=_host(job.url),
-            workdir=request.workdir,
-            started_at=time.time(),
+            workdir=workdir,
+            started_at=started_at,
             remote_id=job.id,
             namespace=namespace,
             url=job.url,
-            flavor=job.flavor or request.flavor,
+            flavor=job.flavor or flavor,
             image=job.docker_image or self.image,
-            secret_sources=request.secret_sources,
+            secret_sources=secret_sources,
         )
 
     def probe(self, placement: Placement) -> Probe:

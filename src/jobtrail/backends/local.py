@@ -161,6 +161,10 @@ class LocalBackend:
         timer.daemon = True
         timer.start()
 
+    def find(self, labels: dict[str, str], workdir: str, secret_sources: list[str]) -> Placement | None:
+        """Local attempts carry no labels: a launch that was never recorded is not found (it ends lost)."""
+        return None
+
     def _resolve_python(self) -> str:
         found = shutil.which(self.python)
         if found is None:

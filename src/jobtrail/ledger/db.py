@@ -131,6 +131,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX evals_by_target ON evals(target_run_id, task_set_sha256);
         """,
     ),
+    (
+        "0006_caps",
+        """
+        ALTER TABLE runs ADD COLUMN max_cost_usd REAL;
+        ALTER TABLE attempts ADD COLUMN stop_reason TEXT;
+        CREATE INDEX attempts_by_started ON attempts(started_at);
+        """,
+    ),
 ]
 
 

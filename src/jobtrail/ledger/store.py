@@ -29,7 +29,17 @@ _JSON_COLUMNS = {
     "summary": "summary_json",
     "spec": "spec_json",
 }
-_RUN_COLUMNS = ("run_id", "created_at", "method", "model", "dataset", "backend", "flavor", "max_retries")
+_RUN_COLUMNS = (
+    "run_id",
+    "created_at",
+    "method",
+    "model",
+    "dataset",
+    "backend",
+    "flavor",
+    "max_retries",
+    "max_cost_usd",
+)
 ACTIVE_STATUSES = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
 # report(group_by=...) → the SQL expression it groups on (a whitelist: never interpolate input).
 REPORT_GROUPS = {
@@ -69,8 +79,8 @@ class Ledger:
     def add_run(self, run: RunRecord, first_attempt: AttemptRecord) -> None:
         with self.transaction() as conn:
             conn.execute(
-                "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json, max_retries)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json, max_retries,"
+                " max_cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id,
                     run.created_at,
@@ -81,6 +91,7 @@ class Ledger:
                     run.flavor,
                     run.spec.model_dump_json(),
                     run.max_retries,
+                    run.max_cost_usd,
                 ),
             )
             self._insert_attempt(conn, first_attempt)
@@ -94,6 +105,11 @@ class Ledger:
                 return False
             self._insert_attempt(conn, attempt)
             return True
+
+    def set_max_cost(self, run_id: str, max_cost_usd: float) -> None:
+        """A new spending cap for a run (retry(changes={"max_cost_usd": ...}) raises it)."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE runs SET max_cost_usd = ? WHERE run_id = ?", (max_cost_usd, run_id))
 
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -145,6 +161,34 @@ class Ledger:
             params.append(backend)
         rows = self._conn().execute(sql + " ORDER BY created_at", params).fetchall()
         return [_attempt(row) for row in rows]
+
+    def billed_since(self, since: float) -> list[AttemptRecord]:
+        """Attempts that ran at some moment after `since` (running ones included)."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT * FROM attempts WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at >= ?)"
+                " ORDER BY started_at",
+                (since,),
+            )
+            .fetchall()
+        )
+        return [_attempt(row) for row in rows]
+
+    def capped_runs_since(self, since: float) -> list[RunRecord]:
+        """Runs with a spending cap, created since `since` or still active, newest first."""
+        marks = ", ".join("?" for _ in ACTIVE_STATUSES)
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT * FROM runs r WHERE r.max_cost_usd IS NOT NULL AND (r.created_at >= ? OR EXISTS"
+                f" (SELECT 1 FROM attempts a WHERE a.run_id = r.run_id AND a.status IN ({marks})))"
+                " ORDER BY r.created_at DESC",
+                (since, *ACTIVE_STATUSES),
+            )
+            .fetchall()
+        )
+        return [_run(row) for row in rows]
 
     def update_attempt(self, attempt_id: str, *, expect_status: Sequence[str] | None = None, **fields: Any) -> bool:
         """Set fields; with expect_status, only if the attempt is still in one of those states."""

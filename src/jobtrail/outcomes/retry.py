@@ -7,7 +7,9 @@ config after a timeout, a new memory shape after an OOM, any real change after a
 failure or a diverged loss) is allowed even when the budget is spent or the storm guard would
 stop the same config, so the fix a refusal names is never a dead end; a change that changes
 nothing is refused. A diverged run is never retried without a change: the same learning rate
-would lose the loss again, so the refusal proposes one (a learning rate ten times lower).
+would lose the loss again, so the refusal proposes one (a learning rate ten times lower). A job a
+spending cap stopped (budget) is never retried automatically, and by hand only while it is under its
+cap: a larger max_cost_usd in the changes resumes it.
 Every attempt of a run shares its output directory, so a new attempt always continues from
 the newest committed checkpoint (the job runtime finds and verifies it).
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import TerminationReason as R
+from jobtrail.outcomes.budget import raise_cap_to, reached, usd
 from jobtrail.util.timefmt import parse_duration
 
 
@@ -51,7 +54,7 @@ NEVER = {
 # Hyperparameters whose change alters the memory a step needs.
 MEMORY_SHAPE_KEYS = ("per_device_train_batch_size", "max_length", "gradient_checkpointing", "peft")
 # Retry changes that are fields of the job, not hyperparameters (`timeout` in seconds).
-JOB_KEYS = ("timeout", "flavor", "dataset_mapping")
+JOB_KEYS = ("timeout", "flavor", "dataset_mapping", "max_cost_usd")
 # Hyperparameters whose smaller value makes a run finish sooner.
 SHORTER_KEYS = ("max_steps", "num_train_epochs", "max_length", "gradient_accumulation_steps")
 
@@ -84,7 +87,8 @@ def decide(
 ) -> Decision:
     """May the run start another attempt? `history` is oldest first and its last entry ended;
     `job` holds the latest attempt's JOB_KEYS, so a change can be compared with them, and what a
-    fix names: its job_id, method and the learning_rate it trained with (defaults included)."""
+    fix names: its job_id, method and the learning_rate it trained with (defaults included), and
+    spent_usd, what all its attempts cost."""
     last = history[-1]
     reason = last.reason
     if reason is None:
@@ -113,6 +117,8 @@ def decide(
             if reason is not R.DIVERGED
             else diverged_fix(hyperparameters, job or {}),
         )
+    if reason is R.BUDGET:
+        return _after_budget(merged, automatic, job or {})
     if reason is R.DIVERGED and not real:
         return Decision(
             False,
@@ -162,6 +168,26 @@ def decide(
     return Decision(
         True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).", delay_s=delay, changes=merged
     )
+
+
+def _after_budget(changes: dict[str, Any], automatic: bool, job: dict[str, Any]) -> Decision:
+    """A spending cap stopped it: its budget of automatic retries is 0; by hand, it resumes while under its cap
+    (the daily budget stopped it, and dispatch checks that one again) or with a larger cap in the changes."""
+    if automatic:
+        return Decision(False, "Stopped by a spending cap: automatic retries never spend past one.")
+    cap, spent = job.get("max_cost_usd"), float(job.get("spent_usd") or 0.0)
+    limit = changes.get("max_cost_usd", cap)
+    if limit is not None and reached(spent, float(limit)):
+        target = f'job_id="{job["job_id"]}", ' if job.get("job_id") else ""
+        return Decision(
+            False,
+            f"Not retried: it has spent {usd(spent)} of its max_cost_usd {usd(float(limit))}; another attempt would "
+            "be stopped at once.",
+            f"retry({target}changes={{'max_cost_usd': {raise_cap_to(spent, float(limit))}}}) resumes it from its "
+            "last committed checkpoint with a larger cap.",
+        )
+    under = f" with max_cost_usd {usd(float(limit))}" if limit is not None else ""
+    return Decision(True, f"Resuming after budget from the last committed checkpoint{under}.", changes=changes)
 
 
 def diverged_fix(hyperparameters: dict[str, Any], job: dict[str, Any]) -> str:

@@ -37,6 +37,16 @@ EVAL_DEFAULT_SPLIT = "test"  # scripts/evaluate.py's DEFAULT_SPLIT: held-out dat
 
 
 @dataclass(frozen=True)
+class BudgetFacts:
+    """A submission's spending limits and what is already spent (outcomes/budget.py says what they mean)."""
+
+    max_cost_usd: float | None  # the job's own cap
+    attempts: int  # how many times, at worst, it pays for its whole run (its first attempt + max_retries)
+    daily_budget_usd: float | None = None
+    spent_24h_usd: float = 0.0  # every job's spend in the last 24 hours
+
+
+@dataclass(frozen=True)
 class PlanEnv:
     """What planning needs from the service around it."""
 
@@ -48,6 +58,7 @@ class PlanEnv:
     hub_api: Callable[[], Any] | None = None  # live flavor prices; None: the bundled table
     run_id: str = ""  # the run being planned: a chosen output directory it claimed earlier is its own
     home: Path | None = None  # $JOBTRAIL_HOME, which no output may be or hold
+    budget: BudgetFacts | None = None  # a submission's caps (None: nothing to check, e.g. a retry)
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,7 @@ class Facts:
     # The job's processes, chosen once from the facts above (with_launcher): the estimate's choice when
     # there is one (it knows whether the model fits one GPU), else one per GPU or the user's num_processes.
     launcher: Launcher = SINGLE_PROCESS
+    budget: BudgetFacts | None = None  # a remote submission's caps and the spend so far
 
 
 def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
@@ -104,7 +116,7 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
         if spec.timeout_s is not None or facts.gpus > 1:
             facts = gather_estimate(facts, spec, env, flavor=LOCAL)
         return with_launcher(facts, spec)
-    facts = replace(gather_identity(facts, env.hub_token), gpus=flavor_gpu_count(spec.flavor))
+    facts = replace(gather_identity(facts, env.hub_token), gpus=flavor_gpu_count(spec.flavor), budget=env.budget)
     return with_launcher(gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env), spec)
 
 

@@ -9,7 +9,7 @@ evaluation, a GGUF conversion.
 2. the pure rules run once (rules.py; conversion.py's for a conversion);
 3. the config is built (templates/configs.py, outcomes/evals.py) unless a finding leaves nothing
    to build it from;
-4. the script is rendered from it.
+4. the script is rendered from it (a remote job's header says how HF Jobs runs it: [tool.hf-jobs]).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobtrail.backends.hf_jobs import DEFAULT_FLAVOR
 from jobtrail.estimate import EstimateResult
 from jobtrail.methods import METHODS
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
@@ -64,6 +65,9 @@ class Plan:
     config: dict[str, Any] | None  # None when a finding leaves nothing to build it from
     script: str  # "" without a config
     push_to: str | None = None  # the Hub repo a remote job pushes to
+    # The timeout the job runs with: the one given, else a remote training job's estimate + 30% (rounded
+    # up to hours; HF's own 30-minute default kills most training).
+    timeout_s: int | None = None
 
     @property
     def blocked(self) -> bool:
@@ -114,7 +118,11 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
             reward_source=facts.reward_source,
             launcher=facts.launcher,
         )
-    return Plan(facts=facts, findings=findings, config=config, script=_render(spec.method, config), push_to=push_to)
+    timeout_s = spec.timeout_s
+    if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
+        timeout_s = facts.estimate.recommended_timeout_s
+    script = _render(spec.method, config, _hf_jobs_table(spec, env, timeout_s))
+    return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=timeout_s)
 
 
 def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
@@ -133,7 +141,8 @@ def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
             temperature=task.temperature,
             split=task.split,
         )
-    return Plan(facts=facts, findings=findings, config=config, script=_render("evaluate", config))
+    script = _render("evaluate", config, _hf_jobs_table(spec, env, spec.timeout_s))
+    return Plan(facts=facts, findings=findings, config=config, script=script, timeout_s=spec.timeout_s)
 
 
 def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
@@ -159,7 +168,8 @@ def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
             push_to_hub=remote,
             hub_model_id=push_to,
         )
-    return Plan(facts=facts, findings=findings, config=config, script=_render("convert_gguf", config), push_to=push_to)
+    script = _render("convert_gguf", config, _hf_jobs_table(spec, env, spec.timeout_s))
+    return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=spec.timeout_s)
 
 
 def check_adapter(spec: JobSpec, facts: Facts) -> list[Finding]:
@@ -227,5 +237,26 @@ def _output_dir(spec: JobSpec, env: PlanEnv) -> str:
     return str(Path(spec.output).expanduser().resolve()) if spec.output else env.output_dir
 
 
-def _render(template: str, config: dict[str, Any] | None) -> str:
-    return render_script(template, config) if config else ""
+def _render(template: str, config: dict[str, Any] | None, hf_jobs: dict[str, str | list[str]] | None = None) -> str:
+    return render_script(template, config, hf_jobs=hf_jobs) if config else ""
+
+
+def _hf_jobs_table(spec: JobSpec, env: PlanEnv, timeout_s: int | None) -> dict[str, str | list[str]] | None:
+    """How HF Jobs runs a remote job, for its script's header: the flavor and timeout the backend asks for
+    (no timeout: HF's default) and the names of the secrets it passes (the token as HF_TOKEN). A local job
+    has none: nothing but this machine runs it."""
+    if spec.backend == "local":
+        return None
+    table: dict[str, str | list[str]] = {"flavor": spec.flavor or DEFAULT_FLAVOR}
+    if timeout_s is not None:
+        table["timeout"] = _duration(timeout_s)
+    table["secrets"] = sorted(set(spec.secrets) | ({"HF_TOKEN"} if env.hub_token else set()))
+    return table
+
+
+def _duration(seconds: int) -> str:
+    """A timeout as HF Jobs' CLI takes it (--timeout 2h): the largest unit that divides it."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -18,6 +18,7 @@ from jobtrail.estimate.parallel import describe, too_many_processes
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import hyperparams
 from jobtrail.preflight.architectures import is_causal_lm, is_known
+from jobtrail.preflight.caps import check_caps
 from jobtrail.preflight.facts import Facts, requested_processes
 from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output
@@ -484,6 +485,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_trackio,
     check_launcher,
     check_estimate,
+    check_caps,
 )
 # What a config cannot be built without: names it knows, method values it can hold, and a directory
 # it may write into (force never sends a job into someone's files). Other errors block the submission,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from secrets import choice
 from typing import Any
@@ -20,6 +20,7 @@ from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord
 from jobtrail.service import secrets
+from jobtrail.service.spending import Caps
 from jobtrail.templates.render import config_json, sha256_text
 from jobtrail.util.refs import looks_local
 
@@ -33,6 +34,7 @@ class ServiceContext:
     home: Path
     job_python: str
     hub_token: str | None = None
+    caps: Caps = field(default_factory=Caps)
 
     def hub_api(self) -> Any:
         from huggingface_hub import HfApi  # on first use: the server starts without it
@@ -98,10 +100,24 @@ def local_path(ref: str) -> str:
 
 
 def new_run(
-    run_id: str, spec: JobSpec, created_at: float, *, flavor: str | None = None, max_retries: int = 0
+    run_id: str,
+    spec: JobSpec,
+    created_at: float,
+    *,
+    flavor: str | None = None,
+    max_retries: int = 0,
+    max_cost_usd: float | None = None,
 ) -> RunRecord:
     summary = spec.model_dump(include={"method", "model", "dataset", "backend"})  # the run's columns, as asked
-    return RunRecord(run_id=run_id, created_at=created_at, flavor=flavor, spec=spec, max_retries=max_retries, **summary)
+    return RunRecord(
+        run_id=run_id,
+        created_at=created_at,
+        flavor=flavor,
+        spec=spec,
+        max_retries=max_retries,
+        max_cost_usd=max_cost_usd,
+        **summary,
+    )
 
 
 def queued_attempt(

@@ -23,6 +23,7 @@ from jobtrail.service.context import ServiceContext
 from jobtrail.service.queries import Queries
 from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult, SubmitResult
 from jobtrail.service.runs import Runs
+from jobtrail.service.spending import Caps
 from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
@@ -40,9 +41,10 @@ class JobService:
         job_python: str,
         hub_token: str | None = None,
         cancel_wait_s: float = 20.0,
+        caps: Caps | None = None,
     ) -> None:
         self.context = ServiceContext(
-            ledger=ledger, backends=backends, home=home, job_python=job_python, hub_token=hub_token
+            ledger=ledger, backends=backends, home=home, job_python=job_python, hub_token=hub_token, caps=caps or Caps()
         )
         self._tracker = Tracker(self.context, on_ended=self._attempt_ended)
         self._tasks = Tasks(self.context, self._tracker)
@@ -68,6 +70,7 @@ class JobService:
         force: bool = False,
         max_retries: int = 0,
         include_script: bool = False,
+        max_cost_usd: float | None = None,
     ) -> SubmitResult:
         return self._runs.submit(**passed_on(locals()))
 

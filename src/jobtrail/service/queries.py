@@ -19,7 +19,7 @@ from jobtrail.service.next_steps import NextStep, next_steps
 from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
 from jobtrail.service.results import AttemptView, InspectResult, JobRow, LogsResult, Progress, PsResult, empty_list_note
 from jobtrail.service.runs import retries_stopped, retry_decision
-from jobtrail.service.task_results import ReportResult, ReportRow
+from jobtrail.service.task_results import JobCap, ReportResult, ReportRow
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.tracking import TrackioRun, trackio_run
 from jobtrail.templates.configs import launcher_of
@@ -94,6 +94,8 @@ class Queries:
             waiting_for=self._waiting_for(latest),
             retries_stopped=retries_stopped(self.ledger, run, attempts),
             init_from=run.spec.init_from,
+            max_cost_usd=run.max_cost_usd,
+            spent_usd=round(self.tracker.spending.of_run(run.run_id, now), 6),
             trackio=trackio,
             next_steps=self._next_steps(run, attempts, trackio, evaluations),
             **_run_fields(run),
@@ -204,6 +206,7 @@ class Queries:
             )
             for r in self.ledger.report(time.time() - days * 86400, group_by)
         ]
+        now, caps = time.time(), self.context.caps
         return ReportResult(
             days=days,
             group_by=group_by,
@@ -211,7 +214,28 @@ class Queries:
             total_attempts=sum(r.attempts for r in rows),
             total_gpu_hours=round(sum(r.gpu_hours for r in rows), 4),
             total_cost_usd=round(sum(r.cost_usd for r in rows), 4),
+            spent_last_24h_usd=round(self.tracker.spending.last_24h(now), 6),
+            daily_budget_usd=caps.daily_budget_usd,
+            default_max_cost_usd=caps.default_max_cost_usd,
+            job_caps=self._job_caps(now - days * 86400, now),
         )
+
+    def _job_caps(self, since: float, now: float) -> list[JobCap]:
+        caps = []
+        for run in self.ledger.capped_runs_since(since):
+            if run.backend == "local" or run.max_cost_usd is None:
+                continue  # a local job costs nothing
+            latest = self.context.latest(run.run_id)
+            caps.append(
+                JobCap(
+                    job_id=run.run_id,
+                    status=latest.status.value,
+                    termination_reason=_value(latest.termination_reason),
+                    max_cost_usd=run.max_cost_usd,
+                    spent_usd=round(self.tracker.spending.of_run(run.run_id, now), 6),
+                )
+            )
+        return caps
 
     # --- planning helpers: no job involved ------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, ToolResult
+from jobtrail.outcomes.budget import usd
 from jobtrail.outcomes.retry import NEVER
 from jobtrail.service.next_steps import NextStep
 from jobtrail.service.tracking import TrackioRun
@@ -47,7 +48,7 @@ def follow_calls(job_id: str) -> list[str]:
 
 class SubmitResult(ToolResult):
     job_id: str | None = Field(description="Short stable id of the run; None when nothing was submitted.")
-    status: Literal["queued", "starting", "running", "rejected", "dry_run"]
+    status: Literal["queued", "starting", "running", "failed", "cancelled", "rejected", "dry_run"]
     findings: list[Finding]
     script_sha256: str
     config_sha256: str
@@ -68,6 +69,13 @@ class SubmitResult(ToolResult):
     script_note: str | None = Field(
         default=None, description="What a submission of the same inputs changes in the script (and its sha256)."
     )
+    max_cost_usd: float | None = Field(
+        default=None,
+        description="The job's spending cap in US dollars (max_cost_usd, else JOBTRAIL_MAX_COST_USD); None: none.",
+    )
+    termination_message: str | None = Field(
+        default=None, description="A job that ended at once (failed, cancelled): why, e.g. the daily budget is spent."
+    )
 
     def headline(self) -> str:
         if self.status in ("rejected", "dry_run") and _errors(self.findings):
@@ -77,15 +85,21 @@ class SubmitResult(ToolResult):
         if self.status == "dry_run":
             return f"Dry run, nothing submitted: the job would be accepted (script sha256 {self.script_sha256[:12]})."
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
+        if self.termination_message:
+            lines.append(f"Why: {self.termination_message}")
         if self.output_repo:
             lines.append(
                 f"Checkpoints and the final model are pushed to https://huggingface.co/{self.output_repo} (private)."
             )
         if self.forced:
             lines.append("Forced past preflight errors; the receipt records it.")
+        if self.max_cost_usd is not None and self.backend != "local":
+            lines.append(f"It is stopped (termination_reason budget) if its spend reaches {usd(self.max_cost_usd)}.")
         return "\n".join(lines)
 
     def next_calls(self) -> list[str]:
+        if self.job_id and self.status in ("failed", "cancelled"):
+            return [f'inspect(job_id="{self.job_id}") says why it ended and what to do next']
         if self.job_id:
             return follow_calls(self.job_id)
         if _errors(self.findings):
@@ -216,6 +230,9 @@ class AttemptView(BaseModel):
     workdir: str | None
     output_dir: str | None
     retry_note: str | None = Field(None, description="Why this attempt was started, for retries.")
+    timeout_s: int | None = Field(
+        None, description="The timeout it runs with, in seconds: the job's, or shorter where a spending cap buys less."
+    )
     trackio: TrackioRun | None = Field(None, description="Where this attempt's trackio run is, once it logs there.")
 
 
@@ -302,6 +319,12 @@ class InspectResult(ToolResult):
     init_from: str | None = Field(
         None, description="submit(init_from=...): the job this one trained further from; `model` is where it started."
     )
+    max_cost_usd: float | None = Field(
+        None, description="The job's spending cap in US dollars, over all its attempts (None: no cap)."
+    )
+    spent_usd: float = Field(
+        0.0, description="What all its attempts cost so far (a running one: its time so far at the flavor's price)."
+    )
     trackio: TrackioRun | None = Field(
         None,
         description="The trackio run of the latest attempt that has one: project, run, the local folder or the "
@@ -327,6 +350,10 @@ class InspectResult(ToolResult):
                 lines.append(f"Evidence: `{latest.evidence[:300]}`")
         if self.retries_stopped:
             lines.append(f"Automatic retries stopped: {self.retries_stopped}")
+        if self.max_cost_usd is not None and self.backend != "local":
+            lines.append(f"Spent {usd(self.spent_usd)} of its max_cost_usd {usd(self.max_cost_usd)}.")
+        elif self.spent_usd:
+            lines.append(f"Spent {usd(self.spent_usd)}.")
         p = self.progress
         if p.step is not None:
             of = f"/{p.max_steps}" if p.max_steps else ""

@@ -8,14 +8,16 @@ script, in one pass); this module decides what to do with the plan.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
-from jobtrail.outcomes import retry as retry_policy
-from jobtrail.preflight import plan as preflight, rules as checks
+from jobtrail.outcomes import budget, retry as retry_policy
+from jobtrail.preflight import caps, plan as preflight, rules as checks
+from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.service import secrets
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.results import CancelResult, RetryResult, SubmitResult
@@ -25,11 +27,13 @@ from jobtrail.templates.render import config_json, sha256_text
 from jobtrail.util.files import private_dir, write_private
 from jobtrail.util.timefmt import parse_duration
 
-# What submit reports for the attempt it queued; one that already ended (a launch refused) reads
-# "running" too, and inspect tells the rest.
-_SUBMITTED_STATUS: dict[JobStatus, Literal["queued", "starting", "running"]] = {
+# What submit reports for the attempt it queued; one that ended at once (a launch refused, the daily
+# budget spent) says so, and its termination_message why.
+_SUBMITTED_STATUS: dict[JobStatus, Literal["queued", "starting", "failed", "cancelled"]] = {
     JobStatus.QUEUED: "queued",
     JobStatus.STARTING: "starting",
+    JobStatus.FAILED: "failed",
+    JobStatus.CANCELLED: "cancelled",
 }
 
 
@@ -44,13 +48,23 @@ class Runs:
     # --- submit -----------------------------------------------------------------------
 
     def submit(
-        self, spec: JobSpec, *, dry_run: bool, force: bool, max_retries: int, include_script: bool
+        self,
+        spec: JobSpec,
+        *,
+        dry_run: bool,
+        force: bool,
+        max_retries: int,
+        include_script: bool,
+        max_cost_usd: float | None = None,
     ) -> SubmitResult:
         self.context.backend(spec.backend)
         secrets.resolve(secrets.validate(spec.secrets))  # a missing or too short secret is refused now
+        cap = self.context.caps.default_max_cost_usd
+        if max_cost_usd is not None:
+            cap = budget.parse_cap(max_cost_usd, "max_cost_usd")
         spec = self._start_from(_normalise(spec))
         run_id = new_run_id()
-        plan = preflight.plan(spec, plan_env(self.context, run_id))
+        plan = preflight.plan(spec, replace(plan_env(self.context, run_id), budget=self._budget(cap, max_retries)))
         blocked = bool(checks.blocking(plan.findings))
         base: dict[str, Any] = dict(
             script_sha256=sha256_text(plan.script) if plan.script else "",
@@ -58,6 +72,7 @@ class Runs:
             backend=spec.backend,
             output_repo=plan.push_to,
             launcher=plan.launcher if plan.config else None,
+            max_cost_usd=cap,
         )
         if dry_run:
             return SubmitResult(
@@ -69,18 +84,16 @@ class Runs:
                 script_note=_run_specific(spec, plan.config),
                 **base,
             )
-        if blocked and (not force or plan.config is None):
+        if blocked and (not force or plan.config is None or caps.unforceable(plan.findings)):
             return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **base)
         assert plan.config is not None
-        if spec.timeout_s is None and plan.estimate is not None:
-            # HF's default (30 minutes) kills most training: the estimate + 30% instead.
-            spec = spec.model_copy(update={"timeout_s": plan.estimate.recommended_timeout_s})
+        spec = spec.model_copy(update={"timeout_s": plan.timeout_s})
         if plan.push_to:
             problem = self._create_output_repo(plan.push_to)
             if problem:
                 return SubmitResult(job_id=None, status="rejected", findings=[*plan.findings, problem], **base)
         created = time.time()
-        run = new_run(run_id, spec, created, flavor=spec.flavor, max_retries=max_retries)
+        run = new_run(run_id, spec, created, flavor=spec.flavor, max_retries=max_retries, max_cost_usd=cap)
         attempt = queued_attempt(
             run_id,
             1,
@@ -99,11 +112,22 @@ class Runs:
         return SubmitResult(
             job_id=run_id,
             status=_SUBMITTED_STATUS.get(current.status, "running"),
+            termination_message=current.termination_message,
             findings=plan.findings,
             forced=attempt.forced,
             workdir=str(self.context.workdir(attempt)),
             output_dir=plan.config["output_dir"],
             **base,
+        )
+
+    def _budget(self, cap: float | None, max_retries: int) -> BudgetFacts:
+        """The caps a submission is judged against, with what every job spent in the last 24 hours."""
+        daily = self.context.caps.daily_budget_usd
+        return BudgetFacts(
+            max_cost_usd=cap,
+            attempts=budget.worst_case_attempts(max_retries),
+            daily_budget_usd=daily,
+            spent_24h_usd=self.tracker.spending.last_24h() if daily is not None else 0.0,
         )
 
     def _start_from(self, spec: JobSpec) -> JobSpec:
@@ -174,6 +198,8 @@ class Runs:
 
     def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
         run = self.context.run(job_id)
+        if changes and "max_cost_usd" in changes:
+            changes = {**changes, "max_cost_usd": budget.parse_cap(changes["max_cost_usd"], "max_cost_usd")}
         self.tracker.refresh()
         return self._retry(run, changes, automatic=False)
 
@@ -188,7 +214,7 @@ class Runs:
         attempts = self.ledger.attempts(run.run_id)
         latest = attempts[-1]
         spec = latest.spec or run.spec
-        decision = _decide(self.ledger, attempts, spec, changes, automatic=automatic)
+        decision = _decide(self.ledger, run, attempts, spec, changes, automatic=automatic)
         if not decision.retry:
             diagnosis = latest.termination_message
             if diagnosis and latest.evidence and latest.evidence != "termination event":
@@ -203,9 +229,10 @@ class Runs:
                 fix=decision.fix,
                 resume_from=None,
             )
-        new_spec = _apply_changes(spec, decision.changes)
+        job_changes = {k: v for k, v in decision.changes.items() if k != "max_cost_usd"}  # the cap is the run's
+        new_spec = _apply_changes(spec, job_changes)
         config, script, findings, forced = latest.config, latest.script, [], False
-        if decision.changes:  # a changed config goes through the same preflight as a submission
+        if job_changes:  # a changed config goes through the same preflight as a submission
             plan = preflight.plan(new_spec, plan_env(self.context, run.run_id), previous=latest.config)
             bad = checks.blocking(plan.findings)
             if plan.config is None or (bad and not latest.forced):  # a forced run stays forced
@@ -222,6 +249,8 @@ class Runs:
                     resume_from=None,
                 )
             config, script, findings, forced = plan.config, plan.script, plan.findings, bool(bad)
+        if "max_cost_usd" in decision.changes:
+            self.ledger.set_max_cost(run.run_id, decision.changes["max_cost_usd"])
         now = time.time()
         attempt = queued_attempt(
             run.run_id,
@@ -306,7 +335,7 @@ def retries_stopped(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord
         return None
     if len(attempts) > run.max_retries:
         return f"max_retries ({run.max_retries}) is spent; retry(job_id, changes=...) still starts a new attempt."
-    decision = _decide(ledger, attempts, latest.spec or run.spec, None, automatic=True)
+    decision = _decide(ledger, run, attempts, latest.spec or run.spec, None, automatic=True)
     if decision.retry:  # due, yet not started: only a refused change does that
         return "The automatic retry's changes did not pass preflight; retry(job_id) shows why."
     return " ".join(part for part in (decision.message, decision.fix) if part)
@@ -314,17 +343,25 @@ def retries_stopped(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord
 
 def retry_decision(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord]) -> retry_policy.Decision:
     """What retry(job_id) without changes would do now, for a run whose latest attempt has ended."""
-    return _decide(ledger, attempts, attempts[-1].spec or run.spec, None, automatic=False)
+    return _decide(ledger, run, attempts, attempts[-1].spec or run.spec, None, automatic=False)
 
 
 def _decide(
-    ledger: Ledger, attempts: list[AttemptRecord], spec: JobSpec, changes: dict[str, Any] | None, *, automatic: bool
+    ledger: Ledger,
+    run: RunRecord,
+    attempts: list[AttemptRecord],
+    spec: JobSpec,
+    changes: dict[str, Any] | None,
+    *,
+    automatic: bool,
 ) -> retry_policy.Decision:
-    job = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
+    job: dict[str, Any] = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
     job |= {
         "job_id": attempts[-1].run_id,
         "method": spec.method,
         "learning_rate": attempts[-1].config.get("training_args", {}).get("learning_rate"),
+        "max_cost_usd": run.max_cost_usd,
+        "spent_usd": sum(a.cost_usd or 0.0 for a in attempts),  # every attempt has ended: its cost is recorded
     }
     history = [_attempt_facts(ledger, a) for a in attempts]
     return retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from jobtrail.models import Finding, ToolResult
+from jobtrail.outcomes.budget import DAILY_ENV, usd
 from jobtrail.service.results import findings_markdown, markdown_table, refusal
 
 
@@ -72,6 +73,16 @@ class ReportRow(BaseModel):
     cost_usd: float
 
 
+class JobCap(BaseModel):
+    """One remote job's spend against its own cap (max_cost_usd)."""
+
+    job_id: str
+    status: str
+    termination_reason: str | None
+    max_cost_usd: float
+    spent_usd: float = Field(description="Every attempt together; a running one so far.")
+
+
 class ReportResult(ToolResult):
     days: float
     group_by: str
@@ -79,8 +90,38 @@ class ReportResult(ToolResult):
     total_attempts: int
     total_gpu_hours: float
     total_cost_usd: float
+    spent_last_24h_usd: float = Field(
+        0.0,
+        description="Every job's spend on HF Jobs in the last 24 hours, a rolling window (running jobs so far): "
+        "what the daily budget is checked against.",
+    )
+    daily_budget_usd: float | None = Field(None, description="JOBTRAIL_DAILY_BUDGET_USD; None: no daily budget.")
+    default_max_cost_usd: float | None = Field(
+        None, description="JOBTRAIL_MAX_COST_USD: a job's cap when submit passes no max_cost_usd; None: no default."
+    )
+    job_caps: list[JobCap] = Field(
+        default_factory=list,
+        description="Remote jobs with a cap, created in the report's window or still running, newest first.",
+    )
 
     def headline(self) -> str:
+        return "\n".join([self._totals(), self._spending()])
+
+    def _spending(self) -> str:
+        """Spend against the caps: the daily budget, then the jobs at or past their own cap."""
+        spent = f"Spent {usd(self.spent_last_24h_usd)} on HF Jobs in the last 24 hours"
+        line = (
+            f"{spent} of the daily budget of {usd(self.daily_budget_usd)}."
+            if self.daily_budget_usd is not None
+            else f"{spent} (no daily budget: {DAILY_ENV} is unset)."
+        )
+        stopped = [c for c in self.job_caps if c.termination_reason == "budget"]
+        if self.job_caps:
+            line += f" {len(self.job_caps)} capped job{'s' if len(self.job_caps) != 1 else ''}"
+            line += f", {len(stopped)} stopped by its cap (budget)." if stopped else "."
+        return line
+
+    def _totals(self) -> str:
         head = (
             f"{_attempts(self.total_attempts)} ended in the last {self.days:g} days: "
             f"{self.total_gpu_hours:.2f} GPU-hours, ${self.total_cost_usd:.2f}."
@@ -107,10 +148,17 @@ class ReportResult(ToolResult):
         return calls
 
     def details(self) -> list[str]:
-        if not self.rows:
-            return []
-        rows = [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows]
-        return [markdown_table([self.group_by, "attempts", "GPU-hours", "cost"], rows)]
+        lines = []
+        if self.rows:
+            rows = [[r.group or "-", str(r.attempts), f"{r.gpu_hours:.2f}", f"${r.cost_usd:.2f}"] for r in self.rows]
+            lines.append(markdown_table([self.group_by, "attempts", "GPU-hours", "cost"], rows))
+        if self.job_caps:
+            caps = [
+                [c.job_id, c.termination_reason or c.status, usd(c.spent_usd), usd(c.max_cost_usd)]
+                for c in self.job_caps
+            ]
+            lines.append(markdown_table(["job", "state", "spent", "max_cost_usd"], caps))
+        return lines
 
 
 def _attempts(n: int) -> str:

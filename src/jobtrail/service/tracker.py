@@ -6,11 +6,16 @@ backends, never in this object, so any number of processes can refresh the same 
 change is a compare-and-set (see ledger/store.py). What follows an ending (an evaluation's record,
 calibration, an automatic retry) is the use cases' business: the tracker reports each ended
 attempt to the `on_ended` observer it was built with.
+
+It also holds the spending caps (outcomes/budget.py): a remote job whose spend reaches its
+max_cost_usd, or while every job's spend is at the daily budget, is cancelled and ends `budget`; a
+queued one is not started while the daily budget is spent.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -26,6 +31,7 @@ from jobtrail.outcomes import classify, events
 from jobtrail.preflight.outputs import claim_output
 from jobtrail.service import secrets
 from jobtrail.service.context import ServiceContext
+from jobtrail.service.spending import Spending
 from jobtrail.util.refs import looks_local
 
 log = logging.getLogger("jobtrail.service.tracker")
@@ -43,6 +49,7 @@ class Tracker:
         self.ledger = context.ledger
         self._on_ended = on_ended
         self._flavors: list[Flavor] | None = None  # the live catalog, fetched once per process
+        self.spending = Spending(self.ledger, self.cost, context.caps)
 
     def refresh(self) -> None:
         for attempt in self.ledger.attempts_in(ACTIVE_STATUSES):
@@ -72,6 +79,7 @@ class Tracker:
                     status=status,
                     started_at=probe.started_at or attempt.started_at,
                 )
+            self._hold_caps(backend, self.context.attempt(attempt.attempt_id))
             return
         attempt = self.context.attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
@@ -87,6 +95,7 @@ class Tracker:
             lost=probe.phase == "lost",
         )
         ended = probe.exit.ended_at if probe.exit else time.time()
+        verdict = self._budget_verdict(attempt, verdict, ended)
         self.ledger.update_attempt(
             attempt.attempt_id,
             expect_status=ACTIVE_STATUSES,
@@ -101,6 +110,39 @@ class Tracker:
             cost_usd=self.cost(attempt, ended),
         )
         self._on_ended(self.context.attempt(attempt.attempt_id), verdict.reason)
+
+    def _hold_caps(self, backend: Backend, attempt: AttemptRecord) -> None:
+        """Cancel a running remote attempt whose job has reached a spending cap; it then ends `budget`."""
+        if attempt.backend == "local" or attempt.placement is None or attempt.cancel_requested_at is not None:
+            return
+        run = self.ledger.get_run(attempt.run_id)
+        if run is None or self.spending.cap_reached(run, time.time()) is None:
+            return
+        try:
+            backend.cancel(attempt.placement)
+        except BackendError as exc:  # asked again at the next refresh
+            log.warning("could not stop %s at its spending cap: %s", attempt.attempt_id, exc)
+            return
+        self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=ACTIVE_STATUSES,
+            cancel_requested_at=time.time(),
+            stop_reason=TerminationReason.BUDGET,
+        )
+
+    def _budget_verdict(self, attempt: AttemptRecord, verdict: classify.Verdict, ended: float) -> classify.Verdict:
+        """An attempt jobtrail stopped at a cap ends `budget` (unless it finished first), and so does one that
+        HF Jobs stopped at the timeout a cap gave it at launch (_capped_timeout)."""
+        if verdict.reason is TerminationReason.SUCCEEDED:
+            return verdict
+        capped = attempt.stop_reason is TerminationReason.BUDGET
+        if not capped and verdict.reason is not TerminationReason.TIMEOUT:
+            return verdict
+        run = self.ledger.get_run(attempt.run_id)
+        reached = self.spending.cap_reached(run, ended) if run else None
+        if not capped and reached is None:
+            return verdict  # a timeout of its own
+        return classify.Verdict(TerminationReason.BUDGET, reached or "Stopped by a spending cap.", "spending cap")
 
     def _flavor(self, name: str | None) -> Flavor | None:
         if not name:
@@ -182,11 +224,31 @@ class Tracker:
             for attempt in self.ledger.attempts_in([JobStatus.QUEUED.value], name):
                 if attempt.not_before and attempt.not_before > now:
                     continue  # a retry still backing off
+                if name != "local" and self._refuse_over_daily(attempt, now):
+                    continue
                 claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent)
                 if claim == "full":
                     break
                 if claim == "claimed":
                     self._launch(backend, attempt)
+
+    def _refuse_over_daily(self, attempt: AttemptRecord, now: float) -> bool:
+        """A queued remote attempt is not started while the daily budget is spent: it ends `budget` at once
+        (cancelled, saying so) rather than waiting, because a job that started hours later on its own, when
+        older spend left the window, would spend money nobody is watching. retry(job_id) queues it again."""
+        refusal = self.spending.daily_reached(now, started=False)
+        if refusal is None:
+            return False
+        if self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=[JobStatus.QUEUED.value],
+            status=TerminationReason.BUDGET.status,
+            termination_reason=TerminationReason.BUDGET,
+            termination_message=refusal,
+            ended_at=now,
+        ):
+            self._on_ended(self.context.attempt(attempt.attempt_id), TerminationReason.BUDGET)
+        return True
 
     def _launch(self, backend: Backend, attempt: AttemptRecord) -> None:
         """Start an attempt this process has claimed (claim_slot); a refusal ends it with the reason."""
@@ -198,14 +260,10 @@ class Tracker:
                 workdir=str(self.context.workdir(attempt)),
                 env=_job_env(attempt, self.context.trackio_dir),
                 secrets=self._secret_values(attempt),
-                secret_sources=[ref[1:] for ref in (attempt.spec.secrets if attempt.spec else {}).values()],
-                timeout_s=attempt.timeout_s,
+                secret_sources=_secret_sources(attempt),
+                timeout_s=self._capped_timeout(attempt),
                 flavor=attempt.flavor,
-                labels={
-                    "jobtrail-run": attempt.run_id,
-                    "jobtrail-attempt": str(attempt.number),
-                    "jobtrail-config-sha256": attempt.config_sha256,
-                },
+                labels=attempt_labels(attempt),
             )
             placement = backend.launch(request)
         except (BackendError, InvalidRequestError) as exc:
@@ -219,11 +277,27 @@ class Tracker:
             )
             return
         self.ledger.update_attempt(
-            attempt.attempt_id, status=JobStatus.STARTING, placement=placement, started_at=placement.started_at
+            attempt.attempt_id,
+            status=JobStatus.STARTING,
+            placement=placement,
+            started_at=placement.started_at,
+            timeout_s=request.timeout_s,  # the receipt says the timeout it runs with, a cap's included
         )
         if self.context.attempt(attempt.attempt_id).cancel_requested_at is not None:
             # Cancelled while it was being launched: the canceller had no placement to signal yet.
             backend.cancel(placement)
+
+    def _capped_timeout(self, attempt: AttemptRecord) -> int | None:
+        """A remote attempt's timeout, cut to what its job's cap has left at the flavor's price: HF Jobs then
+        stops it there even when no jobtrail process is running to watch the spend (it ends `budget`)."""
+        run = self.ledger.get_run(attempt.run_id)
+        flavor = self._flavor(attempt.flavor) if attempt.backend != "local" else None
+        if run is None or run.max_cost_usd is None or flavor is None or flavor.price_per_hour <= 0:
+            return attempt.timeout_s
+        left = max(0.0, run.max_cost_usd - self.spending.of_run(run.run_id))
+        # Rounded up: stopped there, it has reached the cap (so it ends `budget`); HF bills at least a minute.
+        affordable = max(60, math.ceil(left / flavor.price_per_hour * 3600))
+        return affordable if attempt.timeout_s is None else min(attempt.timeout_s, affordable)
 
     def _claim_output(self, attempt: AttemptRecord) -> None:
         """A local job's chosen output directory becomes its run's (outputs.claim_output) before it starts:
@@ -239,9 +313,25 @@ class Tracker:
 
     def _expire_stale_claim(self, attempt: AttemptRecord) -> None:
         """A claimed attempt that never got a placement: the process that claimed it stopped before (or
-        while) launching it. Past STALE_CLAIM_S it frees its slot as `lost`, which a retry resumes."""
+        while) launching it. Past STALE_CLAIM_S, a remote one launched all the same is found by its labels
+        and followed from then on; otherwise it frees its slot as `lost`, which a retry resumes."""
         claimed_at = attempt.started_at or attempt.created_at
         if attempt.status is not JobStatus.STARTING or time.time() - claimed_at < STALE_CLAIM_S:
+            return
+        try:
+            placement = self.context.backend(attempt.backend).find(
+                attempt_labels(attempt), str(self.context.workdir(attempt)), _secret_sources(attempt)
+            )
+        except BackendError as exc:  # asked again at the next refresh
+            log.warning("could not look for %s on its backend: %s", attempt.attempt_id, exc)
+            return
+        if placement is not None:  # launched, then its launcher died: adopt it, as its labels say it is this one
+            self.ledger.update_attempt(
+                attempt.attempt_id,
+                expect_status=[JobStatus.STARTING.value],
+                placement=placement,
+                started_at=placement.started_at,
+            )
             return
         if self.ledger.update_attempt(
             attempt.attempt_id,
@@ -278,6 +368,20 @@ class Tracker:
             keep.extend(chunk.lines)
             offset = chunk.offset
         return list(keep), offset
+
+
+def _secret_sources(attempt: AttemptRecord) -> list[str]:
+    """The server's environment variables the attempt's secrets come from (names: see Placement)."""
+    return [ref[1:] for ref in (attempt.spec.secrets if attempt.spec else {}).values()]
+
+
+def attempt_labels(attempt: AttemptRecord) -> dict[str, str]:
+    """A remote attempt's labels: enough to find it on the backend again when its placement was never recorded."""
+    return {
+        "jobtrail-run": attempt.run_id,
+        "jobtrail-attempt": str(attempt.number),
+        "jobtrail-config-sha256": attempt.config_sha256,
+    }
 
 
 def _job_env(attempt: AttemptRecord, trackio_dir: Path) -> dict[str, str]:

@@ -13,14 +13,14 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from jobtrail.estimate.estimator import estimate_cost
 from jobtrail.estimate.memory import Peft
 from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import TrainingMethod
 from jobtrail.models import BackendName, JobSpec, JobStatus
-from jobtrail.outcomes import evals
+from jobtrail.outcomes import budget, evals
 from jobtrail.service import JobService
 from jobtrail.templates import llama_cpp
 
@@ -67,6 +67,13 @@ def _small_object(value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"is {len(text)} characters as JSON; at most {MAX_OBJECT_CHARS} are accepted")
     if "\\u0000" in text:
         raise ValueError("holds a NUL character (\\x00) in a key or value")
+    return value
+
+
+def _not_bool(value: Any) -> Any:
+    """A number's lax parsing reads true as 1: for an amount of money, that is a mistake to name."""
+    if isinstance(value, bool):
+        raise ValueError("is true/false, not an amount: give US dollars as a number, e.g. 20")
     return value
 
 
@@ -214,6 +221,22 @@ MaxRetries = Annotated[
     Field(ge=0, le=10, description=("Retry automatically up to this many times, within each failure reason's budget.")),
 ]
 
+MaxCostUsd = Annotated[
+    float | None,
+    BeforeValidator(_not_bool),
+    Field(
+        gt=0,
+        le=budget.MAX_CAP_USD,
+        allow_inf_nan=False,
+        description=(
+            "Spend at most this many US dollars of HF Jobs time on this job, every attempt together: preflight "
+            "refuses it when the estimate (once per attempt max_retries allows) is above, and a running job that "
+            "reaches it is cancelled with termination_reason 'budget'. Default: the server's JOBTRAIL_MAX_COST_USD "
+            "(none if unset). Local jobs cost nothing."
+        ),
+    ),
+]
+
 # --- following jobs -------------------------------------------------------------------
 
 JobId = Annotated[NameText, Field(description="Job id returned by submit or listed by ps, e.g. 'jt-4f9k2m7q'.")]
@@ -228,7 +251,7 @@ Changes = Annotated[
     JsonObject | None,
     Field(
         description=(
-            "Hyperparameters (and timeout, flavor, dataset_mapping) to change, e.g. "
+            "Hyperparameters (and timeout, flavor, dataset_mapping, max_cost_usd) to change, e.g. "
             "{'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 8}."
         )
     ),

@@ -39,6 +39,7 @@ class JobTools(ToolArea):
         secrets: p.Secrets = None,
         max_retries: p.MaxRetries = p.DEFAULT_MAX_RETRIES,
         include_script: p.IncludeScript = False,
+        max_cost_usd: p.MaxCostUsd = None,
     ) -> SubmitResult:
         spec = JobSpec(
             method=method,
@@ -58,7 +59,12 @@ class JobTools(ToolArea):
             init_checkpoint=init_checkpoint,
         )
         return self.service.submit(
-            spec, dry_run=dry_run, force=force, max_retries=max_retries, include_script=include_script
+            spec,
+            dry_run=dry_run,
+            force=force,
+            max_retries=max_retries,
+            include_script=include_script,
+            max_cost_usd=max_cost_usd,
         )
 
     @tool(

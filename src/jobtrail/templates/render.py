@@ -10,7 +10,9 @@ QLoRA job, the header's dependency list, and nothing else:
                                    inlined once, dependencies first
     # --- jobtrail:config ---       the example CONFIG becomes the job's config as one JSON literal
 
-so the rendered script never imports jobtrail and runs anywhere its header's dependencies exist.
+so the rendered script never imports jobtrail and runs anywhere its header's dependencies exist. A
+remote job's header also gets a `[tool.hf-jobs]` table (PEP 723 allows [tool] tables) saying how it
+runs there: flavor, timeout and the NAMES of its secrets (never a value), so the script alone tells.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ _BLOCK = r"(?ms)^# --- jobtrail:{name} ---\n.*?^# --- end jobtrail:{name} ---\n"
 _RUNTIME_IMPORT = re.compile(r"(?m)^from (_\w+) import\b")
 # The header's dependencies array, on one line or spread over several.
 _DEPENDENCIES = re.compile(r"(?ms)^# dependencies = \[(.*?)\]$")
+_HEADER_END = re.compile(r"(?m)^# ///$")  # the first one closes the `# /// script` block at the top
+HF_JOBS_TABLE = "tool.hf-jobs"
 # QLoRA loads 4-bit weights through bitsandbytes, which only GPU jobs can use: the header asks for
 # it only then, so CPU jobs never need it installed (transformers 5.23 wants at least 0.46.1).
 QLORA_REQUIREMENT = "bitsandbytes>=0.46.1"
@@ -60,8 +65,15 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def render_script(template: str, config: dict[str, Any], *, templates: Path | None = None) -> str:
-    """Return the script text for `template` (e.g. "sft") with `config` baked in."""
+def render_script(
+    template: str,
+    config: dict[str, Any],
+    *,
+    templates: Path | None = None,
+    hf_jobs: Mapping[str, str | list[str]] | None = None,
+) -> str:
+    """Return the script text for `template` (e.g. "sft") with `config` baked in; `hf_jobs`: the
+    [tool.hf-jobs] table of a remote job's header (flavor, timeout, secrets: names only)."""
     root = templates or scripts_dir()
     path = root / f"{template}.py"
     if not path.is_file():
@@ -72,6 +84,8 @@ def render_script(template: str, config: dict[str, Any], *, templates: Path | No
     source = _replace_block(source, "runtime", _runtime_block(source, root))
     if (config.get("peft") or {}).get("method") == "qlora":
         source = _add_requirement(source, QLORA_REQUIREMENT)
+    if hf_jobs:
+        source = _add_tool_table(source, HF_JOBS_TABLE, hf_jobs)
     snapshot = config_json(config)
     return _replace_block(source, "config", f"CONFIG: dict = json.loads({snapshot!r})\n")
 
@@ -112,6 +126,16 @@ def _add_requirement(source: str, requirement: str) -> str:
         raise InvalidRequestError("Template header must list its dependencies in one '# dependencies = [...]' array.")
     after_last = found.start(1) + found.group(1).rindex('"') + 1  # the new one follows the last one listed
     return source[:after_last] + f", {json.dumps(requirement)}" + source[after_last:]
+
+
+def _add_tool_table(source: str, name: str, values: Mapping[str, str | list[str]]) -> str:
+    """A TOML table at the end of the header: strings and lists of strings as JSON writes them (valid TOML
+    basic strings, escapes included), so no value can break out of its line or the header."""
+    end = _HEADER_END.search(source)
+    if end is None:
+        raise InvalidRequestError("Template header must close its '# /// script' block with '# ///'.")
+    lines = [f"# [{name}]\n"] + [f"# {key} = {json.dumps(value)}\n" for key, value in values.items()]
+    return source[: end.start()] + "".join(lines) + source[end.start() :]
 
 
 def _block_text(source: str, name: str) -> str:

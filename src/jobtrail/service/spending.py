@@ -1,0 +1,65 @@
+"""What jobs have spent, against their caps (outcomes/budget.py says what the caps mean).
+
+An attempt's spend is what its receipt says it cost: its recorded cost once it has ended, and while it
+runs, its running time so far at its flavor's price (the tracker's `cost`, the receipt's own formula).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jobtrail.ledger.store import Ledger
+from jobtrail.models import AttemptRecord, RunRecord
+from jobtrail.outcomes import budget
+
+Cost = Callable[[AttemptRecord, float], float | None]
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The server's spending settings (read from the environment by the composition root)."""
+
+    default_max_cost_usd: float | None = None  # JOBTRAIL_MAX_COST_USD: a job's cap unless submit gives one
+    daily_budget_usd: float | None = None  # JOBTRAIL_DAILY_BUDGET_USD: every job, the last 24 hours
+
+
+class Spending:
+    def __init__(self, ledger: Ledger, cost: Cost, caps: Caps) -> None:
+        self.ledger = ledger
+        self.cost = cost
+        self.caps = caps
+
+    def spent(self, attempt: AttemptRecord, now: float) -> float:
+        if attempt.ended_at is not None:
+            return attempt.cost_usd or 0.0
+        return self.cost(attempt, now) or 0.0
+
+    def of_run(self, run_id: str, now: float | None = None) -> float:
+        """A job's spend over all its attempts, the running one so far."""
+        now = time.time() if now is None else now
+        return sum(self.spent(a, now) for a in self.ledger.attempts(run_id))
+
+    def last_24h(self, now: float | None = None) -> float:
+        """Every job's spend in the rolling 24-hour window: each attempt for its running time inside it."""
+        now = time.time() if now is None else now
+        since = now - budget.DAILY_WINDOW_S
+        return sum(
+            self.spent(a, now) * budget.window_share(a.started_at, a.ended_at, now, since)
+            for a in self.ledger.billed_since(since)
+        )
+
+    def cap_reached(self, run: RunRecord, now: float) -> str | None:
+        """Why `run` must stop spending now (its own cap, or the daily budget), or None."""
+        if run.backend == "local":
+            return None  # a local job costs nothing
+        if run.max_cost_usd is not None and budget.reached(spent := self.of_run(run.run_id, now), run.max_cost_usd):
+            return budget.job_cap_message(spent, run.max_cost_usd)
+        return self.daily_reached(now, started=True)
+
+    def daily_reached(self, now: float, *, started: bool) -> str | None:
+        daily = self.caps.daily_budget_usd
+        if daily is not None and budget.reached(spent := self.last_24h(now), daily):
+            return budget.daily_cap_message(spent, daily, started=started)
+        return None
