@@ -26,6 +26,7 @@ import jobtrail
 from jobtrail.backends.local import MAX_LOG_CHUNK, LocalBackend
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
+from jobtrail.templates.render import scripts_dir
 from support.processes import alive, live_group_members
 from support.waiting import wait_for
 
@@ -221,6 +222,28 @@ def test_timeout_stops_the_job(jobs: Jobs) -> None:
     record = jobs.wait_exit(placement, timeout=6)
     assert record.timed_out and not record.cancelled
     assert record.signal == signal.SIGTERM
+
+
+def two_workers(work: str) -> str:
+    """A job running `work` (one statement) in two workers under torch's elastic launcher, started by the
+    job runtime's run_job as a rendered training script starts them."""
+    main = f"def work():\n    {work}\n\n\nif __name__ == '__main__':\n    run_job(work, {{'num_processes': 2}})\n"
+    return (scripts_dir() / "_runtime.py").read_text() + "\n\n" + main
+
+
+def test_a_job_of_two_workers_is_stopped_whole_at_its_timeout(tmp_path: Path) -> None:
+    backend = LocalBackend(grace_s=10)  # the default grace: time for the launcher to stop its workers itself
+    jobs = Jobs(backend, tmp_path)
+    try:
+        # Long enough for both workers to start (each imports torch) on a loaded machine.
+        placement = jobs.start(two_workers("print('worker up', flush=True); time.sleep(120)"), timeout_s=30)
+        up = wait_for(lambda: backend.read_log(placement).lines.count("worker up") == 2, 30, "both workers to start")
+        assert up
+        record = jobs.wait_exit(placement, timeout=40)
+    finally:
+        jobs.cleanup()
+    assert record.timed_out and record.exit_code == 143  # the launcher forwarded the SIGTERM and ended by it
+    assert placement.pgid is not None and live_group_members(placement.pgid) == []
 
 
 def probe_from_new_process(placement: Placement) -> Probe:

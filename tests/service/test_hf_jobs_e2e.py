@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobtrail.app import build_service
-from jobtrail.models import JobSpec
+from jobtrail.models import JobSpec, Launcher
 from support.remote import publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal
 
@@ -33,8 +33,10 @@ def _spec(**kw) -> JobSpec:
 
 
 def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_secret(remote, hub, tmp_path):
-    submitted = remote.submit(_spec())
+    # Two workers (gloo on the emulator's CPU): the script starts them itself under `uv run` too.
+    submitted = remote.submit(_spec(hyperparameters={**HYPER, "num_processes": 2}))
     assert submitted.job_id, [f.model_dump() for f in submitted.findings]
+    assert submitted.launcher == Launcher(kind="torchrun", num_processes=2, strategy="ddp")
     assert submitted.output_repo == "alice/tiny-sft"
     done = wait_until_terminal(lambda: remote.inspect(submitted.job_id), 240, "the remote job to end", interval=0.5)
     assert done.status == "succeeded", (done.termination_message, remote.logs(submitted.job_id, tail=40).lines)
@@ -42,6 +44,7 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     assert attempt.placement.remote_id and attempt.placement.url and attempt.placement.flavor == "cpu-basic"
     assert attempt.placement.image.startswith("ghcr.io/astral-sh/uv")
     assert done.progress.step == 6 and attempt.data_manifest["kind"] == "hub"
+    assert attempt.environment["world_size"] == 2 and attempt.launcher == submitted.launcher
     # Billed per minute at the flavor's live price (cpu-basic: the emulator's hardware listing).
     assert attempt.cost_usd is not None and 0 < attempt.cost_usd < 0.01 and attempt.gpu_seconds == 0
     job = hub.jobs[attempt.placement.remote_id]

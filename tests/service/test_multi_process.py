@@ -51,6 +51,7 @@ def test_a_two_worker_job_trains_and_its_receipt_says_so(service, tiny_model, ch
     attempt = done.attempts[0]
     assert done.status == "succeeded", (done.termination_message, service.logs(job_id, tail=60).lines)
     assert attempt.launcher == DDP_2 and attempt.environment["world_size"] == 2
+    assert "device cpu, 2 workers (ddp)" in done.to_markdown()
     # One account of the training, rank 0's: every event once.
     events = service.ledger.events(attempt.attempt_id)
     assert [e["step"] for e in events if e["event"] == "step"] == list(range(1, TINY_SFT["max_steps"] + 1))
@@ -64,7 +65,7 @@ def test_a_two_worker_job_trains_and_its_receipt_says_so(service, tiny_model, ch
 
 def test_cancelling_a_two_worker_job_stops_every_worker(service, tiny_model, chat_dataset):
     job_id = service.submit(_spec(tiny_model, chat_dataset, max_steps=400)).job_id
-    pgid, workers = _training(service, job_id)
+    pgid, _ = _training(service, job_id)
     result = service.cancel(job_id)
     assert (result.status, result.termination_reason) == ("cancelled", "cancelled")
     wait_until_terminal(lambda: service.inspect(job_id), 60, "the cancel to end the attempt")

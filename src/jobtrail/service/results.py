@@ -429,9 +429,11 @@ class InspectResult(ToolResult):
         if latest.environment:
             env = latest.environment
             pk = env.get("packages", {})
+            launcher = latest.launcher
+            workers = f", {launcher.num_processes} workers ({launcher.strategy})" if launcher.num_processes > 1 else ""
             lines.append(
                 f"Environment: python {env.get('python')}, torch {pk.get('torch')}, trl {pk.get('trl')}, "
-                f"device {env.get('device')}."
+                f"device {env.get('device')}{workers}."
             )
         for ev in self.evaluations:
             lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {_eval_outcome(ev)}.")
