@@ -8,7 +8,7 @@ fail a test, not an agent.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 _CALL = re.compile(r"(?<![\w.])([a-z][a-z0-9_]*)\(")
@@ -54,42 +54,37 @@ def bad_calls(
     return problems
 
 
-def _closing(text: str, start: int) -> int | None:
-    """The index of the bracket closing the one before `start`, skipping quoted strings; None when unbalanced."""
-    depth, quote = 1, ""
+def _unquoted(text: str, start: int, depth: int) -> Iterator[tuple[int, int]]:
+    """(index, bracket depth after it) of each character of `text` from `start` outside quoted strings (the
+    quotes too are skipped); `depth` is the bracket depth at `start`."""
+    quote = ""
     for i in range(start, len(text)):
         ch = text[i]
         if quote:
             quote = "" if ch == quote else quote
         elif ch in "\"'":
             quote = ch
-        elif ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return i
-        elif ch == "\n" and text[i + 1 : i + 2] == "\n":
+        else:
+            depth += (ch in _OPEN) - (ch in _CLOSE)
+            yield i, depth
+
+
+def _closing(text: str, start: int) -> int | None:
+    """The index of the bracket closing the one before `start`, skipping quoted strings; None when unbalanced."""
+    for i, depth in _unquoted(text, start, 1):
+        if depth == 0:
+            return i
+        if text[i] == "\n" and text[i + 1 : i + 2] == "\n":
             return None  # a call never spans a blank line: this bracket is prose
     return None
 
 
 def top_level_parts(inside: str) -> list[str]:
     """The comma-separated parts of an argument list, commas inside brackets or quotes kept."""
-    parts, depth, quote, current = [], 0, "", []
-    for ch in inside:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    parts.append("".join(current))
+    parts, begin = [], 0
+    for i, depth in _unquoted(inside, 0, 0):
+        if inside[i] == "," and depth == 0:
+            parts.append(inside[begin:i])
+            begin = i + 1
+    parts.append(inside[begin:])
     return parts
