@@ -20,31 +20,36 @@ METRICS_URI = "jobtrail://jobs/{job_id}/metrics"
 
 
 def add_job_resources(server: MCPServer, service: JobService) -> None:
-    @server.resource(
-        RECEIPT_URI,
-        name="job_receipt",
-        title="A job's receipt",
-        description="The job's status, termination_reason, progress and every attempt's receipt (placement, config "
-        "and script sha256, data manifest, environment, checkpoints, metrics): inspect(job_id)'s structured content.",
-        mime_type="application/json",
-    )
-    def receipt(job_id: str) -> str:
-        return _json(lambda: service.inspect(job_id))
+    for uri, name, title, description, read in (
+        (
+            RECEIPT_URI,
+            "job_receipt",
+            "A job's receipt",
+            "The job's status, termination_reason, progress and every attempt's receipt (placement, config and "
+            "script sha256, data manifest, environment, checkpoints, metrics): inspect(job_id)'s structured content.",
+            service.inspect,
+        ),
+        (
+            METRICS_URI,
+            "job_metrics",
+            "A job's metric series",
+            "Every metric the job's steps logged as {name: [[step, value], ...]}, attempts joined, with last values "
+            "and trends: metrics(job_id)'s structured content.",
+            service.metrics,
+        ),
+    ):
+        server.resource(uri, name=name, title=title, description=description, mime_type="application/json")(
+            _as_json(read)
+        )
 
-    @server.resource(
-        METRICS_URI,
-        name="job_metrics",
-        title="A job's metric series",
-        description="Every metric the job's steps logged as {name: [[step, value], ...]}, attempts joined, with "
-        "last values and trends: metrics(job_id)'s structured content.",
-        mime_type="application/json",
-    )
-    def metrics(job_id: str) -> str:
-        return _json(lambda: service.metrics(job_id))
 
+def _as_json(read: Callable[[str], BaseModel]) -> Callable[[str], str]:
+    """The resource function for a job id: what `read` returns for it, as JSON."""
 
-def _json(read: Callable[[], BaseModel]) -> str:
-    try:
-        return read().model_dump_json(indent=2)
-    except JobtrailError as exc:  # an unknown job id: the message says what to do
-        raise ResourceError(str(exc)) from exc
+    def job_resource(job_id: str) -> str:
+        try:
+            return read(job_id).model_dump_json(indent=2)
+        except JobtrailError as exc:  # an unknown job id: the message says what to do
+            raise ResourceError(str(exc)) from exc
+
+    return job_resource
