@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
 from pydantic import BaseModel, Field
 
 from jobtrail.models import Finding, ToolResult
@@ -9,7 +11,39 @@ from jobtrail.outcomes.budget import DAILY_ENV, usd
 from jobtrail.service.results import findings_markdown, markdown_table, refusal
 
 
-class EvaluateResult(ToolResult):
+class _TaskJobResult(ToolResult):
+    """A task tool's result: the job it started, or (job_id None) the preflight errors that refused it."""
+
+    TOOL: ClassVar[str]
+    NOT_DONE: ClassVar[str]  # the refusal's lead: 'Not evaluated'
+    WAIT_NOTE: ClassVar[str] = ""  # what to expect of wait(...)
+    INSPECT_SHOWS: ClassVar[str]  # what inspect(...) shows once the job has ended
+    if TYPE_CHECKING:  # declared by each result, where they take their place among its fields
+        job_id: str | None
+        findings: list[Finding]
+
+    def headline(self) -> str:
+        return refusal(self.NOT_DONE, self.findings) if self.job_id is None else self.started(self.job_id)
+
+    def next_calls(self) -> list[str]:
+        if self.job_id is None:
+            return [f"{self.TOOL}(...) again with each Fix applied"]
+        return [
+            f'wait(job_id="{self.job_id}") returns when it ends{self.WAIT_NOTE}',
+            f'inspect(job_id="{self.job_id}") then {self.INSPECT_SHOWS}',
+        ]
+
+    def details(self) -> list[str]:
+        return findings_markdown([f for f in self.findings if f.severity != "error"])
+
+    def started(self, job_id: str) -> str:
+        raise NotImplementedError
+
+
+class EvaluateResult(_TaskJobResult):
+    TOOL, NOT_DONE = "evaluate", "Not evaluated"
+    INSPECT_SHOWS = "shows its metrics (inspect of the evaluated job lists them too)"
+
     job_id: str | None = Field(
         description="The evaluation job's id: follow it with logs/inspect; None when preflight refused it."
     )
@@ -19,25 +53,15 @@ class EvaluateResult(ToolResult):
     backend: str
     findings: list[Finding] = Field(default_factory=list)
 
-    def headline(self) -> str:
-        if self.job_id is None:
-            return refusal("Not evaluated", self.findings)
-        what = f"{self.evaluates} [{self.checkpoint}]"
-        return f"Evaluation **{self.job_id}** ({self.status}) of {what} on {self.backend}."
-
-    def next_calls(self) -> list[str]:
-        if self.job_id is None:
-            return ["evaluate(...) again with each Fix applied"]
-        return [
-            f'wait(job_id="{self.job_id}") returns when it ends',
-            f'inspect(job_id="{self.job_id}") then shows its metrics (inspect of the evaluated job lists them too)',
-        ]
-
-    def details(self) -> list[str]:
-        return findings_markdown([f for f in self.findings if f.severity != "error"])
+    def started(self, job_id: str) -> str:
+        return f"Evaluation **{job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] on {self.backend}."
 
 
-class ConvertResult(ToolResult):
+class ConvertResult(_TaskJobResult):
+    TOOL, NOT_DONE = "convert_gguf", "Not converted"
+    WAIT_NOTE = " (a first build of llama-quantize takes minutes)"
+    INSPECT_SHOWS = "lists each file with its size and sha256"
+
     job_id: str | None = Field(description="The conversion job's id; None when preflight refused it.")
     status: str
     findings: list[Finding]
@@ -46,23 +70,10 @@ class ConvertResult(ToolResult):
     output_dir: str | None = None
     output_repo: str | None = None
 
-    def headline(self) -> str:
-        if self.job_id is None:
-            return refusal("Not converted", self.findings)
+    def started(self, job_id: str) -> str:
         where = self.output_repo or self.output_dir
         quantized = ", ".join(self.quantizations)
-        return f"Conversion **{self.job_id}** ({self.status}): {self.source} → F16 + {quantized} in {where}."
-
-    def next_calls(self) -> list[str]:
-        if self.job_id is None:
-            return ["convert_gguf(...) again with each Fix applied"]
-        return [
-            f'wait(job_id="{self.job_id}") returns when it ends (a first build of llama-quantize takes minutes)',
-            f'inspect(job_id="{self.job_id}") then lists each file with its size and sha256',
-        ]
-
-    def details(self) -> list[str]:
-        return findings_markdown([f for f in self.findings if f.severity != "error"])
+        return f"Conversion **{job_id}** ({self.status}): {self.source} → F16 + {quantized} in {where}."
 
 
 class ReportRow(BaseModel):
