@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from support.jobs import JobKit
+
 # The HF Hub + Jobs emulator's `hub` fixture, for any test that asks for it.
 pytest_plugins = ["support.hub_emulator"]
 
@@ -82,3 +84,9 @@ def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from jobtrail.demo.tinymodel import write_chat_dataset
 
     return write_chat_dataset(tmp_path_factory.mktemp("data") / "chat.jsonl")
+
+
+@pytest.fixture(scope="session")
+def kit(tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]) -> JobKit:
+    """Renders and runs small SFT jobs on the tiny model and the chat data (support.jobs.JobKit)."""
+    return JobKit(tiny_model, chat_dataset, job_env)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from support.jobs import (
     JobRun,
     assert_templates_import_light,
     finish_job,
+    load_script_module,
     lora_job_config,
     start_job,
     succeeded,
@@ -123,15 +123,7 @@ def test_evaluator_imports_without_heavy_packages(job_env: dict[str, str]) -> No
 @pytest.fixture(scope="module")
 def evaluator() -> ModuleType:
     """scripts/evaluate.py as a module (its runtime imports resolve next to it, as when run from scripts/)."""
-    sys.path.insert(0, str(scripts_dir()))
-    try:
-        spec = importlib.util.spec_from_file_location("jobtrail_evaluate_template", scripts_dir() / "evaluate.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(scripts_dir()))
+    return load_script_module("evaluate")
 
 
 def test_the_evaluator_identity_leaves_the_per_job_config_out(evaluator: ModuleType, tmp_path: Path) -> None:

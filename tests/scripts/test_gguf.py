@@ -526,11 +526,7 @@ def test_the_job_reads_its_sources_as_the_server_reads_the_pinned_sdist() -> Non
     """One parser (scripts/_llama_cpp.py): the job's facts of the sources it extracted are the bundled ones."""
     if not (LLAMA_CPP_CACHE / f"sources-{LLAMA_CPP_PYTHON_VERSION}").is_dir():
         pytest.skip(f"no extracted llama.cpp sources in {LLAMA_CPP_CACHE} (the conversion test extracts them)")
-    sys.path.insert(0, str(SCRIPTS))  # convert_gguf.py's runtime imports resolve next to it
-    try:
-        job = load_script_module("convert_gguf")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    job = load_script_module("convert_gguf")
     facts = job.LlamaCppCache(LLAMA_CPP_CACHE, LLAMA_CPP_PYTHON_VERSION).facts
     assert facts == json.loads(FACTS_FILE.read_text())
     assert job.checked_quantizations(facts, ["q8_0", "F16", "Q4_K", "Q8_0"]) == ["Q8_0", "Q4_K_M"]
@@ -544,11 +540,7 @@ def test_the_job_reads_its_sources_as_the_server_reads_the_pinned_sdist() -> Non
 
 def test_an_f16_only_conversion_builds_no_quantizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The F16 base comes from the converter alone: llama-quantize (minutes to build) only for other types."""
-    sys.path.insert(0, str(SCRIPTS))  # convert_gguf.py's runtime imports resolve next to it
-    try:
-        job = load_script_module("convert_gguf")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    job = load_script_module("convert_gguf")
     f16_only = conversion_config("/x/final", output_dir=tmp_path, cache_dir=tmp_path, quantizations=["F16", "f16"])
     assert f16_only["quantizations"] == [] and not job.needs_quantizer(f16_only["quantizations"])
     assert not job.needs_quantizer(["F16"]) and not job.needs_quantizer([" f16 "])

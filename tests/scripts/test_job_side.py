@@ -39,11 +39,6 @@ def rt() -> ModuleType:
     return load_script_module("_runtime")
 
 
-@pytest.fixture(scope="module")
-def kit(tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]) -> JobKit:
-    return JobKit(tiny_model, chat_dataset, job_env)
-
-
 # --- the rendered script -------------------------------------------------------------------------
 
 

@@ -24,11 +24,6 @@ def watch() -> ModuleType:
     return load_script_module("_watch")
 
 
-@pytest.fixture(scope="module")
-def kit(tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]) -> JobKit:
-    return JobKit(tiny_model, chat_dataset, job_env)
-
-
 def test_watch_shadows_no_name_of_the_runtime_it_is_inlined_with() -> None:
     from support.jobs import SCRIPTS
 

@@ -9,10 +9,9 @@ model, side by side; their `JOBTRAIL {...}` events are the evidence. Nothing is 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import shutil
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,7 +26,15 @@ from jobtrail.preflight.reward_file import check_reward_file
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import rewards_config
 from jobtrail.templates.render import render_script, scripts_dir
-from support.jobs import JobRun, assert_templates_import_light, run_jobs, succeeded, top_level_names, write_jsonl
+from support.jobs import (
+    JobRun,
+    assert_templates_import_light,
+    load_script_module,
+    run_jobs,
+    succeeded,
+    top_level_names,
+    write_jsonl,
+)
 
 SCRIPTS = scripts_dir()
 METHODS = ("dpo", "grpo", "reward", "kto")
@@ -108,22 +115,24 @@ def method_config(
     return config
 
 
-def job(
-    workdir: Path,
-    method: str,
-    model: Path,
-    dataset: Path,
-    env: dict[str, str],
-    user_reward: dict[str, Any] | None = None,
-    **hyperparameters: Any,
-) -> tuple[Path, dict[str, str]]:
-    """(script, env) for run_jobs: a fast job of `method` training into workdir/out."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    hyper = {**FAST, **FAST_BY_METHOD[method], **hyperparameters}
-    config = method_config(method, model, dataset, workdir / "out", hyper, user_reward)
-    script = workdir / "job.py"
-    script.write_text(render_script(method, config))
-    return script, env
+@dataclass
+class MethodJobs:
+    """Fast jobs of any method on one model, in one job environment."""
+
+    model: Path
+    env: dict[str, str]
+
+    def job(
+        self, workdir: Path, method: str, dataset: Path, user_reward: dict[str, Any] | None = None, **hyper: Any
+    ) -> tuple[Path, dict[str, str]]:
+        """(script, env) for run_jobs: a fast job of `method` training into workdir/out."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        config = method_config(
+            method, self.model, dataset, workdir / "out", {**FAST, **FAST_BY_METHOD[method], **hyper}, user_reward
+        )
+        script = workdir / "job.py"
+        script.write_text(render_script(method, config))
+        return script, self.env
 
 
 def _toy_pairs() -> list[tuple[str, str, str]]:
@@ -155,14 +164,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def _runtime_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("methods_job_runtime", SCRIPTS / "_runtime.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def runs(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, data: dict[str, Path], job_env: dict[str, str]
@@ -174,37 +175,25 @@ def runs(
     assert not [f for f in check_reward_file(reward_file, "names_a_number") if f.severity == "error"]
     broken_file = root / "broken.py"
     broken_file.write_text(WRONG_LENGTH_REWARD)
+    job = MethodJobs(tiny_model, job_env).job
     jobs = {
-        "dpo": job(root / "dpo", "dpo", tiny_model, data["pairs"], job_env),
-        "reward": job(root / "reward", "reward", tiny_model, data["pairs"], job_env),
-        "kto": job(root / "kto", "kto", tiny_model, data["unpaired"], job_env),
+        "dpo": job(root / "dpo", "dpo", data["pairs"]),
+        "reward": job(root / "reward", "reward", data["pairs"]),
+        "kto": job(root / "kto", "kto", data["unpaired"]),
         "grpo": job(
-            root / "grpo",
-            "grpo",
-            tiny_model,
-            data["prompts"],
-            job_env,
-            reward_funcs=["exact_match", "length"],
-            reward_length_target=4,
+            root / "grpo", "grpo", data["prompts"], reward_funcs=["exact_match", "length"], reward_length_target=4
         ),
         "grpo_user": job(
             root / "grpo_user",
             "grpo",
-            tiny_model,
             data["prompts"],
-            job_env,
             user_reward={"file": reward_file, "function": "names_a_number"},
             max_steps=1,
         ),
         "grpo_broken_reward": job(
-            root / "grpo_broken",
-            "grpo",
-            tiny_model,
-            data["prompts"],
-            job_env,
-            user_reward={"file": broken_file, "function": "broken"},
+            root / "grpo_broken", "grpo", data["prompts"], user_reward={"file": broken_file, "function": "broken"}
         ),
-        "qlora_on_cpu": job(root / "qlora", "dpo", tiny_model, data["pairs"], job_env, peft="qlora"),
+        "qlora_on_cpu": job(root / "qlora", "dpo", data["pairs"], peft="qlora"),
     }
     results = run_jobs(*jobs.values())
     return {name: (run, script.parent / "out") for (name, (script, _)), run in zip(jobs.items(), results, strict=True)}
@@ -233,7 +222,7 @@ def test_each_method_trains_to_a_committed_checkpoint(
     assert run.one("data_manifest")["format"] == data_format
     assert run.one("resume")["checkpoint"] is None
     assert run.steps() == steps and all(isinstance(e["loss"], float) for e in run.named("step"))
-    rt = _runtime_module()
+    rt = load_script_module("_runtime")
     last = out / f"checkpoint-{steps[-1]}"
     assert [e["path"] for e in run.named("checkpoint", state="committed")][-2:] == [str(last), str(out / "final")]
     assert rt.verify_checkpoint(last) == (True, "ok") and rt.find_resume_target(out)[1] == steps[-1]
@@ -250,15 +239,8 @@ def test_grpo_resumes_from_its_newest_committed_checkpoint(
     job_env: dict[str, str],
 ) -> None:
     shutil.copytree(runs["grpo"][1], tmp_path / "out")
-    second = job(
-        tmp_path,
-        "grpo",
-        tiny_model,
-        data["prompts"],
-        {**job_env, "JOBTRAIL_ATTEMPT_ID": "att-2"},
-        reward_funcs=["exact_match", "length"],
-        reward_length_target=4,
-        max_steps=3,
+    second = MethodJobs(tiny_model, {**job_env, "JOBTRAIL_ATTEMPT_ID": "att-2"}).job(
+        tmp_path, "grpo", data["prompts"], reward_funcs=["exact_match", "length"], reward_length_target=4, max_steps=3
     )
     (run,) = run_jobs(second)
     succeeded(run)
@@ -363,15 +345,7 @@ def test_templates_import_without_heavy_packages(job_env: dict[str, str]) -> Non
 @pytest.fixture(scope="module")
 def grpo_template() -> ModuleType:
     """scripts/grpo.py as a module (its runtime imports resolve next to it, as when run from scripts/)."""
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        spec = importlib.util.spec_from_file_location("jobtrail_grpo_template", SCRIPTS / "grpo.py")
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    return load_script_module("grpo")
 
 
 def test_server_knows_the_job_side_builtin_rewards(grpo_template: ModuleType) -> None:

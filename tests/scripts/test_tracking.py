@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from jobtrail.templates.render import config_json, render_script, sha256_text
-from support.jobs import SCRIPTS, JobKit, JobRun, load_script_module, run_jobs, succeeded
+from support.jobs import JobKit, JobRun, load_script_module, run_jobs, succeeded
 
 RUN_ID = "jt-track001"
 IDS = {"JOBTRAIL_RUN_ID": RUN_ID, "JOBTRAIL_ATTEMPT_ID": f"{RUN_ID}/1"}
@@ -30,11 +30,7 @@ BROKEN_TRACKIO = "raise ImportError('trackio is broken on purpose')\n"
 @pytest.fixture(scope="module")
 def tracking() -> ModuleType:
     """scripts/_tracking.py as a module (its `from _runtime import emit` resolves next to it)."""
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        return load_script_module("_tracking")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    return load_script_module("_tracking")
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.errors import InvalidRequestError, NotFoundError
-from jobtrail.models import JobSpec
 from jobtrail.outcomes import events
+from support.jobs import job_spec
 from support.waiting import wait_for, wait_until_terminal
 
 HYPER = {
@@ -27,9 +27,7 @@ HYPER = {
 def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
-    trained = service.submit(
-        JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER)
-    )
+    trained = service.submit(job_spec("sft", tiny_model, chat_dataset, hyperparameters=HYPER))
     assert wait_until_terminal(lambda: service.inspect(trained.job_id), 180, "training").status == "succeeded"
 
     base = service.evaluate(str(heldout), model=str(tiny_model))
@@ -84,11 +82,7 @@ def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, t
 
 def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
-    trained = service.submit(
-        JobSpec(
-            method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters={**HYPER, "max_steps": 2}
-        )
-    )
+    trained = service.submit(job_spec("sft", tiny_model, chat_dataset, hyperparameters={**HYPER, "max_steps": 2}))
     assert wait_until_terminal(lambda: service.inspect(trained.job_id), 180, "training").status == "succeeded"
     failing = service.evaluate(str(chat_dataset), job_id=trained.job_id, metrics=["pairwise_accuracy"])
     done = wait_until_terminal(lambda: service.inspect(failing.job_id), 180, "the evaluation")
@@ -104,15 +98,7 @@ def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_pat
 def test_submit_with_eval_dataset_measures_base_before_and_final_after(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
-    job = service.submit(
-        JobSpec(
-            method="sft",
-            model=str(tiny_model),
-            dataset=str(chat_dataset),
-            hyperparameters=HYPER,
-            eval_dataset=str(heldout),
-        )
-    )
+    job = service.submit(job_spec("sft", tiny_model, chat_dataset, hyperparameters=HYPER, eval_dataset=str(heldout)))
     done = wait_for(
         lambda: (r := service.inspect(job.job_id)).eval_delta is not None and r, 300, "both evaluations and the delta"
     )

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
+from support.jobs import job_spec, write_jsonl
 from support.waiting import wait_until_terminal
 
 FAST = {
@@ -28,11 +26,6 @@ def short_and_numeric(prompts, completions, **kwargs):
 """
 
 
-def _jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 @pytest.fixture
 def service(tmp_path):
     return build_service(tmp_path / "home")
@@ -48,25 +41,22 @@ def _run(service, spec: JobSpec) -> str:
 
 
 def test_dpo_and_grpo_with_a_user_reward_file_train_through_submit(service, tiny_model, tmp_path):
-    pairs = _jsonl(
+    pairs = write_jsonl(
         tmp_path / "pairs.jsonl",
         [{"prompt": f"Count to {i}.", "chosen": f" {i}", "rejected": " no"} for i in range(1, 9)],
     )
-    _run(
-        service,
-        JobSpec(method="dpo", model=str(tiny_model), dataset=str(pairs), hyperparameters={**FAST, "max_length": 48}),
-    )
-    prompts = _jsonl(
+    _run(service, job_spec("dpo", tiny_model, pairs, hyperparameters={**FAST, "max_length": 48}))
+    prompts = write_jsonl(
         tmp_path / "prompts.jsonl", [{"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(8)]
     )
     reward = tmp_path / "reward.py"
     reward.write_text(REWARD)
     job_id = _run(
         service,
-        JobSpec(
-            method="grpo",
-            model=str(tiny_model),
-            dataset=str(prompts),
+        job_spec(
+            "grpo",
+            tiny_model,
+            prompts,
             hyperparameters={**FAST, "num_generations": 2, "max_completion_length": 8, "reward_funcs": ["exact_match"]},
             reward_file=str(reward),
             reward_function="short_and_numeric",
@@ -81,14 +71,14 @@ def test_dpo_and_grpo_with_a_user_reward_file_train_through_submit(service, tiny
 
 
 def test_grpo_preflight_refuses_a_bad_reward_file_and_an_indivisible_batch(service, tiny_model, tmp_path):
-    prompts = _jsonl(tmp_path / "prompts.jsonl", [{"prompt": "2+2?", "answer": "4"}] * 4)
+    prompts = write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "2+2?", "answer": "4"}] * 4)
     bad = tmp_path / "bad.py"
     bad.write_text("def score(x):\n    return [0.0]\n")
     refused = service.submit(
-        JobSpec(
-            method="grpo",
-            model=str(tiny_model),
-            dataset=str(prompts),
+        job_spec(
+            "grpo",
+            tiny_model,
+            prompts,
             hyperparameters={**FAST, "num_generations": 3},
             reward_file=str(bad),
             reward_function="score",
@@ -98,10 +88,10 @@ def test_grpo_preflight_refuses_a_bad_reward_file_and_an_indivisible_batch(servi
     assert refused.status == "rejected" and len(codes) >= 2
     assert any("num_generations" in f.message for f in refused.findings)
     missing = service.submit(
-        JobSpec(
-            method="grpo",
-            model=str(tiny_model),
-            dataset=str(prompts),
+        job_spec(
+            "grpo",
+            tiny_model,
+            prompts,
             hyperparameters=FAST,
             reward_file=str(tmp_path / "nope.py"),
             reward_function="f",

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from jobtrail.app import build_service
-from jobtrail.models import AttemptRecord, JobSpec, RunRecord, TerminationReason
+from jobtrail.models import JobSpec, TerminationReason
 from support.jobs import TINY_SFT
+from support.records import add_ended_run
 from support.waiting import wait_for, wait_until_terminal
 
 
@@ -84,22 +85,10 @@ def test_the_model_card_names_the_receipt_of_the_attempt(finished, tiny_model: P
 def test_jobtrail_dashboard_serves_the_local_runs(finished) -> None:
     service, done = finished
     env = {**os.environ, "JOBTRAIL_HOME": str(service.home)}
-    printed = subprocess.run(
-        [sys.executable, "-m", "jobtrail", "dashboard", "--print", "--project", "model"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    printed = _dashboard(env, "--print", "--project", "model")
+    assert printed.returncode == 0, printed.stderr
     assert f"TRACKIO_DIR={service.context.trackio_dir}" in printed.stdout and "project='model'" in printed.stdout
-    refused = subprocess.run(
-        [sys.executable, "-m", "jobtrail", "dashboard", "--project", "nope", "--no-browser"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = _dashboard(env, "--project", "nope", "--no-browser")
     assert refused.returncode == 2 and "holds model" in refused.stderr
 
     port = _free_port()
@@ -118,6 +107,11 @@ def test_jobtrail_dashboard_serves_the_local_runs(finished) -> None:
         server.wait(timeout=30)
 
 
+def _dashboard(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "jobtrail", "dashboard", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
 def _runs(url: str, project: str) -> list[str] | None:
     try:
         response = httpx.post(url, json={"args": [], "kwargs": {"project": project}}, timeout=5)
@@ -133,31 +127,6 @@ def _free_port() -> int:
 
 
 # --- failed and cancelled runs (ledger records: no job needed) ---------------------------------------
-
-
-def _ended(service, run_id: str, reason: TerminationReason) -> None:
-    now = time.time()
-    spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl", hyperparameters={"per_device_train_batch_size": 4})
-    run = RunRecord(
-        run_id=run_id, created_at=now, method="sft", model="/m", dataset="/d.jsonl", backend="local", spec=spec
-    )
-    attempt = AttemptRecord(
-        attempt_id=f"{run_id}/1",
-        run_id=run_id,
-        number=1,
-        status=reason.status,
-        created_at=now,
-        started_at=now - 10,
-        ended_at=now,
-        backend="local",
-        config={"training_args": {"learning_rate": 2e-4}},
-        config_sha256="c",
-        script="",
-        script_sha256="s",
-        termination_reason=reason,
-        spec=spec,
-    )
-    service.ledger.add_run(run, attempt)
 
 
 @pytest.mark.parametrize(
@@ -178,7 +147,14 @@ def _ended(service, run_id: str, reason: TerminationReason) -> None:
 )
 def test_a_failed_or_cancelled_job_gets_what_its_reason_calls_for(tmp_path, reason, actions, call, words) -> None:
     service = build_service(tmp_path)
-    _ended(service, "jt-ended01", reason)
+    add_ended_run(
+        service.ledger,
+        "jt-ended01",
+        reason,
+        spec={"hyperparameters": {"per_device_train_batch_size": 4}},
+        started_at=time.time() - 10,
+        config={"training_args": {"learning_rate": 2e-4}},
+    )
     shown = service.inspect("jt-ended01")
     assert [s.action for s in shown.next_steps] == actions, shown.next_steps
     first = shown.next_steps[0]

@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from jobtrail.app import build_service
-from jobtrail.models import AttemptRecord, JobSpec, RunRecord, TerminationReason
+from jobtrail.models import TerminationReason
 from jobtrail.outcomes import events
+from support.records import add_ended_run
 
 CLIPPED = {
     "code": "grpo_completions_clipped",
@@ -24,27 +25,7 @@ def _line(event: str, **fields: Any) -> str:
 
 def test_inspect_of_a_succeeded_grpo_run_shows_its_rewards_and_alerts(tmp_path) -> None:
     service = build_service(tmp_path)
-    now = time.time()
-    spec = JobSpec(method="grpo", model="/m", dataset="/d.jsonl")
-    run = RunRecord(
-        run_id="jt-g", created_at=now, method="grpo", model="/m", dataset="/d.jsonl", backend="local", spec=spec
-    )
-    attempt = AttemptRecord(
-        attempt_id="jt-g/1",
-        run_id="jt-g",
-        number=1,
-        status=TerminationReason.SUCCEEDED.status,
-        created_at=now,
-        started_at=now - 10,
-        ended_at=now,
-        backend="local",
-        config={},
-        config_sha256="c",
-        script="",
-        script_sha256="s",
-        termination_reason=TerminationReason.SUCCEEDED,
-    )
-    service.ledger.add_run(run, attempt)
+    add_ended_run(service.ledger, "jt-g", TerminationReason.SUCCEEDED, method="grpo", started_at=time.time() - 10)
     rewards = {"reward": 0.0, "reward_std": 0.0, "completions/clipped_ratio": 1.0}
     legacy = {**CLIPPED, "code": "grpo_reward_std_zero"}  # a job from before alerts printed `warning` events
     digest = events.digest(

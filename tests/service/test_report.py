@@ -7,42 +7,19 @@ import sqlite3
 import time
 from pathlib import Path
 
-import anyio
-from mcp import Client
-
 from jobtrail.app import build_service
-from jobtrail.models import AttemptRecord, JobSpec, RunRecord, TerminationReason
+from jobtrail.models import TerminationReason
 from jobtrail.surface.server import build_server
+from support.mcp_client import call_tool
+from support.records import add_ended_run
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 DAY = 86400.0
 
 
-def seed(
-    ledger, run_id: str, reason: TerminationReason, ended_ago_days: float, gpu_s: float, cost: float, method="sft"
-):
-    now = time.time()
-    spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
-    run = RunRecord(
-        run_id=run_id, created_at=now, method=method, model="/m", dataset="/d.jsonl", backend="local", spec=spec
-    )
-    attempt = AttemptRecord(
-        attempt_id=f"{run_id}/1",
-        run_id=run_id,
-        number=1,
-        status=reason.status,
-        created_at=now,
-        ended_at=now - ended_ago_days * DAY,
-        backend="local",
-        config={},
-        config_sha256="c",
-        script="",
-        script_sha256="s",
-        termination_reason=reason,
-        gpu_seconds=gpu_s,
-        cost_usd=cost,
-    )
-    ledger.add_run(run, attempt)
+def seed(ledger, run_id: str, reason: TerminationReason, ended_ago_days: float, gpu_s: float, cost: float) -> None:
+    ended_at = time.time() - ended_ago_days * DAY
+    add_ended_run(ledger, run_id, reason, ended_at=ended_at, gpu_seconds=gpu_s, cost_usd=cost)
 
 
 def test_report_groups_recent_attempts_and_matches_the_readme_sql(tmp_path):
@@ -52,11 +29,7 @@ def test_report_groups_recent_attempts_and_matches_the_readme_sql(tmp_path):
     seed(service.ledger, "jt-c", TerminationReason.SUCCEEDED, 0.5, 1800, 1.25)
     seed(service.ledger, "jt-d", TerminationReason.TIMEOUT, 30, 3600, 9.0)  # outside the 7-day window
 
-    async def go():
-        async with Client(build_server(service)) as client:
-            return await client.call_tool("report", {"days": 7})
-
-    result = anyio.run(go)
+    result = call_tool(build_server(service), "report", {"days": 7})
     data = result.structured_content
     rows = {r["termination_reason"]: r for r in data["rows"]}
     assert set(rows) == {"oom", "succeeded"}

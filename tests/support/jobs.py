@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from jobtrail.models import JobSpec
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.templates.render import render_script, scripts_dir
 
@@ -35,6 +36,8 @@ TINY_SFT = {
     "max_length": 64,
     "learning_rate": 1e-3,
 }
+# The shortest such job that still commits a checkpoint before its final model: 4 steps, a save every 2.
+FOUR_STEP_SFT = {**TINY_SFT, "max_steps": 4, "save_steps": 2}
 # GGUF jobs build llama-quantize once per machine into this stable cache (overridable).
 LLAMA_CPP_CACHE = (
     Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or Path.home() / ".cache" / "jobtrail-test" / "llama.cpp")
@@ -73,6 +76,11 @@ class JobRun:
 def parse_events(stdout: str) -> list[dict[str, Any]]:
     prefix = len(EVENT_PREFIX)
     return [json.loads(line[prefix:]) for line in stdout.splitlines() if line.startswith(EVENT_PREFIX)]
+
+
+def job_spec(method: str, model: Path | str, dataset: Path | str, **fields: Any) -> JobSpec:
+    """What submit receives for `method` on a model and data (paths as the strings an agent passes)."""
+    return JobSpec(method=method, model=str(model), dataset=str(dataset), **fields)
 
 
 def lora_job_config(
@@ -164,11 +172,16 @@ def marker(ckpt: Path) -> dict[str, Any]:
 
 
 def load_script_module(name: str) -> ModuleType:
-    """scripts/<name>.py imported as a module: exactly the source render.py inlines or renders."""
+    """scripts/<name>.py imported as a module: exactly the source render.py inlines or renders. Its imports of
+    the runtime (`from _runtime import ...`) resolve next to it, as when the template runs from scripts/."""
     spec = importlib.util.spec_from_file_location(f"jobtrail_script_{name.lstrip('_')}", SCRIPTS / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPTS))
     return module
 
 

@@ -6,9 +6,7 @@ import argparse
 import inspect
 import json
 
-import anyio
 import pytest
-from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.estimate.estimator import estimate_cost
@@ -19,6 +17,7 @@ from jobtrail.outcomes import evals
 from jobtrail.surface import cli
 from jobtrail.surface.server import build_server
 from jobtrail.templates import llama_cpp
+from support.mcp_client import list_tools
 
 # Tools whose subcommand is named otherwise than the tool.
 COMMAND_NAMES = {"estimate_cost": "estimate"}
@@ -26,12 +25,7 @@ COMMAND_NAMES = {"estimate_cost": "estimate"}
 
 def _input_schemas(tmp_path, monkeypatch) -> dict[str, dict]:
     monkeypatch.setenv("JOBTRAIL_HOME", str(tmp_path / "home"))
-
-    async def go():
-        async with Client(build_server(build_service())) as client:
-            return {t.name: t.input_schema for t in (await client.list_tools()).tools}
-
-    return anyio.run(go)
+    return {t.name: t.input_schema for t in list_tools(build_server(build_service()))}
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
 from jobtrail.surface.toolspec import unknown_arguments
+from support.mcp_client import in_session
 
 
 @pytest.fixture
@@ -21,14 +21,13 @@ def server(tmp_path, monkeypatch):
 
 
 def _calls(server, calls: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], list[Any], list[Any]]:
-    async def go():
-        async with Client(server) as client:
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            results = [await client.call_tool(name, args) for name, args in calls]
-            jobs = (await client.call_tool("ps", {})).structured_content["jobs"]
-            return tools, results, jobs
+    async def go(client: Client) -> tuple[dict[str, Any], list[Any], list[Any]]:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        results = [await client.call_tool(name, args) for name, args in calls]
+        jobs = (await client.call_tool("ps", {})).structured_content["jobs"]
+        return tools, results, jobs
 
-    return anyio.run(go)
+    return in_session(server, go)
 
 
 def _text(result) -> str:

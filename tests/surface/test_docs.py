@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.models import TerminationReason
 from jobtrail.surface.server import build_server
+from support.mcp_client import in_session
 from support.toolcalls import ToolCall, bad_calls, calls_in, top_level_parts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,14 +37,13 @@ def tools(tmp_path_factory) -> dict[str, Any]:
         patch.setenv("JOBTRAIL_HOME", str(tmp_path_factory.mktemp("home")))
         server = build_server(build_service())
 
-    async def go():
-        async with Client(server) as client:
-            listed = (await client.list_tools()).tools
-            resources = (await client.list_resources()).resources
-            return {t.name: t for t in listed}, [str(r.uri) for r in resources]
+    async def go(client: Client) -> dict[str, Any]:
+        listed = (await client.list_tools()).tools
+        uris = [str(r.uri) for r in (await client.list_resources()).resources]
+        pages = {uri: (await client.read_resource(uri)).contents[0] for uri in uris if "references/" in uri}
+        return {"tools": {t.name: t for t in listed}, "uris": uris, "pages": pages}
 
-    listed, uris = anyio.run(go)
-    return {"tools": listed, "uris": uris}
+    return in_session(server, go)
 
 
 def doc_calls(path: Path) -> list[ToolCall]:
@@ -90,7 +89,9 @@ def test_every_tool_is_in_skill_and_readme_and_every_page_is_served(tools) -> No
         assert f"{name}(" in skill, f"SKILL.md does not mention {name}"
         assert f"`{name}(" in readme, f"README.md does not document {name}"
     for page in PAGES:
-        assert f"jobtrail://references/{page.stem}" in tools["uris"], f"{page.name} is not served"
+        uri = f"jobtrail://references/{page.stem}"
+        assert uri in tools["uris"], f"{page.name} is not served"
+        assert tools["pages"][uri].text == page.read_text(), f"{uri} does not serve {page.name}"
         assert f"`{page.stem}`" in skill, f"SKILL.md's list of reference pages lacks {page.stem}"
 
 

@@ -8,7 +8,6 @@ import sys
 import time
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 
@@ -16,6 +15,7 @@ from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
 from jobtrail.surface import params
 from jobtrail.surface.server import build_server
+from support.mcp_client import in_session, list_tools
 
 TEN_MB = 10 * 1024 * 1024
 SHORT_REFUSAL = 1000  # characters: an excerpt of the input at most, whatever its size
@@ -28,16 +28,15 @@ def service(tmp_path, monkeypatch):
 
 
 def _calls(service, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[Any, float]]:
-    async def go():
+    async def go(client: Client) -> list[tuple[Any, float]]:
         answers = []
-        async with Client(build_server(service)) as client:
-            for tool, arguments in calls:
-                started = time.monotonic()
-                result = await client.call_tool(tool, arguments)
-                answers.append((result, time.monotonic() - started))
+        for tool, arguments in calls:
+            started = time.monotonic()
+            result = await client.call_tool(tool, arguments)
+            answers.append((result, time.monotonic() - started))
         return answers
 
-    return anyio.run(go)
+    return in_session(build_server(service), go)
 
 
 def _text(result) -> str:
@@ -56,12 +55,8 @@ def _walk(schema: Any):
 
 
 def test_every_string_list_and_object_argument_publishes_its_limit(service):
-    async def go():
-        async with Client(build_server(service)) as client:
-            return (await client.list_tools()).tools
-
     unbounded = []
-    for tool in anyio.run(go):
+    for tool in list_tools(build_server(service)):
         for name, schema in tool.input_schema.get("properties", {}).items():
             for part in _walk(schema):
                 kind = part.get("type")

@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
+from support.jobs import FOUR_STEP_SFT
+from support.mcp_client import call_tool as call, list_tools
 from support.waiting import wait_for, wait_until_terminal
 
 TOOLS = {
@@ -32,22 +32,6 @@ TOOLS = {
     "metrics",
     "plot",
 }
-
-
-def call(server, tool: str, arguments: dict[str, Any]):
-    async def go():
-        async with Client(server) as client:
-            return await client.call_tool(tool, arguments)
-
-    return anyio.run(go)
-
-
-def list_tools(server):
-    async def go():
-        async with Client(server) as client:
-            return (await client.list_tools()).tools
-
-    return anyio.run(go)
 
 
 @pytest.fixture
@@ -157,16 +141,7 @@ def test_dry_run_renders_without_running(server, tiny_model, chat_dataset):
 
 
 def _submit(server, model: Path, dataset: Path, **extra: Any) -> str:
-    hyper = {
-        "max_steps": 4,
-        "logging_steps": 1,
-        "save_steps": 2,
-        "per_device_train_batch_size": 2,
-        "gradient_accumulation_steps": 1,
-        "max_length": 64,
-        "learning_rate": 1e-3,
-    }
-    hyper.update(extra.pop("hyperparameters", {}))
+    hyper = {**FOUR_STEP_SFT, **extra.pop("hyperparameters", {})}
     result = call(
         server,
         "submit",
@@ -287,23 +262,6 @@ def test_validate_dataset_then_submit_with_the_proposed_mapping(server, tiny_mod
     done = wait_until_terminal(lambda: _inspect(server, job_id), 180, "the mapped job")
     assert done["status"] == "succeeded"
     assert done["attempts"][0]["data_manifest"]["mapping"] == verdict["mapping"]
-
-
-def test_references_are_resources_and_docs_name_every_tool(server):
-    async def go():
-        async with Client(server) as client:
-            listed = await client.list_resources()
-            page = await client.read_resource("jobtrail://references/jobs")
-            return [str(r.uri) for r in listed.resources], page
-
-    uris, page = anyio.run(go)
-    assert {"jobtrail://references/jobs", "jobtrail://references/datasets"} <= set(uris)
-    assert "termination" in page.contents[0].text
-    root = Path(__file__).resolve().parents[2]
-    readme, skill = (root / "README.md").read_text(), (root / "SKILL.md").read_text()
-    for tool in list_tools(server):
-        assert f"`{tool.name}(" in readme, f"README does not document {tool.name}"
-        assert f"{tool.name}(" in skill, f"SKILL.md does not mention {tool.name}"
 
 
 def test_hardware_and_estimate_cost_tools(server, tiny_model, chat_dataset, hub):

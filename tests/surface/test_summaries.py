@@ -12,12 +12,12 @@ import json
 import re
 from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.surface.server import build_server
+from support.jobs import FOUR_STEP_SFT
+from support.mcp_client import call_tool, list_tools
 from support.toolcalls import bad_calls, calls_in
 from support.waiting import wait_for, wait_until_terminal
 
@@ -25,23 +25,6 @@ from support.waiting import wait_for, wait_until_terminal
 NOT_TOOLS = {"merge_and_unload"}
 # Tools whose result has no structured content, and why; every other tool is checked here.
 WITHOUT_STRUCTURED_CONTENT = {"plot": "an image: clients drop images beside structured content"}
-TINY = {
-    "max_steps": 4,
-    "logging_steps": 1,
-    "save_steps": 2,
-    "per_device_train_batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "max_length": 64,
-    "learning_rate": 1e-3,
-}
-
-
-def list_tools(server) -> list[Any]:
-    async def go():
-        async with Client(server) as client:
-            return (await client.list_tools()).tools
-
-    return anyio.run(go)
 
 
 @pytest.fixture
@@ -60,11 +43,7 @@ class Agent:
         self.called: set[str] = set()
 
     def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        async def go():
-            async with Client(self.server) as client:
-                return await client.call_tool(tool, arguments)
-
-        result = anyio.run(go)
+        result = call_tool(self.server, tool, arguments)
         assert not result.is_error, result.content
         data = result.structured_content
         assert data is not None and next(iter(data)) == "summary", data
@@ -132,7 +111,7 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     assert summary.startswith("Dry run, nothing submitted: the job would be accepted")
     assert dry["script_sha256"][:12] in summary and "dry_run=false" in agent.next_part(summary)
 
-    summary, submitted = agent.summary("submit", method="sft", model=model, dataset=data, hyperparameters=TINY)
+    summary, submitted = agent.summary("submit", method="sft", model=model, dataset=data, hyperparameters=FOUR_STEP_SFT)
     job = submitted["job_id"]
     assert summary.startswith(f"Submitted **{job}** ({submitted['status']}) on local.")
     assert f'wait(job_id="{job}")' in agent.next_part(summary)
@@ -167,7 +146,7 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     assert f'logs(job_id="{job}", cursor={head["cursor"]})' in agent.next_part(summary)
 
     # --- a failed job: retry refused with the fix, retried with it, cancelled --------------------------
-    endless = {**TINY, "max_steps": 100000, "save_steps": 100000}
+    endless = {**FOUR_STEP_SFT, "max_steps": 100000, "save_steps": 100000}
     failing = agent.call("submit", method="sft", model=model, dataset=data, hyperparameters=endless, timeout=2)
     failed_job = failing["job_id"]
     summary, waiting = agent.summary("wait", job_id=failed_job, timeout_s=1)
