@@ -19,6 +19,8 @@ def _exit(code=None, signal=None, **kw) -> ExitRecord:
     return ExitRecord(exit_code=code, signal=signal, ended_at=1.0, **kw)
 
 
+# One row per case (rows alike by design): the exit the supervisor saw, the job's termination event, the log tail
+# and the server's flags → the termination reason.
 @pytest.mark.parametrize(
     ("exit_record", "termination", "tail", "flags", "expected"),
     [

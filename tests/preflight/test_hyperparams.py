@@ -52,6 +52,7 @@ def test_numeric_strings_are_converted_with_an_info_and_the_config_holds_numbers
     assert "'2e-4'" not in planned.script and '"2e-4"' not in planned.script
 
 
+# Values of the wrong type or out of range, each with the words its refusal must say.
 @pytest.mark.parametrize(
     ("name", "value", "words"),
     [
@@ -149,6 +150,7 @@ def test_a_type_error_while_building_the_trl_config_is_a_config_error():
 # --- names: aliases first, then close spellings that take the value -------------------------------
 
 
+# Names people write for a field, each with the field the fix must rename it to (the value kept).
 @pytest.mark.parametrize(
     ("name", "value", "field"),
     [

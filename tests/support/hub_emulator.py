@@ -1064,6 +1064,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routing -----------------------------------------------------------------------------
 
+    # One row per endpoint the Hub and Jobs clients call: (methods, path pattern, handler); rows alike by design.
     _ROUTES: tuple[tuple[frozenset[str], re.Pattern[str], str], ...] = tuple(
         (frozenset(methods.split()), re.compile(pattern), name)
         for methods, pattern, name in (

@@ -243,10 +243,10 @@ def _bad_data(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if wrong else None
 
 
-# In priority order; the first rule that matches any exception of the chain (the fatal one
-# first, then its causes) decides. Gated comes before not-found (a GatedRepoError is a
-# RepositoryNotFoundError), not-found before a bare 401 (the Hub answers 401 for a repo it
-# cannot find), the push after training before both.
+# A table, one rule per cause (rows alike by design), in priority order; the first rule that matches any
+# exception of the chain (the fatal one first, then its causes) decides. Gated comes before not-found (a
+# GatedRepoError is a RepositoryNotFoundError), not-found before a bare 401 (the Hub answers 401 for a repo
+# it cannot find), the push after training before both.
 CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.DIVERGED, DIVERGED, _diverged),
     CauseRule(R.OOM, OOM, _oom),

@@ -515,5 +515,6 @@ def flavor_gpu(flavor: str | None) -> str | None:
     return found.gpu if found else None
 
 
+# Checks that end in one error read alike (check_lora_targets, check_dependencies): each states its own fact.
 def _error(code: str, message: str, fix: str) -> Finding:
     return Finding(code=code, severity="error", message=message, fix=fix)

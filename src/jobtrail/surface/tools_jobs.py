@@ -10,6 +10,7 @@ from jobtrail.util.timefmt import parse_duration
 
 
 class JobTools(ToolArea):
+    # Each tool's typed signature is its own input schema (arguments declared in params.py): alike, not copies.
     @tool(
         "Submit a training job",
         "Run a fine-tuning job (TRL) after a preflight check. Returns at once with job_id; it never waits "

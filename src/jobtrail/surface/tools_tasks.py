@@ -9,6 +9,7 @@ from jobtrail.util.arguments import passed_on
 
 
 class TaskTools(ToolArea):
+    # Each tool's typed signature is its own input schema (arguments declared in params.py): alike, not copies.
     @tool(
         "Evaluate a model or a job's checkpoint",
         "Run an evaluation job (same backend as the job): loss/perplexity on held-out data, exact match for "

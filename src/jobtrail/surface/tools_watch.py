@@ -9,6 +9,7 @@ from jobtrail.surface.toolspec import READ_ONLY, ToolArea, tool
 
 
 class WatchTools(ToolArea):
+    # Each tool's typed signature is its own input schema (arguments declared in params.py): alike, not copies.
     @tool(
         "Wait for a job",
         "Wait until the job ends, or at most timeout_s seconds (at most 55: a larger value waits 55 s and says so in "
