@@ -236,8 +236,8 @@ def test_a_job_of_two_workers_is_stopped_whole_at_its_timeout(tmp_path: Path) ->
     jobs = Jobs(backend, tmp_path)
     try:
         # Long enough for both workers to start (each imports torch) on a loaded machine.
-        placement = jobs.start(two_workers("print('worker up', flush=True); time.sleep(120)"), timeout_s=30)
-        up = wait_for(lambda: backend.read_log(placement).lines.count("worker up") == 2, 30, "both workers to start")
+        placement = jobs.start(two_workers("print('worker up', flush=True); time.sleep(120)"), timeout_s=20)
+        up = wait_for(lambda: backend.read_log(placement).lines.count("worker up") == 2, 20, "both workers to start")
         assert up
         record = jobs.wait_exit(placement, timeout=40)
     finally:
