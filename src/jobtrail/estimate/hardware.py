@@ -68,18 +68,9 @@ class Flavor(BaseModel):
 
 
 def _gpu(name: str, gpu: str, count: int, price: float, cpu: str, ram_gb: float) -> Flavor:
-    facts = GPU_FACTS[gpu]
-    return Flavor(
-        name=name,
-        gpu=gpu,
-        gpu_count=count,
-        vram_gb=facts.vram_gb,
-        ram_gb=ram_gb,
-        cpu=cpu,
-        price_per_hour=price,
-        bf16=facts.bf16,
-        peak_tflops=facts.peak_tflops,
-    )
+    """A GPU flavor: what HF Jobs sells it with, and its GPU's facts (vram_gb, bf16, peak_tflops) as GPU_FACTS says."""
+    facts = GPU_FACTS[gpu].model_dump()
+    return Flavor(name=name, gpu=gpu, gpu_count=count, ram_gb=ram_gb, cpu=cpu, price_per_hour=price, **facts)
 
 
 def _cpu(name: str, vcpus: int, ram_gb: float, price: float) -> Flavor:

@@ -63,6 +63,11 @@ class Ledger:
             conn = self._local.conn = connect(self.path)
         return conn
 
+    # The query methods below read alike (SQL, then records from its rows): each asks its own question.
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Every row a read-only query returns."""
+        return self._conn().execute(sql, params).fetchall()
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         conn = self._conn()
@@ -127,7 +132,7 @@ class Ledger:
             params.append(status)
         sql += " ORDER BY r.created_at DESC LIMIT ?"
         params.append(limit)
-        rows = self._conn().execute(sql, params).fetchall()
+        rows = self._rows(sql, params)
         return [(_run(row), self._require_attempt(row["latest"])) for row in rows]
 
     # --- attempts ---------------------------------------------------------------------
@@ -149,7 +154,7 @@ class Ledger:
         return attempt
 
     def attempts(self, run_id: str) -> list[AttemptRecord]:
-        rows = self._conn().execute("SELECT * FROM attempts WHERE run_id = ? ORDER BY number", (run_id,)).fetchall()
+        rows = self._rows("SELECT * FROM attempts WHERE run_id = ? ORDER BY number", (run_id,))
         return [_attempt(row) for row in rows]
 
     def attempts_in(self, statuses: Sequence[str], backend: str | None = None) -> list[AttemptRecord]:
@@ -159,34 +164,26 @@ class Ledger:
         if backend:
             sql += " AND backend = ?"
             params.append(backend)
-        rows = self._conn().execute(sql + " ORDER BY created_at", params).fetchall()
+        rows = self._rows(sql + " ORDER BY created_at", params)
         return [_attempt(row) for row in rows]
 
     def billed_since(self, since: float) -> list[AttemptRecord]:
         """Attempts that ran at some moment after `since` (running ones included)."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT * FROM attempts WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at >= ?)"
-                " ORDER BY started_at",
-                (since,),
-            )
-            .fetchall()
+        rows = self._rows(
+            "SELECT * FROM attempts WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at >= ?)"
+            " ORDER BY started_at",
+            (since,),
         )
         return [_attempt(row) for row in rows]
 
     def capped_runs_since(self, since: float) -> list[RunRecord]:
         """Runs with a spending cap, created since `since` or still active, newest first."""
         marks = ", ".join("?" for _ in ACTIVE_STATUSES)
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT * FROM runs r WHERE r.max_cost_usd IS NOT NULL AND (r.created_at >= ? OR EXISTS"
-                f" (SELECT 1 FROM attempts a WHERE a.run_id = r.run_id AND a.status IN ({marks})))"
-                " ORDER BY r.created_at DESC",
-                (since, *ACTIVE_STATUSES),
-            )
-            .fetchall()
+        rows = self._rows(
+            "SELECT * FROM runs r WHERE r.max_cost_usd IS NOT NULL AND (r.created_at >= ? OR EXISTS"
+            f" (SELECT 1 FROM attempts a WHERE a.run_id = r.run_id AND a.status IN ({marks})))"
+            " ORDER BY r.created_at DESC",
+            (since, *ACTIVE_STATUSES),
         )
         return [_run(row) for row in rows]
 
@@ -270,22 +267,18 @@ class Ledger:
         if kind:
             sql += " AND kind = ?"
             params.append(kind)
-        rows = self._conn().execute(sql + " ORDER BY seq", params).fetchall()
+        rows = self._rows(sql + " ORDER BY seq", params)
         return [json.loads(row[0]) for row in rows]
 
     def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
         column = REPORT_GROUPS[group_by]
-        rows = (
-            self._conn()
-            .execute(
-                f"SELECT {column} AS grp, COUNT(*) AS attempts,"
-                " COALESCE(SUM(a.gpu_seconds), 0) / 3600.0 AS gpu_hours, COALESCE(SUM(a.cost_usd), 0) AS cost_usd"
-                " FROM attempts a JOIN runs r ON r.run_id = a.run_id"
-                " WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
-                (since,),
-            )
-            .fetchall()
+        rows = self._rows(
+            f"SELECT {column} AS grp, COUNT(*) AS attempts,"
+            " COALESCE(SUM(a.gpu_seconds), 0) / 3600.0 AS gpu_hours, COALESCE(SUM(a.cost_usd), 0) AS cost_usd"
+            " FROM attempts a JOIN runs r ON r.run_id = a.run_id"
+            " WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
+            (since,),
         )
         return [dict(row) for row in rows]
 
@@ -317,11 +310,7 @@ class Ledger:
             )
 
     def evals_of(self, target_run_id: str) -> list[dict[str, Any]]:
-        rows = (
-            self._conn()
-            .execute("SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,))
-            .fetchall()
-        )
+        rows = self._rows("SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,))
         return [_eval(r) for r in rows]
 
     def eval_by_job(self, eval_job_id: str) -> dict[str, Any] | None:
@@ -337,23 +326,15 @@ class Ledger:
         return None if row is None else {"evaluates_job": row["target_run_id"], **_eval(row)}
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
-        rows = (
-            self._conn()
-            .execute("SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,))
-            .fetchall()
-        )
+        rows = self._rows("SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,))
         return [_checkpoint(r) for r in rows]
 
     def committed_checkpoints(self, run_id: str) -> list[CheckpointRecord]:
         """Every committed checkpoint of a run: attempt by attempt, each attempt's by step."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT c.* FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
-                " WHERE a.run_id = ? AND c.state = 'committed' ORDER BY a.number, c.step, c.path",
-                (run_id,),
-            )
-            .fetchall()
+        rows = self._rows(
+            "SELECT c.* FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
+            " WHERE a.run_id = ? AND c.state = 'committed' ORDER BY a.number, c.step, c.path",
+            (run_id,),
         )
         return [_checkpoint(r) for r in rows]
 
@@ -374,14 +355,10 @@ class Ledger:
         self, *, architecture: str, params: int, method: str, peft: str, flavor: str, limit: int
     ) -> list[dict[str, Any]]:
         """The newest `limit` measurements for one key, newest first."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT * FROM calibration WHERE architecture = ? AND params = ? AND method = ? AND peft = ?"
-                " AND flavor = ? ORDER BY recorded_at DESC LIMIT ?",
-                (architecture, int(params), method, peft, flavor, limit),
-            )
-            .fetchall()
+        rows = self._rows(
+            "SELECT * FROM calibration WHERE architecture = ? AND params = ? AND method = ? AND peft = ?"
+            " AND flavor = ? ORDER BY recorded_at DESC LIMIT ?",
+            (architecture, int(params), method, peft, flavor, limit),
         )
         return [dict(r) for r in rows]
 

@@ -99,25 +99,10 @@ def local_path(ref: str) -> str:
     return str(Path(ref).expanduser().resolve()) if looks_local(ref) else ref
 
 
-def new_run(
-    run_id: str,
-    spec: JobSpec,
-    created_at: float,
-    *,
-    flavor: str | None = None,
-    max_retries: int = 0,
-    max_cost_usd: float | None = None,
-) -> RunRecord:
+def new_run(run_id: str, spec: JobSpec, created_at: float, **settings: Any) -> RunRecord:
+    """The run of `spec`; `settings` are the RunRecord fields the caller decides (flavor, max_retries, max_cost_usd)."""
     summary = spec.model_dump(include={"method", "model", "dataset", "backend"})  # the run's columns, as asked
-    return RunRecord(
-        run_id=run_id,
-        created_at=created_at,
-        flavor=flavor,
-        spec=spec,
-        max_retries=max_retries,
-        max_cost_usd=max_cost_usd,
-        **summary,
-    )
+    return RunRecord(run_id=run_id, created_at=created_at, spec=spec, **summary, **settings)
 
 
 def queued_attempt(

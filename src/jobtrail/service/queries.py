@@ -51,8 +51,7 @@ class Queries:
             rows.append(
                 JobRow(
                     job_id=run.run_id,
-                    status=attempt.status.value,
-                    termination_reason=_value(attempt.termination_reason),
+                    **_state(attempt),
                     attempts=attempt.number,
                     step=metrics.get("step"),
                     loss=metrics.get("loss"),
@@ -76,8 +75,7 @@ class Queries:
         trackio = next((v.trackio for v in reversed(views) if v.trackio), None)
         return InspectResult(
             job_id=run.run_id,
-            status=latest.status.value,
-            termination_reason=_value(latest.termination_reason),
+            **_state(latest),
             termination_message=latest.termination_message,
             hyperparameters=run.spec.hyperparameters,
             progress=progress,
@@ -128,8 +126,7 @@ class Queries:
     def _attempt_view(self, a: AttemptRecord) -> AttemptView:
         end = a.ended_at or (time.time() if a.started_at else None)
         return AttemptView(
-            status=a.status.value,
-            termination_reason=_value(a.termination_reason),
+            **_state(a),
             duration_s=(end - a.started_at) if (a.started_at and end) else None,
             checkpoints=self.ledger.checkpoints(a.attempt_id),
             # A running remote attempt costs what it has run so far.
@@ -229,8 +226,7 @@ class Queries:
             caps.append(
                 JobCap(
                     job_id=run.run_id,
-                    status=latest.status.value,
-                    termination_reason=_value(latest.termination_reason),
+                    **_state(latest),
                     max_cost_usd=run.max_cost_usd,
                     spent_usd=round(self.tracker.spending.of_run(run.run_id, now), 6),
                 )
@@ -310,3 +306,8 @@ def _cut(line: str) -> tuple[str, bool]:
 
 def _value(reason: TerminationReason | None) -> str | None:
     return reason.value if reason else None
+
+
+def _state(attempt: AttemptRecord) -> dict[str, Any]:
+    """A job's state as every result names it: its latest attempt's status and termination_reason."""
+    return {"status": attempt.status.value, "termination_reason": _value(attempt.termination_reason)}
