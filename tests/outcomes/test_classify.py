@@ -19,6 +19,15 @@ def _exit(code=None, signal=None, **kw) -> ExitRecord:
     return ExitRecord(exit_code=code, signal=signal, ended_at=1.0, **kw)
 
 
+def _failed(line: str, reason: R) -> tuple[ExitRecord, None, list[str], dict[str, bool], R]:
+    """The common case: exit code 1, no termination event, the log's last line says why."""
+    return _exit(1), None, [line], {}, reason
+
+
+# The termination event of a job whose launcher saw one of its workers killed by a signal.
+WORKER_KILLED = {"reason": "preempted", "message": "worker rank 1 ...", "signal": 9}
+
+
 # One row per case (rows alike by design): the exit the supervisor saw, the job's termination event, the log tail
 # and the server's flags → the termination reason.
 @pytest.mark.parametrize(
@@ -47,65 +56,28 @@ def _exit(code=None, signal=None, **kw) -> ExitRecord:
         (_exit(137), None, [], {}, R.PREEMPTED),
         (_exit(137), None, ["Out of memory: Killed process 4242 (python)"], {}, R.OOM),
         # A job's launcher reports a worker killed by a signal: the same reading as a job killed by one.
-        (_exit(137), {"reason": "preempted", "message": "worker rank 1 ...", "signal": 9}, [], {}, R.PREEMPTED),
-        (
-            _exit(137),
-            {"reason": "preempted", "message": "worker rank 1 ...", "signal": 9},
-            ["Out of memory: Killed process 4242 (python)"],
-            {},
-            R.OOM,
-        ),
-        (
-            _exit(137),
-            {"reason": "preempted", "message": "worker rank 1 ...", "signal": 9},
-            [],
-            {"cancel_requested": True},
-            R.CANCELLED,
-        ),
+        (_exit(137), WORKER_KILLED, [], {}, R.PREEMPTED),
+        (_exit(137), WORKER_KILLED, ["Out of memory: Killed process 4242 (python)"], {}, R.OOM),
+        (_exit(137), WORKER_KILLED, [], {"cancel_requested": True}, R.CANCELLED),
         (_exit(None, 15), None, ["training..."], {}, R.PREEMPTED),
         (_exit(143), None, [], {}, R.PREEMPTED),
-        (_exit(1), None, ["ModuleNotFoundError: No module named 'trl'"], {}, R.DEPENDENCY_ERROR),
-        (
-            _exit(1),
-            None,
-            ["TypeError: SFTConfig.__init__() got an unexpected keyword argument 'max_seq_length'"],
-            {},
-            R.CONFIG_ERROR,
+        _failed("ModuleNotFoundError: No module named 'trl'", R.DEPENDENCY_ERROR),
+        _failed("TypeError: SFTConfig.__init__() got an unexpected keyword argument 'max_seq_length'", R.CONFIG_ERROR),
+        _failed("json.decoder.JSONDecodeError: Expecting value: line 1 column 1", R.BAD_INPUT),
+        _failed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", R.OOM),
+        _failed("something odd", R.UNKNOWN),
+        _failed("RuntimeError: The NVIDIA driver on your system is too old (found version 11040).", R.DEPENDENCY_ERROR),
+        _failed("[rank1]: KeyError: 'prompt'", R.BAD_INPUT),
+        _failed(
+            "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co: offline", R.CONFIG_ERROR
         ),
-        (_exit(1), None, ["json.decoder.JSONDecodeError: Expecting value: line 1 column 1"], {}, R.BAD_INPUT),
-        (_exit(1), None, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], {}, R.OOM),
-        (_exit(1), None, ["something odd"], {}, R.UNKNOWN),
-        (
-            _exit(1),
-            None,
-            ["RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."],
-            {},
-            R.DEPENDENCY_ERROR,
+        _failed("RuntimeError: CUDA error: device-side assert triggered", R.UNKNOWN),
+        _failed(
+            "TypeError: GRPOTrainer.__init__() missing 1 required positional argument: 'reward_funcs'", R.CONFIG_ERROR
         ),
-        (_exit(1), None, ["[rank1]: KeyError: 'prompt'"], {}, R.BAD_INPUT),
-        (
-            _exit(1),
-            None,
-            ["huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co: offline"],
-            {},
-            R.CONFIG_ERROR,
-        ),
-        (_exit(1), None, ["RuntimeError: CUDA error: device-side assert triggered"], {}, R.UNKNOWN),
-        (
-            _exit(1),
-            None,
-            ["TypeError: GRPOTrainer.__init__() missing 1 required positional argument: 'reward_funcs'"],
-            {},
-            R.CONFIG_ERROR,
-        ),
-        (
-            _exit(1),
-            None,
-            [
-                "datasets.exceptions.DatasetNotFoundError: Dataset 'org/evals' is a gated dataset on the "
-                "Hub. You must be authenticated to access it."
-            ],
-            {},
+        _failed(
+            "datasets.exceptions.DatasetNotFoundError: Dataset 'org/evals' is a gated dataset on the "
+            "Hub. You must be authenticated to access it.",
             R.AUTH_ERROR,
         ),
     ],
