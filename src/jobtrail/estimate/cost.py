@@ -123,11 +123,15 @@ def estimate_time(
     lora_trainable: int,
     peak_tflops: float,
     gpu_count: int,
+    processes: int = 1,
     remote: bool = True,
     measured_tokens_per_second: float | None = None,
 ) -> TimeEstimate:
     """Steps, throughput and wall time of the whole job on one flavor.
 
+    `processes`: the job's workers, which split the rows (each runs its own micro-batches, so a step
+    takes `processes` micro-batches per accumulation step); `gpu_count`: how many of them compute on a
+    GPU of their own (CPU workers share the machine's cores: no faster together).
     `measured_tokens_per_second` (calibration; TRL's count: non-padding tokens over the
     train() runtime) replaces the FLOPs model, overheads and generation included."""
     devices = max(gpu_count, 1)
@@ -147,7 +151,7 @@ def estimate_time(
     # A micro-batch holds `batch` examples (a pair: two sequences); a generating method's batch
     # counts completions, `sequences` of them per prompt.
     examples_per_micro = work.batch / sequences if completion else work.batch
-    micro_per_epoch = math.ceil(work.examples / (examples_per_micro * devices))
+    micro_per_epoch = math.ceil(work.examples / (examples_per_micro * max(processes, devices)))  # per worker
     micro_batches = micro_per_epoch * work.epochs
     steps = math.ceil(micro_per_epoch / work.gradient_accumulation_steps) * work.epochs
     generated = int(rows * sequences * completion)

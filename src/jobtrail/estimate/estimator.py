@@ -289,7 +289,8 @@ def _workload(
         real = padded = min(float(avg_tokens or request.max_length), request.max_length)
         memory_seq = request.max_length  # the longest row is unknown: a batch may reach max_length
         given = "as given" if avg_tokens is not None else "(max_length: the rows' lengths are unknown)"
-        note = f"{rows:,} rows × {real:.0f} tokens {given} (padding not counted)"
+        each = " per worker" if request.max_steps else ""  # max_steps × micro-batch × accumulation, on each worker
+        note = f"{rows:,} rows{each} × {real:.0f} tokens {given} (padding not counted)"
     else:
         rows = 0
     if not rows:
@@ -391,6 +392,8 @@ def _judge(
     usable_gb = (flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)) * HEADROOM
     launcher = choose_launcher(flavor.gpu_count, request.num_processes, alone.total_gb <= usable_gb)
     memory = per_gpu_memory(alone, launcher)
+    if work is not None and request.max_steps:  # every step trains a micro-batch on each worker
+        work = work.model_copy(update={"examples": work.examples * launcher.num_processes})
     measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
     if measured_peak is not None:
         # A GPU's max_memory_allocated leaves out the CUDA context; a CPU's ru_maxrss has it all.
@@ -409,6 +412,7 @@ def _judge(
             lora_trainable=trainable if request.peft != "none" else 0,
             peak_tflops=flavor.peak_tflops,
             gpu_count=launcher.num_processes if flavor.gpu_count else 0,  # CPU workers share the same cores
+            processes=launcher.num_processes,
             remote=remote,
             measured_tokens_per_second=measurement.tokens_per_second if measurement else None,
         )

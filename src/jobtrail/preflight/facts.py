@@ -199,8 +199,9 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
     batch, accumulation = int(args["per_device_train_batch_size"]), int(args["gradient_accumulation_steps"])
     max_length = int(args.get("max_length") or ESTIMATE_MAX_LENGTH)
     report = facts.dataset
-    if int(args.get("max_steps") or -1) > 0:
-        examples, epochs = int(args["max_steps"]) * batch * accumulation, 1
+    max_steps = int(args.get("max_steps") or -1)
+    if max_steps > 0:  # the estimate counts the rows: each of the job's workers trains a micro-batch a step
+        examples, epochs = max_steps * batch * accumulation, 1
     else:
         rows = (report.rows or report.rows_checked) if report else 0
         examples, epochs = rows, math.ceil(float(args["num_train_epochs"]))
@@ -216,6 +217,7 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
             per_device_train_batch_size=batch,
             gradient_accumulation_steps=accumulation,
             num_train_epochs=max(1, epochs),
+            max_steps=max_steps if max_steps > 0 else None,
             gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
             flavor=flavor,
             lora_r=int(values.peft["r"]),
