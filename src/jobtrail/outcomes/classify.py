@@ -1,7 +1,8 @@
 """Why did an attempt end? Pure rules, in order of trust:
 
 1. what jobtrail itself did (a cancel it sent, a timeout it enforced);
-2. the job's own termination event (its `unknown` is refined by the log when the log knows more);
+2. the job's own termination event (its `unknown` is refined by the log when the log knows more; a
+   worker killed by a signal, as a job of many workers' launcher reports it, yields to OOM lines);
 3. the exit code or signal, corrected by log evidence (a SIGKILL with OOM lines is oom);
 4. the log: first by cause, the last exception in the tail (its type, module, message and the
    frames that raised it, see `tracebacks`), then by patterns, newest line first.
