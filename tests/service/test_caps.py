@@ -8,7 +8,19 @@ import time
 import pytest
 
 from jobtrail.app import build_service
-from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord, TerminationReason
+from jobtrail.ledger.store import Ledger
+from jobtrail.models import (
+    AttemptRecord,
+    ExitRecord,
+    JobSpec,
+    JobStatus,
+    LogChunk,
+    Placement,
+    Probe,
+    RunRecord,
+    TerminationReason,
+)
+from jobtrail.service import JobService
 from support.remote import publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal
 
@@ -100,7 +112,9 @@ def test_a_running_job_that_reaches_its_cap_is_cancelled_as_budget_and_resumes_o
     assert again.termination_reason == "budget" and again.max_cost_usd == 0.1 and again.spent_usd >= 0.1
 
 
-def _seed_spend(ledger, run_id: str, cost: float, started_ago_h: float, ended_ago_h: float, reason=None) -> None:
+def _seed_spend(
+    ledger, run_id: str, cost: float | None, started_ago_h: float, ended_ago_h: float | None, reason=None, cap=None
+) -> None:
     now = time.time()
     spec = remote_spec()
     reason = reason or TerminationReason.SUCCEEDED
@@ -114,16 +128,17 @@ def _seed_spend(ledger, run_id: str, cost: float, started_ago_h: float, ended_ag
             backend="hf-jobs",
             flavor="a10g-large",
             spec=spec,
+            max_cost_usd=cap,
         ),
         AttemptRecord(
             attempt_id=f"{run_id}/1",
             run_id=run_id,
             number=1,
-            status=reason.status,
-            termination_reason=reason,
+            status=reason.status if ended_ago_h is not None else JobStatus.RUNNING,
+            termination_reason=reason if ended_ago_h is not None else None,
             created_at=now - started_ago_h * HOUR,
             started_at=now - started_ago_h * HOUR,
-            ended_at=now - ended_ago_h * HOUR,
+            ended_at=now - ended_ago_h * HOUR if ended_ago_h is not None else None,
             backend="hf-jobs",
             flavor="a10g-large",
             config={},
@@ -193,3 +208,39 @@ def test_a_restarted_server_adopts_a_remote_job_whose_launch_was_never_recorded_
     assert adopted is not None and adopted.remote_id == launched.remote_id
     assert hub.jobs[adopted.remote_id].spec["labels"]["jobtrail-attempt"] == "1"
     assert restarted.cancel(job_id).status == "cancelled"
+
+
+class _TimedOutOnHfJobs:
+    """HF Jobs as a server that was not running saw it afterwards: every job it is asked about ran into its timeout."""
+
+    name = "hf-jobs"
+    max_concurrent = None
+
+    def probe(self, placement):
+        return Probe(phase="exited", exit=ExitRecord(timed_out=True, ended_at=time.time(), message="Job timed out"))
+
+    def read_log(self, placement, offset=0, max_lines=None):
+        return LogChunk(lines=[], offset=offset)
+
+    def cancel(self, placement):
+        raise AssertionError("an ended job is never cancelled")
+
+    def launch(self, request):
+        raise AssertionError("nothing is launched here")
+
+    def find(self, labels, workdir, secret_sources):
+        return None
+
+
+@pytest.mark.parametrize("cap, reason", [(0.5, "budget"), (5.0, "timeout")])
+def test_a_job_hf_jobs_stopped_at_the_timeout_its_cap_bought_ends_budget(remote, tmp_path, cap, reason):
+    # An hour on a10g-large ($1.50/hour) spent $1.50: past a $0.50 cap that was its timeout; within $5, its own.
+    _seed_spend(remote.ledger, "jt-capped00", None, started_ago_h=1, ended_ago_h=None, cap=cap)
+    placement = Placement(backend="hf-jobs", host="huggingface.co", workdir=str(tmp_path), started_at=time.time())
+    remote.ledger.update_attempt("jt-capped00/1", placement=placement)
+    service = JobService(Ledger(remote.ledger.path), {"hf-jobs": _TimedOutOnHfJobs()}, remote.home, "python")
+    service.refresh()
+    ended = service.inspect("jt-capped00")
+    assert ended.termination_reason == reason, ended.termination_message
+    if reason == "budget":
+        assert "reaching max_cost_usd $0.50" in ended.termination_message and ended.spent_usd >= 1.49
