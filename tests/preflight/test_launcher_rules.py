@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jobtrail.estimate import estimate_cost
 from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher
 from jobtrail.preflight import rules
 from jobtrail.preflight.facts import Facts, with_launcher
@@ -91,3 +92,26 @@ def test_a_local_job_with_num_processes_renders_its_launcher(tmp_path, tiny_mode
     assert "launcher" in [f.code for f in planned.findings]
     evaluation = plan(spec.model_copy(update={"method": "evaluate"}), _env(tmp_path), Evaluation("base"))
     assert evaluation.launcher == SINGLE_PROCESS  # evaluations and conversions stay one process
+
+
+def test_a_job_too_big_even_sharded_is_refused_per_gpu():
+    class Offline:
+        def list_jobs_hardware(self):
+            raise ConnectionError("no route to the Hub")
+
+    llama_8b = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+    }
+    estimate = estimate_cost(
+        "org/m", peft="none", optim="adamw", flavor="l4x4", max_steps=10, config=llama_8b, api=Offline()
+    )
+    spec = JobSpec(method="sft", model="org/m", dataset="org/d", backend="hf-jobs", flavor="l4x4", timeout_s=36000)
+    [finding] = [f for f in rules.check_estimate(spec, Facts(estimate=estimate)) if f.severity == "error"]
+    assert finding.code == "memory.does_not_fit"
+    assert "GB per GPU (4 workers, sharded with FSDP) but l4x4 offers" in finding.message

@@ -315,7 +315,8 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
         findings.append(
             _error(
                 "memory.does_not_fit",
-                f"The job needs ~{e.memory.total_gb:.1f} GB but {spec.flavor} offers {e.usable_gb:.1f} GB usable.",
+                f"The job needs ~{e.memory.total_gb:.1f} GB{_per_gpu(e)} but {spec.flavor} offers "
+                f"{e.usable_gb:.1f} GB usable{' on each' if _per_gpu(e) else ''}.",
                 f"Use {better}, or cut memory: smaller per_device_train_batch_size, shorter max_length, peft='lora'.",
             )
         )
@@ -370,6 +371,12 @@ def check_launcher(spec: JobSpec, facts: Facts) -> list[Finding]:
     if facts.launcher.num_processes == 1:
         return []
     return [Finding(code="launcher", severity="info", message=describe(facts.launcher, gpus, where))]
+
+
+def _per_gpu(e: EstimateResult) -> str:
+    """What the estimate's memory counts when the job runs one worker per GPU: one GPU's share."""
+    strategy = {"ddp": "DDP", "fsdp": "sharded with FSDP"}.get(e.launcher.strategy)
+    return f" per GPU ({e.launcher.num_processes} workers, {strategy})" if strategy else ""
 
 
 def _local_timeout(spec: JobSpec, e: EstimateResult | None) -> list[Finding]:
