@@ -703,6 +703,8 @@ def run_job(main: Callable[[], Any], launcher: dict[str, Any] | None = None) -> 
     launcher of the job's workers (launch_workers), each of which runs this script and so `main`."""
     if (launcher or {}).get("num_processes", 1) > 1 and not is_worker():
         launch_workers(int(launcher["num_processes"]))  # type: ignore[index]  # checked just above
+    if launcher and not is_worker():
+        one_gpu()
     install_signal_handlers()
     try:
         main()
@@ -781,6 +783,13 @@ def barrier() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+def one_gpu() -> None:
+    """A job of one process trains on one GPU: the Trainer would spread it over every visible GPU with
+    DataParallel, which is neither the launcher preflight chose nor what the estimate counted."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0" if visible is None else visible.split(",")[0]
 
 
 def launch_workers(num_processes: int) -> None:

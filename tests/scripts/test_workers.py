@@ -4,6 +4,7 @@ workers fail (scripts/_runtime.py's worker_failure). Real runs are in tests/serv
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from types import ModuleType
 import pytest
 
 from support.jobs import load_script_module
+
+SINGLE = {"kind": "python", "num_processes": 1, "strategy": "single"}
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +136,23 @@ def test_a_failing_worker_leaves_its_ending_for_the_launcher(
     [ending] = rt._read_endings(tmp_path)
     assert ending["rank"] == 1 and ending["reason"] == "bad_input" and not ending["reported"]
     assert not ending["lost_peer"]
+
+
+@pytest.mark.parametrize(("visible", "pinned"), [(None, "0"), ("2,3", "2"), ("", "")])
+def test_a_training_job_of_one_process_trains_on_one_gpu(
+    rt: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    restore_sigterm: None,
+    visible: str | None,
+    pinned: str,
+) -> None:
+    """Not every visible GPU with DataParallel, which the Trainer does when a single process sees several."""
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible or "")  # restored after the test, set or not
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    seen: list[str | None] = []
+    rt.run_job(lambda: seen.append(os.environ.get("CUDA_VISIBLE_DEVICES")), SINGLE)
+    assert seen == [pinned]
+    capsys.readouterr()
