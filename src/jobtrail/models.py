@@ -121,6 +121,35 @@ class JobSpec(BaseModel):
     init_checkpoint: str | None = None  # "checkpoint-200" or "200"
 
 
+class Speedup(BaseModel):
+    """One of the measures a training job takes for speed, as preflight decided it for the job's device."""
+
+    on: bool = Field(description="Whether the job runs with it (gradient_checkpointing: whether it is on).")
+    source: Literal["preflight", "user", "default"] = Field(
+        description='"user": the caller\'s hyperparameter decided (it always wins); "preflight": chosen for this '
+        'device and estimate; "default": left as TRL, transformers or the job\'s own precision rule have it.'
+    )
+    why: str
+    sets: dict[str, Any] = Field(
+        default_factory=dict, description="The training_args values it put into the job's config (preflight only)."
+    )
+
+
+class Speedups(BaseModel):
+    """What preflight turned on for speed, and why each measure is off where it is off."""
+
+    device: str = Field(description='What they were chosen for, e.g. "H100 (h200)" or "CPU (local)".')
+    padding_free: Speedup = Field(description="Padding-free packing (SFT): rows packed with no padding tokens.")
+    liger_kernel: Speedup = Field(description="Liger's Triton kernels for RMSNorm, RoPE and SwiGLU (SFT).")
+    fused_adamw: Speedup = Field(description='optim="adamw_torch_fused": one fused kernel per optimizer step.')
+    bf16: Speedup = Field(description="bf16 autocast (the job turns it on where its GPU supports bf16).")
+    gradient_checkpointing: Speedup = Field(description="Recomputing activations in backward: only when needed.")
+    micro_batch: Speedup = Field(
+        description="per_device_train_batch_size (and gradient_accumulation_steps, keeping the effective batch) "
+        "chosen from the estimate to fill the GPU's memory with headroom."
+    )
+
+
 class Placement(BaseModel):
     """Where a backend put an attempt; enough to find it again after a server restart."""
 

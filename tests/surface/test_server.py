@@ -174,6 +174,15 @@ def test_real_sft_job_succeeds_with_steps_loss_checkpoint_and_receipt(server, ti
     assert attempt["environment"]["packages"]["trl"]
     assert len(attempt["config_sha256"]) == 64 and attempt["exit_code"] == 0
     assert Path(attempt["output_dir"], "final").is_dir()
+    # Preflight turns nothing on for speed on a CPU, and every measure says why: only TRL's gradient
+    # checkpointing and the test's own micro-batch (a user value) are on.
+    speedups = {name: item for name, item in data["speedups"].items() if name != "device"}
+    assert data["speedups"]["device"].startswith("CPU")
+    assert {name: item["source"] for name, item in speedups.items() if item["on"]} == {
+        "gradient_checkpointing": "default",
+        "micro_batch": "user",
+    }
+    assert all(item["why"] and not item["sets"] for item in speedups.values())
 
     listed = call(server, "ps", {}).structured_content["jobs"]
     assert [j["job_id"] for j in listed] == [job_id] and listed[0]["status"] == "succeeded"

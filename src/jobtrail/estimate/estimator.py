@@ -8,6 +8,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from jobtrail.errors import InvalidRequestError
@@ -35,7 +36,9 @@ from jobtrail.estimate.memory import (
     Peft,
     device_for,
     estimate_memory,
+    precision,
 )
+from jobtrail.estimate.microbatch import MicroBatch, choose_micro_batch, tunable
 from jobtrail.estimate.parallel import choose_launcher, describe, per_gpu_memory, too_many_processes
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
@@ -83,6 +86,8 @@ class _Request:
     gradient_checkpointing: bool
     lora_r: int
     num_processes: int | None = None  # None: one per GPU
+    # Choose the split per flavor (estimate/microbatch.py) but for these names, which the caller gave; None: don't.
+    tune: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_length", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r"):
@@ -103,6 +108,9 @@ class _Verdict:
     flavor: Flavor
     device: Device
     launcher: Launcher
+    split: MicroBatch | None  # the micro-batch chosen for this flavor; None: the request's values
+    batch: int  # the micro-batch memory and time are estimated with (the split's, else the request's)
+    checkpointing: bool
     memory: MemoryBreakdown  # one device's, under the launcher
     alone_gb: float  # what one device would need holding the whole job by itself
     usable_gb: float
@@ -134,6 +142,7 @@ def estimate_cost(
     optim: str | None = None,
     num_processes: int | None = None,
     *,
+    tune_micro_batch: bool = False,
     config: dict[str, Any] | None = None,
     calibration: Ledger | None = None,
     api: Any = None,
@@ -147,7 +156,8 @@ def estimate_cost(
     `flavor` a catalog name, or a Flavor describing another machine (e.g. this host, with a
     measured peak_tflops), which is then the only candidate. `num_processes` is submit's knob: the
     job's processes (None: one per GPU); each flavor's launcher (parallel.choose_launcher) decides
-    the memory per GPU and the time. `calibration` is the ledger whose
+    the memory per GPU and the time. `tune_micro_batch`: choose the micro-batch and checkpointing the caller
+    left out, as submit does (estimate/microbatch.py; `micro_batch`). `calibration` is the ledger whose
     measurements replace the model where they exist; `api` an HfApi for live prices.
     """
     method = _choice("method", method, METHODS)
@@ -174,6 +184,7 @@ def estimate_cost(
         gradient_checkpointing=bool(values["gradient_checkpointing"]),
         lora_r=values["lora_r"],
         num_processes=num_processes,
+        tune=frozenset(k for k, v in given.items() if v is not None) if tune_micro_batch else None,
     )
     _positive("num_examples", num_examples, optional=True, integer=True)
     _positive("avg_tokens", avg_tokens, optional=True, integer=False)
@@ -216,6 +227,7 @@ def estimate_cost(
         params=shape.params,
         trainable_params=trainable,
         memory=target.memory,
+        micro_batch=target.split,
         usable_gb=round(target.usable_gb, 2),
         launcher=target.launcher,
         fits={v.flavor.name: v.fits for v in verdicts},
@@ -378,23 +390,38 @@ def _judge(
     remote: bool,
 ) -> _Verdict:
     device = device_for(gpu_count=flavor.gpu_count, bf16=flavor.bf16)
-    alone = estimate_memory(
+    device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
+    usable_gb = device_gb * HEADROOM
+    memory_at = partial(
+        estimate_memory,
         shape,
         device=device,
         peft=request.peft,
         trainable_params=trainable,
         optimizer=request.optimizer,
         seq_len=memory_seq,
-        batch=request.per_device_train_batch_size,
-        gradient_checkpointing=request.gradient_checkpointing,
         head=method_spec(request.method).lm_head,
     )
-    usable_gb = (flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)) * HEADROOM
-    launcher = choose_launcher(flavor.gpu_count, request.num_processes, alone.total_gb <= usable_gb)
+    asked = memory_at(batch=request.per_device_train_batch_size, gradient_checkpointing=request.gradient_checkpointing)
+    launcher = choose_launcher(flavor.gpu_count, request.num_processes, asked.total_gb <= usable_gb)
+    split = None
+    if request.tune is not None and tunable(device, request.method) is None:
+        split = choose_micro_batch(
+            lambda b, c: per_gpu_memory(memory_at(batch=b, gradient_checkpointing=c), launcher).total_gb,
+            batch=request.per_device_train_batch_size,
+            accumulation=request.gradient_accumulation_steps,
+            gradient_checkpointing=request.gradient_checkpointing,
+            given=request.tune,
+            device_gb=device_gb,
+        )
+        work = work.model_copy(update=split.workload()) if work is not None else None
+    batch = split.per_device_train_batch_size if split else request.per_device_train_batch_size
+    checkpointing = split.gradient_checkpointing if split else request.gradient_checkpointing
+    alone = memory_at(batch=batch, gradient_checkpointing=checkpointing)
     memory = per_gpu_memory(alone, launcher)
     if work is not None and request.max_steps:  # every step trains a micro-batch on each worker
         work = work.model_copy(update={"examples": work.examples * launcher.num_processes})
-    measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request) else None
+    measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request, batch) else None
     if measured_peak is not None:
         # A GPU's max_memory_allocated leaves out the CUDA context; a CPU's ru_maxrss has it all.
         context = 0.0 if device == "cpu" else CUDA_CONTEXT_GB
@@ -408,7 +435,7 @@ def _judge(
             device=device,
             peft=request.peft,
             method=request.method,
-            gradient_checkpointing=request.gradient_checkpointing,
+            gradient_checkpointing=checkpointing,
             lora_trainable=trainable if request.peft != "none" else 0,
             peak_tflops=flavor.peak_tflops,
             gpu_count=launcher.num_processes if flavor.gpu_count else 0,  # CPU workers share the same cores
@@ -421,6 +448,9 @@ def _judge(
         flavor=flavor,
         device=device,
         launcher=launcher,
+        split=split,
+        batch=batch,
+        checkpointing=checkpointing,
         memory=memory,
         alone_gb=alone.total_gb,
         usable_gb=usable_gb,
@@ -431,8 +461,8 @@ def _judge(
     )
 
 
-def _same_shape(m: calib.Measurement, request: _Request) -> bool:
-    return m.max_length == request.max_length and m.batch == request.per_device_train_batch_size
+def _same_shape(m: calib.Measurement, request: _Request, batch: int) -> bool:
+    return m.max_length == request.max_length and m.batch == batch
 
 
 def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
@@ -520,16 +550,6 @@ def _shrink_options(request: _Request) -> list[str]:
     return options
 
 
-def _precision(device: Device, peft: str) -> str:
-    """How scripts/sft.py stores weights and computes on this device."""
-    if device == "cpu":
-        return "fp32 throughout (CPU)"
-    if device == "cuda_fp16":
-        return "fp16 autocast over fp32 weights (the GPU has no bf16)"
-    base = {"none": "fp32 master weights", "lora": "bf16 base", "qlora": "NF4 base, bf16 embeddings"}[peft]
-    return f"bf16 autocast, {base}" + (", fp32 adapters" if peft != "none" else "")
-
-
 def _assumptions(
     shape: ModelShape, request: _Request, memory_seq: int, target: _Verdict, data_note: str
 ) -> dict[str, Any]:
@@ -547,15 +567,15 @@ def _assumptions(
         throughput = f"{EFFICIENCY[target.device]:.0%} of {flavor.peak_tflops:g} peak TFLOPS{devices}{slow}"
     rule = method_spec(request.method).flops
     terms = ["6N" if request.peft == "none" else "4N", "attention"]
-    terms += ["recompute 2N"] if request.gradient_checkpointing else []
+    terms += ["recompute 2N"] if target.checkpointing else []
     terms += [f"{rule.why} {2 * rule.extra_forwards}N"] if rule.extra_forwards else []
     assumptions: dict[str, Any] = {
         "throughput": throughput,
         "data": data_note,
-        "memory_sequence": f"{request.per_device_train_batch_size} × {memory_seq} tokens per micro-batch",
-        "precision": _precision(target.device, request.peft),
+        "memory_sequence": f"{target.batch} × {memory_seq} tokens per micro-batch",
+        "precision": precision(target.device, request.peft),
         "optimizer": f"{request.optimizer} ({OPTIMIZER_BYTES[request.optimizer]:g} bytes per trainable parameter)",
-        "gradient_checkpointing": request.gradient_checkpointing,
+        "gradient_checkpointing": target.checkpointing,
         "headroom": f"{1 - HEADROOM:.0%} of device memory kept free",
     }
     if t is not None:

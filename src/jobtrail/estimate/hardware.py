@@ -30,20 +30,21 @@ class GpuFacts(BaseModel):
     vram_gb: float = Field(description="Memory of one GPU, GB (1e9 bytes), as NVIDIA sells it.")
     bf16: bool
     peak_tflops: float = Field(description="Peak dense bf16 TFLOPS of one GPU (fp16 where bf16 is missing).")
+    compute_capability: float = Field(description="CUDA compute capability (sm_75 → 7.5): what kernels it can run.")
 
 
 # Peak dense (not 2:4 sparse) tensor-core TFLOPS from NVIDIA's data sheets. T4 (Turing) has no
 # bf16: its figure is fp16, which the SFT template uses there.
 # RTX PRO 6000 (Blackwell) is not in that table: 4 PFLOPS FP4 with sparsity / 8 ≈ 500 dense bf16.
 GPU_FACTS: dict[str, GpuFacts] = {
-    "T4": GpuFacts(vram_gb=16, bf16=False, peak_tflops=65),
-    "L4": GpuFacts(vram_gb=24, bf16=True, peak_tflops=121),
-    "A10G": GpuFacts(vram_gb=24, bf16=True, peak_tflops=125),
-    "L40S": GpuFacts(vram_gb=48, bf16=True, peak_tflops=362),
-    "A100": GpuFacts(vram_gb=80, bf16=True, peak_tflops=312),  # HF Jobs rents the 80 GB A100
-    "H100": GpuFacts(vram_gb=80, bf16=True, peak_tflops=989),  # SXM
-    "H200": GpuFacts(vram_gb=141, bf16=True, peak_tflops=989),
-    "RTX PRO 6000": GpuFacts(vram_gb=96, bf16=True, peak_tflops=500),
+    "T4": GpuFacts(vram_gb=16, bf16=False, peak_tflops=65, compute_capability=7.5),
+    "L4": GpuFacts(vram_gb=24, bf16=True, peak_tflops=121, compute_capability=8.9),
+    "A10G": GpuFacts(vram_gb=24, bf16=True, peak_tflops=125, compute_capability=8.6),
+    "L40S": GpuFacts(vram_gb=48, bf16=True, peak_tflops=362, compute_capability=8.9),
+    "A100": GpuFacts(vram_gb=80, bf16=True, peak_tflops=312, compute_capability=8.0),  # HF Jobs rents the 80 GB A100
+    "H100": GpuFacts(vram_gb=80, bf16=True, peak_tflops=989, compute_capability=9.0),  # SXM
+    "H200": GpuFacts(vram_gb=141, bf16=True, peak_tflops=989, compute_capability=9.0),
+    "RTX PRO 6000": GpuFacts(vram_gb=96, bf16=True, peak_tflops=500, compute_capability=12.0),
 }
 
 # A CPU flavor's "peak": fp32 matmul measured with torch on a 2-vCPU VM of this project

@@ -162,6 +162,16 @@ def head_bytes(shape: ModelShape, device: Device, tokens: int, head: Head) -> fl
     return float(tile + (e + FP32) * shape.hidden_size * tokens)
 
 
+def precision(device: Device, peft: str) -> str:
+    """How scripts/_training.py stores weights and computes on this device, in words."""
+    if device == "cpu":
+        return "fp32 throughout (CPU)"
+    if device == "cuda_fp16":
+        return "fp16 autocast over fp32 weights (the GPU has no bf16)"
+    base = {"none": "fp32 master weights", "lora": "bf16 base", "qlora": "NF4 base, bf16 embeddings"}[peft]
+    return f"bf16 autocast, {base}" + (", fp32 adapters" if peft != "none" else "")
+
+
 def frozen_weight_bytes(shape: ModelShape, device: Device, peft: Peft) -> float:
     """Weights that do not train: the base model (LoRA, QLoRA) and any vision tower."""
     if peft == "qlora":

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from jobtrail.estimate.hardware import LOCAL, Flavor
 from jobtrail.estimate.memory import MemoryBreakdown
+from jobtrail.estimate.microbatch import MicroBatch
 from jobtrail.models import Launcher, ToolResult
 from jobtrail.util.timefmt import human_duration
 
@@ -83,6 +84,11 @@ class EstimateResult(ToolResult):
     params: int = Field(description="Total parameters of the language model, from config.json.")
     trainable_params: int
     memory: MemoryBreakdown = Field(description="Peak memory of one device (one GPU) under the launcher below.")
+    micro_batch: MicroBatch | None = Field(
+        None,
+        description="The micro-batch and gradient checkpointing chosen to fill this flavor's memory (what submit "
+        "does on a bf16 GPU for values the caller left out; memory and time use them); None: the values as given.",
+    )
     usable_gb: float = Field(description="The flavor's memory per device after headroom.")
     launcher: Launcher = Field(
         description="How the job would run on this flavor: processes (one per GPU) and ddp or fsdp; "
@@ -136,6 +142,13 @@ class EstimateResult(ToolResult):
         lines += ["", f"| memory on {self.flavor} | GB |", "|---|---|"]
         lines += [f"| {label} | {getattr(self.memory, key):.2f} |" for key, label in _MEMORY_ROWS]
         lines.append(f"| **total** | **{self.memory.total_gb:.2f}** of {self.usable_gb:.1f} usable |")
+        if self.micro_batch and self.micro_batch.changed:
+            mb = self.micro_batch
+            checkpointing = "on" if mb.gradient_checkpointing else "off"
+            lines.append(
+                f"Split as submit runs it: per_device_train_batch_size={mb.per_device_train_batch_size}, "
+                f"gradient_accumulation_steps={mb.gradient_accumulation_steps}, gradient checkpointing {checkpointing}."
+            )
         if self.options:
             lines += ["", "| flavor that fits | GB | time | cost |", "|---|---|---|---|"]
             lines += [

@@ -16,7 +16,7 @@ from typing import Any
 
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
-from jobtrail.estimate.hardware import LOCAL, flavor_gpu_count, local_flavor
+from jobtrail.estimate.hardware import BUNDLED, LOCAL, flavor_gpu_count, gpu_facts, local_flavor
 from jobtrail.estimate.inputs import CHARS_PER_TOKEN
 from jobtrail.estimate.parallel import choose_launcher
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
@@ -26,6 +26,7 @@ from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.outputs import OutputFacts, probe_output
 from jobtrail.preflight.probes import HubIdentity, ModelFacts, SpaceFacts
 from jobtrail.preflight.reward_file import read_reward_file
+from jobtrail.preflight.speedups import Target
 from jobtrail.templates.configs import trained_max_length
 from jobtrail.templates.defaults import effective
 from jobtrail.templates.tracking import trackio_space
@@ -82,6 +83,7 @@ class Facts:
     # there is one (it knows whether the model fits one GPU), else one per GPU or the user's num_processes.
     launcher: Launcher = SINGLE_PROCESS
     budget: BudgetFacts | None = None  # a remote submission's caps and the spend so far
+    target: Target | None = None  # the device a training job runs on (what its speedups are chosen for)
 
 
 def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
@@ -108,12 +110,16 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
     if spec.reward_file:
         source, problem = read_reward_file(spec.reward_file)
         facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
+    facts = replace(facts, target=gather_target(spec))
     if spec.backend == "local":
-        facts = gather_requirements(facts, spec.method, env.job_python, qlora=values.peft_method == "qlora")
+        facts = gather_requirements(
+            facts, spec.method, env.job_python, qlora=values.peft_method == "qlora", training_args=values.training_args
+        )
         facts = replace(gather_output(facts, spec, env), gpus=local_flavor().gpu_count)
-        # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge), and
-        # with several GPUs the estimate says whether the model fits one or must be sharded.
-        if spec.timeout_s is not None or facts.gpus > 1:
+        # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge); on a
+        # GPU the estimate fills its memory (speedups) and, with several, says whether the model fits one or
+        # must be sharded.
+        if spec.timeout_s is not None or facts.gpus > 0:
             facts = gather_estimate(facts, spec, env, flavor=LOCAL)
         return with_launcher(facts, spec)
     facts = replace(gather_identity(facts, env.hub_token), gpus=flavor_gpu_count(spec.flavor), budget=env.budget)
@@ -154,15 +160,35 @@ def gather_conversion(spec: JobSpec, env: PlanEnv) -> Facts:
     return gather_output(gather_requirements(facts, "convert_gguf", env.job_python), spec, env)
 
 
+def gather_target(spec: JobSpec) -> Target:
+    """The device the job trains on: this machine for the local backend (nvidia-smi, when present), else the
+    flavor's GPU (the bundled table; a flavor it lacks counts as unknown, so nothing risky is turned on)."""
+    flavor = local_flavor() if spec.backend == "local" else next((f for f in BUNDLED if f.name == spec.flavor), None)
+    if flavor is None:
+        return Target(flavor=spec.flavor or "?", installs=True)
+    facts = gpu_facts(flavor.gpu) if flavor.gpu else None
+    return Target(
+        flavor=flavor.name,
+        gpu=flavor.gpu if flavor.gpu_count else None,
+        bf16=flavor.bf16,
+        compute_capability=facts.compute_capability if facts else None,
+        installs=spec.backend != "local",
+    )
+
+
 def gather_output(facts: Facts, spec: JobSpec, env: PlanEnv) -> Facts:
     """What is at a local job's chosen output directory (none chosen: the run's own, nothing to look at)."""
     return replace(facts, output=probe_output(spec.output, env.run_id, env.home)) if spec.output else facts
 
 
-def gather_requirements(facts: Facts, template: str, python: str, *, qlora: bool = False) -> Facts:
-    """What the job's interpreter lacks of the template's PEP 723 dependencies."""
+def gather_requirements(
+    facts: Facts, template: str, python: str, *, qlora: bool = False, training_args: dict[str, Any] | None = None
+) -> Facts:
+    """What the job's interpreter lacks of the template's PEP 723 dependencies (and of what the caller's
+    training_args add to them: use_liger_kernel)."""
     try:
-        return replace(facts, missing_requirements=probes.missing_job_requirements(template, python, qlora=qlora))
+        missing = probes.missing_job_requirements(template, python, qlora=qlora, training_args=training_args)
+        return replace(facts, missing_requirements=missing)
     except BackendError as exc:
         return replace(facts, python_error=exc.message)
 
@@ -207,6 +233,7 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
         examples, epochs = rows, math.ceil(float(args["num_train_epochs"]))
     chars = report.mean_chars_per_row if report else None
     try:
+        given = values.given  # left out: the estimate chooses the micro-batch as submit does (estimate/microbatch.py)
         estimate = estimate_cost(
             spec.model,
             spec.method,
@@ -214,11 +241,12 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
             num_examples=max(1, examples),
             avg_tokens=max(1.0, chars / CHARS_PER_TOKEN) if chars else float(max_length),
             max_length=max_length,
-            per_device_train_batch_size=batch,
-            gradient_accumulation_steps=accumulation,
+            per_device_train_batch_size=batch if "per_device_train_batch_size" in given else None,
+            gradient_accumulation_steps=accumulation if "gradient_accumulation_steps" in given else None,
             num_train_epochs=max(1, epochs),
             max_steps=max_steps if max_steps > 0 else None,
-            gradient_checkpointing=bool(args.get("gradient_checkpointing", True)),
+            gradient_checkpointing=bool(given["gradient_checkpointing"]) if "gradient_checkpointing" in given else None,
+            tune_micro_batch=True,
             flavor=flavor,
             lora_r=int(values.peft["r"]),
             num_processes=requested_processes(spec),

@@ -8,7 +8,7 @@ evaluation, a GGUF conversion.
    dependencies (local);
 2. the pure rules run once (rules.py; conversion.py's for a conversion);
 3. the config is built (templates/configs.py, outcomes/evals.py) unless a finding leaves nothing
-   to build it from;
+   to build it from, with a training job's speed measures for its device (speedups.py);
 4. the script is rendered from it (a remote job's header says how HF Jobs runs it: [tool.hf-jobs]).
 """
 
@@ -21,14 +21,17 @@ from typing import Any
 
 from jobtrail.backends.hf_jobs import DEFAULT_FLAVOR
 from jobtrail.estimate import EstimateResult
+from jobtrail.estimate.memory import device_for
+from jobtrail.estimate.microbatch import tunable
 from jobtrail.methods import METHODS
-from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
+from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher, Speedups
 from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, eval_config
-from jobtrail.preflight import hyperparams, rules
+from jobtrail.preflight import hyperparams, rules, speedups
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
 from jobtrail.preflight.methods import check_method
 from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
+from jobtrail.templates.defaults import effective
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.templates.render import render_script
 
@@ -118,11 +121,33 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
             reward_source=facts.reward_source,
             launcher=facts.launcher,
         )
+    if config is not None:
+        config = speedups.apply(config, _speedups(spec, facts))
     timeout_s = spec.timeout_s
     if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
         timeout_s = facts.estimate.recommended_timeout_s
     script = _render(spec.method, config, _hf_jobs_table(spec, env, timeout_s))
     return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=timeout_s)
+
+
+def _speedups(spec: JobSpec, facts: Facts) -> Speedups:
+    """The training job's speed measures, from its device, model, hyperparameters and estimate."""
+    target = facts.target or speedups.Target(flavor=spec.flavor or "local")
+    model = facts.model.text_config if facts.model else {}
+    estimate = facts.estimate
+    device = device_for(gpu_count=1 if target.gpu else 0, bf16=target.bf16)
+    why = facts.estimate_error or "no estimate of the job's memory (its model's config.json)"
+    if estimate is not None:
+        why = tunable(device, spec.method) or "the estimate chose no split"
+    return speedups.choose(
+        spec.method,
+        target,
+        effective(spec.method, spec.hyperparameters).given,
+        family=model.get("model_type"),
+        multimodal=bool(facts.model and (facts.model.config or {}).get("vision_config")),
+        micro_batch=estimate.micro_batch if estimate else None,
+        micro_batch_off=why,
+    )
 
 
 def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:

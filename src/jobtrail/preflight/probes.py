@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from jobtrail.templates import pep723
-from jobtrail.templates.render import QLORA_REQUIREMENT, scripts_dir
+from jobtrail.templates.render import extra_requirements, scripts_dir
 from jobtrail.util.data import read_json_object
 from jobtrail.util.hub import hub_unreachable
 from jobtrail.util.refs import looks_local
@@ -120,15 +120,18 @@ def _can_write(role: str | None, access: dict[str, Any]) -> bool | None:
     return "repo.write" in permissions or "repo.content.write" in permissions
 
 
-def missing_job_requirements(template: str, python: str, *, qlora: bool = False) -> list[str]:
+def missing_job_requirements(
+    template: str, python: str, *, qlora: bool = False, training_args: dict[str, Any] | None = None
+) -> list[str]:
     """What the interpreter `python` lacks of a job's dependencies, before its script is rendered:
-    the template's PEP 723 header lists them, and rendering adds only bitsandbytes, for QLoRA.
+    the template's PEP 723 header lists them, and rendering adds what the job's peft and
+    training_args need (render.extra_requirements: bitsandbytes for QLoRA, liger-kernel).
 
     Raises BackendError when `python` cannot be run at all.
     """
     header = pep723.read_metadata((scripts_dir() / f"{template}.py").read_text(encoding="utf-8"))
-    requirements = [*header.get("dependencies", []), *([QLORA_REQUIREMENT] if qlora else [])]
-    return pep723.missing_requirements(requirements, python)
+    extra = extra_requirements("qlora" if qlora else None, training_args or {})
+    return pep723.missing_requirements([*header.get("dependencies", []), *extra], python)
 
 
 def model_facts(ref: str, token: str | None = None) -> ModelFacts:

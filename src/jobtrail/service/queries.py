@@ -94,6 +94,7 @@ class Queries:
             init_from=run.spec.init_from,
             max_cost_usd=run.max_cost_usd,
             spent_usd=round(self.tracker.spending.of_run(run.run_id, now), 6),
+            speedups=latest.config.get("speedups"),
             trackio=trackio,
             next_steps=self._next_steps(run, attempts, trackio, evaluations),
             **_run_fields(run),
@@ -245,6 +246,7 @@ class Queries:
             dataset=local_path(dataset) if dataset else None,
             calibration=self.ledger,
             api=self.context.hub_api(),
+            tune_micro_batch=True,  # as submit does: the tool estimates the job submit would run
             **arguments,
         )
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, ToolResult
+from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult
 from jobtrail.outcomes.budget import usd
 from jobtrail.outcomes.retry import NEVER
 from jobtrail.service.next_steps import NextStep
@@ -76,6 +76,10 @@ class SubmitResult(ToolResult):
     termination_message: str | None = Field(
         default=None, description="A job that ended at once (failed, cancelled): why, e.g. the daily budget is spent."
     )
+    speedups: Speedups | None = Field(
+        default=None,
+        description="A training job's speed measures for its device (each on/off, who decided, why, what it sets).",
+    )
 
     def headline(self) -> str:
         if self.status in ("rejected", "dry_run") and _errors(self.findings):
@@ -115,11 +119,21 @@ class SubmitResult(ToolResult):
             return lines
         if not self.findings:
             lines.append("No findings.")
+        if self.speedups:
+            lines.append(speedups_line(self.speedups))
         if self.script_path:
             lines.append(f"Script: {self.script_path} (include_script=true returns its text).")
         if self.script_note:
             lines.append(self.script_note)
         return lines + (["", "```python", self.script, "```"] if self.script else [])
+
+
+def speedups_line(speedups: Speedups) -> str:
+    """The speed measures in a line: what is on, what is off."""
+    items = {name: value for name, value in speedups if name != "device"}
+    on = [name for name, item in items.items() if item.on]
+    off = [name for name, item in items.items() if not item.on]
+    return f"Speedups on {speedups.device}: on {', '.join(on) or 'none'}; off {', '.join(off) or 'none'}."
 
 
 class JobRow(BaseModel):
@@ -325,6 +339,11 @@ class InspectResult(ToolResult):
     spent_usd: float = Field(
         0.0, description="What all its attempts cost so far (a running one: its time so far at the flavor's price)."
     )
+    speedups: Speedups | None = Field(
+        None,
+        description="The latest attempt's speed measures (training jobs): each on/off, who decided (preflight, user, "
+        "default), why, and the training_args it set.",
+    )
     trackio: TrackioRun | None = Field(
         None,
         description="The trackio run of the latest attempt that has one: project, run, the local folder or the "
@@ -435,6 +454,8 @@ class InspectResult(ToolResult):
                 f"Environment: python {env.get('python')}, torch {pk.get('torch')}, trl {pk.get('trl')}, "
                 f"device {env.get('device')}{workers}."
             )
+        if self.speedups:
+            lines.append(speedups_line(self.speedups))
         for ev in self.evaluations:
             lines.append(f"Evaluation {ev['eval_job_id']} of {ev['checkpoint']}: {_eval_outcome(ev)}.")
         for art in self.artifacts:

@@ -73,6 +73,7 @@ class Runs:
             output_repo=plan.push_to,
             launcher=plan.launcher if plan.config else None,
             max_cost_usd=cap,
+            speedups=(plan.config or {}).get("speedups"),
         )
         if dry_run:
             return SubmitResult(

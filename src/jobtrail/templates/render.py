@@ -3,7 +3,8 @@
 A template in scripts/ is an ordinary Python file that runs as it is (next to the job runtime
 modules scripts/_*.py: _runtime.py, _training.py, _llama_cpp.py; templates/runtime.py loads them
 into the server where it needs the same logic). Rendering touches two marked blocks and, for a
-QLoRA job, the header's dependency list, and nothing else:
+job that needs more packages (extra_requirements: QLoRA, Liger kernels), the header's dependency
+list, and nothing else:
 
     # --- jobtrail:runtime ---      the `from _module import ...` lines become those modules'
                                    sources (and the modules they import, in the same way), each
@@ -36,6 +37,9 @@ HF_JOBS_TABLE = "tool.hf-jobs"
 # QLoRA loads 4-bit weights through bitsandbytes, which only GPU jobs can use: the header asks for
 # it only then, so CPU jobs never need it installed (transformers 5.23 wants at least 0.46.1).
 QLORA_REQUIREMENT = "bitsandbytes>=0.46.1"
+# use_liger_kernel=True (preflight/speedups.py turns it on for SFT on A100/H100/H200) patches the model
+# with liger-kernel's Triton kernels: a job asks for it only then.
+LIGER_REQUIREMENT = "liger-kernel>=0.8"
 
 
 def scripts_dir() -> Path:
@@ -82,12 +86,20 @@ def render_script(
         )
     source = path.read_text()
     source = _replace_block(source, "runtime", _runtime_block(source, root))
-    if (config.get("peft") or {}).get("method") == "qlora":
-        source = _add_requirement(source, QLORA_REQUIREMENT)
+    for requirement in extra_requirements((config.get("peft") or {}).get("method"), config.get("training_args") or {}):
+        source = _add_requirement(source, requirement)
     if hf_jobs:
         source = _add_tool_table(source, HF_JOBS_TABLE, hf_jobs)
     snapshot = config_json(config)
     return _replace_block(source, "config", f"CONFIG: dict = json.loads({snapshot!r})\n")
+
+
+def extra_requirements(peft_method: str | None, training_args: dict[str, Any]) -> list[str]:
+    """What a job needs beyond its template's header: bitsandbytes for QLoRA, liger-kernel for Liger's kernels."""
+    return [
+        *([QLORA_REQUIREMENT] if peft_method == "qlora" else []),
+        *([LIGER_REQUIREMENT] if training_args.get("use_liger_kernel") else []),
+    ]
 
 
 def _runtime_block(template_source: str, root: Path) -> str:
