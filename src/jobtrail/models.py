@@ -119,6 +119,9 @@ class JobSpec(BaseModel):
     # `model`, with a fresh schedule; the job id stays here for the receipt.
     init_from: str | None = None
     init_checkpoint: str | None = None  # "checkpoint-200" or "200"
+    # A pipeline: the job waits (queued) until this job succeeds; `model` naming it means its final model.
+    after: str | None = None
+    smoke_steps: int | None = None  # a first attempt of this many steps; the full job starts if it succeeds
 
 
 class Speedup(BaseModel):
@@ -221,6 +224,7 @@ class RunRecord(BaseModel):
     spec: JobSpec
     max_retries: int = 0
     max_cost_usd: float | None = None  # the job's spending cap over all its attempts (None: no cap)
+    idempotency_key: str | None = None  # submit(idempotency_key=...): the same key returns this run
 
 
 class CheckpointRecord(BaseModel):
@@ -270,6 +274,7 @@ class AttemptRecord(BaseModel):
     spec: JobSpec | None = None  # what this attempt ran: the run's spec plus any retry changes
     not_before: float | None = None  # a retry's backoff: do not start before this time
     retry_note: str | None = None  # why this attempt was started
+    smoke_steps: int | None = None  # a smoke run: `spec` for this many steps, pushing nothing (submit(smoke_steps=N))
 
 
 class ToolResult(BaseModel):

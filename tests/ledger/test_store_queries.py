@@ -68,3 +68,50 @@ def test_calibration_rows_newest_first_and_one_per_attempt(tmp_path):
     assert [(r["attempt_id"], r["tokens_per_second"]) for r in rows] == [("jt-a/1", 30.0), ("jt-b/1", 20.0)]
     assert [r["attempt_id"] for r in ledger.calibrations(**key, limit=1)] == ["jt-a/1"]
     assert ledger.calibrations(**{**key, "flavor": "a10g-small"}, limit=5) == []
+
+
+def _run(run_id: str, *, key: str | None = None, after: str | None = None) -> RunRecord:
+    spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl", after=after)
+    return RunRecord(
+        run_id=run_id,
+        created_at=1.0,
+        method="sft",
+        model="/m",
+        dataset="/d.jsonl",
+        backend="local",
+        spec=spec,
+        idempotency_key=key,
+    )
+
+
+def test_one_run_per_idempotency_key_across_connections(tmp_path):
+    # Two Ledger objects are two SQLite connections, as two servers sharing the home would have.
+    first, second = Ledger(tmp_path / "ledger.sqlite"), Ledger(tmp_path / "ledger.sqlite")
+    request = {"method": "sft", "max_retries": 0}
+    assert first.add_run(_run("jt-first", key="k-1"), _attempt("jt-first", 1), request) is None
+    assert second.add_run(_run("jt-second", key="k-1"), _attempt("jt-second", 1), request) == "jt-first"
+    assert second.get_run("jt-second") is None and second.attempts("jt-second") == []  # nothing half-inserted
+    held = second.run_by_idempotency_key("k-1")
+    assert held is not None and held[0].run_id == "jt-first" and held[0].idempotency_key == "k-1"
+    assert held[1] == request
+    assert second.run_by_idempotency_key("k-2") is None
+    # Runs without a key never collide.
+    assert (
+        first.add_run(_run("jt-a"), _attempt("jt-a", 1)) is None
+        and first.add_run(_run("jt-b"), _attempt("jt-b", 1)) is None
+    )
+
+
+def test_children_and_smoke_checkpoints(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_run(_run("jt-parent"), _attempt("jt-parent", 1).model_copy(update={"smoke_steps": 2}))
+    for child in ("jt-child1", "jt-child2"):
+        ledger.add_run(_run(child, after="jt-parent"), _attempt(child, 1))
+    assert ledger.children(["jt-parent", "jt-child1"]) == {"jt-parent": ["jt-child1", "jt-child2"]}
+    assert ledger.children([]) == {}
+    # A smoke run's checkpoints are its own: the run's checkpoints are the full job's.
+    assert ledger.update_attempt("jt-parent/1", status=JobStatus.SUCCEEDED, then_add=_attempt("jt-parent", 2))
+    _record(ledger, "jt-parent/1", _checkpoint("/smoke/checkpoint-2", 2))
+    _record(ledger, "jt-parent/2", _checkpoint("/out/checkpoint-4", 4))
+    assert [c.path for c in ledger.committed_checkpoints("jt-parent")] == ["/out/checkpoint-4"]
+    assert [a.smoke_steps for a in ledger.attempts("jt-parent")] == [2, None]

@@ -139,6 +139,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX attempts_by_started ON attempts(started_at);
         """,
     ),
+    (
+        # submit(idempotency_key=...): one run per key, whichever process inserts first (the UNIQUE index);
+        # request_json is the normalised request the key was used with. after_run_id: the job a run waits
+        # for (submit/evaluate/convert_gguf after=...). smoke_steps: an attempt that runs only that many steps.
+        "0007_pipelines",
+        """
+        ALTER TABLE runs ADD COLUMN idempotency_key TEXT;
+        ALTER TABLE runs ADD COLUMN request_json TEXT;
+        ALTER TABLE runs ADD COLUMN after_run_id TEXT REFERENCES runs(run_id);
+        CREATE UNIQUE INDEX runs_by_idempotency_key ON runs(idempotency_key);
+        CREATE INDEX runs_by_after ON runs(after_run_id);
+        ALTER TABLE attempts ADD COLUMN smoke_steps INTEGER;
+        """,
+    ),
 ]
 
 

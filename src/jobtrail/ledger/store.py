@@ -39,6 +39,7 @@ _RUN_COLUMNS = (
     "flavor",
     "max_retries",
     "max_cost_usd",
+    "idempotency_key",
 )
 ACTIVE_STATUSES = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
 # report(group_by=...) → the SQL expression it groups on (a whitelist: never interpolate input).
@@ -81,11 +82,23 @@ class Ledger:
 
     # --- runs -------------------------------------------------------------------------
 
-    def add_run(self, run: RunRecord, first_attempt: AttemptRecord) -> None:
+    def add_run(
+        self, run: RunRecord, first_attempt: AttemptRecord, request: dict[str, Any] | None = None
+    ) -> str | None:
+        """Insert a run and its first attempt. A run with an idempotency_key that another run already holds
+        is not inserted: that run's id comes back instead (None: inserted). The look-up and the insert are one
+        IMMEDIATE transaction and the key is UNIQUE, so processes racing with one key make one run."""
         with self.transaction() as conn:
+            if run.idempotency_key is not None:
+                held = conn.execute(
+                    "SELECT run_id FROM runs WHERE idempotency_key = ?", (run.idempotency_key,)
+                ).fetchone()
+                if held:
+                    return str(held[0])
             conn.execute(
                 "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json, max_retries,"
-                " max_cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " max_cost_usd, idempotency_key, request_json, after_run_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id,
                     run.created_at,
@@ -97,9 +110,31 @@ class Ledger:
                     run.spec.model_dump_json(),
                     run.max_retries,
                     run.max_cost_usd,
+                    run.idempotency_key,
+                    json.dumps(request, sort_keys=True) if request is not None else None,
+                    run.spec.after,
                 ),
             )
             self._insert_attempt(conn, first_attempt)
+            return None
+
+    def run_by_idempotency_key(self, key: str) -> tuple[RunRecord, dict[str, Any]] | None:
+        """The run submitted with this key, and the normalised request it was submitted with."""
+        row = self._conn().execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
+        return (_run(row), json.loads(row["request_json"] or "{}")) if row else None
+
+    def children(self, run_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The runs that wait for (or waited for) each of these runs (after=...), oldest first."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" for _ in run_ids)
+        rows = self._rows(
+            f"SELECT after_run_id, run_id FROM runs WHERE after_run_id IN ({marks}) ORDER BY created_at", run_ids
+        )
+        found: dict[str, list[str]] = {}
+        for parent, child in rows:
+            found.setdefault(parent, []).append(child)
+        return found
 
     def add_attempt(self, attempt: AttemptRecord) -> bool:
         """Add the next attempt of a run; False if another process added that number first."""
@@ -187,10 +222,22 @@ class Ledger:
         )
         return [_run(row) for row in rows]
 
-    def update_attempt(self, attempt_id: str, *, expect_status: Sequence[str] | None = None, **fields: Any) -> bool:
-        """Set fields; with expect_status, only if the attempt is still in one of those states."""
+    def update_attempt(
+        self,
+        attempt_id: str,
+        *,
+        expect_status: Sequence[str] | None = None,
+        then_add: AttemptRecord | None = None,
+        **fields: Any,
+    ) -> bool:
+        """Set fields; with expect_status, only if the attempt is still in one of those states. `then_add`: the
+        attempt that follows it, inserted in the same transaction when the update applies (a smoke run ends and
+        the full job is queued at once: no reader ever sees the run ended in between)."""
         with self.transaction() as conn:
-            return self._update(conn, attempt_id, expect_status, fields)
+            updated = self._update(conn, attempt_id, expect_status, fields)
+            if updated and then_add is not None:
+                self._insert_attempt(conn, then_add)
+            return updated
 
     def claim_slot(self, attempt_id: str, backend: str, limit: int | None) -> Literal["claimed", "full", "taken"]:
         """Move a queued attempt to starting if its backend has fewer than `limit` attempts starting or
@@ -330,10 +377,12 @@ class Ledger:
         return [_checkpoint(r) for r in rows]
 
     def committed_checkpoints(self, run_id: str) -> list[CheckpointRecord]:
-        """Every committed checkpoint of a run: attempt by attempt, each attempt's by step."""
+        """Every committed checkpoint of a run: attempt by attempt, each attempt's by step. A smoke run's
+        are its own (in its own directory): the run's checkpoints are the full job's."""
         rows = self._rows(
             "SELECT c.* FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
-            " WHERE a.run_id = ? AND c.state = 'committed' ORDER BY a.number, c.step, c.path",
+            " WHERE a.run_id = ? AND c.state = 'committed' AND a.smoke_steps IS NULL"
+            " ORDER BY a.number, c.step, c.path",
             (run_id,),
         )
         return [_checkpoint(r) for r in rows]

@@ -19,6 +19,7 @@ from jobtrail.backends.base import Backend
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord
+from jobtrail.preflight.facts import PlanEnv
 from jobtrail.service import secrets
 from jobtrail.service.spending import Caps
 from jobtrail.templates.render import config_json, sha256_text
@@ -66,6 +67,27 @@ class ServiceContext:
         assert found is not None
         return found
 
+    def job_output(self, run: RunRecord, checkpoint: str | None) -> tuple[str, str | None, str]:
+        """(base model, adapter dir or Hub repo, label) of a job's final model or one of its committed checkpoints."""
+        latest = self.latest(run.run_id)
+        if not latest.status.is_terminal and checkpoint is None:
+            raise InvalidRequestError(
+                f"{run.run_id} is still {latest.status.value}: its final model does not exist yet.",
+                fix=f'Pass after="{run.run_id}" to queue this until it succeeds, or pass checkpoint= '
+                "(a committed one, see inspect).",
+            )
+        if run.backend != "local":
+            return latest.config["model"], latest.config.get("hub_model_id"), checkpoint or "final"
+        output = Path(latest.config["output_dir"])
+        if checkpoint is None:
+            return latest.config["model"], str(output / "final"), "final"
+        committed = self.ledger.committed_checkpoints(run.run_id)
+        for c in committed:
+            if checkpoint in (c.path, Path(c.path).name, str(c.step)):
+                return latest.config["model"], c.path, Path(c.path).name
+        names = ", ".join(sorted({Path(c.path).name for c in committed})) or "none yet"
+        raise NotFoundError(f"{run.run_id} has no committed checkpoint {checkpoint!r}.", fix=f"Use one of: {names}.")
+
     def workdir(self, attempt: AttemptRecord) -> Path:
         return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
 
@@ -76,6 +98,20 @@ class ServiceContext:
     def local_output_dir(self, run_id: str) -> Path:
         """Where a local job writes its results unless the caller chose a directory."""
         return self.home / "runs" / run_id / "output"
+
+    def plan_env(self, run_id: str) -> PlanEnv:
+        """What preflight planning needs from the service for run `run_id`."""
+        cache = Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or self.home / "cache" / "llama.cpp")
+        return PlanEnv(
+            job_python=self.job_python,
+            output_dir=str(self.local_output_dir(run_id)),
+            llama_cpp_cache=cache,
+            hub_token=self.hub_token,
+            ledger=self.ledger,
+            hub_api=self.hub_api,
+            run_id=run_id,
+            home=self.home,
+        )
 
     def redactor(self, attempt: AttemptRecord) -> secrets.Redactor:
         """Every secret value this attempt could have seen, so none reaches a result or the ledger."""
@@ -100,7 +136,8 @@ def local_path(ref: str) -> str:
 
 
 def new_run(run_id: str, spec: JobSpec, created_at: float, **settings: Any) -> RunRecord:
-    """The run of `spec`; `settings` are the RunRecord fields the caller decides (flavor, max_retries, max_cost_usd)."""
+    """The run of `spec`; `settings` are the RunRecord fields the caller decides (flavor, max_retries, max_cost_usd,
+    idempotency_key)."""
     summary = spec.model_dump(include={"method", "model", "dataset", "backend"})  # the run's columns, as asked
     return RunRecord(run_id=run_id, created_at=created_at, spec=spec, **summary, **settings)
 

@@ -20,10 +20,12 @@ from jobtrail.models import AttemptRecord, JobSpec, JobStatus, TerminationReason
 from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE
 from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.service.context import ServiceContext
+from jobtrail.service.followers import Followers
 from jobtrail.service.queries import Queries
-from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult, SubmitResult
+from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
 from jobtrail.service.runs import Runs
 from jobtrail.service.spending import Caps
+from jobtrail.service.submit_result import SubmitResult
 from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
@@ -46,7 +48,7 @@ class JobService:
         self.context = ServiceContext(
             ledger=ledger, backends=backends, home=home, job_python=job_python, hub_token=hub_token, caps=caps or Caps()
         )
-        self._tracker = Tracker(self.context, on_ended=self._attempt_ended)
+        self._tracker = Tracker(self.context, on_ended=self._attempt_ended, rules=Followers(self.context))
         self._tasks = Tasks(self.context, self._tracker)
         self._runs = Runs(self.context, self._tracker, self._tasks, cancel_wait_s=cancel_wait_s)
         self._queries = Queries(self.context, self._tracker)
@@ -71,6 +73,7 @@ class JobService:
         max_retries: int = 0,
         include_script: bool = False,
         max_cost_usd: float | None = None,
+        idempotency_key: str | None = None,
     ) -> SubmitResult:
         return self._runs.submit(**passed_on(locals()))
 
@@ -96,6 +99,7 @@ class JobService:
         metrics: list[str] | None = None,
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         temperature: float = DEFAULT_TEMPERATURE,
+        after: str | None = None,
     ) -> EvaluateResult:
         return self._tasks.evaluate(**passed_on(locals()))
 
@@ -107,6 +111,7 @@ class JobService:
         backend: str = "local",
         checkpoint: str | None = None,
         pre_tokenizer: str | None = None,
+        after: str | None = None,
     ) -> ConvertResult:
         return self._tasks.convert_gguf(**passed_on(locals()))
 
@@ -157,11 +162,13 @@ class JobService:
 
     def _attempt_ended(self, attempt: AttemptRecord, reason: TerminationReason) -> None:
         """The tracker's observer: an evaluation's record; after training, calibration and the final
-        evaluation; after a failure, an automatic retry within submit's max_retries."""
+        evaluation; after a failure, an automatic retry within submit's max_retries. A smoke run is
+        followed by its full job (the tracker queues it) or ends the run: no final evaluation, no retry."""
         if attempt.config.get("template") == "evaluate":
             self._tasks.record_evaluation(attempt)
         elif reason is TerminationReason.SUCCEEDED:
             self._tracker.calibrate(attempt)
-            self._tasks.evaluate_after_training(attempt.run_id)
-        if reason.status is JobStatus.FAILED:
+            if not attempt.smoke_steps:
+                self._tasks.evaluate_after_training(attempt.run_id)
+        if reason.status is JobStatus.FAILED and not attempt.smoke_steps:
             self._runs.auto_retry(attempt.run_id)

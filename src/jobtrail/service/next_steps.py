@@ -84,10 +84,13 @@ def _after_training(
         )
     )
     again = f"method={json.dumps(run.method)}, model={json.dumps(run.model)}, dataset={json.dumps(run.dataset)}"
+    further = f'{again}, init_from="{run.run_id}"'
+    if run.spec.after and run.model == run.spec.after:  # it trained on its parent's output: name this job as model
+        further = f'method={json.dumps(run.method)}, model="{run.run_id}", dataset={json.dumps(run.dataset)}'
     steps.append(
         _tool(
             "continue_training",
-            f'submit({again}, init_from="{run.run_id}")',
+            f"submit({further})",
             "train it further as a new job, from its final model with a fresh schedule (add hyperparameters=...)",
         )
     )

@@ -14,11 +14,21 @@ from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReas
 from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.service import chaining
 from jobtrail.service.context import ServiceContext, local_path
 from jobtrail.service.next_steps import NextStep, next_steps
 from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
-from jobtrail.service.results import AttemptView, InspectResult, JobRow, LogsResult, Progress, PsResult, empty_list_note
-from jobtrail.service.runs import retries_stopped, retry_decision
+from jobtrail.service.results import (
+    AttemptView,
+    ChainLink,
+    InspectResult,
+    JobRow,
+    LogsResult,
+    Progress,
+    PsResult,
+    empty_list_note,
+)
+from jobtrail.service.retry_state import retries_stopped, retry_decision
 from jobtrail.service.task_results import JobCap, ReportResult, ReportRow
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.tracking import TrackioRun, trackio_run
@@ -46,7 +56,9 @@ class Queries:
         self.tracker.refresh()
         rows = []
         now = time.time()
-        for run, attempt in self.ledger.list_runs(status, limit):
+        listed = self.ledger.list_runs(status, limit)
+        children = self.ledger.children([run.run_id for run, _ in listed])
+        for run, attempt in listed:
             metrics = attempt.last_metrics or {}
             rows.append(
                 JobRow(
@@ -56,6 +68,8 @@ class Queries:
                     step=metrics.get("step"),
                     loss=metrics.get("loss"),
                     progress=self.progress(self.ledger.attempts(run.run_id), now),
+                    after=run.spec.after,
+                    children=children.get(run.run_id, []),
                     **_run_fields(run),
                 )
             )
@@ -95,6 +109,8 @@ class Queries:
             max_cost_usd=run.max_cost_usd,
             spent_usd=round(self.tracker.spending.of_run(run.run_id, now), 6),
             speedups=latest.config.get("speedups"),
+            after=self._link(run.spec.after) if run.spec.after else None,
+            children=[self._link(child) for child in self.ledger.children([run.run_id]).get(run.run_id, [])],
             trackio=trackio,
             next_steps=self._next_steps(run, attempts, trackio, evaluations),
             **_run_fields(run),
@@ -168,10 +184,23 @@ class Queries:
             waiting_for=self._waiting_for(attempt),
         )
 
+    def _link(self, job_id: str) -> ChainLink:
+        run, latest = self.context.run(job_id), self.context.latest(job_id)
+        return ChainLink(
+            job_id=job_id,
+            method=run.method,
+            status=latest.status.value,
+            termination_reason=_value(latest.termination_reason),
+        )
+
     def _waiting_for(self, attempt: AttemptRecord) -> str | None:
-        """What keeps a queued attempt from starting: a retry's backoff, or the jobs holding its backend's slots."""
+        """What keeps a queued attempt from starting: the job it follows, a retry's backoff, or the jobs holding
+        its backend's slots."""
         if attempt.status is not JobStatus.QUEUED:
             return None
+        parent = chaining.waiting_on_parent(self.context, attempt)
+        if parent:
+            return parent
         now = time.time()
         if attempt.not_before and attempt.not_before > now:
             return f"a retry's backoff: it may start in {human_duration(attempt.not_before - now)}"

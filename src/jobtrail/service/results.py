@@ -4,7 +4,7 @@ reads first. The CLI prints the same text, or the structured content with --json
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -27,13 +27,13 @@ def findings_markdown(findings: list[Finding]) -> list[str]:
     return lines
 
 
-def _errors(findings: list[Finding]) -> list[Finding]:
+def error_findings(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity == "error"]
 
 
 def refusal(lead: str, findings: list[Finding]) -> str:
     """A refused request's headline: 'Not submitted: 2 problems must be fixed first.', then each error and its fix."""
-    errors = _errors(findings)
+    errors = error_findings(findings)
     count = f"{len(errors)} problem{'s' if len(errors) != 1 else ''}"
     return "\n".join([f"{lead}: {count} must be fixed first.", *findings_markdown(errors)])
 
@@ -46,86 +46,17 @@ def follow_calls(job_id: str) -> list[str]:
     ]
 
 
-class SubmitResult(ToolResult):
-    job_id: str | None = Field(description="Short stable id of the run; None when nothing was submitted.")
-    status: Literal["queued", "starting", "running", "failed", "cancelled", "rejected", "dry_run"]
-    findings: list[Finding]
-    script_sha256: str
-    config_sha256: str
-    forced: bool = False
-    backend: str
-    workdir: str | None = None
-    output_dir: str | None = None
-    output_repo: str | None = Field(
-        default=None, description="Hub repo a remote job pushes its checkpoints and model to."
-    )
-    launcher: Launcher | None = Field(
-        default=None,
-        description="How the job's processes start: kind (python, torchrun), num_processes (one per GPU), "
-        "strategy (single, ddp, fsdp); None when no config could be built.",
-    )
-    script: str | None = Field(default=None, description="The rendered script (dry_run with include_script only).")
-    script_path: str | None = Field(default=None, description="A dry run's rendered script, as a file.")
-    script_note: str | None = Field(
-        default=None, description="What a submission of the same inputs changes in the script (and its sha256)."
-    )
-    max_cost_usd: float | None = Field(
-        default=None,
-        description="The job's spending cap in US dollars (max_cost_usd, else JOBTRAIL_MAX_COST_USD); None: none.",
-    )
-    termination_message: str | None = Field(
-        default=None, description="A job that ended at once (failed, cancelled): why, e.g. the daily budget is spent."
-    )
-    speedups: Speedups | None = Field(
-        default=None,
-        description="A training job's speed measures for its device (each on/off, who decided, why, what it sets).",
-    )
+class ChainLink(BaseModel):
+    """A job this one waits for (after=...), or one that waits for it."""
 
-    def headline(self) -> str:
-        if self.status in ("rejected", "dry_run") and _errors(self.findings):
-            return refusal(
-                "Not submitted" if self.status == "rejected" else "Dry run, nothing submitted", self.findings
-            )
-        if self.status == "dry_run":
-            return f"Dry run, nothing submitted: the job would be accepted (script sha256 {self.script_sha256[:12]})."
-        lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
-        if self.termination_message:
-            lines.append(f"Why: {self.termination_message}")
-        if self.output_repo:
-            lines.append(
-                f"Checkpoints and the final model are pushed to https://huggingface.co/{self.output_repo} (private)."
-            )
-        if self.forced:
-            lines.append("Forced past preflight errors; the receipt records it.")
-        if self.max_cost_usd is not None and self.backend != "local":
-            lines.append(f"It is stopped (termination_reason budget) if its spend reaches {usd(self.max_cost_usd)}.")
-        return "\n".join(lines)
+    job_id: str
+    method: str
+    status: str
+    termination_reason: str | None = None
 
-    def next_calls(self) -> list[str]:
-        if self.job_id and self.status in ("failed", "cancelled"):
-            return [f'inspect(job_id="{self.job_id}") says why it ended and what to do next']
-        if self.job_id:
-            return follow_calls(self.job_id)
-        if _errors(self.findings):
-            return [
-                "submit(...) again with each Fix applied (dry_run=true checks them first; "
-                "force=true submits anyway and is recorded)"
-            ]
-        return ["submit(...) with the same arguments and dry_run=false starts it"]
-
-    def details(self) -> list[str]:
-        lines = findings_markdown([f for f in self.findings if f.severity != "error"])
-        if self.status != "dry_run":
-            return lines
-        if not self.findings:
-            lines.append("No findings.")
-        if self.speedups:
-            lines.append(speedups_line(self.speedups))
-        if self.script_path:
-            lines.append(f"Script: {self.script_path} (include_script=true returns its text).")
-        if self.script_note:
-            lines.append(self.script_note)
-        return lines + (["", "```python", self.script, "```"] if self.script else [])
+    def __str__(self) -> str:
+        reason = f", {self.termination_reason}" if self.termination_reason not in (None, self.status) else ""
+        return f"{self.job_id} ({self.method}, {self.status}{reason})"
 
 
 def speedups_line(speedups: Speedups) -> str:
@@ -149,6 +80,8 @@ class JobRow(BaseModel):
     step: int | None = None
     loss: float | None = None
     progress: Progress | None = Field(None, description="phase, step of max_steps, rates and ETA, as inspect shows.")
+    after: str | None = Field(default=None, description="The job this one waits for (or waited for): after=...")
+    children: list[str] = Field(default_factory=list, description="The jobs that wait for this one.")
 
     def cells(self) -> list[str]:
         loss = f"{self.loss:.4f}" if self.loss is not None else "-"
@@ -164,6 +97,7 @@ class JobRow(BaseModel):
             self.backend,
             step,
             loss,
+            self.after or "-",
             ago(self.created_at),
         ]
 
@@ -196,7 +130,7 @@ class PsResult(ToolResult):
     def details(self) -> list[str]:
         if not self.jobs:
             return []
-        header = ["job_id", "status", "reason", "method", "model", "backend", "step", "loss", "created"]
+        header = ["job_id", "status", "reason", "method", "model", "backend", "step", "loss", "after", "created"]
         return [markdown_table(header, [j.cells() for j in self.jobs])]
 
 
@@ -248,6 +182,10 @@ class AttemptView(BaseModel):
         None, description="The timeout it runs with, in seconds: the job's, or shorter where a spending cap buys less."
     )
     trackio: TrackioRun | None = Field(None, description="Where this attempt's trackio run is, once it logs there.")
+    smoke_steps: int | None = Field(
+        default=None,
+        description="A smoke run: the job's config for this many steps, in its own directory, pushing nothing.",
+    )
 
 
 def _eval_outcome(evaluation: dict[str, Any]) -> str:
@@ -322,7 +260,7 @@ class InspectResult(ToolResult):
         "stalled, overfitting, grpo_reward_std_zero, grpo_completions_clipped.",
     )
     waiting_for: str | None = Field(
-        None,
+        default=None,
         description="A queued job: what it waits behind (the jobs holding the backend's slots, a retry's backoff).",
     )
     retries_stopped: str | None = Field(
@@ -344,6 +282,10 @@ class InspectResult(ToolResult):
         description="The latest attempt's speed measures (training jobs): each on/off, who decided (preflight, user, "
         "default), why, and the training_args it set.",
     )
+    after: ChainLink | None = Field(
+        default=None, description="The job this one waits for (after=...): it starts once that job succeeds."
+    )
+    children: list[ChainLink] = Field(default_factory=list, description="The jobs that wait for this one.")
     trackio: TrackioRun | None = Field(
         None,
         description="The trackio run of the latest attempt that has one: project, run, the local folder or the "
@@ -363,6 +305,12 @@ class InspectResult(ToolResult):
         lines = [f"**{self.job_id}**: {self.status}{reason}; {self.method} of {_short(self.model)} on {self.backend}."]
         if self.waiting_for:
             lines.append(f"Waiting for {self.waiting_for}.")
+        if self.after and not self.waiting_for:
+            lines.append(f"After {self.after}.")
+        if self.children:
+            lines.append("Followed by " + ", ".join(str(c) for c in self.children) + ".")
+        if latest.smoke_steps and not self.status_is_terminal:
+            lines.append(f"Smoke run ({latest.smoke_steps} steps): the full job starts when it succeeds.")
         if self.termination_message and self.status != "succeeded":
             lines.append(f"Why: {self.termination_message}")
             if latest.evidence:
@@ -437,8 +385,9 @@ class InspectResult(ToolResult):
         ]
         for a in self.attempts:
             where = f"{a.placement.backend}@{a.placement.host} pid {a.placement.pid}" if a.placement else "-"
+            number = f"{a.number} (smoke, {a.smoke_steps} steps)" if a.smoke_steps else str(a.number)
             lines.append(
-                f"| {a.number} | {a.status} | {a.termination_reason or '-'} | {ago(a.started_at)} | "
+                f"| {number} | {a.status} | {a.termination_reason or '-'} | {ago(a.started_at)} | "
                 f"{human_duration(a.duration_s)} | {where} | {a.config_sha256[:12]} |"
             )
         if latest.data_manifest:

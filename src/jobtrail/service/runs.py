@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
-from jobtrail.outcomes import budget, retry as retry_policy
+from jobtrail.outcomes import budget
 from jobtrail.preflight import caps, plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
-from jobtrail.service import secrets
+from jobtrail.service import chaining, idempotency, retry_state, secrets
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
-from jobtrail.service.results import CancelResult, RetryResult, SubmitResult
-from jobtrail.service.tasks import Tasks, plan_env
+from jobtrail.service.results import CancelResult, RetryResult
+from jobtrail.service.submit_result import SubmitResult
+from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
 from jobtrail.templates.render import config_json, sha256_text
 from jobtrail.util.files import private_dir, write_private
@@ -56,15 +56,26 @@ class Runs:
         max_retries: int,
         include_script: bool,
         max_cost_usd: float | None = None,
+        idempotency_key: str | None = None,
     ) -> SubmitResult:
         self.context.backend(spec.backend)
         secrets.resolve(secrets.validate(spec.secrets))  # a missing or too short secret is refused now
         cap = self.context.caps.default_max_cost_usd
         if max_cost_usd is not None:
             cap = budget.parse_cap(max_cost_usd, "max_cost_usd")
-        spec = self._start_from(_normalise(spec))
+        spec = _normalise(chaining.follow(self.context, spec))
+        request = idempotency.request_of(spec, max_retries=max_retries, force=force, max_cost_usd=cap)
+        key = None if dry_run else idempotency_key  # a dry run never uses a key
+        if key is not None and (held := self.ledger.run_by_idempotency_key(key)):
+            return idempotency.replay(self.context, key, *held, request)
         run_id = new_run_id()
-        plan = preflight.plan(spec, replace(plan_env(self.context, run_id), budget=self._budget(cap, max_retries)))
+        env = replace(self.context.plan_env(run_id), budget=self._budget(cap, max_retries))
+        if chaining.uses_parent_output(spec):  # planned on the parent's final model, or on a stand-in for now
+            planned, plan = chaining.plan_on_parent(self.context, spec, env, None)
+        else:
+            spec = planned = self._start_from(spec)
+            plan = preflight.plan(spec, env)
+        chaining.check_smoke(spec, plan.config)
         blocked = bool(checks.blocking(plan.findings))
         base: dict[str, Any] = dict(
             script_sha256=sha256_text(plan.script) if plan.script else "",
@@ -74,6 +85,8 @@ class Runs:
             launcher=plan.launcher if plan.config else None,
             max_cost_usd=cap,
             speedups=(plan.config or {}).get("speedups"),
+            after=spec.after,
+            smoke_steps=spec.smoke_steps,
         )
         if dry_run:
             return SubmitResult(
@@ -82,7 +95,7 @@ class Runs:
                 findings=plan.findings,
                 script=plan.script if include_script else None,
                 script_path=self._keep_dry_run(plan.script, base["script_sha256"]),
-                script_note=_run_specific(spec, plan.config),
+                script_note=_run_specific(planned, plan.config),
                 **base,
             )
         if blocked and (not force or plan.config is None or caps.unforceable(plan.findings)):
@@ -94,20 +107,32 @@ class Runs:
             if problem:
                 return SubmitResult(job_id=None, status="rejected", findings=[*plan.findings, problem], **base)
         created = time.time()
-        run = new_run(run_id, spec, created, flavor=spec.flavor, max_retries=max_retries, max_cost_usd=cap)
+        run = new_run(
+            run_id, spec, created, flavor=spec.flavor, max_retries=max_retries, max_cost_usd=cap, idempotency_key=key
+        )
+        config, script = plan.config, plan.script
+        if spec.smoke_steps:  # the first attempt is the smoke run; the full job follows it (followers.py)
+            config, script = chaining.smoke_version(self.context, spec, run_id, config)
         attempt = queued_attempt(
             run_id,
             1,
             spec,
-            plan.config,
-            plan.script,
+            config,
+            script,
             created_at=created,
             forced=force and blocked,
             findings=plan.findings,
+            smoke_steps=spec.smoke_steps,
         )
-        self.ledger.add_run(run, attempt)
+        if self.ledger.add_run(run, attempt, request) is not None:
+            # Another process created a job with this key since the look-up above: that job is the one.
+            held = self.ledger.run_by_idempotency_key(key) if key is not None else None
+            assert key is not None and held is not None
+            return idempotency.replay(self.context, key, *held, request)
         if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
-            self.tasks.start_eval(spec.eval_dataset, spec.model, preflight.Evaluation("base"), run, spec.backend)
+            after = spec.after if chaining.uses_parent_output(spec) else None  # the base is the parent's output
+            evaluation = preflight.Evaluation("base")
+            self.tasks.start_eval(spec.eval_dataset, spec.model, evaluation, run, spec.backend, after=after)
         self.tracker.dispatch()
         current = self.context.attempt(attempt.attempt_id)
         return SubmitResult(
@@ -118,6 +143,8 @@ class Runs:
             forced=attempt.forced,
             workdir=str(self.context.workdir(attempt)),
             output_dir=plan.config["output_dir"],
+            idempotency_key=key,
+            waiting_for=chaining.waiting_on_parent(self.context, current),
             **base,
         )
 
@@ -207,7 +234,7 @@ class Runs:
     def auto_retry(self, run_id: str) -> None:
         """submit(max_retries=N): spend from the reason budgets without being asked."""
         run = self.ledger.get_run(run_id)
-        if run is None or len(self.ledger.attempts(run_id)) > run.max_retries:
+        if run is None or retry_state.counted(self.ledger.attempts(run_id)) > run.max_retries:
             return
         self._retry(run, None, automatic=True)
 
@@ -215,7 +242,7 @@ class Runs:
         attempts = self.ledger.attempts(run.run_id)
         latest = attempts[-1]
         spec = latest.spec or run.spec
-        decision = _decide(self.ledger, run, attempts, spec, changes, automatic=automatic)
+        decision = retry_state.decide(self.ledger, run, attempts, spec, changes, automatic=automatic)
         if not decision.retry:
             diagnosis = latest.termination_message
             if diagnosis and latest.evidence and latest.evidence != "termination event":
@@ -234,7 +261,9 @@ class Runs:
         new_spec = _apply_changes(spec, job_changes)
         config, script, findings, forced = latest.config, latest.script, [], False
         if job_changes:  # a changed config goes through the same preflight as a submission
-            plan = preflight.plan(new_spec, plan_env(self.context, run.run_id), previous=latest.config)
+            # A smoke run's config is not the job's: its retry is planned as the job's, then made a smoke run again.
+            previous = None if latest.smoke_steps else latest.config
+            plan = preflight.plan(new_spec, self.context.plan_env(run.run_id), previous=previous)
             bad = checks.blocking(plan.findings)
             if plan.config is None or (bad and not latest.forced):  # a forced run stays forced
                 if not automatic:
@@ -250,6 +279,8 @@ class Runs:
                     resume_from=None,
                 )
             config, script, findings, forced = plan.config, plan.script, plan.findings, bool(bad)
+            if latest.smoke_steps:
+                config, script = chaining.smoke_version(self.context, new_spec, run.run_id, config)
         if "max_cost_usd" in decision.changes:
             self.ledger.set_max_cost(run.run_id, decision.changes["max_cost_usd"])
         now = time.time()
@@ -264,6 +295,7 @@ class Runs:
             findings=findings,
             not_before=now + decision.delay_s if decision.delay_s else None,
             retry_note=decision.message,
+            smoke_steps=latest.smoke_steps,  # a failed smoke run is run again; the full job follows it
         )
         if not self.ledger.add_attempt(attempt):
             return RetryResult(
@@ -329,56 +361,6 @@ class Runs:
         return _cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
 
 
-def retries_stopped(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord]) -> str | None:
-    """Why submit(max_retries=N) started no new attempt after the latest one failed; None if it did not stop."""
-    latest = attempts[-1]
-    if run.max_retries < 1 or latest.status is not JobStatus.FAILED:
-        return None
-    if len(attempts) > run.max_retries:
-        return f"max_retries ({run.max_retries}) is spent; retry(job_id, changes=...) still starts a new attempt."
-    decision = _decide(ledger, run, attempts, latest.spec or run.spec, None, automatic=True)
-    if decision.retry:  # due, yet not started: only a refused change does that
-        return "The automatic retry's changes did not pass preflight; retry(job_id) shows why."
-    return " ".join(part for part in (decision.message, decision.fix) if part)
-
-
-def retry_decision(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord]) -> retry_policy.Decision:
-    """What retry(job_id) without changes would do now, for a run whose latest attempt has ended."""
-    return _decide(ledger, run, attempts, attempts[-1].spec or run.spec, None, automatic=False)
-
-
-def _decide(
-    ledger: Ledger,
-    run: RunRecord,
-    attempts: list[AttemptRecord],
-    spec: JobSpec,
-    changes: dict[str, Any] | None,
-    *,
-    automatic: bool,
-) -> retry_policy.Decision:
-    job: dict[str, Any] = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
-    job |= {
-        "job_id": attempts[-1].run_id,
-        "method": spec.method,
-        "learning_rate": attempts[-1].config.get("training_args", {}).get("learning_rate"),
-        "max_cost_usd": run.max_cost_usd,
-        "spent_usd": sum(a.cost_usd or 0.0 for a in attempts),  # every attempt has ended: its cost is recorded
-    }
-    history = [_attempt_facts(ledger, a) for a in attempts]
-    return retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)
-
-
-def _attempt_facts(ledger: Ledger, a: AttemptRecord) -> retry_policy.AttemptFacts:
-    resumes = ledger.events(a.attempt_id, "resume")
-    return retry_policy.AttemptFacts(
-        number=a.number,
-        reason=a.termination_reason,
-        config_sha256=a.config_sha256,
-        last_step=(a.last_metrics or {}).get("step"),
-        start_step=resumes[-1].get("step") if resumes else None,
-    )
-
-
 def _cancel_result(attempt: AttemptRecord, message: str) -> CancelResult:
     return CancelResult(
         job_id=attempt.run_id,
@@ -406,8 +388,9 @@ def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
 
 
 def _normalise(spec: JobSpec) -> JobSpec:
-    """Local paths become absolute, because the job runs in its own directory."""
-    update = {"model": local_path(spec.model), "dataset": local_path(spec.dataset)}
+    """Local paths become absolute, because the job runs in its own directory (a model naming a job stays)."""
+    model = spec.model if chaining.uses_parent_output(spec) else local_path(spec.model)
+    update = {"model": model, "dataset": local_path(spec.dataset)}
     if spec.reward_file:
         update["reward_file"] = str(Path(spec.reward_file).expanduser().resolve())
     if spec.eval_dataset:

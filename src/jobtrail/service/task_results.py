@@ -21,9 +21,13 @@ class _TaskJobResult(ToolResult):
     if TYPE_CHECKING:  # declared by each result, where they take their place among its fields
         job_id: str | None
         findings: list[Finding]
+        waiting_for: str | None
 
     def headline(self) -> str:
-        return refusal(self.NOT_DONE, self.findings) if self.job_id is None else self.started(self.job_id)
+        if self.job_id is None:
+            return refusal(self.NOT_DONE, self.findings)
+        wait = f"\nIt waits for {self.waiting_for}, then starts." if self.waiting_for else ""
+        return self.started(self.job_id) + wait
 
     def next_calls(self) -> list[str]:
         if self.job_id is None:
@@ -52,6 +56,10 @@ class EvaluateResult(_TaskJobResult):
     checkpoint: str = Field(description="'base', or the checkpoint/adapter evaluated.")
     backend: str
     findings: list[Finding] = Field(default_factory=list)
+    after: str | None = Field(default=None, description="The job this one waits for; it starts once that succeeds.")
+    waiting_for: str | None = Field(
+        default=None, description="What the queued job waits for, e.g. 'jt-... to succeed'."
+    )
 
     def started(self, job_id: str) -> str:
         return f"Evaluation **{job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] on {self.backend}."
@@ -69,11 +77,16 @@ class ConvertResult(_TaskJobResult):
     quantizations: list[str]
     output_dir: str | None = None
     output_repo: str | None = None
+    after: str | None = Field(default=None, description="The job this one waits for; it starts once that succeeds.")
+    waiting_for: str | None = Field(
+        default=None, description="What the queued job waits for, e.g. 'jt-... to succeed'."
+    )
 
     def started(self, job_id: str) -> str:
         where = self.output_repo or self.output_dir
         quantized = ", ".join(self.quantizations)
-        return f"Conversion **{job_id}** ({self.status}): {self.source} → F16 + {quantized} in {where}."
+        source = f"{self.source}'s final model" if self.source == self.after else self.source
+        return f"Conversion **{job_id}** ({self.status}): {source} → F16 + {quantized} in {where}."
 
 
 class ReportRow(BaseModel):

@@ -5,7 +5,8 @@ Every tool call (and the server's poller) calls `refresh()`. State lives in the 
 backends, never in this object, so any number of processes can refresh the same ledger: every
 change is a compare-and-set (see ledger/store.py). What follows an ending (an evaluation's record,
 calibration, an automatic retry) is the use cases' business: the tracker reports each ended
-attempt to the `on_ended` observer it was built with.
+attempt to the `on_ended` observer it was built with. Whether a queued attempt may start, what it
+runs and what follows a smoke run are its `StartRules`' (followers.py: pipelines and smoke runs).
 
 It also holds the spending caps (outcomes/budget.py): a remote job whose spend reaches its
 max_cost_usd, or while every job's spend is at the daily budget, is cancelled and ends `budget`; a
@@ -20,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
@@ -43,11 +45,26 @@ STALE_CLAIM_S = 120.0
 AttemptEnded = Callable[[AttemptRecord, TerminationReason], None]
 
 
+class StartRules(Protocol):
+    def may_start(self, attempt: AttemptRecord) -> bool:
+        """False: a queued attempt waits (or was ended instead of started)."""
+        ...
+
+    def prepare(self, attempt: AttemptRecord) -> AttemptRecord:
+        """A claimed attempt as it is to run; InvalidRequestError refuses it."""
+        ...
+
+    def after_smoke(self, smoke: AttemptRecord) -> AttemptRecord:
+        """The attempt that follows a smoke run that succeeded; InvalidRequestError ends the run instead."""
+        ...
+
+
 class Tracker:
-    def __init__(self, context: ServiceContext, on_ended: AttemptEnded) -> None:
+    def __init__(self, context: ServiceContext, on_ended: AttemptEnded, rules: StartRules) -> None:
         self.context = context
         self.ledger = context.ledger
         self._on_ended = on_ended
+        self._rules = rules
         self._flavors: list[Flavor] | None = None  # the live catalog, fetched once per process
         self.spending = Spending(self.ledger, self.cost, context.caps)
 
@@ -96,12 +113,19 @@ class Tracker:
         )
         ended = probe.exit.ended_at if probe.exit else time.time()
         verdict = self._budget_verdict(attempt, verdict, ended)
+        reason, message, follow = verdict.reason, verdict.message, None
+        if reason is TerminationReason.SUCCEEDED and attempt.smoke_steps:
+            try:  # queued in the same transaction: the run is never seen succeeded after its smoke run alone
+                follow = self._rules.after_smoke(attempt)
+            except InvalidRequestError as exc:
+                reason, message = TerminationReason.CONFIG_ERROR, str(exc)
         self.ledger.update_attempt(
             attempt.attempt_id,
             expect_status=ACTIVE_STATUSES,
-            status=verdict.reason.status,
-            termination_reason=verdict.reason,
-            termination_message=verdict.message,
+            then_add=follow,
+            status=reason.status,
+            termination_reason=reason,
+            termination_message=message,
             evidence=verdict.evidence,
             exit_code=probe.exit.exit_code if probe.exit else None,
             signal=probe.exit.signal if probe.exit else None,
@@ -109,7 +133,7 @@ class Tracker:
             gpu_seconds=self._gpu_seconds(attempt, ended),
             cost_usd=self.cost(attempt, ended),
         )
-        self._on_ended(self.context.attempt(attempt.attempt_id), verdict.reason)
+        self._on_ended(self.context.attempt(attempt.attempt_id), reason)
 
     def _hold_caps(self, backend: Backend, attempt: AttemptRecord) -> None:
         """Cancel a running remote attempt whose job has reached a spending cap; it then ends `budget`."""
@@ -224,6 +248,8 @@ class Tracker:
             for attempt in self.ledger.attempts_in([JobStatus.QUEUED.value], name):
                 if attempt.not_before and attempt.not_before > now:
                     continue  # a retry still backing off
+                if not self._rules.may_start(attempt):
+                    continue  # waits for the job it follows (after=...)
                 if name != "local" and self._refuse_over_daily(attempt, now):
                     continue
                 claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent)
@@ -253,6 +279,7 @@ class Tracker:
     def _launch(self, backend: Backend, attempt: AttemptRecord) -> None:
         """Start an attempt this process has claimed (claim_slot); a refusal ends it with the reason."""
         try:
+            attempt = self._rules.prepare(attempt)
             self._claim_output(attempt)
             request = LaunchRequest(
                 attempt_id=attempt.attempt_id,

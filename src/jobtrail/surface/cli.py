@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         name="preflight",
         handler=_preflight,
         overrides="hyperparameters",
-        skip=("dry_run", "force", "max_retries", "include_script"),
+        skip=("dry_run", "force", "max_retries", "include_script", "idempotency_key"),
         help_line="run every preflight check for a job without submitting it",
     )
     _tool_command(sub, PlanningTools, "validate_dataset", positional=("dataset",))

@@ -77,8 +77,22 @@ def _not_bool(value: Any) -> Any:
     return value
 
 
+def _key(text: str) -> str:
+    if not text.strip():
+        raise ValueError("is blank: a key names one intended job, e.g. a UUID made once for it")
+    if any(ord(c) < 32 for c in text):
+        raise ValueError("holds a control character; use letters, digits, '-' and the like (a UUID is ideal)")
+    return text
+
+
 PathText = Annotated[str, Field(max_length=MAX_PATH, json_schema_extra=_NO_NUL), AfterValidator(_no_nul)]
 NameText = Annotated[str, Field(max_length=MAX_NAME, json_schema_extra=_NO_NUL), AfterValidator(_no_nul)]
+KeyText = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_NAME, json_schema_extra=_NO_NUL),
+    AfterValidator(_no_nul),
+    AfterValidator(_key),
+]
 JsonObject = Annotated[dict[str, Any], Field(max_length=MAX_KEYS), AfterValidator(_small_object)]
 SecretRefs = Annotated[dict[NameText, NameText], Field(max_length=MAX_KEYS)]
 # A list the caller gives must name something: [] is refused, never read as "the default".
@@ -175,6 +189,50 @@ InitCheckpoint = Annotated[
     PathText | None,
     Field(
         description="With init_from: start from this committed checkpoint's weights instead (checkpoint-200 or 200)."
+    ),
+]
+
+# --- pipelines, resent calls, smoke runs ----------------------------------------------
+
+IdempotencyKey = Annotated[
+    KeyText | None,
+    Field(
+        description="A key you make once per intended job (a UUID) and send again if you resend this call: when a "
+        "submit timed out or its answer was lost, the same call with the same key returns the job the first one "
+        "started (already_submitted=true) instead of starting and paying for a second. The same key with other "
+        "arguments is refused, naming them. A dry run ignores it; a rejected submit does not use it."
+    ),
+]
+After = Annotated[
+    NameText | None,
+    Field(
+        description="Start only once this job succeeds: it waits queued until then, and is cancelled, never "
+        "trained, if that job ends any other way. model='<that job id>' trains on its final model (model naming a "
+        "job implies after), e.g. DPO after SFT."
+    ),
+]
+SmokeSteps = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=100_000,
+        description="Run this many steps first (same backend and flavor, nothing pushed) and start the full job only "
+        "if they succeed, so a broken config costs minutes, not hours. Fewer than max_steps. One receipt, two "
+        "attempts; the full job starts from step 0, not from the smoke run's checkpoints.",
+    ),
+]
+EvaluateAfter = Annotated[
+    NameText | None,
+    Field(
+        description="Start only once this job succeeds (cancelled if it ends any other way); with job_id= the same "
+        "job, evaluate its final model once it exists."
+    ),
+]
+ConvertAfter = Annotated[
+    NameText | None,
+    Field(
+        description="Start only once this job succeeds (cancelled if it ends any other way); with source= the same "
+        "job id, convert its final model once it exists."
     ),
 ]
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from jobtrail.models import JobSpec
-from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult, SubmitResult
+from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
+from jobtrail.service.submit_result import SubmitResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, STOPS_JOB, ToolArea, tool
 from jobtrail.util.timefmt import parse_duration
@@ -41,6 +42,9 @@ class JobTools(ToolArea):
         max_retries: p.MaxRetries = p.DEFAULT_MAX_RETRIES,
         include_script: p.IncludeScript = False,
         max_cost_usd: p.MaxCostUsd = None,
+        idempotency_key: p.IdempotencyKey = None,
+        after: p.After = None,
+        smoke_steps: p.SmokeSteps = None,
     ) -> SubmitResult:
         spec = JobSpec(
             method=method,
@@ -58,6 +62,8 @@ class JobTools(ToolArea):
             eval_dataset=eval_dataset,
             init_from=init_from,
             init_checkpoint=init_checkpoint,
+            after=after,
+            smoke_steps=smoke_steps,
         )
         return self.service.submit(
             spec,
@@ -66,6 +72,7 @@ class JobTools(ToolArea):
             max_retries=max_retries,
             include_script=include_script,
             max_cost_usd=max_cost_usd,
+            idempotency_key=idempotency_key,
         )
 
     @tool(

@@ -29,6 +29,7 @@ class TaskTools(ToolArea):
         metrics: p.Metrics = None,
         max_new_tokens: p.MaxNewTokens = p.DEFAULT_MAX_NEW_TOKENS,
         temperature: p.Temperature = p.DEFAULT_TEMPERATURE,
+        after: p.EvaluateAfter = None,
     ) -> EvaluateResult:
         return self.service.evaluate(**passed_on(locals()))
 
@@ -48,6 +49,7 @@ class TaskTools(ToolArea):
         backend: p.ConvertBackend = p.DEFAULT_BACKEND,
         checkpoint: p.ConvertCheckpoint = None,
         pre_tokenizer: p.PreTokenizer = None,
+        after: p.ConvertAfter = None,
     ) -> ConvertResult:
         return self.service.convert_gguf(**passed_on(locals()))
 

@@ -1,0 +1,106 @@
+"""The dispatcher's side of pipelines and smoke runs (chaining.py has the rules): whether a queued
+attempt may start, what it runs once its parent has succeeded, and the full job after a smoke run.
+
+The tracker asks these at each dispatch and at each ending, so every decision is made from the ledger
+as it is then, by whichever process dispatches: nothing waits in memory for a parent to finish.
+"""
+
+from __future__ import annotations
+
+import time
+
+from jobtrail.errors import InvalidRequestError
+from jobtrail.models import AttemptRecord, JobStatus, TerminationReason
+from jobtrail.preflight import plan as preflight
+from jobtrail.service import chaining
+from jobtrail.service.context import ServiceContext, queued_attempt
+from jobtrail.templates.render import config_json, sha256_text
+
+
+class Followers:
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+        self.ledger = context.ledger
+
+    def may_start(self, attempt: AttemptRecord) -> bool:
+        """A queued attempt of a job with `after` starts once that job has succeeded; if it has ended any other
+        way for good, the attempt is cancelled now, saying so, and never runs."""
+        spec = attempt.spec
+        if spec is None or spec.after is None:
+            return True
+        parent = self.context.run(spec.after)
+        state = chaining.parent_state(self.context, parent)
+        if state == "ended":
+            latest = self.context.latest(parent.run_id)
+            reason = (latest.termination_reason or TerminationReason.UNKNOWN).value
+            why = f": {latest.termination_message}" if latest.termination_message else "."
+            self.ledger.update_attempt(
+                attempt.attempt_id,
+                expect_status=[JobStatus.QUEUED.value],
+                status=JobStatus.CANCELLED,
+                termination_reason=TerminationReason.CANCELLED,
+                termination_message=f"Never started: it waited for {parent.run_id}, which ended "
+                f"{latest.status.value} ({reason}){why} Once {parent.run_id} is retried (or submitted again), "
+                f'retry(job_id="{attempt.run_id}") queues this job after it again.',
+                evidence=f"{parent.run_id} ended {reason}",
+                ended_at=time.time(),
+            )
+        return state == "succeeded"
+
+    def prepare(self, attempt: AttemptRecord) -> AttemptRecord:
+        """An attempt whose `model` names its parent is planned again on the parent's final model (its config,
+        script and findings replaced), now that it exists; a blocking finding refuses it (InvalidRequestError)."""
+        spec = attempt.spec
+        if not chaining.uses_parent_output(spec):
+            return attempt
+        assert spec is not None
+        env = self.context.plan_env(attempt.run_id)
+        planned, plan = chaining.plan_on_parent(self.context, spec, env, chaining.task_of(attempt))
+        if plan.config is None or (plan.blocked and not attempt.forced):
+            self.ledger.update_attempt(attempt.attempt_id, findings=plan.findings)
+            errors = [f for f in plan.findings if f.severity == "error"]
+            first = errors[0] if errors else None
+            raise InvalidRequestError(
+                f"Not started: planned on {spec.after}'s final model ({planned.model}), preflight refused it: "
+                + (first.message if first else "nothing could be planned."),
+                fix=(first.fix if first and first.fix else "inspect lists the findings.")
+                + " Then submit this job again.",
+            )
+        config, script = plan.config, plan.script
+        if attempt.smoke_steps:
+            config, script = chaining.smoke_version(self.context, planned, attempt.run_id, config)
+        self.ledger.update_attempt(
+            attempt.attempt_id,
+            spec=planned,
+            config=config,
+            config_sha256=sha256_text(config_json(config)),
+            script=script,
+            script_sha256=sha256_text(script),
+            findings=plan.findings,
+        )
+        return self.context.attempt(attempt.attempt_id)
+
+    def after_smoke(self, smoke: AttemptRecord) -> AttemptRecord:
+        """The full job's attempt, queued to follow a smoke run that succeeded: the job's spec planned again,
+        as at submission. A blocking finding now (the data changed since) refuses it (InvalidRequestError)."""
+        spec = smoke.spec
+        assert spec is not None and smoke.smoke_steps
+        plan = preflight.plan(spec, self.context.plan_env(smoke.run_id))
+        if plan.config is None or (plan.blocked and not smoke.forced):
+            errors = [f for f in plan.findings if f.severity == "error"]
+            raise InvalidRequestError(
+                f"The smoke run's {smoke.smoke_steps} steps succeeded, but the full job no longer passes "
+                f"preflight: {errors[0].message if errors else 'nothing could be planned.'}",
+                fix=errors[0].fix if errors else None,
+            )
+        return queued_attempt(
+            smoke.run_id,
+            smoke.number + 1,
+            spec,
+            plan.config,
+            plan.script,
+            forced=smoke.forced and plan.blocked,
+            findings=plan.findings,
+            retry_note=f"The smoke run (attempt {smoke.number}, {smoke.smoke_steps} steps) succeeded: the full job "
+            "starts from the beginning, not from the smoke run's checkpoints.",
+        )

@@ -1,0 +1,121 @@
+"""submit's result: the job it started (or the earlier one an idempotency_key returns), a dry run's
+script, or the refusal with each problem's fix."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from jobtrail.models import Finding, Launcher, Speedups, ToolResult
+from jobtrail.outcomes.budget import usd
+from jobtrail.service.results import error_findings, findings_markdown, follow_calls, refusal, speedups_line
+
+
+class SubmitResult(ToolResult):
+    job_id: str | None = Field(description="Short stable id of the run; None when nothing was submitted.")
+    status: Literal["queued", "starting", "running", "rejected", "dry_run", "succeeded", "failed", "cancelled"] = Field(
+        description="The job's state; an ended one only when already_submitted returns an earlier job."
+    )
+    findings: list[Finding]
+    script_sha256: str
+    config_sha256: str
+    forced: bool = False
+    backend: str
+    workdir: str | None = None
+    output_dir: str | None = None
+    output_repo: str | None = Field(
+        default=None, description="Hub repo a remote job pushes its checkpoints and model to."
+    )
+    launcher: Launcher | None = Field(
+        default=None,
+        description="How the job's processes start: kind (python, torchrun), num_processes (one per GPU), "
+        "strategy (single, ddp, fsdp); None when no config could be built.",
+    )
+    script: str | None = Field(default=None, description="The rendered script (dry_run with include_script only).")
+    script_path: str | None = Field(default=None, description="A dry run's rendered script, as a file.")
+    script_note: str | None = Field(
+        default=None, description="What a submission of the same inputs changes in the script (and its sha256)."
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        description="The job's spending cap in US dollars (max_cost_usd, else JOBTRAIL_MAX_COST_USD); None: none.",
+    )
+    termination_message: str | None = Field(
+        default=None, description="A job that ended at once (failed, cancelled): why, e.g. the daily budget is spent."
+    )
+    speedups: Speedups | None = Field(
+        default=None,
+        description="A training job's speed measures for its device (each on/off, who decided, why, what it sets).",
+    )
+    already_submitted: bool = Field(
+        default=False,
+        description="True: idempotency_key was used before with the same arguments; this is that job, and "
+        "nothing was submitted again.",
+    )
+    idempotency_key: str | None = Field(default=None, description="The key this job was submitted with.")
+    after: str | None = Field(default=None, description="The job this one waits for; it starts once that job succeeds.")
+    waiting_for: str | None = Field(
+        default=None, description="What the queued job waits for, e.g. 'jt-... to succeed'."
+    )
+    smoke_steps: int | None = Field(
+        default=None,
+        description="A smoke run of this many steps comes first (attempt 1); the full job starts if it succeeds.",
+    )
+
+    def headline(self) -> str:
+        if self.already_submitted:
+            return (
+                f"Not submitted again: idempotency_key {self.idempotency_key!r} started **{self.job_id}** "
+                f"earlier with the same arguments; it is {self.status}."
+            )
+        if self.status in ("rejected", "dry_run") and error_findings(self.findings):
+            return refusal(
+                "Not submitted" if self.status == "rejected" else "Dry run, nothing submitted", self.findings
+            )
+        if self.status == "dry_run":
+            return f"Dry run, nothing submitted: the job would be accepted (script sha256 {self.script_sha256[:12]})."
+        lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
+        if self.termination_message:
+            lines.append(f"Why: {self.termination_message}")
+        if self.output_repo:
+            lines.append(
+                f"Checkpoints and the final model are pushed to https://huggingface.co/{self.output_repo} (private)."
+            )
+        if self.forced:
+            lines.append("Forced past preflight errors; the receipt records it.")
+        if self.max_cost_usd is not None and self.backend != "local":
+            lines.append(f"It is stopped (termination_reason budget) if its spend reaches {usd(self.max_cost_usd)}.")
+        if self.waiting_for:
+            lines.append(f"It waits for {self.waiting_for}, then starts.")
+        if self.smoke_steps:
+            lines.append(
+                f"A smoke run of {self.smoke_steps} steps goes first; the full job starts only if it succeeds."
+            )
+        return "\n".join(lines)
+
+    def next_calls(self) -> list[str]:
+        if self.job_id and self.status in ("failed", "cancelled"):
+            return [f'inspect(job_id="{self.job_id}") says why it ended and what to do next']
+        if self.job_id:
+            return follow_calls(self.job_id)
+        if error_findings(self.findings):
+            return [
+                "submit(...) again with each Fix applied (dry_run=true checks them first; "
+                "force=true submits anyway and is recorded)"
+            ]
+        return ["submit(...) with the same arguments and dry_run=false starts it"]
+
+    def details(self) -> list[str]:
+        lines = findings_markdown([f for f in self.findings if f.severity != "error"])
+        if self.status != "dry_run":
+            return lines
+        if not self.findings:
+            lines.append("No findings.")
+        if self.speedups:
+            lines.append(speedups_line(self.speedups))
+        if self.script_path:
+            lines.append(f"Script: {self.script_path} (include_script=true returns its text).")
+        if self.script_note:
+            lines.append(self.script_note)
+        return lines + (["", "```python", self.script, "```"] if self.script else [])
