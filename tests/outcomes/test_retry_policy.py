@@ -125,6 +125,15 @@ def test_memory_proposals_keep_the_effective_batch_then_shrink_activations():
     assert propose_memory_change({"per_device_train_batch_size": 1, "max_length": 2048}) == {"max_length": 1024}
 
 
+def test_an_oom_halves_the_split_the_job_ran_with_not_the_defaults():
+    """Preflight chose 8 rows at once without checkpointing (speedups): the proposal halves that, not SFT's 2."""
+    chosen = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "gradient_checkpointing": False}
+    halved = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
+    assert propose_memory_change({}, chosen) == halved
+    automatic = decide([attempt(1, R.OOM)], {}, None, automatic=True, job={"ran_with": chosen})
+    assert automatic.retry and automatic.changes == halved
+
+
 def test_succeeded_unknown_running_and_cancelled():
     assert not decide([attempt(1, R.SUCCEEDED)], HYPER, None).retry
     unknown = decide([attempt(1, R.UNKNOWN)], HYPER, None)

@@ -87,8 +87,8 @@ def decide(
 ) -> Decision:
     """May the run start another attempt? `history` is oldest first and its last entry ended;
     `job` holds the latest attempt's JOB_KEYS, so a change can be compared with them, and what a
-    fix names: its job_id, method and the learning_rate it trained with (defaults included), and
-    spent_usd, what all its attempts cost."""
+    fix names: its job_id, method and the learning_rate it trained with (defaults included), spent_usd,
+    what all its attempts cost, and ran_with, its training_args (the memory shape an oom halves)."""
     last = history[-1]
     reason = last.reason
     if reason is None:
@@ -155,7 +155,7 @@ def decide(
             "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.",
         )
     if reason is R.OOM:
-        proposal = propose_memory_change(hyperparameters)
+        proposal = propose_memory_change(hyperparameters, (job or {}).get("ran_with"))
         if not _changes_memory_shape(merged, hyperparameters):
             if not automatic:
                 return Decision(
@@ -213,15 +213,17 @@ def diverged_learning_rate(hyperparameters: dict[str, Any], job: dict[str, Any])
     return float(method_spec(method).defaults["learning_rate"]), f"{method}'s default"
 
 
-def propose_memory_change(hyperparameters: dict[str, Any]) -> dict[str, Any]:
-    """Halve the micro-batch and double accumulation (same effective batch); else checkpoint activations."""
-    batch = int(hyperparameters.get("per_device_train_batch_size", 2))
+def propose_memory_change(hyperparameters: dict[str, Any], ran_with: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Halve the micro-batch and double accumulation (same effective batch); else checkpoint activations.
+    `ran_with`: the training_args the attempt ran with (what preflight chose for speed included: its split)."""
+    shape = {**hyperparameters, **(ran_with or {})}
+    batch = int(shape.get("per_device_train_batch_size", 2))
     if batch > 1:
-        accumulation = int(hyperparameters.get("gradient_accumulation_steps", 1))
+        accumulation = int(shape.get("gradient_accumulation_steps", 1))
         return {"per_device_train_batch_size": batch // 2, "gradient_accumulation_steps": accumulation * 2}
-    if hyperparameters.get("gradient_checkpointing") is False:
+    if shape.get("gradient_checkpointing") is False:
         return {"gradient_checkpointing": True}
-    max_length = int(hyperparameters.get("max_length", 1024))
+    max_length = int(shape.get("max_length", 1024))
     return {"max_length": max(128, max_length // 2)}
 
 

@@ -155,7 +155,7 @@ def _fixing_changes(run: RunRecord, latest: AttemptRecord) -> dict[str, Any] | N
     spec = latest.spec or run.spec
     reason = latest.termination_reason
     if reason is TerminationReason.OOM:
-        return retry_policy.propose_memory_change(spec.hyperparameters)
+        return retry_policy.propose_memory_change(spec.hyperparameters, latest.config.get("training_args"))
     if reason is TerminationReason.DIVERGED:
         job = {"learning_rate": latest.config.get("training_args", {}).get("learning_rate"), "method": run.method}
         return {"learning_rate": retry_policy.diverged_learning_rate(spec.hyperparameters, job)[0]}

@@ -73,6 +73,7 @@ def decide(
         "job_id": attempts[-1].run_id,
         "method": spec.method,
         "learning_rate": attempts[-1].config.get("training_args", {}).get("learning_rate"),
+        "ran_with": attempts[-1].config.get("training_args", {}),
         "max_cost_usd": run.max_cost_usd,
         "spent_usd": sum(a.cost_usd or 0.0 for a in attempts),  # every attempt has ended: its cost is recorded
     }
