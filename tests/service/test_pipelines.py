@@ -56,6 +56,8 @@ def test_sft_then_dpo_then_gguf_and_evaluation_run_in_order(tmp_path, tiny_model
     waiting = service.inspect(gguf.job_id)
     assert waiting.status == "queued" and waiting.waiting_for.startswith(f"{dpo.job_id} to succeed")
     assert f"Waiting for {dpo.job_id} to succeed" in waiting.summary
+    waited = service.wait(gguf.job_id, timeout_s=0)
+    assert waited.waiting_for.startswith(f"{dpo.job_id} to succeed") and f"It waits for {dpo.job_id}" in waited.summary
 
     done = wait_until_terminal(lambda: service.inspect(gguf.job_id), FIRST_BUILD_TIMEOUT_S + 600, "the chain")
     assert done.status == "succeeded", (done.termination_message, service.logs(gguf.job_id, tail=30).lines)

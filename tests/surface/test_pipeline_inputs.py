@@ -33,6 +33,7 @@ def test_careless_pipeline_arguments_are_refused_with_the_fix(tmp_path, monkeypa
         ("submit", {**job, "smoke_steps": 0}),
         ("submit", {**job, "smoke_steps": -1}),
         ("submit", {**job, "smoke_steps": 12}),
+        ("submit", {**job, "smoke_steps": True}),
         ("submit", {**job, "idempotency_key": ""}),
         ("submit", {**job, "idempotency_key": "   "}),
         ("submit", {**job, "idempotency_key": "k" * 5000}),
@@ -46,13 +47,16 @@ def test_careless_pipeline_arguments_are_refused_with_the_fix(tmp_path, monkeypa
 
     results, jobs = in_session(server, go)
     texts = [_text(r) for r in results]
-    missing, as_text, zero, negative, whole, empty, blank, huge, evaluate, convert = zip(results, texts, strict=True)
+    missing, as_text, zero, negative, whole, yes, empty, blank, huge, evaluate, convert = zip(
+        results, texts, strict=True
+    )
     assert missing[0].is_error and "after='jt-doesnotexist' names no job" in missing[1] and "ps" in missing[1]
     assert not as_text[0].is_error and as_text[0].structured_content["smoke_steps"] == 5  # "5" read as 5
     for refused in (zero, negative):
         assert refused[0].is_error and "smoke_steps" in refused[1] and "greater than or equal to 1" in refused[1]
     assert whole[0].is_error and "smoke_steps=12 is not fewer than the job's max_steps (12)" in whole[1]
     assert "Pass smoke_steps below 12" in whole[1]
+    assert yes[0].is_error and "is true/false, not a number of steps" in yes[1]
     assert empty[0].is_error and "idempotency_key" in empty[1] and "at least 1 character" in empty[1]
     assert blank[0].is_error and "is blank" in blank[1] and "UUID" in blank[1]
     assert huge[0].is_error and "idempotency_key" in huge[1] and "k" * 300 not in huge[1]

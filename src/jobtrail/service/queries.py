@@ -103,7 +103,7 @@ class Queries:
             evaluation=self._own_evaluation(run),
             evaluations=evaluations,
             eval_delta=_eval_delta(evaluations),
-            waiting_for=self._waiting_for(latest),
+            waiting_for=self.waiting_for(latest),
             retries_stopped=retries_stopped(self.ledger, run, attempts),
             init_from=run.spec.init_from,
             max_cost_usd=run.max_cost_usd,
@@ -181,7 +181,7 @@ class Queries:
             truncated_lines=sum(1 for _, was_cut in lines if was_cut),
             status=attempt.status.value,
             latest_attempt=attempts[-1].number,
-            waiting_for=self._waiting_for(attempt),
+            waiting_for=self.waiting_for(attempt),
         )
 
     def _link(self, job_id: str) -> ChainLink:
@@ -193,7 +193,7 @@ class Queries:
             termination_reason=_value(latest.termination_reason),
         )
 
-    def _waiting_for(self, attempt: AttemptRecord) -> str | None:
+    def waiting_for(self, attempt: AttemptRecord) -> str | None:
         """What keeps a queued attempt from starting: the job it follows, a retry's backoff, or the jobs holding
         its backend's slots."""
         if attempt.status is not JobStatus.QUEUED:

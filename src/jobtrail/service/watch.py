@@ -74,6 +74,7 @@ class Watch:
             timed_out=not latest.status.is_terminal,
             warnings=[late] if late else [],
             note=note,
+            waiting_for=self.queries.waiting_for(latest),
         )
 
     def metrics(

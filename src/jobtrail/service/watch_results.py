@@ -45,6 +45,9 @@ class WaitResult(ToolResult):
         default_factory=list, description="E.g. timeout.before_max_steps: the ETA passes the job's timeout (fix)."
     )
     note: str | None = Field(None, description="timeout_s was more than a call may wait: what was waited instead.")
+    waiting_for: str | None = Field(
+        default=None, description="A queued job: what it waits for (the job it follows, the backend's slots)."
+    )
 
     def headline(self) -> str:
         if self.terminal:
@@ -52,6 +55,8 @@ class WaitResult(ToolResult):
         else:
             waited = human_duration(self.waited_s)
             line = f"**{self.job_id}**: still {self.status} after waiting {waited}: {progress_line(self.progress)}."
+            if self.waiting_for:
+                line += f" It waits for {self.waiting_for}."
         extra = [f"Warning ({w['code']}): {w['message']} {w['fix']}" for w in self.warnings]
         return "\n".join([line, *extra, *([self.note] if self.note else [])])
 

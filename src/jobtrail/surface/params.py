@@ -77,6 +77,13 @@ def _not_bool(value: Any) -> Any:
     return value
 
 
+def _steps_not_bool(value: Any) -> Any:
+    """Lax parsing reads true as 1: smoke_steps=true means "yes, a smoke run", which says no number of steps."""
+    if isinstance(value, bool):
+        raise ValueError("is true/false, not a number of steps: give how many steps the smoke run trains, e.g. 5")
+    return value
+
+
 def _key(text: str) -> str:
     if not text.strip():
         raise ValueError("is blank: a key names one intended job, e.g. a UUID made once for it")
@@ -213,6 +220,7 @@ After = Annotated[
 ]
 SmokeSteps = Annotated[
     int | None,
+    BeforeValidator(_steps_not_bool),
     Field(
         ge=1,
         le=100_000,
