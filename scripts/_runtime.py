@@ -98,6 +98,16 @@ def _torch_facts() -> dict[str, Any]:
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "device": "cuda" if gpu else "cpu", "gpu": gpu}
 
 
+def job_output_dir(config: dict[str, Any], template: str) -> Path:
+    """Where the job writes, created: CONFIG's output_dir, else the directory its backend gives it in
+    JOBTRAIL_OUTPUT_DIR (a local job's run directory: the script holds no job id, so a dry run hashes the
+    script a submission runs), else outputs/<template> beside a script run by hand."""
+    chosen = config.get("output_dir") or os.environ.get("JOBTRAIL_OUTPUT_DIR") or f"outputs/{template}"
+    output_dir = Path(chosen).expanduser().resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    return output_dir
+
+
 # --- checkpoint commit protocol ---------------------------------------------------------------
 # writing   → bytes may exist, readers ignore them (no marker)
 # committed → manifest (path, size, sha256 of every file) + marker holding the manifest's sha256

@@ -35,6 +35,7 @@ from _runtime import (
     emit_environment,
     fetch_remote_checkpoint,
     find_resume_target,
+    job_output_dir,
     mapping_problems,
     mapping_source_columns,
     package_version,
@@ -184,9 +185,7 @@ def start_job(config: dict[str, Any], template: str, template_version: int) -> J
         attempt_id=attempt_id,
     )
     emit_environment()
-    output_dir = Path(config["output_dir"]).expanduser().resolve()
-    output_dir.mkdir(parents=True, exist_ok=True)
-    return Job(config, run_id, attempt_id, output_dir)
+    return Job(config, run_id, attempt_id, job_output_dir(config, template))
 
 
 # --- data --------------------------------------------------------------------------------------

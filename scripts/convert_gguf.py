@@ -44,6 +44,7 @@ from _runtime import (
     MARKER_NAME,
     emit,
     emit_environment,
+    job_output_dir,
     package_version,
     phase,
     run_job,
@@ -819,8 +820,7 @@ def main() -> None:
         attempt_id=os.environ.get("JOBTRAIL_ATTEMPT_ID", "local-1"),
     )
     emit_environment()
-    out = Path(CONFIG["output_dir"]).expanduser().resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = job_output_dir(CONFIG, "convert_gguf")
     cache = LlamaCppCache(Path(CONFIG["llama_cpp"]["cache_dir"]).expanduser().resolve(), CONFIG["llama_cpp"]["version"])
     quantizations, source, config = prepare(cache)
     llama_cpp = llama_cpp_tools(cache, build=bool(quantizations))

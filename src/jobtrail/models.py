@@ -185,6 +185,9 @@ class LaunchRequest(BaseModel):
     timeout_s: int | None = None
     flavor: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    # Where the job writes when its CONFIG names no directory (a local job's own run directory): the local
+    # backend gives it to the job as JOBTRAIL_OUTPUT_DIR, so the script itself never holds the job id.
+    output_dir: str | None = None
 
 
 class ExitRecord(BaseModel):
@@ -252,6 +255,8 @@ class AttemptRecord(BaseModel):
     config_sha256: str
     script: str
     script_sha256: str
+    # Where it writes: its CONFIG's output_dir (chosen, or a remote job's own), else its run's directory.
+    output_dir: str
     forced: bool = False
     findings: list[Finding] = Field(default_factory=list)
     placement: Placement | None = None

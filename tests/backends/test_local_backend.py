@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import jobtrail
-from jobtrail.backends.local import MAX_LOG_CHUNK, LocalBackend
+from jobtrail.backends.local import MAX_LOG_CHUNK, OUTPUT_DIR_ENV, LocalBackend
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
 from jobtrail.templates.render import scripts_dir
@@ -403,6 +403,20 @@ def test_no_secret_overrides_the_variables_jobtrail_gives_the_job(jobs: Jobs, ba
     )
     assert jobs.wait_exit(placement).exit_code == 0
     assert backend.read_log(placement).lines == ["run: jt-real"]
+
+
+def test_the_job_gets_its_output_dir_and_never_the_servers(
+    jobs: Jobs, backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job whose CONFIG names no output_dir writes where the request says (JOBTRAIL_OUTPUT_DIR); a value the
+    server's own environment happens to hold never reaches a job that was given none."""
+    monkeypatch.setenv(OUTPUT_DIR_ENV, "/the/servers/own")
+    show = f'import os\nprint("out:", os.environ.get("{OUTPUT_DIR_ENV}"))\n'
+    given = jobs.start(show, name="given", output_dir=str(tmp_path / "run" / "output"))
+    none = jobs.start(show, name="none")
+    for placement, expected in ((given, str(tmp_path / "run" / "output")), (none, "None")):
+        assert jobs.wait_exit(placement).exit_code == 0
+        assert backend.read_log(placement).lines == [f"out: {expected}"]
 
 
 def test_a_secret_across_the_pieces_of_an_oversized_line_is_still_hidden(jobs: Jobs, backend: LocalBackend) -> None:

@@ -26,6 +26,7 @@ def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, AttemptRec
         config_sha256="c" * 64,
         script="print(1)",
         script_sha256="s" * 64,
+        output_dir="/runs/out",
     )
     return run, attempt
 
@@ -56,6 +57,28 @@ def test_failed_migration_leaves_nothing_half_applied(tmp_path, monkeypatch):
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "ok_table" not in tables
     assert "9999_broken" not in {r[0] for r in conn.execute("SELECT name FROM migrations")}
+
+
+def test_an_attempt_recorded_before_output_dirs_were_gets_the_one_its_config_named(tmp_path, monkeypatch):
+    import jobtrail.ledger.db as db
+
+    path = tmp_path / "l.sqlite"
+    run, attempt = _run_and_attempt()
+    with monkeypatch.context() as older:
+        older.setattr(db, "MIGRATIONS", [m for m in db.MIGRATIONS if m[0] < "0008"])
+        conn = db.connect(path)
+        conn.execute(
+            "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, spec_json)"
+            " VALUES (?, 1.0, 'sft', '/m', '/d.jsonl', 'local', ?)",
+            (run.run_id, run.spec.model_dump_json()),
+        )
+        conn.execute(
+            "INSERT INTO attempts (attempt_id, run_id, number, status, created_at, backend, config_json,"
+            " config_sha256, script, script_sha256) VALUES (?, ?, 1, 'failed', 1.0, 'local', ?, 'c', '', 's')",
+            (attempt.attempt_id, run.run_id, '{"output_dir": "/home/runs/jt-test0001/output"}'),
+        )
+        conn.close()
+    assert Ledger(path).get_attempt(attempt.attempt_id).output_dir == "/home/runs/jt-test0001/output"
 
 
 def test_round_trip_of_a_run_and_its_attempt(tmp_path):

@@ -22,6 +22,7 @@ def _attempt(run_id: str, number: int) -> AttemptRecord:
         config_sha256="c" * 64,
         script="",
         script_sha256="s" * 64,
+        output_dir=f"/runs/{run_id}/output",
     )
 
 

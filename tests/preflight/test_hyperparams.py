@@ -26,7 +26,7 @@ from support.jobs import load_script_module
 
 
 def _env(tmp_path: Path) -> PlanEnv:
-    return PlanEnv(job_python=sys.executable, output_dir=str(tmp_path / "out"), llama_cpp_cache=tmp_path / "cache")
+    return PlanEnv(job_python=sys.executable, llama_cpp_cache=tmp_path / "cache")
 
 
 def _one(method: str, hyperparameters: dict[str, Any]) -> Finding:

@@ -25,7 +25,7 @@ def _spec(backend: str = "local", **hyper) -> JobSpec:
 
 
 def _env(tmp_path: Path) -> PlanEnv:
-    return PlanEnv(job_python=sys.executable, output_dir=str(tmp_path / "out"), llama_cpp_cache=tmp_path / "cache")
+    return PlanEnv(job_python=sys.executable, llama_cpp_cache=tmp_path / "cache")
 
 
 @pytest.mark.parametrize("requested", [8, "8"])  # a numeric string is read as the number, like any knob's

@@ -227,7 +227,7 @@ def test_validate_dataset_takes_exactly_the_registry_formats_as_they_are(tmp_pat
 
 
 def _env(tmp_path) -> PlanEnv:
-    return PlanEnv(job_python=sys.executable, output_dir=str(tmp_path / "out"), llama_cpp_cache=tmp_path / "cache")
+    return PlanEnv(job_python=sys.executable, llama_cpp_cache=tmp_path / "cache")
 
 
 def test_plan_gathers_facts_then_judges_then_builds_and_renders(tmp_path, tiny_model, chat_dataset):
@@ -235,7 +235,9 @@ def test_plan_gathers_facts_then_judges_then_builds_and_renders(tmp_path, tiny_m
     planned = plan(good, _env(tmp_path))
     assert planned.facts.missing_requirements == [] and planned.facts.dataset.rows == 64
     assert "model.ok" in codes(planned.findings) and not planned.blocked
-    assert planned.config["output_dir"] == str(tmp_path / "out")
+    assert planned.config["output_dir"] is None  # the job's own run directory, given to it at launch
+    chosen = plan(good.model_copy(update={"output": str(tmp_path / "out")}), _env(tmp_path))
+    assert chosen.config["output_dir"] == str(tmp_path / "out")
     assert planned.config["training_args"]["max_length"] == 512  # the default, capped at the model's positions
     assert planned.script == render_script("sft", planned.config)
     misnamed = plan(spec(tiny_model, chat_dataset, hyperparameters={"learning_rte": 1}), _env(tmp_path))

@@ -1,4 +1,5 @@
-"""The job side deletes only inside its output directory: retention never follows a symlink named like
+"""The job's output directory: which one it is (CONFIG's, else the one its backend gave it, else one beside a
+script run by hand), and the job side deletes only inside it: retention never follows a symlink named like
 a checkpoint to files outside it (the committed checkpoint it points at keeps its marker and bytes)."""
 
 from __future__ import annotations
@@ -8,12 +9,23 @@ from types import ModuleType
 
 import pytest
 
+from jobtrail.backends.local import OUTPUT_DIR_ENV
 from support.jobs import load_script_module
 
 
 @pytest.fixture(scope="module")
 def rt() -> ModuleType:
     return load_script_module("_runtime")
+
+
+def test_the_output_dir_is_configs_else_the_backends_else_beside_the_script(tmp_path, rt, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(OUTPUT_DIR_ENV, raising=False)
+    assert rt.job_output_dir({"output_dir": None}, "sft") == tmp_path / "outputs" / "sft"  # a script run by hand
+    monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path / "runs" / "jt-1" / "output"))  # as the local backend does
+    given = rt.job_output_dir({"output_dir": None}, "sft")
+    assert given == tmp_path / "runs" / "jt-1" / "output" and given.is_dir()
+    assert rt.job_output_dir({"output_dir": "chosen"}, "sft") == tmp_path / "chosen"  # the caller's choice wins
 
 
 def _committed(ckpt: Path, step: int, rt: ModuleType) -> Path:

@@ -77,6 +77,7 @@ def test_sft_then_dpo_then_gguf_and_evaluation_run_in_order(tmp_path, tiny_model
     )
     assert smoke.config["training_args"]["max_steps"] == 1 and full.config["training_args"]["max_steps"] == 3
     assert smoke.config["output_dir"].endswith(f"{sft.job_id}/smoke") and not smoke.config["push_to_hub"]
+    assert smoke.output_dir == smoke.config["output_dir"] and full.output_dir.endswith(f"{sft.job_id}/output")
     assert full.resumed_from is None and "smoke run (attempt 1, 1 steps) succeeded" in (full.retry_note or "")
     assert "1 (smoke, 1 steps)" in sft_done.to_markdown()
     # In order: each follower started after the job it followed had ended.
@@ -86,9 +87,9 @@ def test_sft_then_dpo_then_gguf_and_evaluation_run_in_order(tmp_path, tiny_model
         started = service.ledger.attempts(follower)[0].started_at
         assert started and dpo_attempt.ended_at and started >= dpo_attempt.ended_at
     # Each ran on its parent's final model, planned again at dispatch.
-    sft_final = str(Path(full.config["output_dir"]) / "final")
+    sft_final = str(Path(full.output_dir) / "final")
     assert dpo_attempt.config["model"] == sft_final and dpo_attempt.spec and dpo_attempt.spec.model == sft_final
-    dpo_final = str(Path(dpo_attempt.config["output_dir"]) / "final")
+    dpo_final = str(Path(dpo_attempt.output_dir) / "final")
     gguf_attempt = service.ledger.attempts(gguf.job_id)[0]
     assert gguf_attempt.config["source"]["path_or_id"] == dpo_final
     assert service.ledger.attempts(evaluation.job_id)[0].config["adapter"] == dpo_final

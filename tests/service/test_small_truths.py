@@ -85,7 +85,7 @@ def test_logs_of_an_ended_job_never_say_still_running_and_any_attempt_can_be_rea
 def test_a_dry_run_hashes_the_script_a_submission_of_the_same_inputs_runs(service, tiny_model, chat_dataset, tmp_path):
     chosen = _spec(tiny_model, chat_dataset, **ENDLESS).model_copy(update={"output": str(tmp_path / "out")})
     dry = service.submit(chosen, dry_run=True)
-    assert dry.script is None and dry.script_note is None
+    assert dry.script is None
     assert service.submit(chosen, dry_run=True, include_script=True).script == Path(dry.script_path).read_text()
     job = service.submit(chosen).job_id
     try:
@@ -93,7 +93,33 @@ def test_a_dry_run_hashes_the_script_a_submission_of_the_same_inputs_runs(servic
     finally:
         service.cancel(job)
 
-    # Without `output` a local job writes into its own run directory: the dry run says so.
-    own_dir = _spec(tiny_model, chat_dataset)
+
+def test_without_output_the_same_script_runs_in_its_own_run_directory_and_resumes_there(
+    service, tiny_model, chat_dataset
+):
+    """A local job without `output` writes into runs/<job_id>/output, which the local backend gives it at launch
+    (JOBTRAIL_OUTPUT_DIR): its script holds no job id, so the dry run's sha256 is the submission's."""
+    own_dir = _spec(tiny_model, chat_dataset, max_steps=100000, save_steps=2)
     dry = service.submit(own_dir, dry_run=True)
-    assert dry.script_note and "output_dir" in dry.script_note and dry.script_note in dry.to_markdown()
+    assert '"output_dir":null' in Path(dry.script_path).read_text()
+    job = service.submit(own_dir).job_id
+    try:
+        output = service.home / "runs" / job / "output"
+        first = service.inspect(job).attempts[0]
+        assert first.script_sha256 == dry.script_sha256 and first.output_dir == str(output)
+        assert job not in service.ledger.attempts(job)[0].script
+        committed = wait_for(
+            lambda: [c.path for c in service.inspect(job).checkpoints if c.state == "committed"],
+            180,
+            "a committed checkpoint",
+        )
+        service.cancel(job)
+        assert all(Path(path).parent == output for path in committed) and Path(committed[-1]).is_dir()
+
+        assert service.retry(job).retried
+        resumed = wait_for(lambda: service.inspect(job).attempts[1].resumed_from, 180, "the retry to resume")
+        second = service.inspect(job).attempts[1]
+        assert Path(resumed).parent == output and second.output_dir == str(output)
+        assert second.script_sha256 == dry.script_sha256
+    finally:
+        service.cancel(job)

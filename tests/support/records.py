@@ -37,6 +37,7 @@ def add_ended_run(
         "config_sha256": "c",
         "script": "",
         "script_sha256": "s",
+        "output_dir": f"/runs/{run_id}/output",
         "termination_reason": reason,
         "spec": job,
     }

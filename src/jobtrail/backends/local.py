@@ -39,6 +39,8 @@ MAX_LOG_CHUNK = 1 << 20
 STATE_WAIT_S = 15.0
 SUPERVISOR_LOG = "supervisor.log"
 _PROC = Path("/proc")
+# Where the job writes when its CONFIG names no output_dir (scripts/_runtime.py reads it).
+OUTPUT_DIR_ENV = "JOBTRAIL_OUTPUT_DIR"
 
 
 class LocalBackend:
@@ -58,6 +60,9 @@ class LocalBackend:
         # Secrets travel only here: the environment is the one channel that touches no file.
         # jobtrail's own variables come last: no secret may override them.
         env = {**os.environ, **request.secrets, **request.env, "PYTHONUNBUFFERED": "1"}
+        env.pop(OUTPUT_DIR_ENV, None)  # never the server's own: only what this attempt was given
+        if request.output_dir:
+            env[OUTPUT_DIR_ENV] = request.output_dir
         argv = [sys.executable, "-I", sv.__file__, "--workdir", str(workdir), "--python", python]
         argv += ["--grace", str(self.grace_s)]
         if request.secrets:  # names only: the supervisor redacts their values from job.log

@@ -153,6 +153,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE attempts ADD COLUMN smoke_steps INTEGER;
         """,
     ),
+    (
+        # Where each attempt writes, beside its config: a local job without a chosen output gets its run's
+        # directory at launch, and its CONFIG names none. Earlier attempts' configs named it.
+        "0008_attempt_output_dir",
+        """
+        ALTER TABLE attempts ADD COLUMN output_dir TEXT;
+        UPDATE attempts SET output_dir = COALESCE(json_extract(config_json, '$.output_dir'), '');
+        """,
+    ),
 ]
 
 

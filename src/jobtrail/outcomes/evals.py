@@ -132,7 +132,7 @@ def eval_config(
     model: str,
     dataset: str,
     *,
-    output_dir: str,
+    output_dir: str | None,
     adapter: str | None = None,
     checkpoint_label: str | None = None,
     metrics: list[str] | None = None,
@@ -147,7 +147,7 @@ def eval_config(
 
     metrics None lets the job choose by the data's format; split None means the job's default
     ("test"; a data file is always its own single split). checkpoint_label defaults to "base"
-    for the model alone, else to the adapter's path.
+    for the model alone, else to the adapter's path. output_dir None: where its backend says at launch.
     """
     _check_request(metrics, max_new_tokens, temperature, max_rows, output_dir)
     return {
@@ -167,7 +167,7 @@ def eval_config(
 
 
 def _check_request(
-    metrics: list[str] | None, max_new_tokens: int, temperature: float, max_rows: int | None, output_dir: str
+    metrics: list[str] | None, max_new_tokens: int, temperature: float, max_rows: int | None, output_dir: str | None
 ) -> None:
     unknown = [name for name in metrics or [] if name not in EVAL_METRICS]
     if unknown:
@@ -181,5 +181,5 @@ def _check_request(
     if max_rows is not None and max_rows < 1:
         raise InvalidRequestError(f"max_rows is {max_rows}.", fix="Use max_rows >= 1, or none for every row.")
     # The job may run in another directory (or machine): a relative path would land elsewhere.
-    if not PurePath(output_dir).is_absolute():
+    if output_dir is not None and not PurePath(output_dir).is_absolute():
         raise InvalidRequestError(f"output_dir {output_dir!r} is relative.", fix="Give an absolute directory.")

@@ -52,7 +52,6 @@ class PlanEnv:
     """What planning needs from the service around it."""
 
     job_python: str  # the local backend's interpreter for jobs
-    output_dir: str  # where a local job writes unless the caller chose a directory
     llama_cpp_cache: Path  # where local conversions keep their llama.cpp build
     hub_token: str | None = None
     ledger: Any = None  # earlier attempts' measurements calibrate the estimate

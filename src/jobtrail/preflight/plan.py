@@ -115,7 +115,7 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
     elif config_ok:
         config = build_config(
             spec,
-            _output_dir(spec, env),
+            _output_dir(spec),
             rules.max_positions(facts),
             push_to=push_to,
             reward_source=facts.reward_source,
@@ -158,7 +158,7 @@ def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
         config = eval_config(
             spec.model,
             spec.dataset,
-            output_dir=_output_dir(spec, env),
+            output_dir=_output_dir(spec),
             adapter=task.adapter,
             checkpoint_label=task.label,
             metrics=task.metrics,
@@ -186,7 +186,7 @@ def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
         cache = REMOTE_LLAMA_CPP_CACHE if remote else env.llama_cpp_cache
         config = conversion_config(
             spec.model,
-            output_dir=Path(_output_dir(spec, env)),
+            output_dir=_output_dir(spec),
             cache_dir=cache / LLAMA_CPP_PYTHON_VERSION,
             quantizations=task.quantizations,
             pre_tokenizer=task.pre_tokenizer,
@@ -255,11 +255,12 @@ def _conversion_output(spec: JobSpec) -> list[Finding]:
     ]
 
 
-def _output_dir(spec: JobSpec, env: PlanEnv) -> str:
-    """A remote job's results live on the Hub; a local one's in the chosen directory, else the run's."""
+def _output_dir(spec: JobSpec) -> str | None:
+    """A remote job's results live on the Hub; a local one's in the chosen directory, else (None) in its
+    run's, which the local backend gives the job at launch: the config never holds the job id."""
     if spec.backend != "local":
         return REMOTE_OUTPUT_DIR
-    return str(Path(spec.output).expanduser().resolve()) if spec.output else env.output_dir
+    return str(Path(spec.output).expanduser().resolve()) if spec.output else None
 
 
 def _render(template: str, config: dict[str, Any] | None, hf_jobs: dict[str, str | list[str]] | None = None) -> str:

@@ -78,7 +78,7 @@ class ServiceContext:
             )
         if run.backend != "local":
             return latest.config["model"], latest.config.get("hub_model_id"), checkpoint or "final"
-        output = Path(latest.config["output_dir"])
+        output = Path(latest.output_dir)
         if checkpoint is None:
             return latest.config["model"], str(output / "final"), "final"
         committed = self.ledger.committed_checkpoints(run.run_id)
@@ -95,16 +95,17 @@ class ServiceContext:
     def trackio_dir(self) -> Path:
         return trackio_dir(self.home)
 
-    def local_output_dir(self, run_id: str) -> Path:
-        """Where a local job writes its results unless the caller chose a directory."""
-        return self.home / "runs" / run_id / "output"
+    def output_dir(self, run_id: str, config: Mapping[str, Any]) -> str:
+        """Where an attempt of run `run_id` with `config` writes: the directory its CONFIG names (the caller's
+        choice, or a remote job's own), else the run's own, which the local backend gives the job at launch.
+        Every attempt of a run gets the same one: a retry resumes from the checkpoints there."""
+        return config.get("output_dir") or str(self.home / "runs" / run_id / "output")
 
     def plan_env(self, run_id: str) -> PlanEnv:
         """What preflight planning needs from the service for run `run_id`."""
         cache = Path(os.environ.get("JOBTRAIL_LLAMA_CPP_CACHE") or self.home / "cache" / "llama.cpp")
         return PlanEnv(
             job_python=self.job_python,
-            output_dir=str(self.local_output_dir(run_id)),
             llama_cpp_cache=cache,
             hub_token=self.hub_token,
             ledger=self.ledger,
@@ -147,7 +148,8 @@ def queued_attempt(
 ) -> AttemptRecord:
     """Attempt `number` of a run, queued, with its config and script fingerprinted.
 
-    `receipt` holds the rest of what is known before it runs (flavor, created_at, findings, backoff ...).
+    `receipt` holds the rest of what is known before it runs (output_dir, flavor, created_at, findings,
+    backoff ...).
     """
     receipt.setdefault("created_at", time.time())
     receipt.setdefault("flavor", spec.flavor)

@@ -76,6 +76,7 @@ class Followers:
             config_sha256=sha256_text(config_json(config)),
             script=script,
             script_sha256=sha256_text(script),
+            output_dir=self.context.output_dir(attempt.run_id, config),
             findings=plan.findings,
         )
         return self.context.attempt(attempt.attempt_id)
@@ -99,6 +100,7 @@ class Followers:
             spec,
             plan.config,
             plan.script,
+            output_dir=self.context.output_dir(smoke.run_id, plan.config),
             forced=smoke.forced and plan.blocked,
             findings=plan.findings,
             retry_note=f"The smoke run (attempt {smoke.number}, {smoke.smoke_steps} steps) succeeded: the full job "

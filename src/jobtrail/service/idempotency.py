@@ -66,7 +66,7 @@ def replay(
         forced=first.forced,
         backend=run.backend,
         workdir=str(context.workdir(latest)),
-        output_dir=latest.config.get("output_dir"),
+        output_dir=latest.output_dir,
         output_repo=latest.config.get("hub_model_id"),
         after=run.spec.after,
         smoke_steps=run.spec.smoke_steps,

@@ -111,7 +111,7 @@ def _result(latest: AttemptRecord) -> tuple[str, str, bool]:
     """(where the final model is, its base model, whether it is an adapter)."""
     config = latest.config
     adapter = (config.get("peft") or {}).get("method") in ("lora", "qlora")
-    final = Path(str(config.get("output_dir"))) / "final"
+    final = Path(latest.output_dir) / "final"
     where = config.get("hub_model_id") if config.get("push_to_hub") else str(final)
     return str(where), _base_model(final, str(config.get("model"))), adapter
 

@@ -149,7 +149,6 @@ class Queries:
             # A running remote attempt costs what it has run so far.
             cost_usd=a.cost_usd if a.ended_at or a.backend == "local" else self.tracker.cost(a, time.time()),
             workdir=str(self.context.workdir(a)),
-            output_dir=a.config.get("output_dir"),
             launcher=launcher_of(a.config),
             trackio=trackio_run(
                 [*self.ledger.events(a.attempt_id, "trackio"), *self.ledger.events(a.attempt_id, "alert")]

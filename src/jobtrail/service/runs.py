@@ -71,9 +71,9 @@ class Runs:
         run_id = new_run_id()
         env = replace(self.context.plan_env(run_id), budget=self._budget(cap, max_retries))
         if chaining.uses_parent_output(spec):  # planned on the parent's final model, or on a stand-in for now
-            planned, plan = chaining.plan_on_parent(self.context, spec, env, None)
+            _, plan = chaining.plan_on_parent(self.context, spec, env, None)
         else:
-            spec = planned = self._start_from(spec)
+            spec = self._start_from(spec)
             plan = preflight.plan(spec, env)
         chaining.check_smoke(spec, plan.config)
         blocked = bool(checks.blocking(plan.findings))
@@ -95,7 +95,6 @@ class Runs:
                 findings=plan.findings,
                 script=plan.script if include_script else None,
                 script_path=self._keep_dry_run(plan.script, base["script_sha256"]),
-                script_note=_run_specific(planned, plan.config),
                 **base,
             )
         if blocked and (not force or plan.config is None or caps.unforceable(plan.findings)):
@@ -119,6 +118,7 @@ class Runs:
             spec,
             config,
             script,
+            output_dir=self.context.output_dir(run_id, config),
             created_at=created,
             forced=force and blocked,
             findings=plan.findings,
@@ -142,7 +142,7 @@ class Runs:
             findings=plan.findings,
             forced=attempt.forced,
             workdir=str(self.context.workdir(attempt)),
-            output_dir=plan.config["output_dir"],
+            output_dir=attempt.output_dir,
             idempotency_key=key,
             waiting_for=chaining.waiting_on_parent(self.context, current),
             **base,
@@ -180,7 +180,7 @@ class Runs:
                     f"Job {source.run_id} has no final model ({latest.status.value}).",
                     fix="Wait for it to succeed, or pass init_checkpoint=<one of its committed checkpoints>.",
                 )
-            path = Path(latest.config["output_dir"]) / "final"
+            path = Path(latest.output_dir) / "final"
         else:
             committed = {Path(c.path).name: Path(c.path) for c in self.ledger.committed_checkpoints(source.run_id)}
             wanted = str(spec.init_checkpoint)
@@ -290,6 +290,7 @@ class Runs:
             new_spec,
             config,
             script,
+            output_dir=self.context.output_dir(run.run_id, config),
             created_at=now,
             forced=forced,
             findings=findings,
@@ -396,14 +397,3 @@ def _normalise(spec: JobSpec) -> JobSpec:
     if spec.eval_dataset:
         update["eval_dataset"] = local_path(spec.eval_dataset)
     return spec.model_copy(update=update)
-
-
-def _run_specific(spec: JobSpec, config: dict[str, Any] | None) -> str | None:
-    """Which part of a dry run's script a submission of the same inputs changes, if any: a local job
-    without `output` writes into its own run directory, whose name is the job id it gets then."""
-    if config is None or spec.backend != "local" or spec.output:
-        return None
-    return (
-        "The submitted script will differ only in output_dir (the new job's own directory, "
-        "runs/<job_id>/output), so its sha256 will too; pass output=<dir> for an identical script."
-    )

@@ -34,9 +34,6 @@ class SubmitResult(ToolResult):
     )
     script: str | None = Field(default=None, description="The rendered script (dry_run with include_script only).")
     script_path: str | None = Field(default=None, description="A dry run's rendered script, as a file.")
-    script_note: str | None = Field(
-        default=None, description="What a submission of the same inputs changes in the script (and its sha256)."
-    )
     max_cost_usd: float | None = Field(
         default=None,
         description="The job's spending cap in US dollars (max_cost_usd, else JOBTRAIL_MAX_COST_USD); None: none.",
@@ -116,6 +113,4 @@ class SubmitResult(ToolResult):
             lines.append(speedups_line(self.speedups))
         if self.script_path:
             lines.append(f"Script: {self.script_path} (include_script=true returns its text).")
-        if self.script_note:
-            lines.append(self.script_note)
         return lines + (["", "```python", self.script, "```"] if self.script else [])

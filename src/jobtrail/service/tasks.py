@@ -178,13 +178,13 @@ class Tasks:
         )
         if planned.config is None or planned.blocked:
             return ConvertResult(job_id=None, status="rejected", **base)
-        self._add_job(run_id, spec, planned.config, planned.script)
+        attempt = self._add_job(run_id, spec, planned.config, planned.script)
         self.tracker.dispatch()
         latest = self.context.latest(run_id)
         return ConvertResult(
             job_id=run_id,
             status=latest.status.value,
-            output_dir=planned.config["output_dir"] if backend == "local" else None,
+            output_dir=attempt.output_dir if backend == "local" else None,
             waiting_for=chaining.waiting_on_parent(self.context, latest),
             **base,
         )
@@ -202,6 +202,7 @@ class Tasks:
         """A tool-started job (evaluation, conversion): one queued attempt with its planned config and script."""
         now = time.time()
         flavor = spec.flavor or (target.flavor if target else None)
-        attempt = queued_attempt(run_id, 1, spec, config, script, created_at=now, flavor=flavor)
+        output_dir = self.context.output_dir(run_id, config)
+        attempt = queued_attempt(run_id, 1, spec, config, script, output_dir=output_dir, created_at=now, flavor=flavor)
         self.ledger.add_run(new_run(run_id, spec, now, flavor=flavor), attempt)
         return attempt

@@ -290,6 +290,7 @@ class Tracker:
                 secret_sources=_secret_sources(attempt),
                 timeout_s=self._capped_timeout(attempt),
                 flavor=attempt.flavor,
+                output_dir=attempt.output_dir,
                 labels=attempt_labels(attempt),
             )
             placement = backend.launch(request)
@@ -329,10 +330,9 @@ class Tracker:
     def _claim_output(self, attempt: AttemptRecord) -> None:
         """A local job's chosen output directory becomes its run's (outputs.claim_output) before it starts:
         preflight judged it at submission, and it may have been filled or claimed by another run since."""
-        output_dir = attempt.config.get("output_dir")
-        if attempt.backend != "local" or not (attempt.spec and attempt.spec.output) or not output_dir:
+        if attempt.backend != "local" or not (attempt.spec and attempt.spec.output):
             return
-        problem = claim_output(Path(output_dir), attempt.run_id)
+        problem = claim_output(Path(attempt.output_dir), attempt.run_id)
         if problem:
             raise InvalidRequestError(
                 f"Not started: {problem}.", fix="Submit again with output=<a new directory>, or leave output out."

@@ -38,7 +38,7 @@ FSDP_CONFIG: dict[str, Any] = {
 
 def build_config(
     spec: JobSpec,
-    output_dir: str,
+    output_dir: str | None,
     max_positions: int | None = None,
     *,
     push_to: str | None = None,
@@ -47,6 +47,7 @@ def build_config(
 ) -> dict[str, Any]:
     """The job's config snapshot: everything the rendered script needs, nothing secret.
 
+    output_dir None: the job writes where its backend says at launch (a local job's run directory).
     When the caller did not choose max_length, the default is capped at the model's positions.
     `reward_source`: the text of spec.reward_file when the caller has read it already.
     `launcher`: the job's processes, as preflight chose them (the script starts them itself).
@@ -174,7 +175,7 @@ def _user_block(user: Mapping[str, Any]) -> dict[str, str]:
 def conversion_config(
     source: str,
     *,
-    output_dir: Path,
+    output_dir: Path | str | None,
     cache_dir: Path,
     quantizations: list[str] | tuple[str, ...] = DEFAULT_QUANTIZATIONS,
     base_model: str | None = None,
@@ -183,7 +184,8 @@ def conversion_config(
     hub_model_id: str | None = None,
     name: str | None = None,
 ) -> dict[str, Any]:
-    """The CONFIG of a scripts/convert_gguf.py job (see that template for what each key does)."""
+    """The CONFIG of a scripts/convert_gguf.py job (see that template for what each key does); output_dir
+    None: where its backend says at launch."""
     kind = "dir" if looks_local(source) else "hub"
     path_or_id = str(Path(source).expanduser().resolve()) if kind == "dir" else source
     return {
@@ -191,7 +193,7 @@ def conversion_config(
         "template_version": 1,
         "source": {"kind": kind, "path_or_id": path_or_id, "base_model": base_model},
         "quantizations": normalize_quantizations(list(quantizations)),
-        "output_dir": str(Path(output_dir).expanduser().resolve()),
+        "output_dir": str(Path(output_dir).expanduser().resolve()) if output_dir else None,
         "name": name or default_name(path_or_id, hub_model_id),
         "llama_cpp": {"version": LLAMA_CPP_PYTHON_VERSION, "cache_dir": str(Path(cache_dir).expanduser().resolve())},
         "pre_tokenizer": pre_tokenizer,
