@@ -7,7 +7,11 @@ from jobtrail.service.results import CancelResult, InspectResult, LogsResult, Ps
 from jobtrail.service.submit_result import SubmitResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, STOPS_JOB, ToolArea, tool
+from jobtrail.util.arguments import passed_on
 from jobtrail.util.timefmt import parse_duration
+
+# submit's arguments that say how to submit, not what the job is.
+_HOW_TO_SUBMIT = ("dry_run", "force", "max_retries", "include_script", "max_cost_usd", "idempotency_key")
 
 
 class JobTools(ToolArea):
@@ -46,34 +50,13 @@ class JobTools(ToolArea):
         after: p.After = None,
         smoke_steps: p.SmokeSteps = None,
     ) -> SubmitResult:
+        arguments = passed_on(locals())
+        how = {name: arguments.pop(name) for name in _HOW_TO_SUBMIT}  # the rest are the job's spec, by name
+        timeout, hyperparameters, secrets = (arguments.pop(name) for name in ("timeout", "hyperparameters", "secrets"))
         spec = JobSpec(
-            method=method,
-            model=model,
-            dataset=dataset,
-            backend=backend,
-            flavor=flavor,
-            timeout_s=parse_duration(timeout),
-            hyperparameters=hyperparameters or {},
-            dataset_mapping=dataset_mapping,
-            output=output,
-            secrets=secrets or {},
-            reward_file=reward_file,
-            reward_function=reward_function,
-            eval_dataset=eval_dataset,
-            init_from=init_from,
-            init_checkpoint=init_checkpoint,
-            after=after,
-            smoke_steps=smoke_steps,
+            **arguments, timeout_s=parse_duration(timeout), hyperparameters=hyperparameters or {}, secrets=secrets or {}
         )
-        return self.service.submit(
-            spec,
-            dry_run=dry_run,
-            force=force,
-            max_retries=max_retries,
-            include_script=include_script,
-            max_cost_usd=max_cost_usd,
-            idempotency_key=idempotency_key,
-        )
+        return self.service.submit(spec, **how)
 
     @tool(
         "List jobs",
