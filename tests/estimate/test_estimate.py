@@ -1,7 +1,7 @@
 """estimate_cost and hardware (issue 4): parameter counts, memory, fits, time, money, calibration; the
 launcher (issue 15): one process per GPU, DDP when the model fits one GPU, FSDP when it fits only sharded.
 
-Model configs below are the published config.json values (as released on the Hub), written
+Model configs below (and support/estimates.py's) are the published config.json values (as released on the Hub), written
 out here because no test reaches the Hub; each test names the published size it compares to.
 """
 
@@ -38,24 +38,8 @@ from jobtrail.ledger.store import Ledger
 from jobtrail.methods import METHODS
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import SINGLE_PROCESS, Launcher
+from support.estimates import LLAMA_31_8B, OFFLINE
 
-LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-05,
-    "rope_theta": 500000.0,
-    "tie_word_embeddings": False,
-    "attention_bias": False,
-    "mlp_bias": False,
-    "torch_dtype": "bfloat16",
-}
 LLAMA_32_1B = {  # meta-llama/Llama-3.2-1B
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
@@ -190,14 +174,6 @@ TINY = {
     "tie_word_embeddings": True,
 }
 GB = 1e9
-
-
-class OfflineApi:
-    def list_jobs_hardware(self):
-        raise ConnectionError("no route to the Hub")
-
-
-OFFLINE = OfflineApi()
 
 
 def _estimate(config: dict, **kwargs):

@@ -150,38 +150,25 @@ def test_a_type_error_while_building_the_trl_config_is_a_config_error():
 # --- names: aliases first, then close spellings that take the value -------------------------------
 
 
-# Names people write for a field, each with the field the fix must rename it to (the value kept).
+# Names people write for a field (aliases, then close misspellings), by the field the fix must rename them to,
+# with a value that field takes: the fix keeps it.
+ALIASES: dict[str, tuple[Any, list[str]]] = {
+    "learning_rate": (1e-3, ["lr", "learning-rate", "Learning_Rate", "learning_rte"]),
+    "num_train_epochs": (3, ["epochs", "num_epochs", "n_epochs"]),
+    "per_device_train_batch_size": (4, ["batch_size", "bs", "train_batch_size", "micro_batch_size"]),
+    "gradient_accumulation_steps": (4, ["grad_accum", "gradient_accumulation", "accumulation_steps"]),
+    "lora_r": (8, ["lora_rank", "rank", "r"]),
+    "lora_alpha": (16, ["alpha"]),
+    "lora_dropout": (0.1, ["lora-dropout"]),
+    "max_length": (512, ["max_seq_length", "seq_len", "max_len", "cutoff_len", "context_length"]),
+    "weight_decay": (0.01, ["wd"]),
+    "lr_scheduler_type": ("cosine", ["scheduler"]),
+    "optim": ("adamw_torch", ["optimizer"]),
+}
+
+
 @pytest.mark.parametrize(
-    ("name", "value", "field"),
-    [
-        ("lr", 1e-3, "learning_rate"),
-        ("learning-rate", 1e-3, "learning_rate"),
-        ("Learning_Rate", 1e-3, "learning_rate"),
-        ("epochs", 3, "num_train_epochs"),
-        ("num_epochs", 3, "num_train_epochs"),
-        ("n_epochs", 3, "num_train_epochs"),
-        ("batch_size", 4, "per_device_train_batch_size"),
-        ("bs", 4, "per_device_train_batch_size"),
-        ("train_batch_size", 4, "per_device_train_batch_size"),
-        ("micro_batch_size", 4, "per_device_train_batch_size"),
-        ("grad_accum", 4, "gradient_accumulation_steps"),
-        ("gradient_accumulation", 4, "gradient_accumulation_steps"),
-        ("accumulation_steps", 4, "gradient_accumulation_steps"),
-        ("lora_rank", 8, "lora_r"),
-        ("rank", 8, "lora_r"),
-        ("r", 8, "lora_r"),
-        ("alpha", 16, "lora_alpha"),
-        ("lora-dropout", 0.1, "lora_dropout"),
-        ("max_seq_length", 512, "max_length"),
-        ("seq_len", 512, "max_length"),
-        ("max_len", 512, "max_length"),
-        ("cutoff_len", 512, "max_length"),
-        ("context_length", 512, "max_length"),
-        ("wd", 0.01, "weight_decay"),
-        ("scheduler", "cosine", "lr_scheduler_type"),
-        ("optimizer", "adamw_torch", "optim"),
-        ("learning_rte", 1e-4, "learning_rate"),
-    ],
+    ("name", "value", "field"), [(name, value, field) for field, (value, names) in ALIASES.items() for name in names]
 )
 def test_names_people_write_are_renamed_keeping_the_value(name, value, field):
     finding = _one("sft", {name: value})

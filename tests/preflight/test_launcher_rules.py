@@ -14,6 +14,7 @@ from jobtrail.preflight import rules
 from jobtrail.preflight.facts import Facts, with_launcher
 from jobtrail.preflight.plan import Evaluation, PlanEnv, plan
 from jobtrail.templates.configs import FSDP_CONFIG, build_config, launcher_of
+from support.estimates import LLAMA_31_8B, OFFLINE
 
 DDP_2 = Launcher(kind="torchrun", num_processes=2, strategy="ddp")
 FSDP_4 = Launcher(kind="torchrun", num_processes=4, strategy="fsdp")
@@ -95,21 +96,8 @@ def test_a_local_job_with_num_processes_renders_its_launcher(tmp_path, tiny_mode
 
 
 def test_a_job_too_big_even_sharded_is_refused_per_gpu():
-    class Offline:
-        def list_jobs_hardware(self):
-            raise ConnectionError("no route to the Hub")
-
-    llama_8b = {
-        "model_type": "llama",
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "vocab_size": 128256,
-    }
     estimate = estimate_cost(
-        "org/m", peft="none", optim="adamw", flavor="l4x4", max_steps=10, config=llama_8b, api=Offline()
+        "org/m", peft="none", optim="adamw", flavor="l4x4", max_steps=10, config=LLAMA_31_8B, api=OFFLINE
     )
     spec = JobSpec(method="sft", model="org/m", dataset="org/d", backend="hf-jobs", flavor="l4x4", timeout_s=36000)
     [finding] = [f for f in rules.check_estimate(spec, Facts(estimate=estimate)) if f.severity == "error"]

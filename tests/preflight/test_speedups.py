@@ -17,6 +17,7 @@ from jobtrail.preflight.speedups import Target
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import LIGER_REQUIREMENT, render_script
+from support.estimates import OFFLINE
 from support.remote import publish, remote_spec
 
 H100 = Target(flavor="h100", gpu="H100", bf16=True, compute_capability=9.0, installs=True)
@@ -181,12 +182,6 @@ def test_micro_batch_never_changes_given_values_and_keeps_them_when_nothing_fits
     assert hopeless.changed == [] and "kept" in hopeless.why
 
 
-class _OfflineApi:
-    def list_jobs_hardware(self) -> list[Any]:
-        raise ConnectionError("no route to the Hub")
-
-
-OFFLINE = _OfflineApi()
 SMOLLM2_17B = {  # HuggingFaceTB/SmolLM2-1.7B
     "model_type": "llama",
     "hidden_size": 2048,
