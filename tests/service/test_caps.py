@@ -145,6 +145,7 @@ def _seed_spend(
             config_sha256="c",
             script="",
             script_sha256="s",
+            output_dir="/tmp/jobtrail-tests/output",
             cost_usd=cost,
         ),
     )
