@@ -16,8 +16,8 @@ import pytest
 
 from support.jobs import JobKit
 
-# The HF Hub + Jobs emulator's `hub` fixture, for any test that asks for it.
-pytest_plugins = ["support.hub_emulator"]
+# The HF Hub + Jobs emulator's `hub` fixture, and a real PostgreSQL (`postgres_url`, `ledger_location`: both engines).
+pytest_plugins = ["support.hub_emulator", "support.postgres"]
 
 
 @pytest.fixture(scope="session", autouse=True)

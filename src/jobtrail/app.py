@@ -2,6 +2,8 @@
 
 Settings come from the environment so the MCP client config can set them:
   JOBTRAIL_HOME            ledger and job directories (default ~/.jobtrail)
+  JOBTRAIL_LEDGER_URL      postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE: the ledger in PostgreSQL, shared by
+                           a team's servers (default: SQLite, $JOBTRAIL_HOME/ledger.sqlite)
   JOBTRAIL_MAX_CONCURRENT  local jobs running at once (default 1; others wait queued)
   JOBTRAIL_PYTHON          interpreter that runs local jobs (default: this one)
   HF_TOKEN                 Hugging Face token: Hub checks, HF Jobs, pushing results
@@ -19,6 +21,7 @@ from pathlib import Path
 from jobtrail.backends.hf_jobs import HfJobsBackend
 from jobtrail.backends.local import LocalBackend
 from jobtrail.errors import InvalidRequestError
+from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.ledger.store import Ledger
 from jobtrail.outcomes import budget
 from jobtrail.service.facade import JobService
@@ -37,7 +40,7 @@ def build_service(home_dir: Path | None = None) -> JobService:
     local = LocalBackend(python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1))
     hf_jobs = HfJobsBackend(token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None)
     return JobService(
-        ledger=Ledger(root / "ledger.sqlite"),
+        ledger=Ledger(os.environ.get(LEDGER_URL_ENV) or root / "ledger.sqlite"),
         backends={local.name: local, hf_jobs.name: hf_jobs},
         home=root,
         job_python=python,

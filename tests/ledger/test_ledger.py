@@ -1,10 +1,13 @@
-"""The ledger: named migrations, WAL, compare-and-set updates, exactly-once event ingestion."""
+"""The ledger, on SQLite and on PostgreSQL: named migrations, WAL, compare-and-set updates, exactly-once event
+ingestion. `ledger_location` (support/postgres.py) runs each test on both engines."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 
+import pytest
+
+from jobtrail.ledger.connection import opener
 from jobtrail.ledger.db import MIGRATIONS, connect, migrate
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
@@ -31,42 +34,55 @@ def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, AttemptRec
     return run, attempt
 
 
-def test_migrations_are_named_applied_once_and_wal(tmp_path):
-    path = tmp_path / "l.sqlite"
-    conn = connect(path)
-    names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name")]
+def _tables(conn) -> set[str]:
+    if conn.dialect == "sqlite":
+        return {r["name"] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+    tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
+    return {r["tablename"] for r in tables}
+
+
+def test_migrations_are_named_and_applied_once(ledger_location):
+    conn = connect(ledger_location)
+    names = [r["name"] for r in conn.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
     assert names == [name for name, _ in MIGRATIONS]
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert migrate(conn) == []  # nothing left to apply
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"runs", "attempts", "events", "checkpoints", "migrations"} <= tables
+    assert {"runs", "attempts", "events", "checkpoints", "migrations"} <= _tables(conn)
 
 
-def test_failed_migration_leaves_nothing_half_applied(tmp_path, monkeypatch):
+def test_a_sqlite_ledger_is_in_wal_mode(tmp_path):
+    conn = connect(tmp_path / "l.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"] == "wal"
+
+
+def test_postgresql_keeps_timestamps_and_counts_in_8_bytes(postgres_url):
+    conn = connect(postgres_url)
+    columns = "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?"
+    types = {r["column_name"]: r["data_type"] for r in conn.execute(columns, ("attempts",)).fetchall()}
+    assert types["ended_at"] == types["gpu_seconds"] == "double precision"
+    assert types["log_offset"] == types["number"] == "bigint"
+    assert types["script"] == "text"
+
+
+def test_failed_migration_leaves_nothing_half_applied(ledger_location, monkeypatch):
     import jobtrail.ledger.db as db
 
-    broken = [*db.MIGRATIONS, ("9999_broken", "CREATE TABLE ok_table (x); CREATE TABLE nonsense (")]
+    broken = [*db.MIGRATIONS, ("9999_broken", "CREATE TABLE ok_table (x INTEGER); CREATE TABLE nonsense (")]
     monkeypatch.setattr(db, "MIGRATIONS", broken)
-    conn = sqlite3.connect(tmp_path / "l.sqlite", isolation_level=None)
-    try:
+    conn = opener(ledger_location)()
+    with pytest.raises(Exception, match=r"syntax error|incomplete input"):
         db.migrate(conn)
-    except sqlite3.OperationalError:
-        pass
-    else:
-        raise AssertionError("the broken migration should have failed")
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert "ok_table" not in tables
-    assert "9999_broken" not in {r[0] for r in conn.execute("SELECT name FROM migrations")}
+    assert "ok_table" not in _tables(conn)
+    applied = {r["name"] for r in conn.execute("SELECT name FROM migrations").fetchall()}
+    assert "9999_broken" not in applied and "0008_attempt_output_dir" in applied
 
 
-def test_an_attempt_recorded_before_output_dirs_were_gets_the_one_its_config_named(tmp_path, monkeypatch):
+def test_an_attempt_recorded_before_output_dirs_were_gets_the_one_its_config_named(ledger_location, monkeypatch):
     import jobtrail.ledger.db as db
 
-    path = tmp_path / "l.sqlite"
     run, attempt = _run_and_attempt()
     with monkeypatch.context() as older:
         older.setattr(db, "MIGRATIONS", [m for m in db.MIGRATIONS if m[0] < "0008"])
-        conn = db.connect(path)
+        conn = db.connect(ledger_location)
         conn.execute(
             "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, spec_json)"
             " VALUES (?, 1.0, 'sft', '/m', '/d.jsonl', 'local', ?)",
@@ -78,11 +94,20 @@ def test_an_attempt_recorded_before_output_dirs_were_gets_the_one_its_config_nam
             (attempt.attempt_id, run.run_id, '{"output_dir": "/home/runs/jt-test0001/output"}'),
         )
         conn.close()
-    assert Ledger(path).get_attempt(attempt.attempt_id).output_dir == "/home/runs/jt-test0001/output"
+    assert Ledger(ledger_location).get_attempt(attempt.attempt_id).output_dir == "/home/runs/jt-test0001/output"
 
 
-def test_round_trip_of_a_run_and_its_attempt(tmp_path):
-    ledger = Ledger(tmp_path / "l.sqlite")
+def test_postgresql_forms_name_statements_their_migrations_have():
+    """A PostgreSQL form is found by its migration's statement: one that names no statement would never run."""
+    import jobtrail.ledger.db as db
+
+    written = {name: set(db._statements(sql)) for name, sql in MIGRATIONS}
+    for name, forms in db.POSTGRES_STATEMENTS.items():
+        assert set(forms) <= written[name], name
+
+
+def test_round_trip_of_a_run_and_its_attempt(ledger_location):
+    ledger = Ledger(ledger_location)
     run, attempt = _run_and_attempt()
     ledger.add_run(run, attempt)
     assert ledger.get_run(run.run_id) == run
@@ -92,14 +117,14 @@ def test_round_trip_of_a_run_and_its_attempt(tmp_path):
     assert ledger.list_runs("running", 10) == []
 
 
-def test_compare_and_set_lets_exactly_one_claimant_win(tmp_path):
-    ledger = Ledger(tmp_path / "l.sqlite")
+def test_compare_and_set_lets_exactly_one_claimant_win(ledger_location):
+    ledger = Ledger(ledger_location)
     run, attempt = _run_and_attempt()
     ledger.add_run(run, attempt)
     wins: list[bool] = []
 
     def claim() -> None:
-        other = Ledger(tmp_path / "l.sqlite")
+        other = Ledger(ledger_location)
         wins.append(other.update_attempt(attempt.attempt_id, expect_status=["queued"], status=JobStatus.STARTING))
 
     threads = [threading.Thread(target=claim) for _ in range(8)]
@@ -111,8 +136,8 @@ def test_compare_and_set_lets_exactly_one_claimant_win(tmp_path):
     assert ledger.get_attempt(attempt.attempt_id).status is JobStatus.STARTING
 
 
-def test_ingest_records_each_log_range_once(tmp_path):
-    ledger = Ledger(tmp_path / "l.sqlite")
+def test_ingest_records_each_log_range_once(ledger_location):
+    ledger = Ledger(ledger_location)
     run, attempt = _run_and_attempt()
     ledger.add_run(run, attempt)
     ckpt = CheckpointRecord(path="/o/checkpoint-2", step=2, state="committed", manifest_sha256="m", updated_at=2.0)

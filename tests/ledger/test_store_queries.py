@@ -1,4 +1,4 @@
-"""Ledger queries the use cases rely on: a run's committed checkpoints, calibration measurements."""
+"""Ledger queries the use cases rely on, on both engines: a run's committed checkpoints, calibration measurements."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def _record(ledger: Ledger, attempt_id: str, *checkpoints: CheckpointRecord) -> 
     assert ledger.ingest(attempt_id, from_offset=0, to_offset=1, events=[], fields={}, checkpoints=checkpoints)
 
 
-def test_committed_checkpoints_of_a_run_attempt_by_attempt_then_by_step(tmp_path):
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+def test_committed_checkpoints_of_a_run_attempt_by_attempt_then_by_step(ledger_location):
+    ledger = Ledger(ledger_location)
     spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
     for run_id in ("jt-one", "jt-other"):
         run = RunRecord(
@@ -51,8 +51,8 @@ def test_committed_checkpoints_of_a_run_attempt_by_attempt_then_by_step(tmp_path
     assert ledger.committed_checkpoints("jt-missing") == []
 
 
-def test_calibration_rows_newest_first_and_one_per_attempt(tmp_path):
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+def test_calibration_rows_newest_first_and_one_per_attempt(ledger_location):
+    ledger = Ledger(ledger_location)
     key = dict(architecture="qwen2", params=1000, method="sft", peft="lora", flavor="cpu-basic")
     for attempt_id, rate in (("jt-a/1", 10.0), ("jt-b/1", 20.0), ("jt-a/1", 30.0)):
         ledger.record_calibration(
@@ -85,9 +85,9 @@ def _run(run_id: str, *, key: str | None = None, after: str | None = None) -> Ru
     )
 
 
-def test_one_run_per_idempotency_key_across_connections(tmp_path):
-    # Two Ledger objects are two SQLite connections, as two servers sharing the home would have.
-    first, second = Ledger(tmp_path / "ledger.sqlite"), Ledger(tmp_path / "ledger.sqlite")
+def test_one_run_per_idempotency_key_across_connections(ledger_location):
+    # Two Ledger objects are two connections, as two servers sharing the ledger would have.
+    first, second = Ledger(ledger_location), Ledger(ledger_location)
     request = {"method": "sft", "max_retries": 0}
     assert first.add_run(_run("jt-first", key="k-1"), _attempt("jt-first", 1), request) is None
     assert second.add_run(_run("jt-second", key="k-1"), _attempt("jt-second", 1), request) == "jt-first"
@@ -103,8 +103,8 @@ def test_one_run_per_idempotency_key_across_connections(tmp_path):
     )
 
 
-def test_children_and_smoke_checkpoints(tmp_path):
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+def test_children_and_smoke_checkpoints(ledger_location):
+    ledger = Ledger(ledger_location)
     ledger.add_run(_run("jt-parent"), _attempt("jt-parent", 1).model_copy(update={"smoke_steps": 2}))
     for child in ("jt-child1", "jt-child2"):
         ledger.add_run(_run(child, after="jt-parent"), _attempt(child, 1))

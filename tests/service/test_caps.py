@@ -239,7 +239,7 @@ def test_a_job_hf_jobs_stopped_at_the_timeout_its_cap_bought_ends_budget(remote,
     _seed_spend(remote.ledger, "jt-capped00", None, started_ago_h=1, ended_ago_h=None, cap=cap)
     placement = Placement(backend="hf-jobs", host="huggingface.co", workdir=str(tmp_path), started_at=time.time())
     remote.ledger.update_attempt("jt-capped00/1", placement=placement)
-    service = JobService(Ledger(remote.ledger.path), {"hf-jobs": _TimedOutOnHfJobs()}, remote.home, "python")
+    service = JobService(Ledger(remote.ledger.location), {"hf-jobs": _TimedOutOnHfJobs()}, remote.home, "python")
     service.refresh()
     ended = service.inspect("jt-capped00")
     assert ended.termination_reason == reason, ended.termination_message

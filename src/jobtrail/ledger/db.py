@@ -1,15 +1,17 @@
-"""SQLite connection and named migrations (WAL, one transaction per migration).
+"""Named migrations (one transaction each) for both engines of the ledger, and opening a migrated connection.
 
-Migrations are append-only: a released name is never edited; a change is a new entry.
+Migrations are append-only: a released name is never edited; a change is a new entry. Their SQL is SQLite's
+and serves PostgreSQL too: its column types are mapped in one place (_POSTGRES_TYPES), and a statement whose
+dialect differs has its PostgreSQL form beside it (POSTGRES_STATEMENTS), never a second copy of a migration.
 """
 
 from __future__ import annotations
 
-import sqlite3
+import re
 import time
 from pathlib import Path
 
-from jobtrail.util.files import make_private, private_dir
+from jobtrail.ledger.connection import LedgerConnection, opener
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -165,46 +167,52 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    if not path.parent.exists():
-        private_dir(path.parent)
-    # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in the store).
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    # Private by chmod, never by opening the file ourselves: closing any descriptor of the database drops
-    # every POSIX lock this process holds on it, its other connections' included, and another process
-    # may then take the database for unused and delete the WAL under them (lost writes, a malformed
-    # database: https://www.sqlite.org/howtocorrupt.html 2.2). The file SQLite just created is still
-    # empty; SQLite gives the -wal and -shm files the database's mode, and older ones are narrowed here.
-    for own in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        make_private(own)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=NORMAL")
+# The PostgreSQL form of a migration's statement that SQLite's dialect alone can say, by migration name and
+# the statement as written there.
+POSTGRES_STATEMENTS: dict[str, dict[str, str]] = {
+    "0008_attempt_output_dir": {
+        "UPDATE attempts SET output_dir = COALESCE(json_extract(config_json, '$.output_dir'), '')": (
+            "UPDATE attempts SET output_dir = COALESCE(config_json::json ->> 'output_dir', '')"
+        )
+    }
+}
+# SQLite's REAL and INTEGER are 8 bytes; PostgreSQL's are 4: timestamps would lose their seconds' fractions
+# and byte counts would overflow.
+_POSTGRES_TYPES = {"REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT"}
+_TYPE_NAMES = re.compile(r"\b(" + "|".join(_POSTGRES_TYPES) + r")\b")
+_MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+
+
+def connect(location: Path | str) -> LedgerConnection:
+    """A connection to the ledger at `location` (a SQLite file, or a PostgreSQL URL), migrated."""
+    conn = opener(location)()
     migrate(conn)
     return conn
 
 
-def migrate(conn: sqlite3.Connection) -> list[str]:
+def migrate(conn: LedgerConnection) -> list[str]:
     """Apply the migrations this database lacks, each atomically; return their names."""
-    conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    with conn.transaction():
+        conn.execute(_in_dialect(conn, "", _MIGRATIONS_TABLE))
     applied: list[str] = []
     for name, sql in MIGRATIONS:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with conn.transaction():
             # Re-checked inside the write lock: two processes may start at once.
             if conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
-                conn.execute("ROLLBACK")
                 continue
             for statement in _statements(sql):
-                conn.execute(statement)
+                conn.execute(_in_dialect(conn, name, statement))
             conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
-            conn.execute("COMMIT")
             applied.append(name)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     return applied
+
+
+def _in_dialect(conn: LedgerConnection, migration: str, statement: str) -> str:
+    """A migration's statement as this connection's engine runs it."""
+    if conn.dialect == "sqlite":
+        return statement
+    statement = POSTGRES_STATEMENTS.get(migration, {}).get(statement, statement)
+    return _TYPE_NAMES.sub(lambda found: _POSTGRES_TYPES[found.group(1)], statement)
 
 
 def _statements(sql: str) -> list[str]:

@@ -1,14 +1,14 @@
-"""The ledger: runs, attempts (the receipts), their events and checkpoints, in SQLite.
+"""The ledger: runs, attempts (the receipts), their events and checkpoints, in SQLite or PostgreSQL.
 
-Several processes share one ledger (the MCP server, CLI commands, the demo), so every
-state change is a compare-and-set inside one IMMEDIATE transaction: whoever loses the race
-changes nothing and simply reads the winner's result.
+Several processes share one ledger (the MCP server, CLI commands, the demo; on PostgreSQL, servers on other
+machines too), so every state change is a compare-and-set inside one writer's transaction
+(connection.py: one writer at a time on either engine): whoever loses the race changes nothing and simply
+reads the winner's result.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from jobtrail.ledger.db import connect
+from jobtrail.ledger.connection import LedgerConnection, Row, opener
+from jobtrail.ledger.db import migrate
 from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
 
 _JSON_COLUMNS = {
@@ -53,32 +54,29 @@ REPORT_GROUPS = {
 
 
 class Ledger:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()  # sqlite connections must not cross threads
-        self._conn()  # create and migrate now, so errors surface at start-up
+    def __init__(self, location: Path | str) -> None:
+        """`location`: a SQLite file's path, or a PostgreSQL URL (postgresql://...)."""
+        self.location = location
+        self._open = opener(location)
+        self._local = threading.local()  # a connection never crosses threads
+        migrate(self._conn())  # now, so errors surface at start-up
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = connect(self.path)
+    def _conn(self) -> LedgerConnection:
+        conn: LedgerConnection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self._local.conn = self._open()
         return conn
 
     # The query methods below read alike (SQL, then records from its rows): each asks its own question.
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Every row a read-only query returns."""
         return self._conn().execute(sql, params).fetchall()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[LedgerConnection]:
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with conn.transaction():
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     # --- runs -------------------------------------------------------------------------
 
@@ -87,14 +85,14 @@ class Ledger:
     ) -> str | None:
         """Insert a run and its first attempt. A run with an idempotency_key that another run already holds
         is not inserted: that run's id comes back instead (None: inserted). The look-up and the insert are one
-        IMMEDIATE transaction and the key is UNIQUE, so processes racing with one key make one run."""
+        writer's transaction and the key is UNIQUE, so processes racing with one key make one run."""
         with self.transaction() as conn:
             if run.idempotency_key is not None:
                 held = conn.execute(
                     "SELECT run_id FROM runs WHERE idempotency_key = ?", (run.idempotency_key,)
                 ).fetchone()
                 if held:
-                    return str(held[0])
+                    return str(held["run_id"])
             conn.execute(
                 "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json, max_retries,"
                 " max_cost_usd, idempotency_key, request_json, after_run_id)"
@@ -132,8 +130,8 @@ class Ledger:
             f"SELECT after_run_id, run_id FROM runs WHERE after_run_id IN ({marks}) ORDER BY created_at", run_ids
         )
         found: dict[str, list[str]] = {}
-        for parent, child in rows:
-            found.setdefault(parent, []).append(child)
+        for row in rows:
+            found.setdefault(row["after_run_id"], []).append(row["run_id"])
         return found
 
     def add_attempt(self, attempt: AttemptRecord) -> bool:
@@ -172,7 +170,7 @@ class Ledger:
 
     # --- attempts ---------------------------------------------------------------------
 
-    def _insert_attempt(self, conn: sqlite3.Connection, attempt: AttemptRecord) -> None:
+    def _insert_attempt(self, conn: LedgerConnection, attempt: AttemptRecord) -> None:
         values = _attempt_columns(attempt)
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
@@ -241,24 +239,24 @@ class Ledger:
 
     def claim_slot(self, attempt_id: str, backend: str, limit: int | None) -> Literal["claimed", "full", "taken"]:
         """Move a queued attempt to starting if its backend has fewer than `limit` attempts starting or
-        running. The count and the claim are one transaction (BEGIN IMMEDIATE: one writer at a time), so
+        running. The count and the claim are one transaction (one writer at a time), so
         any number of processes dispatching at once never start more than `limit`. "taken": another
         process claimed (or cancelled) this attempt first."""
         with self.transaction() as conn:
             if limit is not None:
                 marks = ", ".join("?" for _ in ACTIVE_STATUSES)
                 active = conn.execute(
-                    f"SELECT COUNT(*) FROM attempts WHERE backend = ? AND status IN ({marks})",
+                    f"SELECT COUNT(*) AS active FROM attempts WHERE backend = ? AND status IN ({marks})",
                     (backend, *ACTIVE_STATUSES),
-                ).fetchone()[0]
-                if active >= limit:
+                ).fetchone()
+                if active["active"] >= limit:
                     return "full"
             # started_at marks the claim until the launch records the process's own start.
             fields = {"status": JobStatus.STARTING, "started_at": time.time()}
             return "claimed" if self._update(conn, attempt_id, [JobStatus.QUEUED.value], fields) else "taken"
 
     def _update(
-        self, conn: sqlite3.Connection, attempt_id: str, expect_status: Sequence[str] | None, fields: dict[str, Any]
+        self, conn: LedgerConnection, attempt_id: str, expect_status: Sequence[str] | None, fields: dict[str, Any]
     ) -> bool:
         values = _encode(fields)
         sql = "UPDATE attempts SET " + ", ".join(f"{name} = ?" for name in values) + " WHERE attempt_id = ?"
@@ -289,8 +287,8 @@ class Ledger:
             if conn.execute(sql, [*values.values(), attempt_id, from_offset]).rowcount != 1:
                 return False  # another process ingested these bytes first
             start = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE attempt_id = ?", (attempt_id,)
-            ).fetchone()[0]
+                "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE attempt_id = ?", (attempt_id,)
+            ).fetchone()["last"]
             conn.executemany(
                 "INSERT INTO events (attempt_id, seq, kind, time, payload_json) VALUES (?, ?, ?, ?, ?)",
                 [
@@ -315,7 +313,7 @@ class Ledger:
             sql += " AND kind = ?"
             params.append(kind)
         rows = self._rows(sql + " ORDER BY seq", params)
-        return [json.loads(row[0]) for row in rows]
+        return [json.loads(row["payload_json"]) for row in rows]
 
     def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
@@ -394,9 +392,10 @@ class Ledger:
         values = {**measurement, "recorded_at": time.time()}
         names = ", ".join(_CALIBRATION_COLUMNS)
         marks = ", ".join("?" for _ in _CALIBRATION_COLUMNS)
+        replaced = ", ".join(f"{name} = excluded.{name}" for name in _CALIBRATION_COLUMNS[1:])
         with self.transaction() as conn:
             conn.execute(
-                f"INSERT OR REPLACE INTO calibration ({names}) VALUES ({marks})",
+                f"INSERT INTO calibration ({names}) VALUES ({marks}) ON CONFLICT (attempt_id) DO UPDATE SET {replaced}",
                 [values.get(name) for name in _CALIBRATION_COLUMNS],
             )
 
@@ -413,7 +412,7 @@ class Ledger:
 
 
 _CALIBRATION_COLUMNS = (
-    "attempt_id",
+    "attempt_id",  # the key: the others are replaced when the same attempt is measured again
     "recorded_at",
     "architecture",
     "params",
@@ -427,7 +426,7 @@ _CALIBRATION_COLUMNS = (
 )
 
 
-def _eval(r: sqlite3.Row) -> dict[str, Any]:
+def _eval(r: Row) -> dict[str, Any]:
     return {
         "eval_job_id": r["eval_attempt_id"].split("/")[0],
         "checkpoint": r["checkpoint"],
@@ -439,7 +438,7 @@ def _eval(r: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-def _checkpoint(row: sqlite3.Row) -> CheckpointRecord:
+def _checkpoint(row: Row) -> CheckpointRecord:
     return CheckpointRecord(
         path=row["path"],
         step=row["step"],
@@ -475,7 +474,7 @@ def _attempt_columns(attempt: AttemptRecord) -> dict[str, Any]:
     return _encode(attempt.model_dump(mode="python"))
 
 
-def _attempt(row: sqlite3.Row) -> AttemptRecord:
+def _attempt(row: Row) -> AttemptRecord:
     data = dict(row)
     for name, column in _JSON_COLUMNS.items():
         raw = data.pop(column)
@@ -484,6 +483,6 @@ def _attempt(row: sqlite3.Row) -> AttemptRecord:
     return AttemptRecord.model_validate(data)
 
 
-def _run(row: sqlite3.Row) -> RunRecord:
+def _run(row: Row) -> RunRecord:
     data = {k: row[k] for k in _RUN_COLUMNS}
     return RunRecord(**data, spec=JobSpec.model_validate_json(row["spec_json"]))

@@ -1,0 +1,212 @@
+"""The ledger's two engines behind one small interface, so that its SQL is written once.
+
+SQL is written with `?` placeholders in the dialect both engines speak. A connection runs it, returns rows
+read by column name, and gives `transaction()` one meaning on both: one writer at a time per ledger, so
+every compare-and-set in the store holds across threads, processes and machines.
+- SQLite (the default, a file under $JOBTRAIL_HOME): BEGIN IMMEDIATE takes the database's write lock.
+- PostgreSQL (JOBTRAIL_LEDGER_URL, a team's shared ledger): BEGIN, then a transaction-scoped advisory lock
+  every jobtrail writer of that database takes. psycopg is imported only when a URL asks for PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from jobtrail.errors import InvalidRequestError, JobtrailError
+from jobtrail.util.files import make_private, private_dir
+
+if TYPE_CHECKING:
+    import psycopg
+
+LEDGER_URL_ENV = "JOBTRAIL_LEDGER_URL"
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+# pg_advisory_xact_lock's key (advisory locks are per database): "jobtrail" as a 64-bit integer.
+WRITER_LOCK_KEY = int.from_bytes(b"jobtrail", "big")
+_URL_FORM = "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+Dialect = Literal["sqlite", "postgresql"]
+
+
+class Row(Protocol):
+    """A result row, read by column name (`row["status"]`, `dict(row)`): never by position."""
+
+    def keys(self) -> Iterable[str]: ...
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...  # a Row, or None
+    def fetchall(self) -> list[Any]: ...  # Rows
+
+
+class LedgerConnection(Protocol):
+    dialect: Dialect
+
+    @property
+    def closed(self) -> bool: ...
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+    def transaction(self) -> AbstractContextManager[None]:
+        """One writer at a time: the statements inside see every earlier writer's commits and none after."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SqliteConnection:
+    dialect: Dialect = "sqlite"
+    closed = False
+
+    def __init__(self, path: Path) -> None:
+        if not path.parent.exists():
+            private_dir(path.parent)
+        # isolation_level=None: transactions are explicit (transaction() below).
+        self._conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        # Private by chmod, never by opening the file ourselves: closing any descriptor of the database drops
+        # every POSIX lock this process holds on it, its other connections' included, and another process
+        # may then take the database for unused and delete the WAL under them (lost writes, a malformed
+        # database: https://www.sqlite.org/howtocorrupt.html 2.2). The file SQLite just created is still
+        # empty; SQLite gives the -wal and -shm files the database's mode, and older ones are narrowed here.
+        for own in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            make_private(own)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        return self._conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresConnection:
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        try:
+            # autocommit: a read outside transaction() is a transaction of its own, as in SQLite.
+            self._conn: psycopg.Connection[dict[str, Any]] = psycopg.connect(
+                url, autocommit=True, row_factory=dict_row, connect_timeout=10
+            )
+        except psycopg.Error as exc:
+            shown = redact(url)
+            raise JobtrailError(
+                f"Cannot reach the PostgreSQL ledger at {shown}: {_without_password(str(exc).strip(), url)}",
+                fix=f"Start the server or correct {LEDGER_URL_ENV} (host, port, user, password, database);"
+                f" unset it to keep the ledger in SQLite under $JOBTRAIL_HOME.",
+            ) from None  # psycopg's own exception text is shown above, redacted
+
+    @property
+    def closed(self) -> bool:
+        """The server closed it (a restart, a lost network): the next use opens a new one."""
+        return bool(self._conn.closed)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        return self._conn.execute(_postgres_sql(sql), params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self._conn.cursor() as cursor:
+            cursor.executemany(_postgres_sql(sql), rows)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        # READ COMMITTED (the default) matters: each statement after the lock sees the commits made before it
+        # was granted. Under REPEATABLE READ the snapshot would be the lock statement's, taken while waiting.
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+            yield
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@functools.lru_cache(maxsize=1024)
+def _postgres_sql(sql: str) -> str:
+    """`?` → `%s` outside string literals; a literal `%` doubled (psycopg reads `%` as a placeholder)."""
+    parts = re.split(r"('(?:[^']|'')*')", sql)  # odd parts are quoted literals
+    escaped = [part.replace("%", "%%") for part in parts]
+    return "".join(part if n % 2 else part.replace("?", "%s") for n, part in enumerate(escaped))
+
+
+def opener(location: Path | str) -> Callable[[], LedgerConnection]:
+    """How to open connections to the ledger at `location`: a SQLite file's path, or a PostgreSQL URL (checked
+    now, so a malformed one stops the server at start-up, not at its first query)."""
+    if isinstance(location, Path):
+        return functools.partial(SqliteConnection, location)
+    url = checked_url(location)
+    return functools.partial(PostgresConnection, url)
+
+
+def checked_url(url: str) -> str:
+    """A PostgreSQL URL psycopg accepts; anything else is refused with the form it should take."""
+    shown = redact(url)
+    parts = urlsplit(url)
+    if parts.scheme not in POSTGRES_SCHEMES:
+        scheme = f"'{parts.scheme}'" if parts.scheme else "no scheme"
+        raise InvalidRequestError(
+            f"{LEDGER_URL_ENV}={shown} has {scheme}: the ledger is kept in PostgreSQL (or SQLite by default).",
+            fix=f"Set {LEDGER_URL_ENV}={_URL_FORM}, or unset it to keep the ledger in SQLite under $JOBTRAIL_HOME.",
+        )
+    try:
+        _ = parts.port  # a port that is not a number raises here
+        from psycopg.conninfo import conninfo_to_dict
+
+        conninfo_to_dict(url)  # what libpq itself refuses (unknown parameters, bad escapes)
+    except Exception as exc:  # noqa: BLE001 - ValueError (port) or psycopg's ProgrammingError: both mean malformed
+        raise InvalidRequestError(
+            f"{LEDGER_URL_ENV}={shown} is not a valid PostgreSQL URL ({_without_password(str(exc), url)}).",
+            fix=f"Write it as {_URL_FORM} (percent-encode special characters in the password).",
+        ) from None
+    if not parts.path.strip("/"):
+        raise InvalidRequestError(
+            f"{LEDGER_URL_ENV}={shown} names no database.", fix=f"Write it as {_URL_FORM}: the database comes last."
+        )
+    return url
+
+
+def redact(url: str) -> str:
+    """The URL with its password (in the user part or a password= parameter) replaced by ***."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostinfo = netloc.rpartition("@")
+        user, colon, _password = userinfo.partition(":")
+        netloc = f"{user}:***@{hostinfo}" if colon else netloc
+    query = "&".join(f"{name}={'***' if name == 'password' else value}" for name, value in parse_qsl(parts.query, True))
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def _without_password(text: str, url: str) -> str:
+    """A driver's message with any secret of the URL hidden (libpq does not echo it, but never trust that)."""
+    parts = urlsplit(url)
+    raw = parts.password or ""
+    secrets = [raw, unquote(raw), *(v for n, v in parse_qsl(parts.query, True) if n == "password")]
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
