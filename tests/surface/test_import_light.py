@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -15,3 +16,14 @@ def test_server_import_pulls_in_no_training_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_sqlite_ledger_never_imports_the_postgresql_driver(tmp_path):
+    """psycopg is imported only when JOBTRAIL_LEDGER_URL asks for PostgreSQL: a server built without it never
+    loads the driver (nor needs it installed)."""
+    code = "import sys; from jobtrail.app import build_service; build_service(); print('psycopg' in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k != "JOBTRAIL_LEDGER_URL"}
+    env["JOBTRAIL_HOME"] = str(tmp_path / "home")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=env)
+    assert out.stdout.strip() == "False"
+    assert (tmp_path / "home" / "ledger.sqlite").exists()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.util.files import make_private, private_dir
@@ -30,6 +30,10 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 # pg_advisory_xact_lock's key (advisory locks are per database): "jobtrail" as a 64-bit integer.
 WRITER_LOCK_KEY = int.from_bytes(b"jobtrail", "big")
 _URL_FORM = "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+# [scheme://]user:PASSWORD@ up to the last @ (a password written with : or @ in it is still hidden whole),
+# and a password= parameter.
+_USERINFO_PASSWORD = re.compile(r"^((?:[^:/?#]+://)?+[^:/?#@]*):(.*)@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)")
 Dialect = Literal["sqlite", "postgresql"]
 
 
@@ -117,7 +121,7 @@ class PostgresConnection:
         except psycopg.Error as exc:
             shown = redact(url)
             raise JobtrailError(
-                f"Cannot reach the PostgreSQL ledger at {shown}: {_without_password(str(exc).strip(), url)}",
+                f"Cannot reach the PostgreSQL ledger at {shown}: {_without_password(str(exc), url)}",
                 fix=f"Start the server or correct {LEDGER_URL_ENV} (host, port, user, password, database);"
                 f" unset it to keep the ledger in SQLite under $JOBTRAIL_HOME.",
             ) from None  # psycopg's own exception text is shown above, redacted
@@ -168,9 +172,10 @@ def checked_url(url: str) -> str:
     shown = redact(url)
     parts = urlsplit(url)
     if parts.scheme not in POSTGRES_SCHEMES:
-        scheme = f"'{parts.scheme}'" if parts.scheme else "no scheme"
+        scheme = f"a {parts.scheme}:// URL" if parts.scheme and "://" in url else "not a URL"
         raise InvalidRequestError(
-            f"{LEDGER_URL_ENV}={shown} has {scheme}: the ledger is kept in PostgreSQL (or SQLite by default).",
+            f"{LEDGER_URL_ENV}='{shown}' is {scheme}: a shared ledger is kept in PostgreSQL"
+            f" ({' or '.join(s + '://' for s in POSTGRES_SCHEMES)}).",
             fix=f"Set {LEDGER_URL_ENV}={_URL_FORM}, or unset it to keep the ledger in SQLite under $JOBTRAIL_HOME.",
         )
     try:
@@ -180,33 +185,28 @@ def checked_url(url: str) -> str:
         conninfo_to_dict(url)  # what libpq itself refuses (unknown parameters, bad escapes)
     except Exception as exc:  # noqa: BLE001 - ValueError (port) or psycopg's ProgrammingError: both mean malformed
         raise InvalidRequestError(
-            f"{LEDGER_URL_ENV}={shown} is not a valid PostgreSQL URL ({_without_password(str(exc), url)}).",
+            f"{LEDGER_URL_ENV}='{shown}' is not a valid PostgreSQL URL ({_without_password(str(exc), url)}).",
             fix=f"Write it as {_URL_FORM} (percent-encode special characters in the password).",
         ) from None
     if not parts.path.strip("/"):
         raise InvalidRequestError(
-            f"{LEDGER_URL_ENV}={shown} names no database.", fix=f"Write it as {_URL_FORM}: the database comes last."
+            f"{LEDGER_URL_ENV}='{shown}' names no database.", fix=f"Write it as {_URL_FORM}: the database comes last."
         )
     return url
 
 
 def redact(url: str) -> str:
-    """The URL with its password (in the user part or a password= parameter) replaced by ***."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        user, colon, _password = userinfo.partition(":")
-        netloc = f"{user}:***@{hostinfo}" if colon else netloc
-    query = "&".join(f"{name}={'***' if name == 'password' else value}" for name, value in parse_qsl(parts.query, True))
-    return parts._replace(netloc=netloc, query=query).geturl()
+    """The URL with its password (in the user part or a password= parameter) replaced by ***; also a string
+    that is not quite a URL (no scheme, a password with : or @ in it)."""
+    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1:***@", url, count=1))
 
 
 def _without_password(text: str, url: str) -> str:
-    """A driver's message with any secret of the URL hidden (libpq does not echo it, but never trust that)."""
-    parts = urlsplit(url)
-    raw = parts.password or ""
-    secrets = [raw, unquote(raw), *(v for n, v in parse_qsl(parts.query, True) if n == "password")]
-    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+    """A driver's message on one line, with any password of the URL hidden (libpq does not echo it: never trust
+    that)."""
+    found = _USERINFO_PASSWORD.match(url)
+    secrets = [found.group(2)] if found else []
+    secrets += [m.group(2) for m in _QUERY_PASSWORD.finditer(url)]
+    for secret in sorted({form for s in secrets if s for form in (s, unquote(s))}, key=len, reverse=True):
         text = text.replace(secret, "***")
-    return text
+    return " ".join(text.split())
