@@ -15,7 +15,7 @@ from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service import chaining
-from jobtrail.service.context import ServiceContext, local_path
+from jobtrail.service.context import local_path
 from jobtrail.service.next_steps import NextStep, next_steps
 from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
 from jobtrail.service.results import (
@@ -30,8 +30,8 @@ from jobtrail.service.results import (
 )
 from jobtrail.service.retry_state import retries_stopped, retry_decision
 from jobtrail.service.task_results import JobCap, ReportResult, ReportRow
-from jobtrail.service.tracker import Tracker
 from jobtrail.service.tracking import TrackioRun, trackio_run
+from jobtrail.service.use_case import UseCase
 from jobtrail.templates.configs import launcher_of
 from jobtrail.util.timefmt import human_duration
 
@@ -46,12 +46,7 @@ _ATTEMPT_FIELDS = tuple(
 )
 
 
-class Queries:
-    def __init__(self, context: ServiceContext, tracker: Tracker) -> None:
-        self.context = context
-        self.ledger = context.ledger
-        self.tracker = tracker
-
+class Queries(UseCase):
     def ps(self, status: str | None, limit: int) -> PsResult:
         self.tracker.refresh()
         rows = []

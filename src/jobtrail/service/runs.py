@@ -23,6 +23,7 @@ from jobtrail.service.results import CancelResult, RetryResult
 from jobtrail.service.submit_result import SubmitResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
+from jobtrail.service.use_case import UseCase
 from jobtrail.templates.render import config_json, sha256_text
 from jobtrail.util.files import private_dir, write_private
 from jobtrail.util.timefmt import parse_duration
@@ -37,11 +38,9 @@ _SUBMITTED_STATUS: dict[JobStatus, Literal["queued", "starting", "failed", "canc
 }
 
 
-class Runs:
+class Runs(UseCase):
     def __init__(self, context: ServiceContext, tracker: Tracker, tasks: Tasks, cancel_wait_s: float = 20.0) -> None:
-        self.context = context
-        self.ledger = context.ledger
-        self.tracker = tracker
+        super().__init__(context, tracker)
         self.tasks = tasks  # submit(eval_dataset=...) queues the base model's evaluation
         self.cancel_wait_s = cancel_wait_s
 

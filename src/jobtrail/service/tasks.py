@@ -13,18 +13,13 @@ from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import EvalRecord
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, plan
 from jobtrail.service import chaining
-from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
+from jobtrail.service.context import local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.task_results import ConvertResult, EvaluateResult
-from jobtrail.service.tracker import Tracker
+from jobtrail.service.use_case import UseCase
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS
 
 
-class Tasks:
-    def __init__(self, context: ServiceContext, tracker: Tracker) -> None:
-        self.context = context
-        self.ledger = context.ledger
-        self.tracker = tracker
-
+class Tasks(UseCase):
     # --- evaluate ---------------------------------------------------------------------
 
     def evaluate(

@@ -19,6 +19,7 @@ from jobtrail.service.context import ServiceContext
 from jobtrail.service.progress import timeout_warning
 from jobtrail.service.queries import Queries, attempt_facts, numbered_attempt
 from jobtrail.service.tracker import Tracker
+from jobtrail.service.use_case import UseCase
 from jobtrail.service.watch_results import AttemptSpan, MetricsResult, PlotResult, WaitResult, progress_line
 
 # Clients cut a tool call near 60 s (Claude Code, the Inspector): a wait ends before that, with the status.
@@ -30,11 +31,9 @@ MAX_POINTS = 500  # per series in one answer; longer ones are thinned evenly (si
 ProgressSink = Callable[[float, float, str], None]
 
 
-class Watch:
+class Watch(UseCase):
     def __init__(self, context: ServiceContext, tracker: Tracker, queries: Queries) -> None:
-        self.context = context
-        self.ledger = context.ledger
-        self.tracker = tracker
+        super().__init__(context, tracker)
         self.queries = queries
 
     def wait(self, job_id: str, timeout_s: float, on_progress: ProgressSink | None = None) -> WaitResult:
