@@ -4,7 +4,7 @@ reads first. The CLI prints the same text, or the structured content with --json
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -16,6 +16,13 @@ from jobtrail.service.tracking import TrackioRun
 from jobtrail.util.timefmt import ago, human_duration
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
+
+# Where a job that a tool started stands in a pipeline, as submit, evaluate and convert_gguf each report it:
+# described once, so the three results say the same.
+AfterJob = Annotated[
+    str | None, Field(description="The job this one waits for (after=...); it starts once that job succeeds.")
+]
+WaitingFor = Annotated[str | None, Field(description="What the queued job waits for, e.g. 'jt-... to succeed'.")]
 
 
 def findings_markdown(findings: list[Finding]) -> list[str]:

@@ -9,7 +9,15 @@ from pydantic import Field
 
 from jobtrail.models import Finding, Launcher, Speedups, ToolResult
 from jobtrail.outcomes.budget import usd
-from jobtrail.service.results import error_findings, findings_markdown, follow_calls, refusal, speedups_line
+from jobtrail.service.results import (
+    AfterJob,
+    WaitingFor,
+    error_findings,
+    findings_markdown,
+    follow_calls,
+    refusal,
+    speedups_line,
+)
 
 
 class SubmitResult(ToolResult):
@@ -51,10 +59,8 @@ class SubmitResult(ToolResult):
         "nothing was submitted again.",
     )
     idempotency_key: str | None = Field(default=None, description="The key this job was submitted with.")
-    after: str | None = Field(default=None, description="The job this one waits for; it starts once that job succeeds.")
-    waiting_for: str | None = Field(
-        default=None, description="What the queued job waits for, e.g. 'jt-... to succeed'."
-    )
+    after: AfterJob = None
+    waiting_for: WaitingFor = None
     smoke_steps: int | None = Field(
         default=None,
         description="A smoke run of this many steps comes first (attempt 1); the full job starts if it succeeds.",

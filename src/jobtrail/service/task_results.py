@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from jobtrail.models import Finding, ToolResult
 from jobtrail.outcomes.budget import DAILY_ENV, usd
-from jobtrail.service.results import findings_markdown, markdown_table, refusal
+from jobtrail.service.results import AfterJob, WaitingFor, findings_markdown, markdown_table, refusal
 
 
 class _TaskJobResult(ToolResult):
@@ -56,10 +56,8 @@ class EvaluateResult(_TaskJobResult):
     checkpoint: str = Field(description="'base', or the checkpoint/adapter evaluated.")
     backend: str
     findings: list[Finding] = Field(default_factory=list)
-    after: str | None = Field(default=None, description="The job this one waits for; it starts once that succeeds.")
-    waiting_for: str | None = Field(
-        default=None, description="What the queued job waits for, e.g. 'jt-... to succeed'."
-    )
+    after: AfterJob = None
+    waiting_for: WaitingFor = None
 
     def started(self, job_id: str) -> str:
         return f"Evaluation **{job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] on {self.backend}."
@@ -77,10 +75,8 @@ class ConvertResult(_TaskJobResult):
     quantizations: list[str]
     output_dir: str | None = None
     output_repo: str | None = None
-    after: str | None = Field(default=None, description="The job this one waits for; it starts once that succeeds.")
-    waiting_for: str | None = Field(
-        default=None, description="What the queued job waits for, e.g. 'jt-... to succeed'."
-    )
+    after: AfterJob = None
+    waiting_for: WaitingFor = None
 
     def started(self, job_id: str) -> str:
         where = self.output_repo or self.output_dir
