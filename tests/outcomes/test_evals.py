@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.outcomes.evals import EVAL_METRICS, EvalRecord, delta, eval_config
+from jobtrail.outcomes.evals import EVAL_METRICS, EvalRecord, Evaluation, delta, eval_config
 from jobtrail.templates.render import scripts_dir
 
 EVALUATOR = {
@@ -125,16 +125,9 @@ def test_delta_is_after_minus_before_on_shared_metrics() -> None:
 
 def test_eval_config_builds_the_template_config() -> None:
     mapping = {"kind": "rename", "columns": {"question": "prompt"}}
+    task = Evaluation("base", split="test", metrics=["exact_match"], temperature=0.7)
     config = eval_config(
-        "/models/tiny",
-        "org/qa",
-        output_dir="/runs/r1/eval-base",
-        split="test",
-        mapping=mapping,
-        metrics=["exact_match"],
-        max_rows=50,
-        temperature=0.7,
-        seed=1,
+        "/models/tiny", "org/qa", task, output_dir="/runs/r1/eval-base", mapping=mapping, max_rows=50, seed=1
     )
     assert config == {
         "template": "evaluate",
@@ -150,24 +143,30 @@ def test_eval_config_builds_the_template_config() -> None:
         "output_dir": "/runs/r1/eval-base",
         "seed": 1,
     }
-    with_adapter = eval_config("/models/tiny", "/d.jsonl", output_dir="/o", adapter="/runs/r1/out/final")
-    assert with_adapter["checkpoint_label"] == "/runs/r1/out/final" and with_adapter["metrics"] is None
+    with_adapter = eval_config(
+        "/models/tiny", "/d.jsonl", Evaluation("step 40", "/runs/r1/out/checkpoint-40"), output_dir="/o"
+    )
+    assert (with_adapter["adapter"], with_adapter["checkpoint_label"]) == ("/runs/r1/out/checkpoint-40", "step 40")
+    # metrics None: the job chooses by the data's format; max_new_tokens: evaluate's default
+    assert with_adapter["metrics"] is None and with_adapter["max_new_tokens"] == 64
 
 
 @pytest.mark.parametrize(
-    ("overrides", "words"),
+    ("task", "overrides", "words"),
     [
-        ({"metrics": ["loss", "bleu"]}, "bleu"),
-        ({"max_new_tokens": 0}, "max_new_tokens"),
-        ({"temperature": -0.1}, "temperature"),
-        ({"max_rows": 0}, "max_rows"),
-        ({"output_dir": "relative/dir"}, "relative"),
+        (Evaluation("base", metrics=["loss", "bleu"]), {}, "bleu"),
+        (Evaluation("base", max_new_tokens=0), {}, "max_new_tokens"),
+        (Evaluation("base", temperature=-0.1), {}, "temperature"),
+        (Evaluation("base"), {"max_rows": 0}, "max_rows"),
+        (Evaluation("base"), {"output_dir": "relative/dir"}, "relative"),
     ],
 )
-def test_eval_config_refuses_what_cannot_run_and_says_the_fix(overrides: dict[str, Any], words: str) -> None:
+def test_eval_config_refuses_what_cannot_run_and_says_the_fix(
+    task: Evaluation, overrides: dict[str, Any], words: str
+) -> None:
     arguments: dict[str, Any] = {"output_dir": "/o", **overrides}
     with pytest.raises(InvalidRequestError) as caught:
-        eval_config("/models/tiny", "/d.jsonl", **arguments)
+        eval_config("/models/tiny", "/d.jsonl", task, **arguments)
     assert words in caught.value.message and caught.value.fix
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from jobtrail.demo.tinymodel import write_chat_dataset
-from jobtrail.outcomes.evals import EvalRecord, delta, eval_config
+from jobtrail.outcomes.evals import EvalRecord, Evaluation, delta, eval_config
 from jobtrail.templates.render import render_script, scripts_dir
 from support.jobs import (
     JobRun,
@@ -103,7 +103,7 @@ def preference_rows() -> list[dict[str, Any]]:
 
 
 def test_rendered_evaluator_is_self_contained_and_shadows_no_runtime_name(tmp_path: Path) -> None:
-    config = eval_config("/models/tiny", "/data/held_out.jsonl", output_dir=str(tmp_path))
+    config = eval_config("/models/tiny", "/data/held_out.jsonl", Evaluation("base"), output_dir=str(tmp_path))
     text = render_script("evaluate", config)
     ast.parse(text)
     assert "from _runtime" not in text and "from _training" not in text and "import jobtrail" not in text
@@ -127,9 +127,12 @@ def evaluator() -> ModuleType:
 
 
 def test_the_evaluator_identity_leaves_the_per_job_config_out(evaluator: ModuleType, tmp_path: Path) -> None:
-    first = render_script("evaluate", eval_config("/models/a", "/data/a.jsonl", output_dir=str(tmp_path / "a")))
+    first = render_script(
+        "evaluate", eval_config("/models/a", "/data/a.jsonl", Evaluation("base"), output_dir=str(tmp_path / "a"))
+    )
+    on_adapter = Evaluation("final", adapter="/runs/x/final")
     second = render_script(
-        "evaluate", eval_config("/models/b", "/data/b.jsonl", output_dir=str(tmp_path / "b"), adapter="/runs/x/final")
+        "evaluate", eval_config("/models/b", "/data/b.jsonl", on_adapter, output_dir=str(tmp_path / "b"))
     )
     packages = {"torch": "2.13.0", "transformers": "5.23.0"}
     assert first != second
@@ -220,8 +223,9 @@ def runs(
     broken = write_jsonl(root / "broken.jsonl", [{"messages": [{"role": "user", "content": "no answer"}]}])
     model = str(tiny_model)
 
-    def evaluation(name: str, dataset: Path, **kwargs: Any) -> Job:
-        config = eval_config(model, str(dataset), output_dir=str(root / name / "out"), max_new_tokens=8, **kwargs)
+    def evaluation(name: str, dataset: Path, adapter: str | None = None) -> Job:
+        task = Evaluation(adapter or "base", adapter, max_new_tokens=8)  # an adapter is labelled by its path
+        config = eval_config(model, str(dataset), task, output_dir=str(root / name / "out"))
         return start("evaluate", config, root / name, job_env)
 
     trainings = {
@@ -237,7 +241,10 @@ def runs(
         "broken_rows": evaluation("broken_rows", broken),
         "bad_metric": start(
             "evaluate",
-            {**eval_config(model, str(held_out), output_dir=str(root / "bad" / "out")), "metrics": ["bleu"]},
+            {
+                **eval_config(model, str(held_out), Evaluation("base"), output_dir=str(root / "bad" / "out")),
+                "metrics": ["bleu"],
+            },
             root / "bad",
             job_env,
         ),

@@ -8,6 +8,7 @@ base model before training and the final checkpoint after it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Literal
 
@@ -128,38 +129,46 @@ def delta(before: EvalRecord, after: EvalRecord) -> dict[str, float]:
     return {name: after.metrics[name] - before.metrics[name] for name in after.metrics if name in before.metrics}
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """What an evaluation measures, beyond the model (the base) and the data: evaluate's options, carried
+    from the tool to the job's CONFIG as one value (and read back from it, service/chaining.py's task_of).
+
+    metrics None lets the job choose by the data's format; split None means the job's default
+    ("test"; a data file is always its own single split).
+    """
+
+    label: str  # "base", "final" or the checkpoint's name
+    adapter: str | None = None  # a local adapter directory or a Hub repo, on top of the base
+    split: str | None = None
+    metrics: list[str] | None = None
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    temperature: float = DEFAULT_TEMPERATURE
+
+
 def eval_config(
     model: str,
     dataset: str,
+    task: Evaluation,
     *,
     output_dir: str | None,
-    adapter: str | None = None,
-    checkpoint_label: str | None = None,
-    metrics: list[str] | None = None,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    temperature: float = DEFAULT_TEMPERATURE,
-    split: str | None = None,
     mapping: dict[str, Any] | None = None,
     max_rows: int | None = None,
     seed: int = DEFAULT_SEED,
 ) -> dict[str, Any]:
     """The CONFIG of scripts/evaluate.py; InvalidRequestError (with the fix) for what cannot run.
-
-    metrics None lets the job choose by the data's format; split None means the job's default
-    ("test"; a data file is always its own single split). checkpoint_label defaults to "base"
-    for the model alone, else to the adapter's path. output_dir None: where its backend says at launch.
-    """
-    _check_request(metrics, max_new_tokens, temperature, max_rows, output_dir)
+    output_dir None: where its backend says at launch."""
+    _check_request(task.metrics, task.max_new_tokens, task.temperature, max_rows, output_dir)
     return {
         "template": EVAL_TEMPLATE,
         "template_version": EVAL_TEMPLATE_VERSION,
         "model": model,
-        "adapter": adapter,
-        "checkpoint_label": checkpoint_label or (adapter or "base"),
-        "dataset": {"source": dataset, "split": split, "mapping": mapping},
-        "metrics": list(metrics) if metrics else None,
-        "max_new_tokens": max_new_tokens,
-        "temperature": temperature,
+        "adapter": task.adapter,
+        "checkpoint_label": task.label,
+        "dataset": {"source": dataset, "split": task.split, "mapping": mapping},
+        "metrics": list(task.metrics) if task.metrics else None,
+        "max_new_tokens": task.max_new_tokens,
+        "temperature": task.temperature,
         "max_rows": max_rows,
         "output_dir": output_dir,
         "seed": seed,

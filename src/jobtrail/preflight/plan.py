@@ -25,7 +25,7 @@ from jobtrail.estimate.memory import device_for
 from jobtrail.estimate.microbatch import tunable
 from jobtrail.methods import METHODS
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher, Speedups
-from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, eval_config
+from jobtrail.outcomes.evals import Evaluation, eval_config
 from jobtrail.preflight import hyperparams, rules, speedups
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
@@ -39,18 +39,6 @@ __all__ = ["Conversion", "Evaluation", "Plan", "PlanEnv", "plan"]
 
 # Where a remote conversion job builds llama.cpp: its machine is fresh, so no cache survives it.
 REMOTE_LLAMA_CPP_CACHE = Path("/tmp/jobtrail-llama-cpp")
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What an evaluation measures, beyond its spec (model: the base; dataset: the data)."""
-
-    label: str  # "base", "final" or the checkpoint's name
-    adapter: str | None = None  # a local adapter directory or a Hub repo, on top of the base
-    split: str | None = None
-    metrics: list[str] | None = None
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    temperature: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -155,17 +143,7 @@ def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
     findings, _ = rules.judge(spec, facts, EVALUATION_CHECKS)
     config = None
     if not rules.blocking(findings):
-        config = eval_config(
-            spec.model,
-            spec.dataset,
-            output_dir=_output_dir(spec),
-            adapter=task.adapter,
-            checkpoint_label=task.label,
-            metrics=task.metrics,
-            max_new_tokens=task.max_new_tokens,
-            temperature=task.temperature,
-            split=task.split,
-        )
+        config = eval_config(spec.model, spec.dataset, task, output_dir=_output_dir(spec))
     script = _render("evaluate", config, _hf_jobs_table(spec, env, spec.timeout_s))
     return Plan(facts=facts, findings=findings, config=config, script=script, timeout_s=spec.timeout_s)
 
