@@ -10,6 +10,7 @@ from jobtrail.util.arguments import passed_on
 
 
 class PlanningTools(ToolArea):
+    # Each tool's typed signature is its own input schema (arguments declared in params.py): alike, not copies.
     @tool(
         "Validate a dataset",
         "Check a dataset before training: rows, columns, and for each method (sft, dpo, grpo, reward, kto) "
