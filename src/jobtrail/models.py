@@ -253,7 +253,8 @@ class AttemptRecord(BaseModel):
     timeout_s: int | None = None
     config: dict[str, Any]
     config_sha256: str
-    script: str
+    # The rendered script is stored once by its sha256 (the ledger's blobs); read it with Ledger.script where it
+    # is used (a launch, a retry), so listing and inspecting attempts never loads ~120 KB each.
     script_sha256: str
     # Where it writes: its CONFIG's output_dir (chosen, or a remote job's own), else its run's directory.
     output_dir: str
@@ -280,6 +281,12 @@ class AttemptRecord(BaseModel):
     not_before: float | None = None  # a retry's backoff: do not start before this time
     retry_note: str | None = None  # why this attempt was started
     smoke_steps: int | None = None  # a smoke run: `spec` for this many steps, pushing nothing (submit(smoke_steps=N))
+
+
+class NewAttempt(AttemptRecord):
+    """An attempt on its way into the ledger, with the script it will run (script_sha256 is its sha256)."""
+
+    script: str
 
 
 class ToolResult(BaseModel):

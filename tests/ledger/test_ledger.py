@@ -10,15 +10,16 @@ import pytest
 from jobtrail.ledger.connection import opener
 from jobtrail.ledger.db import MIGRATIONS, connect, migrate
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
+from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
+from support.records import new_attempt
 
 
-def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, AttemptRecord]:
+def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, NewAttempt]:
     spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
     run = RunRecord(
         run_id=run_id, created_at=1.0, method="sft", model="/m", dataset="/d.jsonl", backend="local", spec=spec
     )
-    attempt = AttemptRecord(
+    attempt = new_attempt(
         attempt_id=f"{run_id}/1",
         run_id=run_id,
         number=1,
@@ -26,9 +27,7 @@ def _run_and_attempt(run_id: str = "jt-test0001") -> tuple[RunRecord, AttemptRec
         created_at=1.0,
         backend="local",
         config={"a": 1},
-        config_sha256="c" * 64,
         script="print(1)",
-        script_sha256="s" * 64,
         output_dir="/runs/out",
     )
     return run, attempt
@@ -46,7 +45,7 @@ def test_migrations_are_named_and_applied_once(ledger_location):
     names = [r["name"] for r in conn.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
     assert names == [name for name, _ in MIGRATIONS]
     assert migrate(conn) == []  # nothing left to apply
-    assert {"runs", "attempts", "events", "checkpoints", "migrations"} <= _tables(conn)
+    assert {"runs", "attempts", "event_packs", "checkpoints", "blobs", "scripts", "migrations"} <= _tables(conn)
 
 
 def test_a_sqlite_ledger_is_in_wal_mode(tmp_path):
@@ -111,7 +110,8 @@ def test_round_trip_of_a_run_and_its_attempt(ledger_location):
     run, attempt = _run_and_attempt()
     ledger.add_run(run, attempt)
     assert ledger.get_run(run.run_id) == run
-    assert ledger.get_attempt(attempt.attempt_id) == attempt
+    assert ledger.get_attempt(attempt.attempt_id) == AttemptRecord(**attempt.model_dump(exclude={"script"}))
+    assert ledger.script(attempt.script_sha256) == "print(1)"
     [(listed_run, latest)] = ledger.list_runs(None, 10)
     assert listed_run.run_id == run.run_id and latest.attempt_id == attempt.attempt_id
     assert ledger.list_runs("running", 10) == []

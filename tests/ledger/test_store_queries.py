@@ -5,23 +5,20 @@ from __future__ import annotations
 from typing import Literal
 
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
+from jobtrail.models import CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
+from support.records import new_attempt
 
 CheckpointState = Literal["writing", "committed", "superseded"]
 
 
-def _attempt(run_id: str, number: int) -> AttemptRecord:
-    return AttemptRecord(
+def _attempt(run_id: str, number: int) -> NewAttempt:
+    return new_attempt(
         attempt_id=f"{run_id}/{number}",
         run_id=run_id,
         number=number,
         status=JobStatus.QUEUED,
         created_at=1.0,
         backend="local",
-        config={},
-        config_sha256="c" * 64,
-        script="",
-        script_sha256="s" * 64,
         output_dir=f"/runs/{run_id}/output",
     )
 

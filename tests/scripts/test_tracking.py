@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.templates.render import render_script
+from jobtrail.util.digest import config_json, sha256_text
 from support.jobs import JobKit, JobRun, load_script_module, run_jobs, succeeded
 
 RUN_ID = "jt-track001"

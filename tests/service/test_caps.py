@@ -9,18 +9,9 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import (
-    AttemptRecord,
-    ExitRecord,
-    JobSpec,
-    JobStatus,
-    LogChunk,
-    Placement,
-    Probe,
-    RunRecord,
-    TerminationReason,
-)
+from jobtrail.models import ExitRecord, JobSpec, JobStatus, LogChunk, Placement, Probe, RunRecord, TerminationReason
 from jobtrail.service import JobService
+from support.records import new_attempt
 from support.remote import publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal
 
@@ -130,7 +121,7 @@ def _seed_spend(
             spec=spec,
             max_cost_usd=cap,
         ),
-        AttemptRecord(
+        new_attempt(
             attempt_id=f"{run_id}/1",
             run_id=run_id,
             number=1,
@@ -141,10 +132,6 @@ def _seed_spend(
             ended_at=now - ended_ago_h * HOUR if ended_ago_h is not None else None,
             backend="hf-jobs",
             flavor="a10g-large",
-            config={},
-            config_sha256="c",
-            script="",
-            script_sha256="s",
             output_dir="/tmp/jobtrail-tests/output",
             cost_usd=cost,
         ),

@@ -107,7 +107,7 @@ def test_without_output_the_same_script_runs_in_its_own_run_directory_and_resume
         output = service.home / "runs" / job / "output"
         first = service.inspect(job).attempts[0]
         assert first.script_sha256 == dry.script_sha256 and first.output_dir == str(output)
-        assert job not in service.ledger.attempts(job)[0].script
+        assert job not in service.ledger.script(service.ledger.attempts(job)[0].script_sha256)
         committed = wait_for(
             lambda: [c.path for c in service.inspect(job).checkpoints if c.state == "committed"],
             180,

@@ -6,7 +6,20 @@ import time
 from typing import Any
 
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord, TerminationReason
+from jobtrail.models import JobSpec, JobStatus, NewAttempt, RunRecord, TerminationReason
+from jobtrail.util.digest import config_json, sha256_text
+
+
+def new_attempt(*, config: dict[str, Any] | None = None, script: str = "", **fields: Any) -> NewAttempt:
+    """An attempt to add to a ledger, its config and script fingerprinted as the service does."""
+    config = config or {}
+    return NewAttempt(
+        config=config,
+        config_sha256=sha256_text(config_json(config)),
+        script=script,
+        script_sha256=sha256_text(script),
+        **fields,
+    )
 
 
 def add_queued_run(
@@ -26,14 +39,10 @@ def add_queued_run(
         "status": JobStatus.QUEUED,
         "created_at": now,
         "backend": "local",
-        "config": {},
-        "config_sha256": "c",
-        "script": "",
-        "script_sha256": "s",
         "output_dir": f"/runs/{run_id}/output",
         "spec": job,
     }
-    ledger.add_run(run, AttemptRecord(**{**fields, **attempt}))
+    ledger.add_run(run, new_attempt(**{**fields, **attempt}))
 
 
 def add_ended_run(

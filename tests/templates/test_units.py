@@ -24,8 +24,9 @@ from jobtrail.outcomes import events
 from jobtrail.preflight import hyperparams
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.defaults import effective
-from jobtrail.templates.render import config_json, render_script, sha256_text
+from jobtrail.templates.render import render_script
 from jobtrail.util.data import data_path, load_table
+from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.timefmt import human_duration, parse_duration
 
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from jobtrail.ledger import compact_receipts
 from jobtrail.ledger.connection import LedgerConnection, opener
 
-MIGRATIONS: list[tuple[str, str]] = [
+# A migration's steps: SQL (statements separated by ';'), or a function that moves data (the connection given).
+Step = str | Callable[[LedgerConnection], None]
+MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
     (
         "0001_runs_and_attempts",
         """
@@ -164,6 +168,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         UPDATE attempts SET output_dir = COALESCE(json_extract(config_json, '$.output_dir'), '');
         """,
     ),
+    (
+        # Receipts that stay small (compact_receipts.py): scripts and configs stored once by sha256, events packed.
+        "0009_content_addressed_receipts",
+        (compact_receipts.BEFORE, compact_receipts.move, compact_receipts.AFTER),
+    ),
 ]
 
 
@@ -177,8 +186,8 @@ POSTGRES_STATEMENTS: dict[str, dict[str, str]] = {
     }
 }
 # SQLite's REAL and INTEGER are 8 bytes; PostgreSQL's are 4: timestamps would lose their seconds' fractions
-# and byte counts would overflow.
-_POSTGRES_TYPES = {"REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT"}
+# and byte counts would overflow. SQLite's BLOB (packed bytes) is PostgreSQL's BYTEA.
+_POSTGRES_TYPES = {"REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT", "BLOB": "BYTEA"}
 _TYPE_NAMES = re.compile(r"\b(" + "|".join(_POSTGRES_TYPES) + r")\b")
 _MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
 
@@ -200,8 +209,12 @@ def migrate(conn: LedgerConnection) -> list[str]:
             # Re-checked inside the write lock: two processes may start at once.
             if conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
                 continue
-            for statement in _statements(sql):
-                conn.execute(_in_dialect(conn, name, statement))
+            for step in (sql,) if isinstance(sql, str) else sql:
+                if callable(step):
+                    step(conn)
+                    continue
+                for statement in _statements(step):
+                    conn.execute(_in_dialect(conn, name, statement))
             conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
             applied.append(name)
     return applied

@@ -16,20 +16,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from jobtrail.ledger import eventlog
+from jobtrail.ledger.blobs import CorruptBlobError, put_blobs, put_script, read_blobs, read_script
+from jobtrail.ledger.compact_receipts import json_bytes
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
-from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, RunRecord
+from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
+from jobtrail.util.digest import config_json
 
-_JSON_COLUMNS = {
-    "config": "config_json",
-    "findings": "findings_json",
-    "placement": "placement_json",
-    "environment": "environment_json",
-    "data_manifest": "data_manifest_json",
-    "last_metrics": "last_metrics_json",
-    "summary": "summary_json",
-    "spec": "spec_json",
+# Receipts that attempts repeat, stored once (blobs.py) and named by the sha256 in their column: the config
+# (config_sha256, its canonical JSON's, as the receipt shows it) and the JSON that most attempts share.
+_BLOB_FIELDS = {
+    "config": "config_sha256",
+    "spec": "spec_sha256",
+    "environment": "environment_sha256",
+    "data_manifest": "data_manifest_sha256",
+    "findings": "findings_sha256",
 }
+# Receipts of the attempt's own, inline.
+_JSON_COLUMNS = {"placement": "placement_json", "last_metrics": "last_metrics_json", "summary": "summary_json"}
 _RUN_COLUMNS = (
     "run_id",
     "created_at",
@@ -80,9 +85,7 @@ class Ledger:
 
     # --- runs -------------------------------------------------------------------------
 
-    def add_run(
-        self, run: RunRecord, first_attempt: AttemptRecord, request: dict[str, Any] | None = None
-    ) -> str | None:
+    def add_run(self, run: RunRecord, first_attempt: NewAttempt, request: dict[str, Any] | None = None) -> str | None:
         """Insert a run and its first attempt. A run with an idempotency_key that another run already holds
         is not inserted: that run's id comes back instead (None: inserted). The look-up and the insert are one
         writer's transaction and the key is UNIQUE, so processes racing with one key make one run."""
@@ -94,8 +97,8 @@ class Ledger:
                 if held:
                     return str(held["run_id"])
             conn.execute(
-                "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_json, max_retries,"
-                " max_cost_usd, idempotency_key, request_json, after_run_id)"
+                "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_sha256,"
+                " max_retries, max_cost_usd, idempotency_key, request_json, after_run_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id,
@@ -105,7 +108,7 @@ class Ledger:
                     run.dataset,
                     run.backend,
                     run.flavor,
-                    run.spec.model_dump_json(),
+                    put_blobs(conn, [json_bytes(run.spec.model_dump(mode="json"))])[0],
                     run.max_retries,
                     run.max_cost_usd,
                     run.idempotency_key,
@@ -118,8 +121,8 @@ class Ledger:
 
     def run_by_idempotency_key(self, key: str) -> tuple[RunRecord, dict[str, Any]] | None:
         """The run submitted with this key, and the normalised request it was submitted with."""
-        row = self._conn().execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
-        return (_run(row), json.loads(row["request_json"] or "{}")) if row else None
+        rows = self._rows("SELECT * FROM runs WHERE idempotency_key = ?", (key,))
+        return (self._runs(rows)[0], json.loads(rows[0]["request_json"] or "{}")) if rows else None
 
     def children(self, run_ids: Sequence[str]) -> dict[str, list[str]]:
         """The runs that wait for (or waited for) each of these runs (after=...), oldest first."""
@@ -134,7 +137,7 @@ class Ledger:
             found.setdefault(row["after_run_id"], []).append(row["run_id"])
         return found
 
-    def add_attempt(self, attempt: AttemptRecord) -> bool:
+    def add_attempt(self, attempt: NewAttempt) -> bool:
         """Add the next attempt of a run; False if another process added that number first."""
         with self.transaction() as conn:
             if conn.execute(
@@ -150,8 +153,8 @@ class Ledger:
             conn.execute("UPDATE runs SET max_cost_usd = ? WHERE run_id = ?", (max_cost_usd, run_id))
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return _run(row) if row else None
+        runs = self._runs(self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,)))
+        return runs[0] if runs else None
 
     def list_runs(self, status: str | None, limit: int) -> list[tuple[RunRecord, AttemptRecord]]:
         """Newest runs first, each with its latest attempt (whose status is the run's)."""
@@ -166,29 +169,58 @@ class Ledger:
         sql += " ORDER BY r.created_at DESC LIMIT ?"
         params.append(limit)
         rows = self._rows(sql, params)
-        return [(_run(row), self._require_attempt(row["latest"])) for row in rows]
+        marks = ", ".join("?" for _ in rows)
+        latest = {
+            a.attempt_id: a
+            for a in self._attempts(
+                f"SELECT * FROM attempts WHERE attempt_id IN ({marks})", [r["latest"] for r in rows]
+            )
+        }
+        return list(zip(self._runs(rows), [latest[r["latest"]] for r in rows], strict=True))
+
+    def _runs(self, rows: Sequence[Row]) -> list[RunRecord]:
+        specs = self._blobs(rows, ["spec_sha256"])
+        return [
+            RunRecord(**{k: row[k] for k in _RUN_COLUMNS}, spec=JobSpec.model_validate_json(specs[row["spec_sha256"]]))
+            for row in rows
+        ]
+
+    def _blobs(self, rows: Sequence[Row], columns: Sequence[str]) -> dict[str, bytes]:
+        """The blobs these rows name in these columns, read at once."""
+        named = {row[column] for row in rows for column in columns if row[column]}
+        found = read_blobs(self._conn(), named)
+        if len(found) != len(named):
+            raise CorruptBlobError(f"the ledger lacks the blobs {sorted(named - set(found))}")
+        return found
+
+    def script(self, script_sha256: str) -> str:
+        """The script an attempt ran, read where it is used (a launch, a retry, a dry run that shows it): the
+        records leave it out."""
+        script = read_script(self._conn(), script_sha256)
+        if script is None:
+            raise LookupError(f"no script {script_sha256} in the ledger")
+        return script
 
     # --- attempts ---------------------------------------------------------------------
 
-    def _insert_attempt(self, conn: LedgerConnection, attempt: AttemptRecord) -> None:
-        values = _attempt_columns(attempt)
+    def _insert_attempt(self, conn: LedgerConnection, attempt: NewAttempt) -> None:
+        values = _encode(conn, attempt.model_dump(mode="python"))
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         conn.execute(f"INSERT INTO attempts ({names}) VALUES ({marks})", list(values.values()))
 
-    def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
-        row = self._conn().execute("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,)).fetchone()
-        return _attempt(row) if row else None
+    def _attempts(self, sql: str, params: Sequence[Any] = ()) -> list[AttemptRecord]:
+        """The attempts a query selects (SELECT * FROM attempts ...), with their receipts from the blobs."""
+        rows = self._rows(sql, params)
+        blobs = self._blobs(rows, list(_BLOB_FIELDS.values()))
+        return [_attempt(row, blobs) for row in rows]
 
-    def _require_attempt(self, attempt_id: str) -> AttemptRecord:
-        attempt = self.get_attempt(attempt_id)
-        if attempt is None:
-            raise LookupError(attempt_id)
-        return attempt
+    def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
+        found = self._attempts("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
+        return found[0] if found else None
 
     def attempts(self, run_id: str) -> list[AttemptRecord]:
-        rows = self._rows("SELECT * FROM attempts WHERE run_id = ? ORDER BY number", (run_id,))
-        return [_attempt(row) for row in rows]
+        return self._attempts("SELECT * FROM attempts WHERE run_id = ? ORDER BY number", (run_id,))
 
     def attempts_in(self, statuses: Sequence[str], backend: str | None = None) -> list[AttemptRecord]:
         marks = ", ".join("?" for _ in statuses)
@@ -197,17 +229,15 @@ class Ledger:
         if backend:
             sql += " AND backend = ?"
             params.append(backend)
-        rows = self._rows(sql + " ORDER BY created_at", params)
-        return [_attempt(row) for row in rows]
+        return self._attempts(sql + " ORDER BY created_at", params)
 
     def billed_since(self, since: float) -> list[AttemptRecord]:
         """Attempts that ran at some moment after `since` (running ones included)."""
-        rows = self._rows(
+        return self._attempts(
             "SELECT * FROM attempts WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at >= ?)"
             " ORDER BY started_at",
             (since,),
         )
-        return [_attempt(row) for row in rows]
 
     def capped_runs_since(self, since: float) -> list[RunRecord]:
         """Runs with a spending cap, created since `since` or still active, newest first."""
@@ -218,21 +248,24 @@ class Ledger:
             " ORDER BY r.created_at DESC",
             (since, *ACTIVE_STATUSES),
         )
-        return [_run(row) for row in rows]
+        return self._runs(rows)
 
     def update_attempt(
         self,
         attempt_id: str,
         *,
         expect_status: Sequence[str] | None = None,
-        then_add: AttemptRecord | None = None,
+        then_add: NewAttempt | None = None,
         **fields: Any,
     ) -> bool:
         """Set fields; with expect_status, only if the attempt is still in one of those states. `then_add`: the
         attempt that follows it, inserted in the same transaction when the update applies (a smoke run ends and
-        the full job is queued at once: no reader ever sees the run ended in between)."""
+        the full job is queued at once: no reader ever sees the run ended in between). An attempt that ends has
+        its events packed into one pack (eventlog.merge)."""
         with self.transaction() as conn:
             updated = self._update(conn, attempt_id, expect_status, fields)
+            if updated and JobStatus(fields.get("status", JobStatus.QUEUED)).is_terminal:
+                eventlog.merge(conn, attempt_id)
             if updated and then_add is not None:
                 self._insert_attempt(conn, then_add)
             return updated
@@ -258,7 +291,7 @@ class Ledger:
     def _update(
         self, conn: LedgerConnection, attempt_id: str, expect_status: Sequence[str] | None, fields: dict[str, Any]
     ) -> bool:
-        values = _encode(fields)
+        values = _encode(conn, fields)
         sql = "UPDATE attempts SET " + ", ".join(f"{name} = ?" for name in values) + " WHERE attempt_id = ?"
         params: list[Any] = [*values.values(), attempt_id]
         if expect_status is not None:
@@ -281,21 +314,12 @@ class Ledger:
         """Record the events parsed from log bytes [from_offset, to_offset) exactly once."""
         with self.transaction() as conn:
             updated = {**fields, "log_offset": to_offset}
-            values = _encode(updated)
+            values = _encode(conn, updated)
             sql = "UPDATE attempts SET " + ", ".join(f"{n} = ?" for n in values)
             sql += " WHERE attempt_id = ? AND log_offset = ?"
             if conn.execute(sql, [*values.values(), attempt_id, from_offset]).rowcount != 1:
                 return False  # another process ingested these bytes first
-            start = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) AS last FROM events WHERE attempt_id = ?", (attempt_id,)
-            ).fetchone()["last"]
-            conn.executemany(
-                "INSERT INTO events (attempt_id, seq, kind, time, payload_json) VALUES (?, ?, ?, ?, ?)",
-                [
-                    (attempt_id, start + i + 1, e.get("event", "?"), e.get("time"), json.dumps(e))
-                    for i, e in enumerate(events)
-                ],
-            )
+            eventlog.append(conn, attempt_id, events)
             conn.executemany(
                 "INSERT INTO checkpoints (attempt_id, path, step, state, manifest_sha256, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (attempt_id, path) DO UPDATE SET"
@@ -307,13 +331,8 @@ class Ledger:
             return True
 
     def events(self, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT payload_json FROM events WHERE attempt_id = ?"
-        params: list[Any] = [attempt_id]
-        if kind:
-            sql += " AND kind = ?"
-            params.append(kind)
-        rows = self._rows(sql + " ORDER BY seq", params)
-        return [json.loads(row["payload_json"]) for row in rows]
+        """The attempt's events in the order it printed them; with `kind`, those of that kind."""
+        return eventlog.read(self._conn(), attempt_id, kind)
 
     def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
@@ -448,18 +467,32 @@ def _checkpoint(row: Row) -> CheckpointRecord:
     )
 
 
-def _encode(fields: dict[str, Any]) -> dict[str, Any]:
+def _encode(conn: LedgerConnection, fields: dict[str, Any]) -> dict[str, Any]:
+    """Column values of an attempt's fields. A script and the receipts in _BLOB_FIELDS are stored once (blobs.py)
+    and their columns name them; a sha256 given with them must be theirs."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
-        if name in _JSON_COLUMNS:
+        if name == "script":
+            out["script_sha256"] = put_script(conn, value)
+        elif name in _BLOB_FIELDS:
+            out[_BLOB_FIELDS[name]] = None if value is None else put_blobs(conn, [_blob_bytes(name, value)])[0]
+        elif name in _JSON_COLUMNS:
             out[_JSON_COLUMNS[name]] = None if value is None else json.dumps(_plain(value))
         elif name == "forced":
             out[name] = int(bool(value))
         elif hasattr(value, "value"):  # enums
             out[name] = value.value
-        else:
+        elif name not in out:  # config_sha256 and script_sha256 are their contents' (checked below)
             out[name] = value
+    for given in ("config_sha256", "script_sha256"):
+        if given in fields and fields[given] != out[given]:
+            raise ValueError(f"{given} {fields[given]!r} is not the sha256 of the attempt's {given[:-7]}")
     return out
+
+
+def _blob_bytes(name: str, value: Any) -> bytes:
+    plain = _plain(value)
+    return config_json(plain).encode() if name == "config" else json_bytes(plain)
 
 
 def _plain(value: Any) -> Any:
@@ -470,19 +503,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _attempt_columns(attempt: AttemptRecord) -> dict[str, Any]:
-    return _encode(attempt.model_dump(mode="python"))
-
-
-def _attempt(row: Row) -> AttemptRecord:
+def _attempt(row: Row, blobs: dict[str, bytes]) -> AttemptRecord:
     data = dict(row)
     for name, column in _JSON_COLUMNS.items():
         raw = data.pop(column)
         data[name] = json.loads(raw) if raw is not None else None
+    for name, column in _BLOB_FIELDS.items():
+        reference = data[column] if name == "config" else data.pop(column)
+        data[name] = json.loads(blobs[reference]) if reference else None
     data["findings"] = data["findings"] or []
     return AttemptRecord.model_validate(data)
-
-
-def _run(row: Row) -> RunRecord:
-    data = {k: row[k] for k in _RUN_COLUMNS}
-    return RunRecord(**data, spec=JobSpec.model_validate_json(row["spec_json"]))

@@ -18,11 +18,11 @@ from typing import Any
 from jobtrail.backends.base import Backend
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord
+from jobtrail.models import AttemptRecord, JobSpec, JobStatus, NewAttempt, RunRecord
 from jobtrail.preflight.facts import PlanEnv
 from jobtrail.service import secrets
 from jobtrail.service.spending import Caps
-from jobtrail.templates.render import config_json, sha256_text
+from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.refs import looks_local
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
@@ -145,7 +145,7 @@ def new_run(run_id: str, spec: JobSpec, created_at: float, **settings: Any) -> R
 
 def queued_attempt(
     run_id: str, number: int, spec: JobSpec, config: dict[str, Any], script: str, **receipt: Any
-) -> AttemptRecord:
+) -> NewAttempt:
     """Attempt `number` of a run, queued, with its config and script fingerprinted.
 
     `receipt` holds the rest of what is known before it runs (output_dir, flavor, created_at, findings,
@@ -153,7 +153,7 @@ def queued_attempt(
     """
     receipt.setdefault("created_at", time.time())
     receipt.setdefault("flavor", spec.flavor)
-    return AttemptRecord(
+    return NewAttempt(
         attempt_id=f"{run_id}/{number}",
         run_id=run_id,
         number=number,

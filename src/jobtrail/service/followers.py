@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.models import AttemptRecord, JobStatus, TerminationReason
+from jobtrail.models import AttemptRecord, JobStatus, NewAttempt, TerminationReason
 from jobtrail.preflight import plan as preflight
 from jobtrail.service import chaining
 from jobtrail.service.context import ServiceContext, queued_attempt
-from jobtrail.templates.render import config_json, sha256_text
+from jobtrail.util.digest import config_json, sha256_text
 
 
 class Followers:
@@ -81,7 +81,7 @@ class Followers:
         )
         return self.context.attempt(attempt.attempt_id)
 
-    def after_smoke(self, smoke: AttemptRecord) -> AttemptRecord:
+    def after_smoke(self, smoke: AttemptRecord) -> NewAttempt:
         """The full job's attempt, queued to follow a smoke run that succeeded: the job's spec planned again,
         as at submission. A blocking finding now (the data changed since) refuses it (InvalidRequestError)."""
         spec = smoke.spec

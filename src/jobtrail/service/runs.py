@@ -24,7 +24,7 @@ from jobtrail.service.submit_result import SubmitResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.use_case import UseCase
-from jobtrail.templates.render import config_json, sha256_text
+from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.files import private_dir, write_private
 from jobtrail.util.timefmt import parse_duration
 
@@ -258,7 +258,7 @@ class Runs(UseCase):
             )
         job_changes = {k: v for k, v in decision.changes.items() if k != "max_cost_usd"}  # the cap is the run's
         new_spec = _apply_changes(spec, job_changes)
-        config, script, findings, forced = latest.config, latest.script, [], False
+        config, script, findings, forced = latest.config, self.ledger.script(latest.script_sha256), [], False
         if job_changes:  # a changed config goes through the same preflight as a submission
             # A smoke run's config is not the job's: its retry is planned as the job's, then made a smoke run again.
             previous = None if latest.smoke_steps else latest.config

@@ -28,7 +28,7 @@ from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
 from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES
-from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, Placement, TerminationReason
+from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, NewAttempt, Placement, TerminationReason
 from jobtrail.outcomes import classify, events
 from jobtrail.preflight.outputs import claim_output
 from jobtrail.service import secrets
@@ -54,7 +54,7 @@ class StartRules(Protocol):
         """A claimed attempt as it is to run; InvalidRequestError refuses it."""
         ...
 
-    def after_smoke(self, smoke: AttemptRecord) -> AttemptRecord:
+    def after_smoke(self, smoke: AttemptRecord) -> NewAttempt:
         """The attempt that follows a smoke run that succeeded; InvalidRequestError ends the run instead."""
         ...
 
@@ -283,7 +283,7 @@ class Tracker:
             self._claim_output(attempt)
             request = LaunchRequest(
                 attempt_id=attempt.attempt_id,
-                script=attempt.script,
+                script=self.ledger.script(attempt.script_sha256),
                 workdir=str(self.context.workdir(attempt)),
                 env=_job_env(attempt, self.context.trackio_dir),
                 secrets=self._secret_values(attempt),

@@ -18,7 +18,6 @@ runs there: flavor, timeout and the NAMES of its secrets (never a value), so the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.util.digest import config_json
 
 RUNTIME_MODULE = "_runtime.py"
 _BLOCK = r"(?ms)^# --- jobtrail:{name} ---\n.*?^# --- end jobtrail:{name} ---\n"
@@ -58,15 +58,6 @@ def template_names(templates: Path | None = None) -> list[str]:
     """The job templates in scripts/: every .py file but the runtime modules (named _*)."""
     root = templates or scripts_dir()
     return sorted(p.stem for p in root.glob("*.py") if not p.name.startswith("_"))
-
-
-def config_json(config: dict[str, Any]) -> str:
-    """Canonical JSON of a job config: the immutable snapshot whose sha256 the ledger keeps."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def render_script(

@@ -1,0 +1,148 @@
+"""Content-addressed storage: what many attempts share is stored once, under the sha256 of its bytes.
+
+    blobs    sha256 → packed bytes: config snapshots, JSON receipts (spec, environment, data manifest,
+             findings) and the chunks of scripts
+    scripts  sha256 → the sha256s of its chunks, in order
+
+A rendered script is ~120 KB, nearly all of it the job runtime its template inlines; two attempts of one
+template differ in their CONFIG line and perhaps their header. So a script is cut into chunks at lines
+chosen by their own content (chunk_lines): an edit changes the chunks around it and every other chunk is
+the one already stored. What one more attempt adds is its config's chunk and its list of chunks.
+
+The chunking is written here because the content-defined chunkers on PyPI (fastcdc, pyfastcdc) cut bytes
+with a rolling hash: a cut may fall inside a line and the chunk holding a changed line is an average chunk
+long, and the fast one needs a compiled extension. Cutting between lines, and always before a marked
+section (the renderer marks the blocks it fills: `# --- jobtrail:config ---`), keeps the config in a chunk
+of its own, in a dozen lines of code.
+
+Every read is checked against its sha256: a script comes back byte for byte as it was stored, or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+# A cut follows a line whose crc32 has these low bits all zero (1 line in 128: ~4 KB chunks of code),
+# once the chunk has MIN_CHUNK bytes; a chunk never grows past MAX_CHUNK.
+_CUT_MASK = 0x7F
+MIN_CHUNK = 2048
+MAX_CHUNK = 32768
+_SECTION = "# --- "  # a line that opens a section of a script always starts a chunk
+DIGEST_BYTES = 32
+
+# Packed bytes start with their codec. zlib for small things (its header is smaller and it is ~3x faster to
+# read); LZMA from LZMA_FROM bytes up, where it is ~25% smaller on the numbers of event streams. The filter
+# chain is part of the format: a packed value names no filters, so they may never change for codec "x".
+_RAW, _ZLIB, _LZMA = b"-", b"z", b"x"
+LZMA_FROM = 4096
+_LZMA_FILTERS: list[dict[str, Any]] = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": 1 << 16}]
+
+
+class Executes(Protocol):
+    """What these functions need of a connection: SQL with `?` placeholders, rows read by column name."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+
+class CorruptBlobError(RuntimeError):
+    """Stored bytes that no longer match their sha256, or a chunk a script names that is missing."""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def pack(data: bytes) -> bytes:
+    if len(data) >= LZMA_FROM:
+        return _LZMA + lzma.compress(data, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
+    squeezed = zlib.compress(data, 9)
+    return _ZLIB + squeezed if len(squeezed) < len(data) else _RAW + data
+
+
+def unpack(packed: bytes) -> bytes:
+    codec, body = packed[:1], packed[1:]
+    if codec == _ZLIB:
+        return zlib.decompress(body)
+    if codec == _LZMA:
+        return lzma.decompress(body, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
+    if codec == _RAW:
+        return bytes(body)
+    raise CorruptBlobError(f"unknown codec {codec!r}")
+
+
+def chunk_lines(text: str) -> list[str]:
+    """`text` cut between lines, at cuts its lines choose; "".join() of the chunks is `text`."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in text.splitlines(keepends=True):
+        if current and (line.startswith(_SECTION) or size + len(line) > MAX_CHUNK):
+            chunks.append("".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line)
+        if size >= MIN_CHUNK and zlib.crc32(line.encode()) & _CUT_MASK == 0:
+            chunks.append("".join(current))
+            current, size = [], 0
+    if current:
+        chunks.append("".join(current))
+    return chunks
+
+
+def put_blobs(conn: Executes, contents: Iterable[bytes]) -> list[str]:
+    """Store each content once; return their sha256s, in order."""
+    digests = []
+    for content in contents:
+        digest = sha256_hex(content)
+        conn.execute(
+            "INSERT INTO blobs (sha256, data) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING", (digest, pack(content))
+        )
+        digests.append(digest)
+    return digests
+
+
+def read_blobs(conn: Executes, digests: Iterable[str]) -> dict[str, bytes]:
+    """The contents stored under these sha256s (those missing are left out)."""
+    wanted = sorted(set(digests))
+    found: dict[str, bytes] = {}
+    for start in range(0, len(wanted), 500):  # SQLite allows ~32k parameters; stay far below
+        batch = wanted[start : start + 500]
+        marks = ", ".join("?" for _ in batch)
+        for row in conn.execute(f"SELECT sha256, data FROM blobs WHERE sha256 IN ({marks})", batch).fetchall():
+            content = unpack(row["data"])
+            if sha256_hex(content) != row["sha256"]:
+                raise CorruptBlobError(f"blob {row['sha256']} does not match its sha256")
+            found[row["sha256"]] = content
+    return found
+
+
+def put_script(conn: Executes, script: str) -> str:
+    """Store a script as its chunks (each once); return its sha256."""
+    digest = sha256_hex(script.encode())
+    if conn.execute("SELECT 1 FROM scripts WHERE sha256 = ?", (digest,)).fetchone() is None:
+        chunks = put_blobs(conn, (chunk.encode() for chunk in chunk_lines(script)))
+        conn.execute(
+            "INSERT INTO scripts (sha256, chunks) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING",
+            (digest, b"".join(bytes.fromhex(c) for c in chunks)),
+        )
+    return digest
+
+
+def read_script(conn: Executes, digest: str) -> str | None:
+    """The script stored under `digest`, byte for byte; None if none is."""
+    row = conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (digest,)).fetchone()
+    if row is None:
+        return None
+    names = bytes(row["chunks"])
+    order = [names[i : i + DIGEST_BYTES].hex() for i in range(0, len(names), DIGEST_BYTES)]
+    chunks = read_blobs(conn, order)
+    if len(chunks) != len(set(order)):
+        raise CorruptBlobError(f"script {digest} names chunks the ledger does not hold")
+    script = b"".join(chunks[name] for name in order)
+    if sha256_hex(script) != digest:
+        raise CorruptBlobError(f"script {digest} does not match its sha256")
+    return script.decode()

@@ -1,0 +1,76 @@
+"""An attempt's events, stored compactly: packs of JSON lines, compressed (blobs.pack).
+
+Each ingest of a log range adds one pack, its events numbered first_seq..last_seq in order. When the attempt
+ends its packs become one (of PACK_EVENTS events at most): the same keys on every line and numbers of one
+kind side by side compress far better in one pack than in many small ones. `kinds` lists the kinds a pack
+holds (" step phase "), so a read of one kind skips the packs without it. Nothing of a payload is copied
+into a column: an event is its line, as the job printed it (less what redaction removed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from jobtrail.ledger.blobs import Executes, pack, unpack
+
+PACK_EVENTS = 5000
+
+
+def kind_of(event: dict[str, Any]) -> str:
+    return str(event.get("event", "?"))
+
+
+def append(conn: Executes, attempt_id: str, events: Sequence[dict[str, Any]]) -> None:
+    """Add events after the attempt's last one."""
+    if not events:
+        return
+    last = conn.execute(
+        "SELECT COALESCE(MAX(last_seq), 0) AS last_seq FROM event_packs WHERE attempt_id = ?", (attempt_id,)
+    ).fetchone()["last_seq"]
+    _insert(conn, attempt_id, int(last) + 1, [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events])
+
+
+def read(conn: Executes, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+    """The attempt's events in order; with `kind`, those of that kind only."""
+    sql, params = "SELECT data FROM event_packs WHERE attempt_id = ?", [attempt_id]
+    if kind:
+        sql += " AND kinds LIKE ?"
+        params.append(f"% {kind} %")
+    events = []
+    for row in conn.execute(sql + " ORDER BY first_seq", params).fetchall():
+        for line in unpack(row["data"]).decode().split("\n"):
+            event = json.loads(line)
+            if kind is None or kind_of(event) == kind:
+                events.append(event)
+    return events
+
+
+def merge(conn: Executes, attempt_id: str) -> None:
+    """The attempt's events in as few packs as PACK_EVENTS allows, instead of one pack per ingest."""
+    rows = conn.execute(
+        "SELECT first_seq, data FROM event_packs WHERE attempt_id = ? ORDER BY first_seq", (attempt_id,)
+    ).fetchall()
+    if len(rows) < 2:
+        return
+    lines = [line for row in rows for line in unpack(row["data"]).decode().split("\n")]
+    conn.execute("DELETE FROM event_packs WHERE attempt_id = ?", (attempt_id,))
+    _insert(conn, attempt_id, int(rows[0]["first_seq"]), lines)
+
+
+def _insert(conn: Executes, attempt_id: str, first_seq: int, lines: list[str]) -> None:
+    """Lines numbered from first_seq, in packs of PACK_EVENTS at most."""
+    for start in range(0, len(lines), PACK_EVENTS):
+        part = lines[start : start + PACK_EVENTS]
+        kinds = " ".join(sorted({kind_of(json.loads(line)) for line in part}))
+        conn.execute(
+            "INSERT INTO event_packs (attempt_id, first_seq, last_seq, kinds, data) VALUES (?, ?, ?, ?, ?)",
+            (
+                attempt_id,
+                first_seq + start,
+                first_seq + start + len(part) - 1,
+                f" {kinds} ",
+                pack("\n".join(part).encode()),
+            ),
+        )
