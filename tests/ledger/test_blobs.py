@@ -22,9 +22,10 @@ def _script(method: str = "sft", **hyperparameters: object) -> str:
 
 
 def _stored_bytes(ledger: Ledger) -> int:
+    """What the blobs and the scripts' chunk lists hold, packed (LENGTH of a BLOB or BYTEA: its bytes)."""
     conn = ledger._conn()
-    data = conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0]
-    return int(data + conn.execute("SELECT COALESCE(SUM(LENGTH(chunks)), 0) FROM scripts").fetchone()[0])
+    data = conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) AS n FROM blobs").fetchone()["n"]
+    return int(data + conn.execute("SELECT COALESCE(SUM(LENGTH(chunks)), 0) AS n FROM scripts").fetchone()["n"])
 
 
 def test_chunks_join_back_into_the_text_whatever_its_lines():
@@ -62,8 +63,8 @@ def test_an_edit_changes_only_the_chunks_around_it():
     assert len(set(before) & set(after)) == len(before) - 1
 
 
-def test_scripts_come_back_byte_for_byte_and_a_second_config_costs_little(tmp_path):
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+def test_scripts_come_back_byte_for_byte_and_a_second_config_costs_little(ledger_location):
+    ledger = Ledger(ledger_location)
     scripts = [_script(learning_rate=1e-4), _script(learning_rate=3e-4), _script("dpo", beta=0.2)]
     for number, script in enumerate(scripts, 1):
         run_id = f"jt-blob000{number}"
@@ -92,8 +93,8 @@ def test_scripts_come_back_byte_for_byte_and_a_second_config_costs_little(tmp_pa
     assert _stored_bytes(ledger) < 2 * len(blobs.pack(scripts[0].encode()))
 
 
-def test_a_blob_that_no_longer_matches_its_sha256_is_refused(tmp_path):
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+def test_a_blob_that_no_longer_matches_its_sha256_is_refused(ledger_location):
+    ledger = Ledger(ledger_location)
     conn = ledger._conn()
     with ledger.transaction():
         sha = blobs.put_script(conn, "print('hello')\n")

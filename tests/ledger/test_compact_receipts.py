@@ -13,6 +13,7 @@ import pytest
 
 import jobtrail.ledger.db as db
 from jobtrail.ledger import compact_receipts
+from jobtrail.ledger.connection import opener
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import JobSpec, JobStatus, RunRecord
 from jobtrail.templates.configs import build_config
@@ -45,15 +46,15 @@ def _old_attempt(run_id: str, number: int, method: str, lr: float) -> dict[str, 
     }
 
 
-def _ledger_at_0008(path: Path, attempts: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+def _ledger_at_0008(location: Path | str, attempts: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     """A ledger as jobtrail wrote it before 0009: scripts and JSON inline, one row per event."""
     with monkeypatch.context() as older:
         older.setattr(db, "MIGRATIONS", [m for m in db.MIGRATIONS if m[0] < "0009"])
-        conn = db.connect(path)
+        conn = db.connect(location)
     for a in attempts:
         conn.execute(
-            "INSERT OR IGNORE INTO runs (run_id, created_at, method, model, dataset, backend, spec_json)"
-            " VALUES (?, 1.0, ?, 'Qwen/Qwen2.5-0.5B', '/d/chat.jsonl', 'local', ?)",
+            "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, spec_json)"
+            " VALUES (?, 1.0, ?, 'Qwen/Qwen2.5-0.5B', '/d/chat.jsonl', 'local', ?) ON CONFLICT (run_id) DO NOTHING",
             (a["run_id"], a["spec"].method, a["spec"].model_dump_json()),
         )
         conn.execute(
@@ -88,12 +89,24 @@ def _attempts() -> list[dict[str, Any]]:
     return [first, retry, _old_attempt("jt-old00002", 1, "sft", 3e-4), _old_attempt("jt-old00003", 1, "dpo", 5e-6)]
 
 
-def test_a_ledger_of_0008_moves_whole_scripts_byte_for_byte(tmp_path, monkeypatch):
-    path = tmp_path / "ledger.sqlite"
-    old = _attempts()
-    _ledger_at_0008(path, old, monkeypatch)
+def _columns(conn: Any, table: str) -> set[str]:
+    if conn.dialect == "sqlite":
+        return {r["name"] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+    found = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?", (table,))
+    return {r["column_name"] for r in found.fetchall()}
 
-    ledger = Ledger(path)  # migrates
+
+def _tables(conn: Any) -> set[str]:
+    if conn.dialect == "sqlite":
+        return {r["name"] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+    return {r["tablename"] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+
+
+def test_a_ledger_of_0008_moves_whole_scripts_byte_for_byte(ledger_location, monkeypatch):
+    old = _attempts()
+    _ledger_at_0008(ledger_location, old, monkeypatch)
+
+    ledger = Ledger(ledger_location)  # migrates
     for a in old:
         attempt = ledger.get_attempt(a["attempt_id"])
         assert attempt is not None
@@ -107,20 +120,17 @@ def test_a_ledger_of_0008_moves_whole_scripts_byte_for_byte(tmp_path, monkeypatc
     assert ledger.get_run("jt-old00003").spec == old[3]["spec"]
 
     conn = ledger._conn()
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
-    assert not columns & {"script", "config_json", "spec_json", "environment_json", "data_manifest_json"}
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert "events" not in tables
-    # one script row per distinct script (the retry ran its first attempt's), its chunks shared across configs
-    assert conn.execute("SELECT COUNT(*) FROM scripts").fetchone()[0] == 3
-    [(environments,)] = conn.execute("SELECT COUNT(DISTINCT environment_sha256) FROM attempts").fetchall()
-    assert environments == 1
+    gone = {"script", "config_json", "spec_json", "environment_json", "data_manifest_json", "findings_json"}
+    assert not _columns(conn, "attempts") & gone and "spec_json" not in _columns(conn, "runs")
+    assert "events" not in _tables(conn)
+    # one script row per distinct script (the retry ran its first attempt's), one environment for all
+    assert conn.execute("SELECT COUNT(*) AS n FROM scripts").fetchone()["n"] == 3
+    assert conn.execute("SELECT COUNT(DISTINCT environment_sha256) AS n FROM attempts").fetchone()["n"] == 1
 
 
-def test_a_migration_that_fails_half_way_leaves_the_ledger_as_it_was(tmp_path, monkeypatch):
-    path = tmp_path / "ledger.sqlite"
+def test_a_migration_that_fails_half_way_leaves_the_ledger_as_it_was(ledger_location, monkeypatch):
     old = _attempts()
-    _ledger_at_0008(path, old, monkeypatch)
+    _ledger_at_0008(ledger_location, old, monkeypatch)
     moved: list[str] = []
     real = compact_receipts.put_script
 
@@ -132,20 +142,19 @@ def test_a_migration_that_fails_half_way_leaves_the_ledger_as_it_was(tmp_path, m
 
     monkeypatch.setattr(compact_receipts, "put_script", fail_on_the_third)
     with pytest.raises(RuntimeError, match="disk full"):
-        Ledger(path)
+        Ledger(ledger_location)
     monkeypatch.setattr(compact_receipts, "put_script", real)
 
-    conn = db.sqlite3.connect(path)
-    assert "0009_content_addressed_receipts" not in {r[0] for r in conn.execute("SELECT name FROM migrations")}
-    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} >= {"events"}
-    assert "blobs" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert conn.execute("SELECT COUNT(*) FROM attempts WHERE script != ''").fetchone()[0] == len(old)
+    conn = opener(ledger_location)()
+    assert "0009_content_addressed_receipts" not in {r["name"] for r in conn.execute("SELECT name FROM migrations")}
+    assert "events" in _tables(conn) and "blobs" not in _tables(conn) and "script" in _columns(conn, "attempts")
+    assert conn.execute("SELECT COUNT(*) AS n FROM attempts WHERE script != ''").fetchone()["n"] == len(old)
     conn.close()
-    assert Ledger(path).script(sha256_text(old[0]["script"])) == old[0]["script"]  # a later start moves it
+    assert Ledger(ledger_location).script(sha256_text(old[0]["script"])) == old[0]["script"]  # a later start moves it
 
 
-def test_events_read_the_same_before_and_after_their_attempt_ends_and_they_are_packed(tmp_path):
-    ledger = Ledger(tmp_path / "ledger.sqlite")
+def test_events_read_the_same_before_and_after_their_attempt_ends_and_they_are_packed(ledger_location):
+    ledger = Ledger(ledger_location)
     spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
     run = RunRecord(run_id="jt-ev", created_at=1.0, method="sft", model="/m", dataset="/d", backend="local", spec=spec)
     attempt = new_attempt(
@@ -167,13 +176,13 @@ def test_events_read_the_same_before_and_after_their_attempt_ends_and_they_are_p
         )
         offset += 1
     conn = ledger._conn()
-    packs = conn.execute("SELECT COUNT(*) FROM event_packs WHERE attempt_id = 'jt-ev/1'").fetchone()[0]
-    assert packs == 11
+    packs = "SELECT COUNT(*) AS n FROM event_packs WHERE attempt_id = 'jt-ev/1'"
+    assert conn.execute(packs).fetchone()["n"] == 11
     assert ledger.events("jt-ev/1") == printed
     assert ledger.events("jt-ev/1", "alert") == [printed[-2]]
 
     ledger.update_attempt("jt-ev/1", status=JobStatus.FAILED)
-    assert conn.execute("SELECT COUNT(*) FROM event_packs WHERE attempt_id = 'jt-ev/1'").fetchone()[0] == 1
+    assert conn.execute(packs).fetchone()["n"] == 1
     assert ledger.events("jt-ev/1") == printed
     assert ledger.events("jt-ev/1", "step") == printed[1:-2] and ledger.events("jt-ev/1", "missing") == []
     assert ledger.ingest(

@@ -59,7 +59,9 @@ def test_postgresql_keeps_timestamps_and_counts_in_8_bytes(postgres_url):
     types = {r["column_name"]: r["data_type"] for r in conn.execute(columns, ("attempts",)).fetchall()}
     assert types["ended_at"] == types["gpu_seconds"] == "double precision"
     assert types["log_offset"] == types["number"] == "bigint"
-    assert types["script"] == "text"
+    assert types["script_sha256"] == "text"
+    stored = {r["column_name"]: r["data_type"] for r in conn.execute(columns, ("blobs",)).fetchall()}
+    assert stored == {"sha256": "text", "data": "bytea"}
 
 
 def test_failed_migration_leaves_nothing_half_applied(ledger_location, monkeypatch):
@@ -100,7 +102,10 @@ def test_postgresql_forms_name_statements_their_migrations_have():
     """A PostgreSQL form is found by its migration's statement: one that names no statement would never run."""
     import jobtrail.ledger.db as db
 
-    written = {name: set(db._statements(sql)) for name, sql in MIGRATIONS}
+    written = {
+        name: {statement for step in db.steps(body) if isinstance(step, str) for statement in db._statements(step)}
+        for name, body in MIGRATIONS
+    }
     for name, forms in db.POSTGRES_STATEMENTS.items():
         assert set(forms) <= written[name], name
 

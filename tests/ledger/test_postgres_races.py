@@ -26,7 +26,8 @@ import json, sys, time
 from pathlib import Path
 import psycopg
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import AttemptRecord, JobSpec, RunRecord
+from jobtrail.models import JobSpec, NewAttempt, RunRecord
+from jobtrail.util.digest import config_json, sha256_text
 ready, go, url, me = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 ready.touch()
 deadline = time.monotonic() + 120
@@ -91,9 +92,9 @@ def test_processes_submitting_one_idempotency_key_at_once_make_one_run(tmp_path,
         "spec = JobSpec(method='sft', model='/m', dataset='/d.jsonl')\n"
         "run = RunRecord(run_id=f'jt-racer{me}', created_at=1.0, method='sft', model='/m', dataset='/d.jsonl',"
         " backend='local', spec=spec, idempotency_key='k-1')\n"
-        "attempt = AttemptRecord(attempt_id=f'jt-racer{me}/1', run_id=run.run_id, number=1, status='queued',"
-        " created_at=1.0, backend='local', config={}, config_sha256='c', script='', script_sha256='s',"
-        " output_dir='/o')\n"
+        "attempt = NewAttempt(attempt_id=f'jt-racer{me}/1', run_id=run.run_id, number=1, status='queued',"
+        " created_at=1.0, backend='local', config={}, config_sha256=sha256_text(config_json({})), script='',"
+        " script_sha256=sha256_text(''), output_dir='/o')\n"
         "print(json.dumps(Ledger(url).add_run(run, attempt, {'method': 'sft'})))",
     )
     held = Ledger(postgres_url).run_by_idempotency_key("k-1")

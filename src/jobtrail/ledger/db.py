@@ -209,7 +209,7 @@ def migrate(conn: LedgerConnection) -> list[str]:
             # Re-checked inside the write lock: two processes may start at once.
             if conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
                 continue
-            for step in (sql,) if isinstance(sql, str) else sql:
+            for step in steps(sql):
                 if callable(step):
                     step(conn)
                     continue
@@ -218,6 +218,11 @@ def migrate(conn: LedgerConnection) -> list[str]:
             conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time()))
             applied.append(name)
     return applied
+
+
+def steps(body: str | tuple[Step, ...]) -> tuple[Step, ...]:
+    """A migration's steps: its SQL alone, or SQL and the functions that move data between."""
+    return (body,) if isinstance(body, str) else body
 
 
 def _in_dialect(conn: LedgerConnection, migration: str, statement: str) -> str:

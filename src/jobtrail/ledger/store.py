@@ -169,6 +169,8 @@ class Ledger:
         sql += " ORDER BY r.created_at DESC LIMIT ?"
         params.append(limit)
         rows = self._rows(sql, params)
+        if not rows:
+            return []
         marks = ", ".join("?" for _ in rows)
         latest = {
             a.attempt_id: a
