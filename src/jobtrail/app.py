@@ -40,13 +40,18 @@ def build_service(home_dir: Path | None = None) -> JobService:
     local = LocalBackend(python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1))
     hf_jobs = HfJobsBackend(token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None)
     return JobService(
-        ledger=Ledger(os.environ.get(LEDGER_URL_ENV) or root / "ledger.sqlite"),
+        ledger=Ledger(ledger_location(root)),
         backends={local.name: local, hf_jobs.name: hf_jobs},
         home=root,
         job_python=python,
         hub_token=token,
         caps=Caps(default_max_cost_usd=_dollars(budget.CAP_ENV), daily_budget_usd=_dollars(budget.DAILY_ENV)),
     )
+
+
+def ledger_location(root: Path) -> Path | str:
+    """JOBTRAIL_LEDGER_URL's PostgreSQL ledger, else the SQLite file in the home folder `root`."""
+    return os.environ.get(LEDGER_URL_ENV) or root / "ledger.sqlite"
 
 
 def private_home(root: Path) -> Path:

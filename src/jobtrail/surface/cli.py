@@ -1,4 +1,4 @@
-"""`jobtrail` command line: `serve`, `demo` and `explain`, plus one subcommand per tool.
+"""`jobtrail` command line: `serve`, `demo`, `dashboard`, `explain` and `ledger`, plus one subcommand per tool.
 
 A tool's subcommand is built from the tool's own declaration (tools_*.py, params.py): the same
 argument names as flags, the same choices, defaults and checks, and it calls the same tool
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.surface.cli_flags import add_tool_arguments, tool_arguments
+from jobtrail.surface.cli_ledger import add_ledger_commands
 from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
@@ -100,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     dashboard.set_defaults(handler=_dashboard)
 
+    add_ledger_commands(sub)
     explain = sub.add_parser("explain", help="why did a job end? classify any log file")
     explain.add_argument("logfile")
     explain.add_argument("--exit-code", type=int, help="the process's exit code, if known")
