@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.records import add_ended_run, add_queued_run
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.db import connect
 from jobtrail.ledger.store import Ledger
 from jobtrail.ledger.transfer import TABLES, import_lines, table_names, write_export
 from jobtrail.models import CheckpointRecord, TerminationReason
+from support.records import add_ended_run, add_queued_run
 
 
 def _filled(location: Path | str) -> Ledger:
