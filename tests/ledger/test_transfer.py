@@ -67,9 +67,12 @@ def test_a_sqlite_ledger_moves_into_postgresql_whole_and_a_second_import_adds_no
     exported = _export(tmp_path / "personal" / "ledger.sqlite")
 
     first = import_lines(connect(postgres_url), exported.splitlines(), "export.jsonl")
-    assert {t: c.inserted for t, c in first.tables.items()} == {
-        "runs": 2, "attempts": 2, "events": 2, "checkpoints": 1, "calibration": 1, "evals": 1,
+    inserted = {t: c.inserted for t, c in first.tables.items()}
+    assert inserted | {"blobs": 0, "scripts": 0} == {
+        "blobs": 0, "scripts": 0, "runs": 2, "attempts": 2, "event_packs": 1, "checkpoints": 1, "calibration": 1,
+        "evals": 1,
     }  # fmt: skip
+    assert inserted["blobs"] > 0 and inserted["scripts"] > 0
     team = Ledger(postgres_url)
     for run_id in ("jt-parent01", "jt-follow01"):
         assert team.get_run(run_id) == personal.get_run(run_id)
@@ -84,7 +87,7 @@ def test_a_sqlite_ledger_moves_into_postgresql_whole_and_a_second_import_adds_no
 
     again = import_lines(connect(postgres_url), exported.splitlines(), "export.jsonl")
     assert all(c.inserted == 0 and c.differing == 0 for c in again.tables.values())
-    assert sum(c.already_present for c in again.tables.values()) == 9
+    assert {t: c.already_present for t, c in again.tables.items()} == inserted
     assert _export(postgres_url) == exported
 
 
@@ -131,7 +134,7 @@ def test_the_cli_moves_a_personal_ledger_into_a_team_ledger(tmp_path: Path, post
 
     exported = jobtrail("ledger", "export", str(tmp_path / "mine.jsonl"))
     assert exported.returncode == 0, exported.stderr
-    assert "runs 2, attempts 2" in exported.stdout and "jobtrail ledger import" in exported.stdout
+    assert "runs 2, attempts 2, event_packs 1" in exported.stdout and "jobtrail ledger import" in exported.stdout
     assert (tmp_path / "mine.jsonl").stat().st_mode & 0o077 == 0  # the receipts are the user's alone
 
     for inserted in (2, 0):

@@ -25,9 +25,11 @@ VERSION = 1
 # Every table a ledger holds, parents before the rows that reference them, with the columns that identify a row.
 # tests/ledger/test_transfer.py fails when a migration adds a table that is missing here.
 TABLES: dict[str, tuple[str, ...]] = {
+    "blobs": ("sha256",),
+    "scripts": ("sha256",),
     "runs": ("run_id",),
     "attempts": ("attempt_id",),
-    "events": ("attempt_id", "seq"),
+    "event_packs": ("attempt_id", "first_seq"),
     "checkpoints": ("attempt_id", "path"),
     "calibration": ("attempt_id",),
     "evals": ("eval_attempt_id",),
