@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: demo lint test bench soak bench-train bench-train-gpu
+.PHONY: demo lint test bench soak bench-train bench-train-gpu bench-ledger
 
 # The MCP Inspector (npm) for the test that drives the server through its CLI mode.
 INSPECTOR := .tools/node_modules/.bin/mcp-inspector
@@ -41,6 +41,11 @@ bench: $(VENV)/.installed
 # Concurrent MCP clients on real stdio servers while jobs and servers are killed; audits the ledger (< 3 min).
 soak: $(VENV)/.installed
 	$(PY) bench/soak.py
+
+# A ledger of 100,000 realistic attempts (bench/ledger_scale.py): bytes per attempt, p50/p99 of ps, inspect and
+# report, in SQLite and in a PostgreSQL the bench starts (the machine's server binaries; ~1 h on 2 cores).
+bench-ledger: $(VENV)/.installed
+	$(PY) bench/ledger_scale.py --postgres
 
 # The rendered SFT job against plain TRL SFT (bench/train_throughput.py): tokens/s, memory, MFU, loss.
 # bench-train is its CPU smoke (tiny model built offline, < 1 min); bench-train-gpu, on a GPU machine with

@@ -40,17 +40,17 @@ def test_chunks_join_back_into_the_text_whatever_its_lines():
         _script(),
     ]
     for text in texts:
-        chunks = blobs.chunk_lines(text)
-        assert "".join(chunks) == text
+        chunks = blobs.chunk_lines(text.encode())
+        assert b"".join(chunks) == text.encode()
         assert all(len(c) <= blobs.MAX_CHUNK for c in chunks[:-1]) or len(chunks) == 1
 
 
 def test_two_configs_of_one_template_share_every_chunk_but_their_config():
     first, second = _script(learning_rate=1e-4, max_steps=300), _script(learning_rate=2e-5, lora_r=32)
-    a, b = blobs.chunk_lines(first), blobs.chunk_lines(second)
+    a, b = blobs.chunk_lines(first.encode()), blobs.chunk_lines(second.encode())
     assert len(first) > 100_000 and first != second
     differ = set(a) ^ set(b)
-    assert len(differ) == 2 and all("CONFIG: dict = json.loads(" in chunk for chunk in differ)
+    assert len(differ) == 2 and all(b"CONFIG: dict = json.loads(" in chunk for chunk in differ)
 
 
 def test_an_edit_changes_only_the_chunks_around_it():
@@ -58,7 +58,7 @@ def test_an_edit_changes_only_the_chunks_around_it():
     lines = script.splitlines(keepends=True)
     middle = len(lines) // 2
     edited = "".join([*lines[:middle], "    x = 1  # an edit\n", *lines[middle:]])
-    before, after = blobs.chunk_lines(script), blobs.chunk_lines(edited)
+    before, after = blobs.chunk_lines(script.encode()), blobs.chunk_lines(edited.encode())
     assert len(set(after) - set(before)) == 1
     assert len(set(before) & set(after)) == len(before) - 1
 

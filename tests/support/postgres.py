@@ -1,8 +1,9 @@
 """A real PostgreSQL server for the tests, started from the binaries installed on this machine.
 
-`postgres_server` (session): initdb + pg_ctl in a temp dir (trust auth, fsync off, a unix socket in the dir
-and a free 127.0.0.1 port), stopped and removed at the end of the session, also after a failure. PostgreSQL
-refuses to run as root, so as root it runs as the `postgres` user (runuser), in a dir that user owns.
+`postgres_server` (session; running_server() outside pytest): initdb + pg_ctl in a temp dir (trust auth,
+fsync off, a unix socket in the dir and a free 127.0.0.1 port), stopped and removed at the end of the session,
+also after a failure. PostgreSQL refuses to run as root, so as root it runs as the `postgres` user (runuser),
+in a dir that user owns.
 `postgres_url`: a fresh, empty database for one test, its URL (postgresql://postgres@127.0.0.1:PORT/NAME).
 `ledger_location`: parametrized over both engines: a SQLite file under tmp_path, then a `postgres_url`; a
 test that takes it runs twice, and the server starts only when a PostgreSQL case runs.
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +78,9 @@ def _run(command: list[str], what: str) -> None:
         raise RuntimeError(f"{what} failed ({done.returncode}): {done.stdout}\n{done.stderr}")
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+@contextmanager
+def running_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server in a temp dir while the block runs (bench/ledger_scale.py starts one this way too)."""
     bin_dir, prefix = _binaries(), _as_server_user()
     # Not under pytest's tmp dir: as root that dir is 0700 and the postgres user could not reach its socket.
     root = Path(tempfile.mkdtemp(prefix="jobtrail-pg-"))
@@ -104,6 +107,12 @@ def postgres_server() -> Iterator[PostgresServer]:
             stop = [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]
             subprocess.run(stop, capture_output=True, timeout=120)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    with running_server() as server:
+        yield server
 
 
 _databases = itertools.count(1)

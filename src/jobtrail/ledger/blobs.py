@@ -31,7 +31,7 @@ from typing import Any, Protocol
 _CUT_MASK = 0x7F
 MIN_CHUNK = 2048
 MAX_CHUNK = 32768
-_SECTION = "# --- "  # a line that opens a section of a script always starts a chunk
+_SECTION = b"# --- "  # a line that opens a section of a script always starts a chunk
 DIGEST_BYTES = 32
 
 # Packed bytes start with their codec. zlib for small things (its header is smaller and it is ~3x faster to
@@ -74,35 +74,46 @@ def unpack(packed: bytes) -> bytes:
     raise CorruptBlobError(f"unknown codec {codec!r}")
 
 
-def chunk_lines(text: str) -> list[str]:
-    """`text` cut between lines, at cuts its lines choose; "".join() of the chunks is `text`."""
-    chunks: list[str] = []
-    current: list[str] = []
-    size = 0
-    for line in text.splitlines(keepends=True):
-        if current and (line.startswith(_SECTION) or size + len(line) > MAX_CHUNK):
-            chunks.append("".join(current))
-            current, size = [], 0
-        current.append(line)
+def chunk_lines(data: bytes) -> list[bytes]:
+    """`data` (a script's UTF-8) cut between lines, at cuts its lines choose; b"".join() of the chunks is `data`."""
+    lines = data.splitlines(keepends=True)
+    # Which lines may end a chunk, by their crc32 (the same on every machine and Python, unlike hash()).
+    ends = [zlib.crc32(line) & _CUT_MASK == 0 for line in lines]
+    chunks: list[bytes] = []
+    start = size = 0
+    for at, line in enumerate(lines):
+        if at > start and (line.startswith(_SECTION) or size + len(line) > MAX_CHUNK):
+            chunks.append(b"".join(lines[start:at]))
+            start, size = at, 0
         size += len(line)
-        if size >= MIN_CHUNK and zlib.crc32(line.encode()) & _CUT_MASK == 0:
-            chunks.append("".join(current))
-            current, size = [], 0
-    if current:
-        chunks.append("".join(current))
+        if size >= MIN_CHUNK and ends[at]:
+            chunks.append(b"".join(lines[start : at + 1]))
+            start, size = at + 1, 0
+    if start < len(lines):
+        chunks.append(b"".join(lines[start:]))
     return chunks
 
 
-def put_blobs(conn: Executes, contents: Iterable[bytes]) -> list[str]:
-    """Store each content once; return their sha256s, in order."""
-    digests = []
-    for content in contents:
-        digest = sha256_hex(content)
-        conn.execute(
-            "INSERT INTO blobs (sha256, data) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING", (digest, pack(content))
-        )
-        digests.append(digest)
+def put_blobs(conn: Executes, contents: Sequence[bytes]) -> list[str]:
+    """Store each content once; return their sha256s, in order. What is stored already is not packed again."""
+    digests = [sha256_hex(content) for content in contents]
+    held = _held(conn, digests)
+    for digest, content in zip(digests, contents, strict=True):
+        if digest not in held:
+            packed = pack(content)
+            conn.execute(
+                "INSERT INTO blobs (sha256, data) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING", (digest, packed)
+            )
+            held.add(digest)
     return digests
+
+
+def _held(conn: Executes, digests: Sequence[str]) -> set[str]:
+    if not digests:
+        return set()
+    marks = ", ".join("?" for _ in digests)
+    rows = conn.execute(f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", list(digests)).fetchall()
+    return {row["sha256"] for row in rows}
 
 
 def read_blobs(conn: Executes, digests: Iterable[str]) -> dict[str, bytes]:
@@ -124,7 +135,7 @@ def put_script(conn: Executes, script: str) -> str:
     """Store a script as its chunks (each once); return its sha256."""
     digest = sha256_hex(script.encode())
     if conn.execute("SELECT 1 FROM scripts WHERE sha256 = ?", (digest,)).fetchone() is None:
-        chunks = put_blobs(conn, (chunk.encode() for chunk in chunk_lines(script)))
+        chunks = put_blobs(conn, chunk_lines(script.encode()))
         conn.execute(
             "INSERT INTO scripts (sha256, chunks) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING",
             (digest, b"".join(bytes.fromhex(c) for c in chunks)),

@@ -15,11 +15,14 @@ from jobtrail.ledger import eventlog
 from jobtrail.ledger.blobs import Executes, put_blobs, put_script
 from jobtrail.util.digest import config_json
 
+# Tables of small rows read by their key alone are SQLite's WITHOUT ROWID (PostgreSQL has no such clause, db.py
+# leaves it out): the key (a sha256; an attempt and a checkpoint's path) is stored once, not again in an index
+# beside the row. Not `scripts`: a list of ~30 digests is near the ~1 KB past which such a row spills.
 BEFORE = """
     CREATE TABLE blobs (
         sha256 TEXT PRIMARY KEY,
         data   BLOB NOT NULL
-    );
+    ) WITHOUT ROWID;
     CREATE TABLE scripts (
         sha256 TEXT PRIMARY KEY,
         chunks BLOB NOT NULL
@@ -38,7 +41,7 @@ BEFORE = """
     ALTER TABLE attempts ADD COLUMN findings_sha256 TEXT;
     ALTER TABLE runs ADD COLUMN spec_sha256 TEXT
 """
-# SQLite drops a column since 3.35 (the oldest Python that jobtrail supports ships a newer one), PostgreSQL always.
+# SQLite drops a column since 3.35 (2021), PostgreSQL always. The checkpoints become WITHOUT ROWID too.
 # Indexes: ps lists runs newest first; report reads the attempts that ended since a moment, grouped, from the
 # index alone (it holds every column report groups or sums on).
 AFTER = """
@@ -50,6 +53,19 @@ AFTER = """
     ALTER TABLE attempts DROP COLUMN findings_json;
     ALTER TABLE runs DROP COLUMN spec_json;
     DROP TABLE events;
+    CREATE TABLE checkpoints_by_attempt (
+        attempt_id      TEXT NOT NULL REFERENCES attempts(attempt_id),
+        path            TEXT NOT NULL,
+        step            INTEGER,
+        state           TEXT NOT NULL,
+        manifest_sha256 TEXT,
+        updated_at      REAL NOT NULL,
+        PRIMARY KEY (attempt_id, path)
+    ) WITHOUT ROWID;
+    INSERT INTO checkpoints_by_attempt
+        SELECT attempt_id, path, step, state, manifest_sha256, updated_at FROM checkpoints;
+    DROP TABLE checkpoints;
+    ALTER TABLE checkpoints_by_attempt RENAME TO checkpoints;
     DROP INDEX attempts_by_ended;
     CREATE INDEX attempts_by_ended ON attempts(ended_at, termination_reason, backend, flavor, run_id, gpu_seconds,
         cost_usd);

@@ -188,6 +188,8 @@ POSTGRES_STATEMENTS: dict[str, dict[str, str]] = {
 # SQLite's REAL and INTEGER are 8 bytes; PostgreSQL's are 4: timestamps would lose their seconds' fractions
 # and byte counts would overflow. SQLite's BLOB (packed bytes) is PostgreSQL's BYTEA.
 _POSTGRES_TYPES = {"REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT", "BLOB": "BYTEA"}
+# A table SQLite keeps by its key alone; PostgreSQL's tables are all heaps beside their indexes.
+_NO_ROWID = " WITHOUT ROWID"
 _TYPE_NAMES = re.compile(r"\b(" + "|".join(_POSTGRES_TYPES) + r")\b")
 _MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
 
@@ -229,7 +231,7 @@ def _in_dialect(conn: LedgerConnection, migration: str, statement: str) -> str:
     """A migration's statement as this connection's engine runs it."""
     if conn.dialect == "sqlite":
         return statement
-    statement = POSTGRES_STATEMENTS.get(migration, {}).get(statement, statement)
+    statement = POSTGRES_STATEMENTS.get(migration, {}).get(statement, statement).replace(_NO_ROWID, "")
     return _TYPE_NAMES.sub(lambda found: _POSTGRES_TYPES[found.group(1)], statement)
 
 

@@ -10,6 +10,8 @@ into a column: an event is its line, as the job printed it (less what redaction 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,18 +34,41 @@ def append(conn: Executes, attempt_id: str, events: Sequence[dict[str, Any]]) ->
     _insert(conn, attempt_id, int(last) + 1, [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events])
 
 
-def read(conn: Executes, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
+class PackCache:
+    """Packs already read, by attempt and seq range: a pack never changes (a merge writes a new range), so ps and
+    inspect, which read every event of the jobs they show on each call, decompress and parse each pack once.
+    The events handed out are shared with the cache: read them, never change them."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._size = size
+        self._packs: OrderedDict[tuple[str, int, int], list[dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def events(self, row: Any) -> list[dict[str, Any]]:
+        key = (row["attempt_id"], int(row["first_seq"]), int(row["last_seq"]))
+        with self._lock:
+            if key in self._packs:
+                self._packs.move_to_end(key)
+                return self._packs[key]
+        # One JSON array per pack: a line holds no raw newline (json.dumps escapes it), so the lines are its items.
+        events: list[dict[str, Any]] = json.loads("[" + unpack(row["data"]).decode().replace("\n", ",") + "]")
+        with self._lock:
+            self._packs[key] = events
+            while len(self._packs) > self._size:
+                self._packs.popitem(last=False)
+        return events
+
+
+def read(conn: Executes, cache: PackCache, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
     """The attempt's events in order; with `kind`, those of that kind only."""
-    sql, params = "SELECT data FROM event_packs WHERE attempt_id = ?", [attempt_id]
+    sql, params = "SELECT attempt_id, first_seq, last_seq, data FROM event_packs WHERE attempt_id = ?", [attempt_id]
     if kind:
         sql += " AND kinds LIKE ?"
         params.append(f"% {kind} %")
-    events = []
+    events: list[dict[str, Any]] = []
     for row in conn.execute(sql + " ORDER BY first_seq", params).fetchall():
-        for line in unpack(row["data"]).decode().split("\n"):
-            event = json.loads(line)
-            if kind is None or kind_of(event) == kind:
-                events.append(event)
+        packed = cache.events(row)
+        events.extend(packed if kind is None else (e for e in packed if kind_of(e) == kind))
     return events
 
 

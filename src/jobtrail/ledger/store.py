@@ -64,6 +64,7 @@ class Ledger:
         self.location = location
         self._open = opener(location)
         self._local = threading.local()  # a connection never crosses threads
+        self._packs = eventlog.PackCache()
         migrate(self._conn())  # now, so errors surface at start-up
 
     def _conn(self) -> LedgerConnection:
@@ -235,19 +236,23 @@ class Ledger:
 
     def billed_since(self, since: float) -> list[AttemptRecord]:
         """Attempts that ran at some moment after `since` (running ones included)."""
-        return self._attempts(
-            "SELECT * FROM attempts WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at >= ?)"
-            " ORDER BY started_at",
+        # Two halves, each read from the index on ended_at (one OR, or the order by started_at, would read every
+        # attempt that ever started), then ordered here.
+        found = self._attempts(
+            "SELECT * FROM attempts WHERE ended_at >= ? UNION ALL SELECT * FROM attempts WHERE ended_at IS NULL",
             (since,),
         )
+        return sorted((a for a in found if a.started_at is not None), key=lambda a: a.started_at or 0.0)
 
     def capped_runs_since(self, since: float) -> list[RunRecord]:
         """Runs with a spending cap, created since `since` or still active, newest first."""
         marks = ", ".join("?" for _ in ACTIVE_STATUSES)
+        # Two halves, each read from an index (runs by created_at, attempts by status), rather than one OR that
+        # reads every run.
         rows = self._rows(
-            "SELECT * FROM runs r WHERE r.max_cost_usd IS NOT NULL AND (r.created_at >= ? OR EXISTS"
-            f" (SELECT 1 FROM attempts a WHERE a.run_id = r.run_id AND a.status IN ({marks})))"
-            " ORDER BY r.created_at DESC",
+            "SELECT * FROM runs WHERE created_at >= ? AND max_cost_usd IS NOT NULL UNION"
+            f" SELECT r.* FROM runs r JOIN attempts a ON a.run_id = r.run_id WHERE a.status IN ({marks})"
+            " AND r.max_cost_usd IS NOT NULL ORDER BY created_at DESC",
             (since, *ACTIVE_STATUSES),
         )
         return self._runs(rows)
@@ -334,7 +339,7 @@ class Ledger:
 
     def events(self, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
         """The attempt's events in the order it printed them; with `kind`, those of that kind."""
-        return eventlog.read(self._conn(), attempt_id, kind)
+        return eventlog.read(self._conn(), self._packs, attempt_id, kind)
 
     def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
