@@ -36,8 +36,8 @@ def test_ps_inspect_and_report_read_through_indexes(tmp_path):
     ledger.evals_of("jt-plan0001")
     for group in ("termination_reason", "method", "flavor"):  # report
         ledger.report(week, group)
-    ledger.billed_since(time.time() - 86400)
-    ledger.capped_runs_since(week)
+    ledger.ended_spend_since(time.time() - 86400)
+    ledger.cap_states(week)
     ledger.attempts_in(["starting", "running"])  # every tool's refresh
     raw.set_trace_callback(None)
 

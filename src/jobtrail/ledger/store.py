@@ -234,28 +234,34 @@ class Ledger:
             params.append(backend)
         return self._attempts(sql + " ORDER BY created_at", params)
 
-    def billed_since(self, since: float) -> list[AttemptRecord]:
-        """Attempts that ran at some moment after `since` (running ones included)."""
-        # Two halves, each read from the index on ended_at (one OR, or the order by started_at, would read every
-        # attempt that ever started), then ordered here.
-        found = self._attempts(
-            "SELECT * FROM attempts WHERE ended_at >= ? UNION ALL SELECT * FROM attempts WHERE ended_at IS NULL",
+    def ended_spend_since(self, since: float) -> list[tuple[float, float, float]]:
+        """(started_at, ended_at, cost_usd) of each attempt that ran and ended since `since`: what a spending
+        window counts of them, read from the index on ended_at without their receipts."""
+        rows = self._rows(
+            "SELECT started_at, ended_at, cost_usd FROM attempts WHERE ended_at >= ? AND started_at IS NOT NULL",
             (since,),
         )
-        return sorted((a for a in found if a.started_at is not None), key=lambda a: a.started_at or 0.0)
+        return [(row["started_at"], row["ended_at"], row["cost_usd"] or 0.0) for row in rows]
 
-    def capped_runs_since(self, since: float) -> list[RunRecord]:
-        """Runs with a spending cap, created since `since` or still active, newest first."""
+    def cap_states(self, since: float) -> list[dict[str, Any]]:
+        """Runs with a spending cap, created since `since` or still active, newest first: run_id, backend,
+        max_cost_usd, their latest attempt's status and termination_reason, and spent_ended (what their ended
+        attempts cost). One query, whatever their number: report lists every one."""
         marks = ", ".join("?" for _ in ACTIVE_STATUSES)
-        # Two halves, each read from an index (runs by created_at, attempts by status), rather than one OR that
-        # reads every run.
-        rows = self._rows(
-            "SELECT * FROM runs WHERE created_at >= ? AND max_cost_usd IS NOT NULL UNION"
-            f" SELECT r.* FROM runs r JOIN attempts a ON a.run_id = r.run_id WHERE a.status IN ({marks})"
-            " AND r.max_cost_usd IS NOT NULL ORDER BY created_at DESC",
-            (since, *ACTIVE_STATUSES),
-        )
-        return self._runs(rows)
+        return [
+            dict(row)
+            for row in self._rows(
+                "SELECT r.run_id, r.backend, r.max_cost_usd, a.status, a.termination_reason,"
+                " (SELECT COALESCE(SUM(e.cost_usd), 0) FROM attempts e WHERE e.run_id = r.run_id"
+                " AND e.ended_at IS NOT NULL) AS spent_ended"
+                " FROM runs r JOIN attempts a ON a.run_id = r.run_id"
+                " AND a.number = (SELECT MAX(number) FROM attempts WHERE run_id = r.run_id)"
+                # two index ranges (runs by created_at, attempts by status), not one OR that reads every run
+                " WHERE r.max_cost_usd IS NOT NULL AND r.run_id IN (SELECT run_id FROM runs WHERE created_at >= ?"
+                f" UNION SELECT run_id FROM attempts WHERE status IN ({marks})) ORDER BY r.created_at DESC",
+                (since, *ACTIVE_STATUSES),
+            )
+        ]
 
     def update_attempt(
         self,

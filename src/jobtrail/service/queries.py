@@ -242,20 +242,19 @@ class Queries(UseCase):
         )
 
     def _job_caps(self, since: float, now: float) -> list[JobCap]:
-        caps = []
-        for run in self.ledger.capped_runs_since(since):
-            if run.backend == "local" or run.max_cost_usd is None:
-                continue  # a local job costs nothing
-            latest = self.context.latest(run.run_id)
-            caps.append(
-                JobCap(
-                    job_id=run.run_id,
-                    **_state(latest),
-                    max_cost_usd=run.max_cost_usd,
-                    spent_usd=round(self.tracker.spending.of_run(run.run_id, now), 6),
-                )
+        """Each capped remote job's spend (its ended attempts' costs, its running one's so far) against its cap."""
+        running = self.tracker.spending.running_by_run(now)
+        return [
+            JobCap(
+                job_id=cap["run_id"],
+                status=cap["status"],
+                termination_reason=cap["termination_reason"],
+                max_cost_usd=cap["max_cost_usd"],
+                spent_usd=round(cap["spent_ended"] + running.get(cap["run_id"], 0.0), 6),
             )
-        return caps
+            for cap in self.ledger.cap_states(since)
+            if cap["backend"] != "local"  # a local job costs nothing
+        ]
 
     # --- planning helpers: no job involved ------------------------------------------
 

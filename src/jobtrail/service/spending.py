@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobtrail.ledger.store import Ledger
+from jobtrail.ledger.store import ACTIVE_STATUSES, Ledger
 from jobtrail.models import AttemptRecord, RunRecord
 from jobtrail.outcomes import budget
 
@@ -45,10 +45,23 @@ class Spending:
         """Every job's spend in the rolling 24-hour window: each attempt for its running time inside it."""
         now = time.time() if now is None else now
         since = now - budget.DAILY_WINDOW_S
-        return sum(
-            self.spent(a, now) * budget.window_share(a.started_at, a.ended_at, now, since)
-            for a in self.ledger.billed_since(since)
+        ended = sum(
+            cost * budget.window_share(started, ended, now, since)
+            for started, ended, cost in self.ledger.ended_spend_since(since)
         )
+        return ended + sum(
+            self.spent(a, now) * budget.window_share(a.started_at, a.ended_at, now, since) for a in self._running()
+        )
+
+    def running_by_run(self, now: float) -> dict[str, float]:
+        """What each job's running attempt has cost so far."""
+        spent: dict[str, float] = {}
+        for attempt in self._running():
+            spent[attempt.run_id] = spent.get(attempt.run_id, 0.0) + self.spent(attempt, now)
+        return spent
+
+    def _running(self) -> list[AttemptRecord]:
+        return [a for a in self.ledger.attempts_in(ACTIVE_STATUSES) if a.started_at is not None and a.ended_at is None]
 
     def cap_reached(self, run: RunRecord, now: float) -> str | None:
         """Why `run` must stop spending now (its own cap, or the daily budget), or None."""
