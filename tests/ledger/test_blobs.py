@@ -10,10 +10,10 @@ import pytest
 
 from jobtrail.ledger import blobs
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import JobSpec, JobStatus, RunRecord
+from jobtrail.models import JobSpec
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
-from support.records import new_attempt
+from support.records import add_queued_run
 
 
 def _script(method: str = "sft", **hyperparameters: object) -> str:
@@ -67,28 +67,14 @@ def test_scripts_come_back_byte_for_byte_and_a_second_config_costs_little(ledger
     ledger = Ledger(ledger_location)
     scripts = [_script(learning_rate=1e-4), _script(learning_rate=3e-4), _script("dpo", beta=0.2)]
     for number, script in enumerate(scripts, 1):
-        run_id = f"jt-blob000{number}"
-        spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl")
-        run = RunRecord(
-            run_id=run_id, created_at=1.0, method="sft", model="/m", dataset="/d", backend="local", spec=spec
-        )
-        attempt = new_attempt(
-            attempt_id=f"{run_id}/1",
-            run_id=run_id,
-            number=1,
-            status=JobStatus.QUEUED,
-            created_at=1.0,
-            backend="local",
-            script=script,
-            output_dir="/o",
-        )
         before = _stored_bytes(ledger)
-        ledger.add_run(run, attempt)
+        add_queued_run(ledger, f"jt-blob000{number}", script=script)
         added = _stored_bytes(ledger) - before
         if number == 2:  # the same template again: its config's chunk and its list of chunks
             assert added < 2000
-        read = ledger.script(attempt.script_sha256)
-        assert hashlib.sha256(read.encode()).hexdigest() == attempt.script_sha256 and read == script
+        sha256 = hashlib.sha256(script.encode()).hexdigest()
+        assert ledger.get_attempt(f"jt-blob000{number}/1").script_sha256 == sha256
+        assert ledger.script(sha256) == script
     # three scripts of ~120 KB (two templates) take less room than two of them compressed whole
     assert _stored_bytes(ledger) < 2 * len(blobs.pack(scripts[0].encode()))
 
