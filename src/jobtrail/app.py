@@ -4,8 +4,10 @@ Settings come from the environment so the MCP client config can set them:
   JOBTRAIL_HOME            ledger and job directories (default ~/.jobtrail)
   JOBTRAIL_LEDGER_URL      postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE: the ledger in PostgreSQL, shared by
                            a team's servers (default: SQLite, $JOBTRAIL_HOME/ledger.sqlite)
-  JOBTRAIL_MAX_CONCURRENT  local jobs running at once (default 1; others wait queued)
+  JOBTRAIL_MAX_CONCURRENT  local jobs running at once on this host (default 1; others wait queued)
   JOBTRAIL_PYTHON          interpreter that runs local jobs (default: this one)
+  JOBTRAIL_HOST_ID         this machine's name in a shared ledger (default: its hostname): a server starts,
+                           follows and stops only its own host's local jobs
   HF_TOKEN                 Hugging Face token: Hub checks, HF Jobs, pushing results
   JOBTRAIL_HF_NAMESPACE    user or org that runs HF Jobs (default: the token's user)
   JOBTRAIL_MAX_COST_USD    a job's spending cap in US dollars unless submit passes max_cost_usd (default: none)
@@ -15,6 +17,7 @@ Settings come from the environment so the MCP client config can set them:
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -28,6 +31,9 @@ from jobtrail.service.facade import JobService
 from jobtrail.service.spending import Caps
 from jobtrail.util.files import private_dir
 
+HOST_ID_ENV = "JOBTRAIL_HOST_ID"
+_HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
 
 def home() -> Path:
     return Path(os.environ.get("JOBTRAIL_HOME") or Path.home() / ".jobtrail").expanduser().resolve()
@@ -37,7 +43,9 @@ def build_service(home_dir: Path | None = None) -> JobService:
     root = private_home(home_dir or home())
     python = os.environ.get("JOBTRAIL_PYTHON") or sys.executable
     token = os.environ.get("HF_TOKEN") or None
-    local = LocalBackend(python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1))
+    local = LocalBackend(
+        python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1), host=_host_id(HOST_ID_ENV)
+    )
     hf_jobs = HfJobsBackend(token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None)
     return JobService(
         ledger=Ledger(ledger_location(root)),
@@ -63,6 +71,17 @@ def private_home(root: Path) -> Path:
             f"Cannot make jobtrail's home {root} a private folder: {exc.strerror or exc}",
             fix="Point JOBTRAIL_HOME at a folder of your own (or unset it for ~/.jobtrail).",
         ) from exc
+
+
+def _host_id(name: str) -> str | None:
+    """JOBTRAIL_HOST_ID, checked; None: the local backend names the machine by its hostname."""
+    raw = (os.environ.get(name) or "").strip()
+    if raw and not _HOST_ID.fullmatch(raw):
+        raise InvalidRequestError(
+            f"{name}={raw[:80]!r} is not a host name.",
+            fix=f"Set {name} to letters, digits, '.', '_' or '-' (at most 128), e.g. gpu-box-1, or unset it.",
+        )
+    return raw or None
 
 
 def _positive_int(name: str, default: int) -> int:

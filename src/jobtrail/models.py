@@ -272,7 +272,12 @@ class AttemptRecord(BaseModel):
     last_metrics: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
     log_offset: int = 0
+    # A local attempt's host (JOBTRAIL_HOST_ID of the server that submitted its job): only a server there starts,
+    # follows and stops it. None for a remote backend, which every server reaches.
+    host: str | None = None
     cancel_requested_at: float | None = None
+    # When the cancel reached the backend; None while a request waits for the host that can carry it out.
+    cancel_sent_at: float | None = None
     # Why jobtrail itself asked the backend to stop it (a spending cap: budget); None when a caller cancelled.
     stop_reason: TerminationReason | None = None
     gpu_seconds: float | None = None

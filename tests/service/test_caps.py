@@ -203,6 +203,7 @@ class _TimedOutOnHfJobs:
 
     name = "hf-jobs"
     max_concurrent = None
+    host = None
 
     def probe(self, placement):
         return Probe(phase="exited", exit=ExitRecord(timed_out=True, ended_at=time.time(), message="Job timed out"))

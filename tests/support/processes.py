@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from pathlib import Path
 
 
@@ -43,3 +46,12 @@ def command_line(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def kill_jobs_under(folder: Path) -> None:
+    """SIGKILL the process group of every live job whose command line names `folder` (its supervisor, its script):
+    what a test that failed midway left running."""
+    for pid, fields in _live():
+        if str(folder) in command_line(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(fields[2]), signal.SIGKILL)

@@ -16,6 +16,13 @@ class Backend(Protocol):
     # How many attempts may run at once; None means the backend queues for itself.
     max_concurrent: int | None
 
+    @property
+    def host(self) -> str | None:
+        """The machine this backend runs jobs on, as the ledger names it (a local backend's JOBTRAIL_HOST_ID):
+        only a server of that host reaches them, and its slots are that machine's. None: a remote service
+        every server reaches, its slots counted across them all."""
+        ...
+
     def launch(self, request: LaunchRequest) -> Placement:
         """Start the attempt now and return where it runs. Raises BackendError."""
         ...

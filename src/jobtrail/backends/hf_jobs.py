@@ -40,6 +40,7 @@ TERMINAL = {"COMPLETED", "ERROR", "CANCELED", "DELETED"}
 class HfJobsBackend:
     name = "hf-jobs"
     max_concurrent: int | None = None  # HF Jobs queues on its side
+    host: str | None = None  # every server with a token reaches its jobs
 
     def __init__(self, token: str | None, namespace: str | None = None, image: str = UV_IMAGE) -> None:
         self._token = token

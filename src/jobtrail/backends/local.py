@@ -48,11 +48,16 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, python: str = sys.executable, max_concurrent: int = 1, grace_s: float = 10.0) -> None:
+    def __init__(
+        self, python: str = sys.executable, max_concurrent: int = 1, grace_s: float = 10.0, host: str | None = None
+    ) -> None:
         self.python = python
-        # Enforced by the service's queue, not here.
+        # Enforced by the service's queue, on this host, not here.
         self.max_concurrent: int | None = max_concurrent
         self.grace_s = grace_s
+        # This machine as the ledger names it (JOBTRAIL_HOST_ID, else its hostname): servers on several machines
+        # share a ledger, and the pids and files of an attempt mean something on its own host only.
+        self.host = host or socket.gethostname()
 
     def launch(self, request: LaunchRequest) -> Placement:
         python = self._resolve_python()
@@ -91,7 +96,7 @@ class LocalBackend:
             threading.Thread(target=proc.wait, name=f"jobtrail-reap-{proc.pid}", daemon=True).start()
         return Placement(
             backend=self.name,
-            host=socket.gethostname(),
+            host=self.host,
             pid=proc.pid,
             pgid=state.get("child_pgid"),
             workdir=str(workdir),
@@ -103,7 +108,7 @@ class LocalBackend:
         record = _read_exit(workdir)
         if record is not None:
             return Probe(phase="exited", exit=record)
-        if placement.host != socket.gethostname():
+        if placement.host != self.host:
             # Its pids mean nothing on this machine, and it left no exit record we can see.
             return Probe(phase="lost")
         if placement.pid is not None and _supervisor_alive(placement.pid, workdir):
@@ -147,7 +152,7 @@ class LocalBackend:
         workdir = Path(placement.workdir)
         if (workdir / sv.EXIT).exists():
             return
-        if placement.host != socket.gethostname():
+        if placement.host != self.host:
             raise BackendError(
                 f"This attempt runs on host {placement.host!r}, not here.",
                 fix=f"Cancel it from a jobtrail server on {placement.host}.",

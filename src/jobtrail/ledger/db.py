@@ -173,6 +173,19 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         "0009_content_addressed_receipts",
         (compact_receipts.BEFORE, compact_receipts.move, compact_receipts.AFTER),
     ),
+    (
+        # Servers on several machines share a ledger: a local attempt belongs to the host that submitted its
+        # job, and only that host's server starts, follows and stops it. Earlier attempts take the host their
+        # placement names; a queued one has none until a server launches it. cancel_sent_at: a cancel asked
+        # through a server that cannot reach the attempt waits for the host's server to carry it out.
+        "0010_hosts",
+        """
+        ALTER TABLE attempts ADD COLUMN host TEXT;
+        ALTER TABLE attempts ADD COLUMN cancel_sent_at REAL;
+        UPDATE attempts SET host = json_extract(placement_json, '$.host') WHERE backend = 'local';
+        UPDATE attempts SET cancel_sent_at = cancel_requested_at WHERE placement_json IS NOT NULL
+        """,
+    ),
 ]
 
 
@@ -183,7 +196,12 @@ POSTGRES_STATEMENTS: dict[str, dict[str, str]] = {
         "UPDATE attempts SET output_dir = COALESCE(json_extract(config_json, '$.output_dir'), '')": (
             "UPDATE attempts SET output_dir = COALESCE(config_json::json ->> 'output_dir', '')"
         )
-    }
+    },
+    "0010_hosts": {
+        "UPDATE attempts SET host = json_extract(placement_json, '$.host') WHERE backend = 'local'": (
+            "UPDATE attempts SET host = placement_json::json ->> 'host' WHERE backend = 'local'"
+        )
+    },
 }
 # SQLite's REAL and INTEGER are 8 bytes; PostgreSQL's are 4: timestamps would lose their seconds' fractions
 # and byte counts would overflow. SQLite's BLOB (packed bytes) is PostgreSQL's BYTEA.

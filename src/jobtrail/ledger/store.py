@@ -58,6 +58,10 @@ REPORT_GROUPS = {
 }
 
 
+class RunIdTaken(Exception):
+    """A new run's id is another run's already: the caller draws a new one."""
+
+
 class Ledger:
     def __init__(self, location: Path | str) -> None:
         """`location`: a SQLite file's path, or a PostgreSQL URL (postgresql://...)."""
@@ -89,7 +93,8 @@ class Ledger:
     def add_run(self, run: RunRecord, first_attempt: NewAttempt, request: dict[str, Any] | None = None) -> str | None:
         """Insert a run and its first attempt. A run with an idempotency_key that another run already holds
         is not inserted: that run's id comes back instead (None: inserted). The look-up and the insert are one
-        writer's transaction and the key is UNIQUE, so processes racing with one key make one run."""
+        writer's transaction and the key is UNIQUE, so processes racing with one key make one run. RunIdTaken:
+        another run has this id (ids are drawn at random, by every server sharing the ledger)."""
         with self.transaction() as conn:
             if run.idempotency_key is not None:
                 held = conn.execute(
@@ -97,6 +102,8 @@ class Ledger:
                 ).fetchone()
                 if held:
                     return str(held["run_id"])
+            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
+                raise RunIdTaken(run.run_id)  # checked inside the write lock: never overwritten
             conn.execute(
                 "INSERT INTO runs (run_id, created_at, method, model, dataset, backend, flavor, spec_sha256,"
                 " max_retries, max_cost_usd, idempotency_key, request_json, after_run_id)"
@@ -283,22 +290,29 @@ class Ledger:
                 self._insert_attempt(conn, then_add)
             return updated
 
-    def claim_slot(self, attempt_id: str, backend: str, limit: int | None) -> Literal["claimed", "full", "taken"]:
+    def claim_slot(
+        self, attempt_id: str, backend: str, limit: int | None, host: str | None = None
+    ) -> Literal["claimed", "full", "taken"]:
         """Move a queued attempt to starting if its backend has fewer than `limit` attempts starting or
-        running. The count and the claim are one transaction (one writer at a time), so
-        any number of processes dispatching at once never start more than `limit`. "taken": another
-        process claimed (or cancelled) this attempt first."""
+        running: on `host` alone when given (a local backend's slots are one machine's), else across every
+        server. The count and the claim are one transaction (one writer at a time), so any number of
+        processes dispatching at once never start more than `limit`. The claim records `host` (an attempt
+        queued before hosts were recorded has none). "taken": another process claimed (or cancelled) this
+        attempt first."""
         with self.transaction() as conn:
             if limit is not None:
                 marks = ", ".join("?" for _ in ACTIVE_STATUSES)
-                active = conn.execute(
-                    f"SELECT COUNT(*) AS active FROM attempts WHERE backend = ? AND status IN ({marks})",
-                    (backend, *ACTIVE_STATUSES),
-                ).fetchone()
-                if active["active"] >= limit:
+                sql = f"SELECT COUNT(*) AS active FROM attempts WHERE backend = ? AND status IN ({marks})"
+                params: list[Any] = [backend, *ACTIVE_STATUSES]
+                if host is not None:
+                    sql += " AND host = ?"
+                    params.append(host)
+                if conn.execute(sql, params).fetchone()["active"] >= limit:
                     return "full"
             # started_at marks the claim until the launch records the process's own start.
-            fields = {"status": JobStatus.STARTING, "started_at": time.time()}
+            fields: dict[str, Any] = {"status": JobStatus.STARTING, "started_at": time.time()}
+            if host is not None:
+                fields["host"] = host
             return "claimed" if self._update(conn, attempt_id, [JobStatus.QUEUED.value], fields) else "taken"
 
     def _update(

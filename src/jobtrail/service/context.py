@@ -17,7 +17,7 @@ from typing import Any
 
 from jobtrail.backends.base import Backend
 from jobtrail.errors import InvalidRequestError, NotFoundError
-from jobtrail.ledger.store import Ledger
+from jobtrail.ledger.store import Ledger, RunIdTaken
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, NewAttempt, RunRecord
 from jobtrail.preflight.facts import PlanEnv
 from jobtrail.service import secrets
@@ -26,6 +26,7 @@ from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.refs import looks_local
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
+_ID_DRAWS = 8  # 32^8 ids: a second draw taken too means the generator is broken, not unlucky
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,47 @@ class ServiceContext:
             raise InvalidRequestError(
                 f"Unknown backend {name!r}.", fix=f"Use one of: {', '.join(sorted(self.backends))}"
             ) from None
+
+    def reaches(self, attempt: AttemptRecord) -> bool:
+        """Whether this server can start, follow and stop the attempt: it has the attempt's backend and, for a
+        backend bound to a machine (local), the attempt is its host's. An attempt queued before hosts were
+        recorded (host None) is whichever server's claims it first."""
+        backend = self.backends.get(attempt.backend)
+        return backend is not None and (backend.host is None or attempt.host in (None, backend.host))
+
+    def reached_by(self, attempt: AttemptRecord) -> str:
+        """Who can start, follow and stop the attempt, in words: its host's server, or any with its backend."""
+        if attempt.host is not None:
+            return f"the jobtrail server of host {attempt.host}"
+        return f"a jobtrail server with the {attempt.backend} backend"
+
+    @property
+    def host(self) -> str | None:
+        """This server's host in the ledger: its local backend's (None when it has none)."""
+        local = self.backends.get("local")
+        return local.host if local is not None else None
+
+    def host_for(self, backend: str, reads: str | None = None) -> str | None:
+        """The host a new job's attempts belong to: none on a remote backend (every server reaches it); on a local
+        one, the host of the local job whose files it reads (`reads`: the job it follows or starts from, where
+        those files are), else this server's."""
+        host = self.backend(backend).host
+        source = self.ledger.get_run(reads) if host is not None and reads else None
+        return (self.latest(source.run_id).host or host) if source is not None else host
+
+    def add_run(
+        self, run: RunRecord, attempt: NewAttempt, request: dict[str, Any] | None = None
+    ) -> tuple[RunRecord, NewAttempt, str | None]:
+        """Insert a new run and its first attempt (Ledger.add_run): the run and attempt as inserted, and the id of
+        the run that already holds its idempotency key (then nothing was inserted). Ids are drawn at random by
+        every server sharing the ledger: one that another run holds is never overwritten, nor is the submit
+        refused; the run takes a fresh id and is inserted again."""
+        for _ in range(_ID_DRAWS):
+            try:
+                return run, attempt, self.ledger.add_run(run, attempt, request)
+            except RunIdTaken:
+                run, attempt = _renamed(run, attempt, new_run_id())
+        raise RuntimeError(f"{_ID_DRAWS} random job ids in a row were taken: the id generator is broken.")
 
     def run(self, job_id: str) -> RunRecord:
         run = self.ledger.get_run(job_id.strip())
@@ -128,6 +170,17 @@ def trackio_dir(home: Path) -> Path:
 
 def new_run_id() -> str:
     return "jt-" + "".join(choice(_ID_ALPHABET) for _ in range(8))
+
+
+def _renamed(run: RunRecord, attempt: NewAttempt, run_id: str) -> tuple[RunRecord, NewAttempt]:
+    """A new run and its first attempt under another id. The id is a random token, and every field that holds it
+    was made from it (the attempt's id, the run's directories, a smoke run's config and script), so it is
+    replaced wherever it appears; the fingerprints are taken again."""
+    old = run.run_id
+    renamed = RunRecord.model_validate_json(run.model_dump_json().replace(old, run_id))
+    first = NewAttempt.model_validate_json(attempt.model_dump_json().replace(old, run_id))
+    fingerprints = {"config_sha256": sha256_text(config_json(first.config)), "script_sha256": sha256_text(first.script)}
+    return renamed, first.model_copy(update=fingerprints)
 
 
 def local_path(ref: str) -> str:

@@ -105,4 +105,5 @@ class Followers:
             findings=plan.findings,
             retry_note=f"The smoke run (attempt {smoke.number}, {smoke.smoke_steps} steps) succeeded: the full job "
             "starts from the beginning, not from the smoke run's checkpoints.",
+            host=smoke.host,
         )

@@ -65,6 +65,7 @@ class Queries(UseCase):
                     progress=self.progress(self.ledger.attempts(run.run_id), now),
                     after=run.spec.after,
                     children=children.get(run.run_id, []),
+                    host=attempt.host,
                     **_run_fields(run),
                 )
             )
@@ -106,6 +107,8 @@ class Queries(UseCase):
             speedups=latest.config.get("speedups"),
             after=self._link(run.spec.after) if run.spec.after else None,
             children=[self._link(child) for child in self.ledger.children([run.run_id]).get(run.run_id, [])],
+            host=latest.host,
+            followed_here=self.context.reaches(latest),
             trackio=trackio,
             next_steps=self._next_steps(run, attempts, trackio, evaluations),
             **_run_fields(run),
@@ -176,6 +179,7 @@ class Queries(UseCase):
             status=attempt.status.value,
             latest_attempt=attempts[-1].number,
             waiting_for=self.waiting_for(attempt),
+            note=None if lines or attempt.placement is None or self.context.reaches(attempt) else _elsewhere(attempt),
         )
 
     def _link(self, job_id: str) -> ChainLink:
@@ -198,17 +202,21 @@ class Queries(UseCase):
         now = time.time()
         if attempt.not_before and attempt.not_before > now:
             return f"a retry's backoff: it may start in {human_duration(attempt.not_before - now)}"
+        if not self.context.reaches(attempt):
+            return f"{self.context.reached_by(attempt)} to start it (this server, host {self.context.host}, cannot)"
         limit = self.context.backend(attempt.backend).max_concurrent
-        active = self.ledger.attempts_in(ACTIVE_STATUSES, attempt.backend)
+        # The slots it competes for: its host's, for a local job; every server's, for a remote one.
+        rivals = [a for a in self.ledger.attempts_in(ACTIVE_STATUSES, attempt.backend) if a.host == attempt.host]
         ahead = [
             a
             for a in self.ledger.attempts_in([JobStatus.QUEUED.value], attempt.backend)
-            if a.created_at < attempt.created_at
+            if a.created_at < attempt.created_at and a.host == attempt.host
         ]
-        if limit is None or len(active) < limit:
-            return f"the next dispatch on {attempt.backend}" + (f", behind {_jobs(ahead)}" if ahead else "")
+        on_host = f" on host {attempt.host}" if attempt.host else ""
+        if limit is None or len(rivals) < limit:
+            return f"the next dispatch on {attempt.backend}{on_host}" + (f", behind {_jobs(ahead)}" if ahead else "")
         slots = f"{limit} slot{'s' if limit != 1 else ''}"
-        holding = f"{_jobs(active)} holding the {attempt.backend} backend's {slots}"
+        holding = f"{_jobs(rivals)} holding the {attempt.backend} backend's {slots}{on_host}"
         return holding + (f", then {_jobs(ahead)} queued ahead of it" if ahead else "")
 
     def report(self, days: float, group_by: str) -> ReportResult:
@@ -302,6 +310,14 @@ def _eval_delta(evaluations: list[dict[str, Any]]) -> dict[str, float] | None:
     if done["base"]["task_set_sha256"] != done["final"]["task_set_sha256"]:
         return None
     return delta(EvalRecord.model_validate(done["base"]["record"]), EvalRecord.model_validate(done["final"]["record"]))
+
+
+def _elsewhere(attempt: AttemptRecord) -> str:
+    """Why another host's log reads empty here."""
+    return (
+        f"Its log is a file on host {attempt.host}, which this server cannot read unless the hosts share "
+        f'$JOBTRAIL_HOME; metrics(job_id="{attempt.run_id}") and inspect carry what that host\'s server recorded.'
+    )
 
 
 def _jobs(attempts: list[AttemptRecord]) -> str:

@@ -74,6 +74,12 @@ def speedups_line(speedups: Speedups) -> str:
     return f"Speedups on {speedups.device}: on {', '.join(on) or 'none'}; off {', '.join(off) or 'none'}."
 
 
+HOST = (
+    "A local job's host (JOBTRAIL_HOST_ID of the server that submitted it): only a jobtrail server there "
+    "starts, follows and stops it. None: a remote job, which every server reaches."
+)
+
+
 class JobRow(BaseModel):
     job_id: str
     status: str
@@ -89,6 +95,7 @@ class JobRow(BaseModel):
     progress: Progress | None = Field(None, description="phase, step of max_steps, rates and ETA, as inspect shows.")
     after: str | None = Field(default=None, description="The job this one waits for (or waited for): after=...")
     children: list[str] = Field(default_factory=list, description="The jobs that wait for this one.")
+    host: str | None = Field(None, description=HOST)
 
     def cells(self) -> list[str]:
         loss = f"{self.loss:.4f}" if self.loss is not None else "-"
@@ -101,7 +108,7 @@ class JobRow(BaseModel):
             self.termination_reason or "-",
             self.method,
             _short(self.model),
-            self.backend,
+            self.backend + (f"@{self.host}" if self.host else ""),
             step,
             loss,
             self.after or "-",
@@ -192,6 +199,11 @@ class AttemptView(BaseModel):
     smoke_steps: int | None = Field(
         default=None,
         description="A smoke run: the job's config for this many steps, in its own directory, pushing nothing.",
+    )
+    host: str | None = Field(None, description=HOST)
+    cancel_requested_at: float | None = Field(None, description="When a cancel was asked for.")
+    cancel_sent_at: float | None = Field(
+        None, description="When the cancel reached the backend (None while it waits for the host's server)."
     )
 
 
@@ -293,6 +305,12 @@ class InspectResult(ToolResult):
         default=None, description="The job this one waits for (after=...): it starts once that job succeeds."
     )
     children: list[ChainLink] = Field(default_factory=list, description="The jobs that wait for this one.")
+    host: str | None = Field(None, description=HOST)
+    followed_here: bool = Field(
+        True,
+        description="Whether this server follows the job itself. False: another host's local job; its state is what "
+        "that host's server last recorded, and cancel from here is carried out by that server at its next refresh.",
+    )
     trackio: TrackioRun | None = Field(
         None,
         description="The trackio run of the latest attempt that has one: project, run, the local folder or the "
@@ -312,6 +330,11 @@ class InspectResult(ToolResult):
         lines = [f"**{self.job_id}**: {self.status}{reason}; {self.method} of {_short(self.model)} on {self.backend}."]
         if self.waiting_for:
             lines.append(f"Waiting for {self.waiting_for}.")
+        if not self.followed_here:
+            lines.append(
+                f"Host {self.host}'s job: this server shows what that host's server recorded; a cancel from here is "
+                "carried out there."
+            )
         if self.after and not self.waiting_for:
             lines.append(f"After {self.after}.")
         if self.children:
@@ -435,10 +458,12 @@ class LogsResult(ToolResult):
     status: str | None = Field(None, description="The attempt's status (queued, running, succeeded, failed, ...).")
     latest_attempt: int | None = Field(None, description="The job's newest attempt; logs(attempt=N) reads another.")
     waiting_for: str | None = Field(None, description="A queued attempt: what it waits behind.")
+    note: str | None = Field(None, description="Why there are no lines where the log is another host's.")
 
     def headline(self) -> str:
         cut = f"; {self.truncated_lines} cut to the line limit" if self.truncated_lines else ""
-        return f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines{cut}, {self._state()})."
+        said = f" {self.note}" if self.note else ""
+        return f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines{cut}, {self._state()}).{said}"
 
     def next_calls(self) -> list[str]:
         return [self._next_step()]
@@ -470,6 +495,12 @@ class CancelResult(ToolResult):
     status: str
     termination_reason: str | None
     message: str
+    host: str | None = Field(None, description=HOST)
+    pending: bool = Field(
+        False,
+        description="True: this server cannot reach the job (another host's local job); the cancel is recorded and "
+        "that host's server stops it at its next refresh. wait(job_id) returns once it has ended.",
+    )
 
     def headline(self) -> str:
         reason = f" ({self.termination_reason})" if self.termination_reason else ""
@@ -477,6 +508,10 @@ class CancelResult(ToolResult):
 
     def next_calls(self) -> list[str]:
         receipt = f'inspect(job_id="{self.job_id}") for its receipt and committed checkpoints'
+        if self.pending:
+            stopped_by = f"host {self.host}" if self.host else "a server that reaches it"
+            wait = f'wait(job_id="{self.job_id}") returns when {stopped_by} has stopped it, or after 30 s: call again'
+            return [wait, receipt]
         if self.status == "cancelled":
             return [receipt, f'retry(job_id="{self.job_id}") resumes it from the last committed checkpoint']
         return [receipt]

@@ -122,12 +122,15 @@ class Runs(UseCase):
             forced=force and blocked,
             findings=plan.findings,
             smoke_steps=spec.smoke_steps,
+            host=self.context.host_for(spec.backend, reads=spec.after or spec.init_from),
         )
-        if self.ledger.add_run(run, attempt, request) is not None:
+        run, attempt, taken_by = self.context.add_run(run, attempt, request)
+        if taken_by is not None:
             # Another process created a job with this key since the look-up above: that job is the one.
             held = self.ledger.run_by_idempotency_key(key) if key is not None else None
             assert key is not None and held is not None
             return idempotency.replay(self.context, key, *held, request)
+        run_id = run.run_id
         if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
             after = spec.after if chaining.uses_parent_output(spec) else None  # the base is the parent's output
             evaluation = preflight.Evaluation("base")
@@ -296,6 +299,7 @@ class Runs(UseCase):
             not_before=now + decision.delay_s if decision.delay_s else None,
             retry_note=decision.message,
             smoke_steps=latest.smoke_steps,  # a failed smoke run is run again; the full job follows it
+            host=latest.host,  # where its checkpoints are: retried through any server, it resumes on its host
         )
         if not self.ledger.add_attempt(attempt):
             return RetryResult(
@@ -349,8 +353,17 @@ class Runs(UseCase):
             return _cancel_result(self.context.latest(run.run_id), "Removed from the queue before it started.")
         self.ledger.update_attempt(attempt.attempt_id, cancel_requested_at=now)
         fresh = self.context.latest(run.run_id)
+        if not self.context.reaches(fresh):
+            # Another host's local job: its pids mean nothing here. The request is in the ledger, and the server
+            # that reaches the job carries it out at its next refresh (tracker.refresh_attempt).
+            return _cancel_result(
+                fresh,
+                f"Cancel requested: {self.context.reached_by(fresh)} stops it (SIGTERM, then SIGKILL after the "
+                f"grace period) at its next refresh; this server (host {self.context.host}) cannot reach it.",
+                pending=True,
+            )
         if fresh.placement is not None:
-            self.context.backend(fresh.backend).cancel(fresh.placement)
+            self.tracker.send_cancel(self.context.backend(fresh.backend), fresh)
         deadline = time.monotonic() + self.cancel_wait_s
         while time.monotonic() < deadline:
             self.tracker.refresh_attempt(self.context.latest(run.run_id))
@@ -361,12 +374,14 @@ class Runs(UseCase):
         return _cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
 
 
-def _cancel_result(attempt: AttemptRecord, message: str) -> CancelResult:
+def _cancel_result(attempt: AttemptRecord, message: str, pending: bool = False) -> CancelResult:
     return CancelResult(
         job_id=attempt.run_id,
         status=attempt.status.value,
         termination_reason=attempt.termination_reason.value if attempt.termination_reason else None,
         message=message,
+        host=attempt.host,
+        pending=pending,
     )
 
 

@@ -87,12 +87,14 @@ class Tasks(UseCase):
                 backend=backend_name,
                 findings=planned.findings,
             )
-        attempt = self._add_job(run_id, spec, planned.config, planned.script, target)
+        attempt = self._add_job(
+            run_id, spec, planned.config, planned.script, target, reads=target.run_id if target else None
+        )
         self.ledger.add_eval(attempt.attempt_id, target.run_id if target else None, task.label)
         self.tracker.dispatch()
-        latest = self.context.latest(run_id)
+        latest = self.context.latest(attempt.run_id)
         return EvaluateResult(
-            job_id=run_id,
+            job_id=attempt.run_id,
             status=latest.status.value,
             evaluates=evaluates,
             checkpoint=task.label,
@@ -173,11 +175,11 @@ class Tasks(UseCase):
         )
         if planned.config is None or planned.blocked:
             return ConvertResult(job_id=None, status="rejected", **base)
-        attempt = self._add_job(run_id, spec, planned.config, planned.script)
+        attempt = self._add_job(run_id, spec, planned.config, planned.script, reads=target.run_id if target else None)
         self.tracker.dispatch()
-        latest = self.context.latest(run_id)
+        latest = self.context.latest(attempt.run_id)
         return ConvertResult(
-            job_id=run_id,
+            job_id=attempt.run_id,
             status=latest.status.value,
             output_dir=attempt.output_dir if backend == "local" else None,
             waiting_for=chaining.waiting_on_parent(self.context, latest),
@@ -192,12 +194,22 @@ class Tasks(UseCase):
         return plan(spec, self.context.plan_env(run_id), task)
 
     def _add_job(
-        self, run_id: str, spec: JobSpec, config: dict[str, Any], script: str, target: RunRecord | None = None
+        self,
+        run_id: str,
+        spec: JobSpec,
+        config: dict[str, Any],
+        script: str,
+        target: RunRecord | None = None,
+        reads: str | None = None,
     ) -> AttemptRecord:
-        """A tool-started job (evaluation, conversion): one queued attempt with its planned config and script."""
+        """A tool-started job (evaluation, conversion): one queued attempt with its planned config and script, on
+        the host of the job whose model it reads (`reads`), or of its parent."""
         now = time.time()
         flavor = spec.flavor or (target.flavor if target else None)
         output_dir = self.context.output_dir(run_id, config)
-        attempt = queued_attempt(run_id, 1, spec, config, script, output_dir=output_dir, created_at=now, flavor=flavor)
-        self.ledger.add_run(new_run(run_id, spec, now, flavor=flavor), attempt)
+        host = self.context.host_for(spec.backend, reads=spec.after or reads)
+        attempt = queued_attempt(
+            run_id, 1, spec, config, script, output_dir=output_dir, created_at=now, flavor=flavor, host=host
+        )
+        _, attempt, _ = self.context.add_run(new_run(run_id, spec, now, flavor=flavor), attempt)
         return attempt

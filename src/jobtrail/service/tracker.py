@@ -3,8 +3,12 @@ and classify them, start queued attempts while a backend has room, and price wha
 
 Every tool call (and the server's poller) calls `refresh()`. State lives in the ledger and the
 backends, never in this object, so any number of processes can refresh the same ledger: every
-change is a compare-and-set (see ledger/store.py). What follows an ending (an evaluation's record,
-calibration, an automatic retry) is the use cases' business: the tracker reports each ended
+change is a compare-and-set (see ledger/store.py). Servers on several machines may share it: each
+follows, starts and stops only the attempts its own backends reach (ServiceContext.reaches: a local
+attempt is its host's), and carries out the cancels asked through servers that could not.
+
+What follows an ending (an evaluation's record, calibration, an automatic retry) is the use
+cases' business: the tracker reports each ended
 attempt to the `on_ended` observer it was built with. Whether a queued attempt may start, what it
 runs and what follows a smoke run are its `StartRules`' (followers.py: pipelines and smoke runs).
 
@@ -74,8 +78,8 @@ class Tracker:
         self.dispatch()
 
     def refresh_attempt(self, attempt: AttemptRecord) -> None:
-        if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING):
-            return
+        if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or not self.context.reaches(attempt):
+            return  # another host's local attempt: its pids and files mean nothing here, its server follows it
         if attempt.placement is None:
             self._expire_stale_claim(attempt)
             return
@@ -96,7 +100,14 @@ class Tracker:
                     status=status,
                     started_at=probe.started_at or attempt.started_at,
                 )
-            self._hold_caps(backend, self.context.attempt(attempt.attempt_id))
+            fresh = self.context.attempt(attempt.attempt_id)
+            if fresh.cancel_requested_at is None or fresh.cancel_sent_at is not None:
+                self._hold_caps(backend, fresh)
+                return
+            try:
+                self.send_cancel(backend, fresh)  # asked through a server that cannot reach it
+            except BackendError as exc:
+                log.warning("could not stop %s: %s", attempt.attempt_id, exc)
             return
         attempt = self.context.attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
@@ -147,12 +158,23 @@ class Tracker:
         except BackendError as exc:  # asked again at the next refresh
             log.warning("could not stop %s at its spending cap: %s", attempt.attempt_id, exc)
             return
+        now = time.time()
         self.ledger.update_attempt(
             attempt.attempt_id,
             expect_status=ACTIVE_STATUSES,
-            cancel_requested_at=time.time(),
+            cancel_requested_at=now,
+            cancel_sent_at=now,
             stop_reason=TerminationReason.BUDGET,
         )
+
+    def send_cancel(self, backend: Backend, attempt: AttemptRecord) -> None:
+        """Stop an attempt whose cancel was asked for (SIGTERM, then SIGKILL after the grace period; or HF's
+        cancel) and record that the backend has it. Without a placement it is being launched, and the launch
+        sends it; on a BackendError the request stays, and the next refresh sends it again."""
+        if attempt.placement is None:
+            return
+        backend.cancel(attempt.placement)
+        self.ledger.update_attempt(attempt.attempt_id, expect_status=ACTIVE_STATUSES, cancel_sent_at=time.time())
 
     def _budget_verdict(self, attempt: AttemptRecord, verdict: classify.Verdict, ended: float) -> classify.Verdict:
         """An attempt jobtrail stopped at a cap ends `budget` (unless it finished first), and so does one that
@@ -246,13 +268,15 @@ class Tracker:
         for name, backend in self.context.backends.items():
             now = time.time()
             for attempt in self.ledger.attempts_in([JobStatus.QUEUED.value], name):
+                if not self.context.reaches(attempt):
+                    continue  # another host's local job: that host's server starts it
                 if attempt.not_before and attempt.not_before > now:
                     continue  # a retry still backing off
                 if not self._rules.may_start(attempt):
                     continue  # waits for the job it follows (after=...)
                 if name != "local" and self._refuse_over_daily(attempt, now):
                     continue
-                claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent)
+                claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent, backend.host)
                 if claim == "full":
                     break
                 if claim == "claimed":
@@ -311,9 +335,10 @@ class Tracker:
             started_at=placement.started_at,
             timeout_s=request.timeout_s,  # the receipt says the timeout it runs with, a cap's included
         )
-        if self.context.attempt(attempt.attempt_id).cancel_requested_at is not None:
+        launched = self.context.attempt(attempt.attempt_id)
+        if launched.cancel_requested_at is not None:
             # Cancelled while it was being launched: the canceller had no placement to signal yet.
-            backend.cancel(placement)
+            self.send_cancel(backend, launched)
 
     def _capped_timeout(self, attempt: AttemptRecord) -> int | None:
         """A remote attempt's timeout, cut to what its job's cap has left at the flavor's price: HF Jobs then
