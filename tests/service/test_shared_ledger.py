@@ -1,8 +1,10 @@
-"""Servers on several machines share one ledger (issue 17). Two hosts are two server processes with different
-JOBTRAIL_HOST_ID on one JOBTRAIL_HOME, each with its poller, each called by a real MCP client: a server follows,
+"""Servers on several machines share one ledger (issue 17), each a server process with its own JOBTRAIL_HOST_ID and
+its poller, each called by a real MCP client. On SQLite two hosts share one JOBTRAIL_HOME (several machines in
+effect); on PostgreSQL (JOBTRAIL_LEDGER_URL) each host has its own home, as on its own machine. A server follows,
 starts and stops only its own host's local jobs, never marks another host's running job lost nor starts its
-queued ones, and a cancel asked through the other host is carried out by the job's own host. Slots are per host.
-Retries keep the job's host; idempotency keys and retries hold across processes; job ids never collide."""
+queued ones; a job submitted through one host is listed, inspected and cancelled through the other, the cancel
+carried out by the job's own host. Slots are per host; two servers of one host share its slots. Retries keep the
+job's host; idempotency keys and retries hold across processes; job ids never collide."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ from jobtrail.ledger.store import Ledger
 from jobtrail.models import Placement, TerminationReason
 from jobtrail.service import runs
 from jobtrail.service.facade import JobService
-from support.jobs import TINY_SFT, job_spec
+from support.jobs import FOUR_STEP_SFT, TINY_SFT, job_spec
 from support.processes import kill_jobs_under, live_group_members
 from support.records import add_ended_run
 from support.servers import serving
@@ -39,9 +42,26 @@ def home(tmp_path):
     kill_jobs_under(tmp_path / "home")  # only where a test failed midway: each test stops its own jobs
 
 
-def test_each_host_follows_starts_and_stops_only_its_own_local_jobs(home, tmp_path, tiny_model, chat_dataset):
-    env = {**os.environ, "JOBTRAIL_HOME": str(home), "JOBTRAIL_MAX_CONCURRENT": "1"}
-    with serving(env, "host-a", "host-b", logs=tmp_path) as (a, b):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def host_env(request, home):
+    """The environment of a server of host `host` on the test's one ledger, with one local slot."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+
+    def env(host: str) -> dict[str, str]:
+        if url is None:  # one SQLite file: the hosts share a home
+            return {**os.environ, "JOBTRAIL_HOME": str(home), "JOBTRAIL_MAX_CONCURRENT": "1"}
+        return {
+            **os.environ,
+            "JOBTRAIL_HOME": str(home / host),
+            "JOBTRAIL_LEDGER_URL": url,
+            "JOBTRAIL_MAX_CONCURRENT": "1",
+        }
+
+    return env
+
+
+def test_each_host_follows_starts_and_stops_only_its_own_local_jobs(host_env, tmp_path, tiny_model, chat_dataset):
+    with serving([(host, host_env(host)) for host in ("host-a", "host-b")], logs=tmp_path) as (a, b):
         first = a.call("submit", **_submit(tiny_model, chat_dataset))
         second = a.call("submit", **_submit(tiny_model, chat_dataset))  # waits for host-a's one slot
         assert second["status"] == "queued", second
@@ -94,6 +114,32 @@ def test_each_host_follows_starts_and_stops_only_its_own_local_jobs(home, tmp_pa
             assert attempt["cancel_requested_at"] and attempt["cancel_sent_at"] >= attempt["cancel_requested_at"]
             wait_for(lambda pgid=attempt["placement"]["pgid"]: not live_group_members(pgid), 60, "nothing left running")
         assert b.call("inspect", job_id=second["job_id"])["attempts"][0]["placement"] is None  # never started
+
+
+def test_two_servers_of_one_host_on_postgresql_never_run_more_than_its_slots(
+    postgres_url, home, tmp_path, tiny_model, chat_dataset
+):
+    env = {
+        **os.environ,
+        "JOBTRAIL_HOME": str(home),
+        "JOBTRAIL_LEDGER_URL": postgres_url,
+        "JOBTRAIL_MAX_CONCURRENT": "1",
+    }
+    short = {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "hyperparameters": FOUR_STEP_SFT}
+    with serving([("host-a", env), ("host-a", env)], logs=tmp_path) as servers:
+        with ThreadPoolExecutor(2) as pool:  # both submits, and both servers' dispatch, at once
+            submitted = list(pool.map(lambda server: server.call("submit", **short), servers))
+        assert sorted(s["status"] for s in submitted) == ["queued", "starting"], submitted
+        queued = next(s for s in submitted if s["status"] == "queued")
+        waiting = servers[0].call("inspect", job_id=queued["job_id"])["waiting_for"]
+        assert "1 slot on host host-a" in waiting, waiting
+        done = [
+            wait_until_terminal(lambda job=job: servers[1].call("inspect", job_id=job["job_id"]), 300, "both jobs")
+            for job in submitted
+        ]
+    assert [d["status"] for d in done] == ["succeeded", "succeeded"], [d["summary"] for d in done]
+    first, second = sorted((d["attempts"][0]["started_at"], d["attempts"][0]["ended_at"]) for d in done)
+    assert second[0] >= first[1], "the second job started only once the first had ended"
 
 
 def _service(home: Path, host: str, slots: int = 1) -> JobService:

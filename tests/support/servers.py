@@ -1,8 +1,9 @@
 """jobtrail servers as separate processes sharing one ledger, as on several machines: each `jobtrail serve --http`
 on a free loopback port (its poller running, as an agent's server runs), each called by a real MCP client.
 
-`serving(env, "host-a", "host-b")` starts one server per host id (JOBTRAIL_HOST_ID) with `env` (JOBTRAIL_HOME or
-JOBTRAIL_LEDGER_URL ...), waits until each answers, and stops them all at the end, also after a failure.
+`serving({"host-a": env_a, "host-b": env_b}, logs=...)` starts one server per host id (JOBTRAIL_HOST_ID), each with
+its environment (JOBTRAIL_HOME, JOBTRAIL_LEDGER_URL ...), waits until each answers, and stops them all at the end,
+also after a failure. Two servers of one host id are two servers on one machine.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ def _server(env: dict[str, str], host_id: str, log: Path) -> Iterator[Server]:
 
 
 @contextmanager
-def serving(env: dict[str, str], *host_ids: str, logs: Path) -> Iterator[list[Server]]:
-    """One server per host id on the same ledger (`env`); their output goes to `logs`/<host id>.log."""
+def serving(servers: list[tuple[str, dict[str, str]]], logs: Path) -> Iterator[list[Server]]:
+    """One server per (host id, environment); the n-th one's output goes to `logs`/server-<n>-<host id>.log."""
     with ExitStack() as stack:
-        yield [stack.enter_context(_server(env, host, logs / f"{host}.log")) for host in host_ids]
+        yield [
+            stack.enter_context(_server(env, host, logs / f"server-{n}-{host}.log"))
+            for n, (host, env) in enumerate(servers)
+        ]

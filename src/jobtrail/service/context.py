@@ -18,7 +18,7 @@ from typing import Any
 from jobtrail.backends.base import Backend
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import Ledger, RunIdTaken
-from jobtrail.models import AttemptRecord, JobSpec, JobStatus, NewAttempt, RunRecord
+from jobtrail.models import AttemptRecord, JobSpec, JobStatus, NewAttempt, Placement, RunRecord
 from jobtrail.preflight.facts import PlanEnv
 from jobtrail.service import secrets
 from jobtrail.service.spending import Caps
@@ -63,6 +63,14 @@ class ServiceContext:
         if attempt.host is not None:
             return f"the jobtrail server of host {attempt.host}"
         return f"a jobtrail server with the {attempt.backend} backend"
+
+    def placement(self, attempt: AttemptRecord) -> Placement | None:
+        """Where this server follows the attempt: its placement, except that every server follows a remote attempt,
+        each keeping its own copy of the log in its own workdir for it (the launching server's is on its machine)."""
+        placement = attempt.placement
+        if placement is None or self.backend(attempt.backend).host is not None:
+            return placement
+        return placement.model_copy(update={"workdir": str(self.workdir(attempt))})
 
     @property
     def host(self) -> str | None:

@@ -146,13 +146,19 @@ class Queries(UseCase):
             checkpoints=self.ledger.checkpoints(a.attempt_id),
             # A running remote attempt costs what it has run so far.
             cost_usd=a.cost_usd if a.ended_at or a.backend == "local" else self.tracker.cost(a, time.time()),
-            workdir=str(self.context.workdir(a)),
+            workdir=self._workdir(a),
             launcher=launcher_of(a.config),
             trackio=trackio_run(
                 [*self.ledger.events(a.attempt_id, "trackio"), *self.ledger.events(a.attempt_id, "alert")]
             ),
             **{name: getattr(a, name) for name in _ATTEMPT_FIELDS},
         )
+
+    def _workdir(self, attempt: AttemptRecord) -> str | None:
+        """The attempt's directory: another host's is on that host, where its placement says (None until placed)."""
+        if self.context.reaches(attempt):
+            return str(self.context.workdir(attempt))
+        return attempt.placement.workdir if attempt.placement else None
 
     def logs(self, job_id: str, tail: int, cursor: int | None, attempt_number: int | None = None) -> LogsResult:
         if tail < 1:
@@ -163,10 +169,11 @@ class Queries(UseCase):
         attempt = numbered_attempt(attempts, attempt_number, run.run_id)
         lines: list[tuple[str, bool]] = []
         end, at_end = 0, True
-        if attempt.placement is not None:  # a queued attempt has no log yet
+        placement = self.context.placement(attempt)
+        if placement is not None:  # a queued attempt has no log yet
             backend = self.context.backend(attempt.backend)
-            raw, end = self.tracker.read_lines(backend, attempt.placement, cursor, tail)
-            at_end = backend.read_log(attempt.placement, end).lines == []
+            raw, end = self.tracker.read_lines(backend, placement, cursor, tail)
+            at_end = backend.read_log(placement, end).lines == []
             redact = self.context.redactor(attempt)
             lines = [_cut(redact(line)) for line in raw]
         return LogsResult(

@@ -80,17 +80,18 @@ class Tracker:
     def refresh_attempt(self, attempt: AttemptRecord) -> None:
         if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or not self.context.reaches(attempt):
             return  # another host's local attempt: its pids and files mean nothing here, its server follows it
-        if attempt.placement is None:
+        placement = self.context.placement(attempt)
+        if placement is None:
             self._expire_stale_claim(attempt)
             return
         backend = self.context.backend(attempt.backend)
         try:
-            probe = backend.probe(attempt.placement)
+            probe = backend.probe(placement)
         except BackendError as exc:  # the backend cannot be asked now: keep what the ledger knows
             log.warning("could not probe %s: %s", attempt.attempt_id, exc)
             return
         # Read the log after probing: an attempt that exited has written all of it by now.
-        self._ingest(backend, attempt)
+        self._ingest(backend, attempt, placement)
         if probe.phase in ("starting", "running"):
             status = JobStatus.STARTING if probe.phase == "starting" else JobStatus.RUNNING
             if status is not attempt.status:
@@ -111,9 +112,7 @@ class Tracker:
             return
         attempt = self.context.attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
-        tail: list[str] = []
-        if attempt.placement is not None:
-            tail, _ = self.read_lines(backend, attempt.placement, None, classify.TAIL_LINES)
+        tail, _ = self.read_lines(backend, placement, None, classify.TAIL_LINES)
         tail = [self.context.redactor(attempt)(line) for line in tail]
         verdict = classify.classify(
             probe.exit,
@@ -240,12 +239,11 @@ class Tracker:
             attempt_id=attempt.attempt_id,
         )
 
-    def _ingest(self, backend: Backend, attempt: AttemptRecord) -> None:
-        assert attempt.placement is not None
+    def _ingest(self, backend: Backend, attempt: AttemptRecord, placement: Placement) -> None:
         redact = self.context.redactor(attempt)
         offset = attempt.log_offset
         for _ in range(_LOG_READ_LIMIT):
-            chunk = backend.read_log(attempt.placement, offset)
+            chunk = backend.read_log(placement, offset)
             if not chunk.lines:
                 return
             digest = events.digest([redact(line) for line in chunk.lines])
