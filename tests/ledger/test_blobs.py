@@ -97,3 +97,15 @@ def test_packing_round_trips_small_and_large_values():
         assert blobs.unpack(blobs.pack(data)) == data
     with pytest.raises(blobs.CorruptBlobError):
         blobs.unpack(b"?abc")
+
+
+def test_an_attempt_planned_again_names_its_new_script_and_config_and_a_wrong_sha256_is_refused(ledger_location):
+    ledger = Ledger(ledger_location)
+    add_queued_run(ledger, "jt-again001", script=_script(learning_rate=1e-4))
+    script, config = _script(learning_rate=2e-4), {"template": "sft", "learning_rate": 2e-4}
+    sha256 = hashlib.sha256(script.encode()).hexdigest()
+    ledger.update_attempt("jt-again001/1", script=script, script_sha256=sha256, config=config)
+    planned = ledger.get_attempt("jt-again001/1")
+    assert planned.script_sha256 == sha256 and ledger.script(sha256) == script and planned.config == config
+    with pytest.raises(ValueError, match="config_sha256"):
+        ledger.update_attempt("jt-again001/1", config={"other": 1}, config_sha256=planned.config_sha256)
