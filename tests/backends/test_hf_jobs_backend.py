@@ -163,3 +163,15 @@ def test_an_unknown_job_is_lost(backend, tmp_path):
     placement = backend.launch(_request(tmp_path, "print(1)\n"))
     gone = placement.model_copy(update={"remote_id": "000000000000000000000000"})
     assert backend.probe(gone).phase == "lost"
+
+
+def test_a_job_another_account_launched_is_not_called_lost_when_this_token_cannot_find_it(hub, backend, tmp_path):
+    """Servers sharing a ledger may hold different accounts' tokens: only the launching namespace's server may
+    conclude that a job is gone (a retry would pay for it twice)."""
+    hub.add_token("hf_bob_write_token_0123456789", "bob", orgs=["team"])
+    placement = backend.launch(_request(tmp_path, "print(1)\n"))
+    elsewhere = placement.model_copy(update={"namespace": "team", "remote_id": "000000000000000000000000"})
+    with pytest.raises(BackendError) as info:
+        HfJobsBackend(token="hf_bob_write_token_0123456789").probe(elsewhere)
+    assert info.value.fix and "team" in info.value.fix and "bob" in str(info.value)
+    assert HfJobsBackend(token="hf_bob_write_token_0123456789", namespace="team").probe(elsewhere).phase == "lost"

@@ -112,8 +112,18 @@ class HfJobsBackend:
         try:
             job = self.api().inspect_job(job_id=_remote(placement), namespace=placement.namespace)
         except Exception as exc:
-            if _status(exc) == 404:
+            if _status(exc) == 404 and placement.namespace in (None, self.namespace()):
                 return Probe(phase="lost")
+            if _status(exc) == 404:
+                # Servers sharing a ledger may hold tokens of other accounts: "not found" in a namespace this
+                # server does not run jobs in may mean "not yours to see". Calling it lost would start a paid
+                # duplicate; the server of that namespace decides.
+                raise BackendError(
+                    f"HF Jobs does not show job {placement.remote_id} in namespace {placement.namespace} to this"
+                    f" server's token (404), which runs jobs in {self.namespace()}.",
+                    fix=f"Follow it from a jobtrail server whose token runs jobs in {placement.namespace}.",
+                    reason="auth_error",
+                ) from exc
             raise _backend_error("read the job's status", exc) from exc
         stage = _stage_name(job)
         started = job.started_at.timestamp() if job.started_at else None
