@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -125,6 +126,8 @@ class PostgresConnection:
                 fix=f"Start the server or correct {LEDGER_URL_ENV} (host, port, user, password, database);"
                 f" unset it to keep the ledger in SQLite under $JOBTRAIL_HOME.",
             ) from None  # psycopg's own exception text is shown above, redacted
+        # A thread's connection goes when the thread does (or its Ledger): closed then, not left to the driver.
+        weakref.finalize(self, self._conn.close)
 
     @property
     def closed(self) -> bool:
