@@ -8,7 +8,7 @@ import socket
 import psycopg
 import pytest
 
-from jobtrail.errors import InvalidRequestError
+from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.ledger.connection import LEDGER_URL_ENV, redact
 from jobtrail.ledger.store import Ledger
 from jobtrail.surface import cli
@@ -65,9 +65,17 @@ def test_a_ledger_with_a_password_in_its_url_works_and_a_dropped_connection_is_r
     with_password = postgres_url.replace("postgres@", f"postgres:{SECRET}@")  # trust auth takes any password
     ledger = Ledger(with_password)
     add_queued_run(ledger, "jt-first")
-    with psycopg.connect(postgres_url, autocommit=True) as admin:  # the server drops the ledger's connection
+    _drop_connections(postgres_url)  # the server drops the ledger's connection
+    assert ledger.get_run("jt-first") is not None  # a read that finds it dropped is asked again on a new one
+    _drop_connections(postgres_url)
+    with pytest.raises(JobtrailError, match="may or may not have been recorded") as caught:
+        ledger.set_max_cost("jt-first", 5.0)  # a change: the caller hears it, nothing is repeated behind it
+    assert caught.value.fix and SECRET not in str(caught.value)
+    ledger.set_max_cost("jt-first", 5.0)  # the next call reconnects
+    assert ledger.get_run("jt-first").max_cost_usd == 5.0
+
+
+def _drop_connections(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
         others = "pid <> pg_backend_pid() AND datname = current_database()"
         admin.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {others}")
-    with pytest.raises(psycopg.OperationalError):
-        ledger.get_run("jt-first")  # the call that finds it dropped fails, as any query to a lost server would
-    assert ledger.get_run("jt-first") is not None  # the next one reconnects

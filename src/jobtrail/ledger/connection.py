@@ -111,23 +111,15 @@ class PostgresConnection:
     dialect: Dialect = "postgresql"
 
     def __init__(self, url: str) -> None:
-        import psycopg
-        from psycopg.rows import dict_row
+        self._url = url
+        self._writing = False
+        self._conn = self._open()
 
-        try:
-            # autocommit: a read outside transaction() is a transaction of its own, as in SQLite.
-            self._conn: psycopg.Connection[dict[str, Any]] = psycopg.connect(
-                url, autocommit=True, row_factory=dict_row, connect_timeout=10
-            )
-        except psycopg.Error as exc:
-            shown = redact(url)
-            raise JobtrailError(
-                f"Cannot reach the PostgreSQL ledger at {shown}: {_without_password(str(exc), url)}",
-                fix=f"Start the server or correct {LEDGER_URL_ENV} (host, port, user, password, database);"
-                f" unset it to keep the ledger in SQLite under $JOBTRAIL_HOME.",
-            ) from None  # psycopg's own exception text is shown above, redacted
+    def _open(self) -> psycopg.Connection[dict[str, Any]]:
+        conn = _connect_postgres(self._url)
         # A thread's connection goes when the thread does (or its Ledger): closed then, not left to the driver.
-        weakref.finalize(self, self._conn.close)
+        weakref.finalize(self, conn.close)
+        return conn
 
     @property
     def closed(self) -> bool:
@@ -135,7 +127,19 @@ class PostgresConnection:
         return bool(self._conn.closed)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        return self._conn.execute(_postgres_sql(sql), params)
+        import psycopg
+
+        try:
+            return self._conn.execute(_postgres_sql(sql), params)
+        except psycopg.OperationalError as exc:
+            if not self._conn.closed:
+                raise
+            # The server dropped the connection (a restart, the network). A read on its own is asked again on a
+            # new one; a change may or may not have been applied, so the caller hears so and decides.
+            if self._writing or not sql.lstrip().upper().startswith("SELECT"):
+                raise self._lost(exc) from None
+            self._conn = self._open()
+            return self._conn.execute(_postgres_sql(sql), params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._conn.cursor() as cursor:
@@ -143,14 +147,48 @@ class PostgresConnection:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        import psycopg
+
         # READ COMMITTED (the default) matters: each statement after the lock sees the commits made before it
         # was granted. Under REPEATABLE READ the snapshot would be the lock statement's, taken while waiting.
-        with self._conn.transaction():
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
-            yield
+        self._writing = True
+        try:
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+                yield
+        except psycopg.OperationalError as exc:
+            if not self._conn.closed:
+                raise
+            raise self._lost(exc) from None
+        finally:
+            self._writing = False
+
+    def _lost(self, exc: Exception) -> JobtrailError:
+        return JobtrailError(
+            f"The PostgreSQL ledger at {redact(self._url)} dropped the connection during a change"
+            f" ({_without_password(str(exc), self._url)}); it may or may not have been recorded.",
+            fix="Call again: the next call reconnects. Check with ps or inspect before repeating a submit or"
+            " retry (an idempotency_key makes a repeated submit safe).",
+        )
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _connect_postgres(url: str) -> psycopg.Connection[dict[str, Any]]:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    try:
+        # autocommit: a read outside transaction() is a transaction of its own, as in SQLite.
+        conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise JobtrailError(
+            f"Cannot reach the PostgreSQL ledger at {redact(url)}: {_without_password(str(exc), url)}",
+            fix=f"Start the server or correct {LEDGER_URL_ENV} (host, port, user, password, database);"
+            f" unset it to keep the ledger in SQLite under $JOBTRAIL_HOME.",
+        ) from None  # psycopg's own exception text is shown above, redacted
+    return conn
 
 
 @functools.lru_cache(maxsize=1024)
