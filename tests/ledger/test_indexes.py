@@ -45,5 +45,7 @@ def test_ps_inspect_and_report_read_through_indexes(tmp_path):
     assert len(queries) >= 15
     for sql in queries:
         plan = [row["detail"] for row in raw.execute("EXPLAIN QUERY PLAN " + sql).fetchall()]
-        whole = [line for line in plan if WHOLE_TABLE.match(line)]
+        # a subquery's rows materialized first (ps's newest runs) are read whole by design: they are `limit` rows
+        materialized = {line.split()[1] for line in plan if line.startswith("MATERIALIZE ")}
+        whole = [line for line in plan if (found := WHOLE_TABLE.match(line)) and found[1] not in materialized]
         assert not whole, f"{sql}\n reads a table whole: {plan}"
