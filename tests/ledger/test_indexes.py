@@ -37,7 +37,7 @@ def test_ps_inspect_and_report_read_through_indexes(tmp_path):
     for group in ("termination_reason", "method", "flavor"):  # report
         ledger.report(week, group)
     ledger.ended_spend_since(time.time() - 86400)
-    ledger.cap_states(week)
+    ledger.cap_states(week, 20)
     ledger.attempts_in(["starting", "running"])  # every tool's refresh
     raw.set_trace_callback(None)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from jobtrail.app import build_service
 from jobtrail.models import TerminationReason
+from jobtrail.service.task_results import JOB_CAPS_LISTED
 from jobtrail.surface.server import build_server
 from support.mcp_client import call_tool
 from support.records import add_ended_run
@@ -44,3 +45,33 @@ def test_report_groups_recent_attempts_and_matches_the_readme_sql(tmp_path):
 
     by_method = service.report(days=60, group_by="method")
     assert [(r.group, r.attempts) for r in by_method.rows] == [("sft", 4)]
+
+
+def test_report_counts_every_capped_job_and_lists_those_to_look_at(tmp_path):
+    """A busy week holds thousands of capped jobs that simply finished under their cap: they are counted; the
+    ones stopped by their cap or at it are listed, newest first, at most JOB_CAPS_LISTED."""
+    service = build_service(tmp_path)
+    remote = {"backend": "hf_jobs", "flavor": "a10g-small", "gpu_seconds": 600.0}
+    for n in range(25):
+        add_ended_run(service.ledger, f"jt-under{n:02}", TerminationReason.SUCCEEDED, run={"max_cost_usd": 1.0},
+                      cost_usd=0.5, **remote)  # fmt: skip
+    add_ended_run(service.ledger, "jt-atcap", TerminationReason.SUCCEEDED, run={"max_cost_usd": 1.0}, cost_usd=1.0,
+                  **remote)  # fmt: skip
+    add_ended_run(service.ledger, "jt-local", TerminationReason.SUCCEEDED, run={"max_cost_usd": 1.0})  # costs nothing
+    add_ended_run(service.ledger, "jt-stopped", TerminationReason.BUDGET, run={"max_cost_usd": 1.0}, cost_usd=1.0,
+                  **remote)  # fmt: skip
+
+    data = call_tool(build_server(service), "report", {"days": 7}).structured_content
+    assert data["capped_jobs"] == 27
+    assert [(c["job_id"], c["termination_reason"]) for c in data["job_caps"]] == [
+        ("jt-stopped", "budget"), ("jt-atcap", "succeeded"),
+    ]  # fmt: skip
+    assert "27 capped jobs, 1 stopped by its cap (budget)." in data["summary"]
+
+    for n in range(JOB_CAPS_LISTED + 2):
+        add_ended_run(service.ledger, f"jt-stop{n:02}", TerminationReason.BUDGET, run={"max_cost_usd": 1.0},
+                      cost_usd=1.5, **remote)  # fmt: skip
+    data = call_tool(build_server(service), "report", {"days": 7}).structured_content
+    assert data["capped_jobs"] == 27 + JOB_CAPS_LISTED + 2 and len(data["job_caps"]) == JOB_CAPS_LISTED
+    assert data["job_caps"][0]["job_id"] == f"jt-stop{JOB_CAPS_LISTED + 1:02}"  # newest first
+    assert f"the newest {JOB_CAPS_LISTED} to look at are listed" in data["summary"]

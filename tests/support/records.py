@@ -23,14 +23,22 @@ def new_attempt(*, config: dict[str, Any] | None = None, script: str = "", **fie
 
 
 def add_queued_run(
-    ledger: Ledger, run_id: str, *, method: str = "sft", spec: dict[str, Any] | None = None, **attempt: Any
+    ledger: Ledger,
+    run_id: str,
+    *,
+    method: str = "sft",
+    spec: dict[str, Any] | None = None,
+    run: dict[str, Any] | None = None,
+    **attempt: Any,
 ) -> None:
     """A run of `method` on /m and /d.jsonl with one attempt (`run_id`/1), queued now on the local backend; `spec`
-    adds JobSpec fields, `attempt` sets or overrides AttemptRecord fields (status, ended_at, config ...)."""
+    adds JobSpec fields, `run` sets RunRecord fields (max_cost_usd ...), `attempt` sets or overrides AttemptRecord
+    fields (status, ended_at, backend, config ...); the run's backend is its attempt's."""
     now = time.time()
     job = JobSpec(method=method, model="/m", dataset="/d.jsonl", **(spec or {}))
-    run = RunRecord(
-        run_id=run_id, created_at=now, method=method, model="/m", dataset="/d.jsonl", backend="local", spec=job
+    backend = attempt.get("backend", "local")
+    record = RunRecord(
+        run_id=run_id, created_at=now, method=method, model="/m", dataset="/d.jsonl", backend=backend, spec=job
     )
     fields: dict[str, Any] = {
         "attempt_id": f"{run_id}/1",
@@ -42,7 +50,7 @@ def add_queued_run(
         "output_dir": f"/runs/{run_id}/output",
         "spec": job,
     }
-    ledger.add_run(run, new_attempt(**{**fields, **attempt}))
+    ledger.add_run(record.model_copy(update=run or {}), new_attempt(**{**fields, **attempt}))
 
 
 def add_ended_run(
@@ -52,8 +60,9 @@ def add_ended_run(
     *,
     method: str = "sft",
     spec: dict[str, Any] | None = None,
+    run: dict[str, Any] | None = None,
     **attempt: Any,
 ) -> None:
     """add_queued_run's run, its attempt ended now with `reason`."""
     ended = {"status": reason.status, "ended_at": time.time(), "termination_reason": reason}
-    add_queued_run(ledger, run_id, method=method, spec=spec, **{**ended, **attempt})
+    add_queued_run(ledger, run_id, method=method, spec=spec, run=run, **{**ended, **attempt})

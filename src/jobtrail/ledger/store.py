@@ -253,25 +253,32 @@ class Ledger:
         )
         return [(row["started_at"], row["ended_at"], row["cost_usd"] or 0.0) for row in rows]
 
-    def cap_states(self, since: float) -> list[dict[str, Any]]:
-        """Runs with a spending cap, created since `since` or still active, newest first: run_id, backend,
-        max_cost_usd, their latest attempt's status and termination_reason, and spent_ended (what their ended
-        attempts cost). One query, whatever their number: report lists every one."""
-        marks = ", ".join("?" for _ in ACTIVE_STATUSES)
-        return [
-            dict(row)
-            for row in self._rows(
-                "SELECT r.run_id, r.backend, r.max_cost_usd, a.status, a.termination_reason,"
-                " (SELECT COALESCE(SUM(e.cost_usd), 0) FROM attempts e WHERE e.run_id = r.run_id"
-                " AND e.ended_at IS NOT NULL) AS spent_ended"
-                " FROM runs r JOIN attempts a ON a.run_id = r.run_id"
-                " AND a.number = (SELECT MAX(number) FROM attempts WHERE run_id = r.run_id)"
-                # two index ranges (runs by created_at, attempts by status), not one OR that reads every run
-                " WHERE r.max_cost_usd IS NOT NULL AND r.run_id IN (SELECT run_id FROM runs WHERE created_at >= ?"
-                f" UNION SELECT run_id FROM attempts WHERE status IN ({marks})) ORDER BY r.created_at DESC",
-                (since, *ACTIVE_STATUSES),
-            )
-        ]
+    def cap_states(self, since: float, limit: int) -> tuple[int, list[dict[str, Any]]]:
+        """Remote runs with a spending cap, created since `since` or still active: how many, and the newest `limit`
+        of those that need a look (still active, stopped by their cap, or whose ended attempts reached it), each
+        with run_id, max_cost_usd, its latest attempt's status and termination_reason, and spent_ended (what
+        its ended attempts cost). A week of a busy team holds thousands of capped jobs that simply finished:
+        they are counted, not listed."""
+        active = ", ".join("?" for _ in ACTIVE_STATUSES)
+        # two index ranges (runs by created_at, attempts by status), not one OR that reads every run
+        capped = (
+            "FROM runs r JOIN attempts a ON a.run_id = r.run_id"
+            " AND a.number = (SELECT MAX(number) FROM attempts WHERE run_id = r.run_id)"
+            " WHERE r.max_cost_usd IS NOT NULL AND r.backend <> 'local' AND r.run_id IN (SELECT run_id FROM runs"
+            f" WHERE created_at >= ? UNION SELECT run_id FROM attempts WHERE status IN ({active}))"
+        )
+        params = (since, *ACTIVE_STATUSES)
+        count = self._rows(f"SELECT COUNT(*) AS n {capped}", params)[0]["n"]
+        spent = (
+            "(SELECT COALESCE(SUM(e.cost_usd), 0) FROM attempts e WHERE e.run_id = r.run_id AND e.ended_at IS NOT NULL)"
+        )
+        rows = self._rows(
+            f"SELECT r.run_id, r.max_cost_usd, a.status, a.termination_reason, {spent} AS spent_ended {capped}"
+            f" AND (a.status IN ({active}) OR a.termination_reason = 'budget' OR {spent} >= r.max_cost_usd)"
+            " ORDER BY r.created_at DESC LIMIT ?",
+            (*params, *ACTIVE_STATUSES, limit),
+        )
+        return int(count), [dict(row) for row in rows]
 
     def update_attempt(
         self,

@@ -29,7 +29,7 @@ from jobtrail.service.results import (
     empty_list_note,
 )
 from jobtrail.service.retry_state import retries_stopped, retry_decision
-from jobtrail.service.task_results import JobCap, ReportResult, ReportRow
+from jobtrail.service.task_results import JOB_CAPS_LISTED, JobCap, ReportResult, ReportRow
 from jobtrail.service.tracking import TrackioRun, trackio_run
 from jobtrail.service.use_case import UseCase
 from jobtrail.templates.configs import launcher_of
@@ -243,6 +243,7 @@ class Queries(UseCase):
             for r in self.ledger.report(time.time() - days * 86400, group_by)
         ]
         now, caps = time.time(), self.context.caps
+        capped_jobs, job_caps = self._job_caps(now - days * 86400, now)
         return ReportResult(
             days=days,
             group_by=group_by,
@@ -253,13 +254,16 @@ class Queries(UseCase):
             spent_last_24h_usd=round(self.tracker.spending.last_24h(now), 6),
             daily_budget_usd=caps.daily_budget_usd,
             default_max_cost_usd=caps.default_max_cost_usd,
-            job_caps=self._job_caps(now - days * 86400, now),
+            capped_jobs=capped_jobs,
+            job_caps=job_caps,
         )
 
-    def _job_caps(self, since: float, now: float) -> list[JobCap]:
-        """Each capped remote job's spend (its ended attempts' costs, its running one's so far) against its cap."""
+    def _job_caps(self, since: float, now: float) -> tuple[int, list[JobCap]]:
+        """How many remote jobs of the window have a cap, and those to look at: each one's spend (its ended
+        attempts' costs, its running one's so far) against its cap."""
         running = self.tracker.spending.running_by_run(now)
-        return [
+        count, states = self.ledger.cap_states(since, JOB_CAPS_LISTED)
+        return count, [
             JobCap(
                 job_id=cap["run_id"],
                 status=cap["status"],
@@ -267,8 +271,7 @@ class Queries(UseCase):
                 max_cost_usd=cap["max_cost_usd"],
                 spent_usd=round(cap["spent_ended"] + running.get(cap["run_id"], 0.0), 6),
             )
-            for cap in self.ledger.cap_states(since)
-            if cap["backend"] != "local"  # a local job costs nothing
+            for cap in states
         ]
 
     # --- planning helpers: no job involved ------------------------------------------

@@ -103,6 +103,10 @@ class JobCap(BaseModel):
     spent_usd: float = Field(description="Every attempt together; a running one so far.")
 
 
+# report lists the capped jobs that need a look, newest first, up to this many (a busy week holds thousands).
+JOB_CAPS_LISTED = 20
+
+
 class ReportResult(ToolResult):
     days: float
     group_by: str
@@ -119,9 +123,11 @@ class ReportResult(ToolResult):
     default_max_cost_usd: float | None = Field(
         None, description="JOBTRAIL_MAX_COST_USD: a job's cap when submit passes no max_cost_usd; None: no default."
     )
+    capped_jobs: int = Field(0, description="Remote jobs with a cap, created in the report's window or still running.")
     job_caps: list[JobCap] = Field(
         default_factory=list,
-        description="Remote jobs with a cap, created in the report's window or still running, newest first.",
+        description=f"The capped jobs to look at, newest first, at most {JOB_CAPS_LISTED}: still running, stopped by"
+        " their cap (budget), or whose spend reached it. The others finished under their cap.",
     )
 
     def headline(self) -> str:
@@ -136,9 +142,11 @@ class ReportResult(ToolResult):
             else f"{spent} (no daily budget: {DAILY_ENV} is unset)."
         )
         stopped = [c for c in self.job_caps if c.termination_reason == "budget"]
-        if self.job_caps:
-            line += f" {len(self.job_caps)} capped job{'s' if len(self.job_caps) != 1 else ''}"
-            line += f", {len(stopped)} stopped by its cap (budget)." if stopped else "."
+        if self.capped_jobs:
+            line += f" {self.capped_jobs} capped job{'s' if self.capped_jobs != 1 else ''}"
+            line += f", {len(stopped)} stopped by its cap (budget)" if stopped else ""
+            more = len(self.job_caps) == JOB_CAPS_LISTED
+            line += f"; the newest {JOB_CAPS_LISTED} to look at are listed." if more else "."
         return line
 
     def _totals(self) -> str:
