@@ -84,8 +84,7 @@ def test_defaults_and_choices_come_from_the_layer_that_owns_them(tmp_path, monke
     assert _choices(schemas["evaluate"]["properties"]["metrics"]) == list(evals.EVAL_METRICS)
     assert schemas["convert_gguf"]["properties"]["quantizations"]["default"] == list(llama_cpp.DEFAULT_QUANTIZATIONS)
     assert schemas["evaluate"]["properties"]["max_new_tokens"]["default"] == evals.DEFAULT_MAX_NEW_TOKENS
-    greedy = inspect.signature(evals.eval_config).parameters["temperature"].default
-    assert schemas["evaluate"]["properties"]["temperature"]["default"] == greedy
+    assert schemas["evaluate"]["properties"]["temperature"]["default"] == evals.DEFAULT_TEMPERATURE
     estimator = inspect.signature(estimate_cost).parameters
     for name, prop in schemas["estimate_cost"]["properties"].items():
         if "default" in prop:
