@@ -39,6 +39,7 @@ from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import JobSpec, NewAttempt, Placement, RunRecord, TerminationReason
 from jobtrail.outcomes import events
+from jobtrail.service.context import new_run, queued_attempt
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
 from jobtrail.util.digest import config_json, sha256_text
@@ -116,15 +117,11 @@ class Filler:
             hyperparameters=hyperparameters,
         )
         created = self.now - rng.random() * 30 * DAY
-        run = RunRecord(
-            run_id=run_id,
-            created_at=created,
-            method=method,
-            model=spec.model,
-            dataset=spec.dataset,
-            backend=spec.backend,
+        run = new_run(
+            run_id,
+            spec,
+            created,
             flavor=flavor,
-            spec=spec,
             max_retries=2,
             max_cost_usd=rng.choice([None, 20.0, 50.0]) if remote else None,
         )
@@ -186,36 +183,31 @@ class Filler:
         attempt_id = f"{run.run_id}/{number}"
         log = _job_log(rng, spec, attempt_id, started, reached, step_s, reason)
         gpu_seconds = finished - started if remote else None
-        return (
-            NewAttempt(
-                attempt_id=attempt_id,
-                run_id=run.run_id,
-                number=number,
-                status=ended.status,
-                created_at=created,
-                started_at=started,
-                ended_at=finished,
-                backend=run.backend,
-                flavor=run.flavor,
-                timeout_s=spec.timeout_s,
-                config=config,
-                config_sha256=sha256_text(config_json(config)),
-                script=script,
-                script_sha256=sha256_text(script),
-                output_dir=config["output_dir"] or f"/home/ana/.jobtrail/runs/{run.run_id}/output",
-                findings=[{"code": "model.ok", "severity": "info", "message": f"{spec.model}: fits.", "fix": None}],
-                placement=_placement(rng, run, attempt_id, started),
-                exit_code=0 if reason == "succeeded" else rng.choice([1, 137, None]),
-                termination_reason=ended,
-                termination_message=None if reason == "succeeded" else f"The job ended {reason} at step {reached}.",
-                evidence=None if reason == "succeeded" else f"RuntimeError: {reason} while training (step {reached})",
-                gpu_seconds=gpu_seconds,
-                cost_usd=round(gpu_seconds / 3600 * FLAVORS[run.flavor or "l4x1"], 4) if gpu_seconds else None,
-                spec=spec,
-                retry_note=None if number == 1 else "Retried automatically after a transient failure.",
-            ),
-            log,
+        # The attempt as the service queues it (its config and script fingerprinted), then what its run recorded.
+        queued = queued_attempt(
+            run.run_id,
+            number,
+            spec,
+            config,
+            script,
+            created_at=created,
+            output_dir=config["output_dir"] or f"/home/ana/.jobtrail/runs/{run.run_id}/output",
+            findings=[{"code": "model.ok", "severity": "info", "message": f"{spec.model}: fits.", "fix": None}],
+            retry_note=None if number == 1 else "Retried automatically after a transient failure.",
         )
+        ran = {
+            "status": ended.status,
+            "started_at": started,
+            "ended_at": finished,
+            "placement": _placement(rng, run, attempt_id, started),
+            "exit_code": 0 if reason == "succeeded" else rng.choice([1, 137, None]),
+            "termination_reason": ended,
+            "termination_message": None if reason == "succeeded" else f"The job ended {reason} at step {reached}.",
+            "evidence": None if reason == "succeeded" else f"RuntimeError: {reason} while training (step {reached})",
+            "gpu_seconds": gpu_seconds,
+            "cost_usd": round(gpu_seconds / 3600 * FLAVORS[run.flavor or "l4x1"], 4) if gpu_seconds else None,
+        }
+        return queued.model_copy(update=ran), log
 
 
 def _placement(rng: random.Random, run: RunRecord, attempt_id: str, started: float) -> Placement:
