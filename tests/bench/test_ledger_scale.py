@@ -3,28 +3,16 @@ tests' own server is) with realistic attempts through the Ledger API and prints 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench" / "ledger_scale.py"
+from support.benches import run_bench
+
 SMOKE_TIMEOUT_S = 600  # ~20 s on an idle 2-core machine
 FIGURE = re.compile(r"^(sqlite|postgresql) ([a-z0-9_.]+) (\d+(?:\.\d+)?)$")
 
 
 def test_the_smoke_run_prints_bytes_per_attempt_and_latencies_for_both_engines():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--smoke", "--postgres"],
-        capture_output=True,
-        text=True,
-        timeout=SMOKE_TIMEOUT_S,
-        env=env,
-        cwd=ROOT,
-    )
+    done = run_bench("ledger_scale.py", "--smoke", "--postgres", timeout_s=SMOKE_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     figures: dict[tuple[str, str], float] = {}
     for line in done.stdout.splitlines():

@@ -8,21 +8,19 @@ import dataclasses
 import importlib.util
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench" / "train_throughput.py"
+from support.benches import BENCH_DIR, run_bench
+
 SMOKE_TIMEOUT_S = 600  # ~25 s on an idle 2-core machine: two tiny trainings, each in its own process
 
 
 def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_throughput", BENCH)
+    spec = importlib.util.spec_from_file_location("train_throughput", BENCH_DIR / "train_throughput.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
@@ -32,15 +30,7 @@ def load_bench() -> ModuleType:
 
 @pytest.mark.timeout(SMOKE_TIMEOUT_S + 60)
 def test_cpu_smoke_reports_every_figure_for_both_sides(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--cpu-smoke", "--json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SMOKE_TIMEOUT_S,
-    )
+    proc = run_bench("train_throughput.py", "--cpu-smoke", "--json", timeout_s=SMOKE_TIMEOUT_S, cwd=tmp_path)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     report = json.loads(proc.stdout)
 
