@@ -15,6 +15,17 @@ from jobtrail.ledger import eventlog
 from jobtrail.ledger.blobs import Executes, put_blobs, put_script
 from jobtrail.util.digest import config_json
 
+# The columns of `checkpoints` as migration 0002 created them (db.py uses this for it): 0009 rebuilds the table
+# with these same columns and copies every row across, so the two cannot be allowed to differ.
+CHECKPOINTS_COLUMNS = """
+    attempt_id      TEXT NOT NULL REFERENCES attempts(attempt_id),
+    path            TEXT NOT NULL,
+    step            INTEGER,
+    state           TEXT NOT NULL,
+    manifest_sha256 TEXT,
+    updated_at      REAL NOT NULL,
+    PRIMARY KEY (attempt_id, path)
+"""
 # Tables of small rows read by their key alone are SQLite's WITHOUT ROWID (PostgreSQL has no such clause, db.py
 # leaves it out): the key (a sha256; an attempt and a checkpoint's path) is stored once, not again in an index
 # beside the row. Not `scripts`: a list of ~30 digests is near the ~1 KB past which such a row spills.
@@ -44,7 +55,7 @@ BEFORE = """
 # SQLite drops a column since 3.35 (2021), PostgreSQL always. The checkpoints become WITHOUT ROWID too.
 # Indexes: ps lists runs newest first; report reads the attempts that ended since a moment, grouped, from the
 # index alone (it holds every column report groups or sums on).
-AFTER = """
+AFTER = f"""
     ALTER TABLE attempts DROP COLUMN script;
     ALTER TABLE attempts DROP COLUMN config_json;
     ALTER TABLE attempts DROP COLUMN spec_json;
@@ -53,15 +64,7 @@ AFTER = """
     ALTER TABLE attempts DROP COLUMN findings_json;
     ALTER TABLE runs DROP COLUMN spec_json;
     DROP TABLE events;
-    CREATE TABLE checkpoints_by_attempt (
-        attempt_id      TEXT NOT NULL REFERENCES attempts(attempt_id),
-        path            TEXT NOT NULL,
-        step            INTEGER,
-        state           TEXT NOT NULL,
-        manifest_sha256 TEXT,
-        updated_at      REAL NOT NULL,
-        PRIMARY KEY (attempt_id, path)
-    ) WITHOUT ROWID;
+    CREATE TABLE checkpoints_by_attempt ({CHECKPOINTS_COLUMNS}) WITHOUT ROWID;
     INSERT INTO checkpoints_by_attempt
         SELECT attempt_id, path, step, state, manifest_sha256, updated_at FROM checkpoints;
     DROP TABLE checkpoints;

@@ -71,7 +71,7 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
     ),
     (
         "0002_events_and_checkpoints",
-        """
+        f"""
         CREATE TABLE events (
             attempt_id   TEXT NOT NULL REFERENCES attempts(attempt_id),
             seq          INTEGER NOT NULL,
@@ -80,15 +80,7 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
             payload_json TEXT NOT NULL,
             PRIMARY KEY (attempt_id, seq)
         );
-        CREATE TABLE checkpoints (
-            attempt_id      TEXT NOT NULL REFERENCES attempts(attempt_id),
-            path            TEXT NOT NULL,
-            step            INTEGER,
-            state           TEXT NOT NULL,
-            manifest_sha256 TEXT,
-            updated_at      REAL NOT NULL,
-            PRIMARY KEY (attempt_id, path)
-        );
+        CREATE TABLE checkpoints ({compact_receipts.CHECKPOINTS_COLUMNS});
         """,
     ),
     (
