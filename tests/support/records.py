@@ -53,16 +53,8 @@ def add_queued_run(
     ledger.add_run(record.model_copy(update=run or {}), new_attempt(**{**fields, **attempt}))
 
 
-def add_ended_run(
-    ledger: Ledger,
-    run_id: str,
-    reason: TerminationReason,
-    *,
-    method: str = "sft",
-    spec: dict[str, Any] | None = None,
-    run: dict[str, Any] | None = None,
-    **attempt: Any,
-) -> None:
-    """add_queued_run's run, its attempt ended now with `reason`."""
+def add_ended_run(ledger: Ledger, run_id: str, reason: TerminationReason, **queued: Any) -> None:
+    """add_queued_run's run (`queued`: its method, spec, run and attempt arguments), its attempt ended now with
+    `reason`."""
     ended = {"status": reason.status, "ended_at": time.time(), "termination_reason": reason}
-    add_queued_run(ledger, run_id, method=method, spec=spec, run=run, **{**ended, **attempt})
+    add_queued_run(ledger, run_id, **{**ended, **queued})
