@@ -68,22 +68,7 @@ def validate_dataset(
     tokenizer, unloaded = load_tokenizer(model) if model is not None else (None, None)
     positions = model_positions(model) if model is not None else None
     # The I/O is done: everything below is pure.
-    report = judge(
-        table,
-        methods,
-        mapping,
-        DatasetReport(
-            dataset=dataset,
-            split=split,
-            source=source,
-            mapping=mapping,
-            data_file=table.data_file,
-            file_type=table.file_type,
-            rows=table.total,
-            row_numbering=table.numbering,
-            findings=list(table.findings),
-        ),
-    )
+    report = judge(table, methods, mapping, DatasetReport(dataset=dataset, split=split, source=source, mapping=mapping))
     if method is not None:
         report.findings += verdict_findings(method, report.methods[method])
     if model is not None:

@@ -32,7 +32,10 @@ SAMPLE_ROWS = 3
 def judge(
     table: Table, methods: tuple[str, ...], mapping: dict[str, Any] | None, report: DatasetReport
 ) -> DatasetReport:
-    """Fill `report` with columns, format, samples, a verdict per method and the row problems."""
+    """Fill `report` with what `table` says of itself (its file, type, rows, numbering and reading findings), then
+    columns, format, samples, a verdict per method and the row problems."""
+    report.data_file, report.file_type, report.rows = table.data_file, table.file_type, table.total
+    report.row_numbering, report.findings = table.numbering, list(table.findings)
     source = map_rows(table.rows, table.numbers, mapping)
     columns = Columns.of(source.rows)
     report.format = detect_format(columns)
