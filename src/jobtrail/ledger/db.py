@@ -178,6 +178,18 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         UPDATE attempts SET cancel_sent_at = cancel_requested_at WHERE placement_json IS NOT NULL
         """,
     ),
+    (
+        # report at scale, from indexes alone: the daily window's spend reads each ended attempt's started_at, and
+        # the count of capped jobs reads each recent run's cap and backend.
+        "0011_report_from_indexes",
+        """
+        DROP INDEX attempts_by_ended;
+        CREATE INDEX attempts_by_ended ON attempts(ended_at, termination_reason, backend, flavor, run_id, gpu_seconds,
+            cost_usd, started_at);
+        DROP INDEX runs_by_created;
+        CREATE INDEX runs_by_created ON runs(created_at, max_cost_usd, backend)
+        """,
+    ),
 ]
 
 

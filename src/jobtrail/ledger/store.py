@@ -255,28 +255,29 @@ class Ledger:
 
     def cap_states(self, since: float, limit: int) -> tuple[int, list[dict[str, Any]]]:
         """Remote runs with a spending cap, created since `since` or still active: how many, and the newest `limit`
-        of those that need a look (still active, stopped by their cap, or whose ended attempts reached it), each
-        with run_id, max_cost_usd, its latest attempt's status and termination_reason, and spent_ended (what
-        its ended attempts cost). A week of a busy team holds thousands of capped jobs that simply finished:
-        they are counted, not listed."""
+        of those that need a look (still active, or stopped by their cap), each with run_id, max_cost_usd, its
+        latest attempt's status and termination_reason, and spent_ended (what its ended attempts cost). A week of a
+        busy team holds thousands of capped jobs that simply finished: they are counted, not listed."""
         active = ", ".join("?" for _ in ACTIVE_STATUSES)
-        # two index ranges (runs by created_at, attempts by status), not one OR that reads every run
-        capped = (
-            "FROM runs r JOIN attempts a ON a.run_id = r.run_id"
-            " AND a.number = (SELECT MAX(number) FROM attempts WHERE run_id = r.run_id)"
-            " WHERE r.max_cost_usd IS NOT NULL AND r.backend <> 'local' AND r.run_id IN (SELECT run_id FROM runs"
-            f" WHERE created_at >= ? UNION SELECT run_id FROM attempts WHERE status IN ({active}))"
-        )
-        params = (since, *ACTIVE_STATUSES)
-        count = self._rows(f"SELECT COUNT(*) AS n {capped}", params)[0]["n"]
-        spent = (
-            "(SELECT COALESCE(SUM(e.cost_usd), 0) FROM attempts e WHERE e.run_id = r.run_id AND e.ended_at IS NOT NULL)"
-        )
+        capped = "r.max_cost_usd IS NOT NULL AND r.backend <> 'local'"
+        # Index ranges only, never one OR over every run: the runs created since (their cap and backend are in the
+        # index), then the capped runs created earlier that are still active (a handful).
+        count = self._rows(f"SELECT COUNT(*) AS n FROM runs r WHERE r.created_at >= ? AND {capped}", (since,))[0]["n"]
+        count += self._rows(
+            f"SELECT COUNT(DISTINCT r.run_id) AS n FROM attempts a JOIN runs r ON r.run_id = a.run_id"
+            f" WHERE a.status IN ({active}) AND r.created_at < ? AND {capped}",
+            (*ACTIVE_STATUSES, since),
+        )[0]["n"]
         rows = self._rows(
-            f"SELECT r.run_id, r.max_cost_usd, a.status, a.termination_reason, {spent} AS spent_ended {capped}"
-            f" AND (a.status IN ({active}) OR a.termination_reason = 'budget' OR {spent} >= r.max_cost_usd)"
+            "SELECT r.run_id, r.max_cost_usd, a.status, a.termination_reason, (SELECT COALESCE(SUM(e.cost_usd), 0)"
+            " FROM attempts e WHERE e.run_id = r.run_id AND e.ended_at IS NOT NULL) AS spent_ended"
+            " FROM runs r JOIN attempts a ON a.run_id = r.run_id"
+            " AND a.number = (SELECT MAX(number) FROM attempts WHERE run_id = r.run_id)"
+            f" WHERE {capped} AND (a.status IN ({active}) OR a.termination_reason = 'budget') AND r.run_id IN"
+            f" (SELECT run_id FROM attempts WHERE status IN ({active})"
+            " UNION SELECT run_id FROM attempts WHERE ended_at >= ? AND termination_reason = 'budget')"
             " ORDER BY r.created_at DESC LIMIT ?",
-            (*params, *ACTIVE_STATUSES, limit),
+            (*ACTIVE_STATUSES, *ACTIVE_STATUSES, since, limit),
         )
         return int(count), [dict(row) for row in rows]
 

@@ -126,8 +126,8 @@ class ReportResult(ToolResult):
     capped_jobs: int = Field(0, description="Remote jobs with a cap, created in the report's window or still running.")
     job_caps: list[JobCap] = Field(
         default_factory=list,
-        description=f"The capped jobs to look at, newest first, at most {JOB_CAPS_LISTED}: still running, stopped by"
-        " their cap (budget), or whose spend reached it. The others finished under their cap.",
+        description=f"The capped jobs to look at, newest first, at most {JOB_CAPS_LISTED}: still running, or stopped by"
+        " their cap (budget). The others finished.",
     )
 
     def headline(self) -> str:
