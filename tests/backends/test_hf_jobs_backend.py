@@ -175,3 +175,19 @@ def test_a_job_another_account_launched_is_not_called_lost_when_this_token_canno
         HfJobsBackend(token="hf_bob_write_token_0123456789").probe(elsewhere)
     assert info.value.fix and "team" in info.value.fix and "bob" in str(info.value)
     assert HfJobsBackend(token="hf_bob_write_token_0123456789", namespace="team").probe(elsewhere).phase == "lost"
+
+
+def test_its_host_is_the_namespace_it_launches_in_and_a_failed_look_up_is_not_asked_again_at_once(hub, tmp_path):
+    """A remote attempt belongs to the namespace its job was submitted for: the backend's host is where it launches
+    (JOBTRAIL_HF_NAMESPACE, else the token's user, by whoami), the placement's namespace too. whoami is rate-limited:
+    a failed look-up answers its error again for a while instead of asking at every refresh."""
+    hub.add_token(TOKEN, "alice", orgs=["team"])
+    mine = HfJobsBackend(token=TOKEN)
+    assert mine.host == "alice" and mine.launch(_request(tmp_path, "print(1)\n")).namespace == "alice"
+    assert HfJobsBackend(token=TOKEN, namespace="team").host == "team"
+    stranger = HfJobsBackend(token="hf_nobody_token_0123456789")
+    for _ in range(2):
+        with pytest.raises(BackendError) as failed:
+            assert stranger.host is None  # never reached: it raises
+        assert failed.value.reason == "auth_error" and "HF_TOKEN" in (failed.value.fix or "")
+    assert sum("whoami" in path for _, path in hub.requests) == 2  # alice's, then the stranger's once

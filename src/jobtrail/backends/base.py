@@ -18,9 +18,11 @@ class Backend(Protocol):
 
     @property
     def host(self) -> str | None:
-        """The machine this backend runs jobs on, as the ledger names it (a local backend's JOBTRAIL_HOST_ID):
-        only a server of that host reaches them, and its slots are that machine's. None: a remote service
-        every server reaches, its slots counted across them all."""
+        """Whose the jobs this backend launches are, as the ledger names it (AttemptRecord.host): a local
+        backend's machine (JOBTRAIL_HOST_ID), a remote one's account (HF Jobs: the namespace it launches in,
+        where the jobs run and are billed). Only a server whose backend has the same host reaches them, and
+        slots are counted per host. Raises BackendError when it cannot be learned now (a remote account is
+        asked over the network)."""
         ...
 
     def launch(self, request: LaunchRequest) -> Placement:

@@ -35,22 +35,39 @@ LOG = "job.log"
 COMPLETE = "job.log.complete"
 FOLLOW_RETRIES = 8  # reconnects of one follower before it waits for the next read to restart it
 TERMINAL = {"COMPLETED", "ERROR", "CANCELED", "DELETED"}
+# whoami is rate-limited, and a server asks whose an attempt is at every refresh: after a failed look-up, `host`
+# answers that failure for this long before asking again.
+NAMESPACE_RETRY_S = 60.0
 
 
 class HfJobsBackend:
     name = "hf-jobs"
     max_concurrent: int | None = None  # HF Jobs queues on its side
-    host: str | None = None  # every server with a token reaches its jobs
 
     def __init__(self, token: str | None, namespace: str | None = None, image: str = UV_IMAGE) -> None:
         self._token = token
         self._namespace = namespace
+        self._namespace_failed: tuple[float, BackendError] | None = None  # when, and why, it last could not be learned
         self._api: HfApi | None = None
         self.image = image
         self._followers: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 
     # --- Backend protocol -------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """The namespace this backend launches jobs in (namespace()): a remote attempt belongs to the namespace its
+        job was submitted for, and only a server launching there starts, follows and stops it (servers sharing a
+        ledger may hold other accounts' tokens). Raises BackendError when it cannot be learned now."""
+        failed = self._namespace_failed
+        if self._namespace is None and failed is not None and time.monotonic() - failed[0] < NAMESPACE_RETRY_S:
+            raise BackendError(failed[1].message, failed[1].fix, failed[1].reason)
+        try:
+            return self.namespace()
+        except BackendError as exc:
+            self._namespace_failed = (time.monotonic(), exc)
+            raise
 
     def launch(self, request: LaunchRequest) -> Placement:
         api = self.api()
@@ -166,6 +183,8 @@ class HfJobsBackend:
         return self._api
 
     def namespace(self) -> str:
+        """Where this server's jobs run and are billed: the namespace it was given (JOBTRAIL_HF_NAMESPACE: a user or
+        an org), else the token's user."""
         if self._namespace is None:
             try:
                 self._namespace = self.api().whoami()["name"]

@@ -16,7 +16,7 @@ from secrets import choice
 from typing import Any
 
 from jobtrail.backends.base import Backend
-from jobtrail.errors import InvalidRequestError, NotFoundError
+from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import Ledger, RunIdTaken
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, NewAttempt, Placement, RunRecord
 from jobtrail.preflight.facts import PlanEnv
@@ -52,23 +52,45 @@ class ServiceContext:
             ) from None
 
     def reaches(self, attempt: AttemptRecord) -> bool:
-        """Whether this server can start, follow and stop the attempt: it has the attempt's backend and, for a
-        backend bound to a machine (local), the attempt is its host's. An attempt queued before hosts were
-        recorded (host None) is whichever server's claims it first."""
-        backend = self.backends.get(attempt.backend)
-        return backend is not None and (backend.host is None or attempt.host in (None, backend.host))
+        """Whether this server can start, follow and stop the attempt: it has the attempt's backend, and that
+        backend's host is the attempt's (a local attempt's machine, a remote one's HF namespace). An attempt
+        recorded before hosts (or namespaces) were, host None, is whichever server's claims it first."""
+        return attempt.backend in self.backends and attempt.host in (None, self.backend_host(attempt.backend))
 
     def reached_by(self, attempt: AttemptRecord) -> str:
         """Who can start, follow and stop the attempt, in words: its host's server, or any with its backend."""
-        if attempt.host is not None:
+        if attempt.host is None:
+            return f"a jobtrail server with the {attempt.backend} backend"
+        if attempt.backend == "local":
             return f"the jobtrail server of host {attempt.host}"
-        return f"a jobtrail server with the {attempt.backend} backend"
+        how = "JOBTRAIL_HF_NAMESPACE, else its token's user"
+        return f"a jobtrail server whose HF Jobs run in namespace {attempt.host} ({how})"
+
+    def here(self, backend: str) -> str:
+        """This server as `backend`'s attempts know it, in words: "host gpu-box-1", "namespace alice"."""
+        host = self.backend_host(backend)
+        if backend == "local":
+            return f"host {host}"
+        return f"namespace {host}" if host else f"whose {backend} namespace is unknown now"
+
+    def backend_host(self, backend: str) -> str | None:
+        """The host of this server's backend `backend` (Backend.host: local, this machine; hf-jobs, the namespace it
+        launches in); None when this server has no such backend or cannot learn it now (no token, Hub unreachable):
+        it then reaches only attempts of no host."""
+        found = self.backends.get(backend)
+        if found is None:
+            return None
+        try:
+            return found.host
+        except BackendError:
+            return None
 
     def placement(self, attempt: AttemptRecord) -> Placement | None:
-        """Where this server follows the attempt: its placement, except that every server follows a remote attempt,
-        each keeping its own copy of the log in its own workdir for it (the launching server's is on its machine)."""
+        """Where this server follows the attempt: its placement, except that every server that reaches a remote
+        attempt (one with a remote_id) follows it into its own workdir, each keeping its own copy of the log there
+        (the launching server's is on its machine)."""
         placement = attempt.placement
-        if placement is None or self.backend(attempt.backend).host is not None:
+        if placement is None or placement.remote_id is None:
             return placement
         return placement.model_copy(update={"workdir": str(self.workdir(attempt))})
 
@@ -79,12 +101,16 @@ class ServiceContext:
         return local.host if local is not None else None
 
     def host_for(self, backend: str, reads: str | None = None) -> str | None:
-        """The host a new job's attempts belong to: none on a remote backend (every server reaches it); on a local
-        one, the host of the local job whose files it reads (`reads`: the job it follows or starts from, where
-        those files are), else this server's."""
-        host = self.backend(backend).host
-        source = self.ledger.get_run(reads) if host is not None and reads else None
-        return (self.latest(source.run_id).host or host) if source is not None else host
+        """The host a new job's attempts belong to: the host of the job whose output it reads (`reads`: the job it
+        follows, starts from, evaluates or converts) when that job ran on the same backend (a local job's files are
+        on its machine, a remote job's model in its namespace), else this server's backend's (for hf-jobs, the
+        namespace it launches in: the job is run and billed there; BackendError when it cannot be learned)."""
+        source = self.ledger.get_run(reads) if reads else None
+        if source is not None:
+            latest = self.latest(source.run_id)
+            if latest.backend == backend and latest.host is not None:
+                return latest.host
+        return self.backend(backend).host
 
     def add_run(
         self, run: RunRecord, attempt: NewAttempt, request: dict[str, Any] | None = None

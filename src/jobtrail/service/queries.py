@@ -210,16 +210,19 @@ class Queries(UseCase):
         if attempt.not_before and attempt.not_before > now:
             return f"a retry's backoff: it may start in {human_duration(attempt.not_before - now)}"
         if not self.context.reaches(attempt):
-            return f"{self.context.reached_by(attempt)} to start it (this server, host {self.context.host}, cannot)"
+            here = self.context.here(attempt.backend)
+            return f"{self.context.reached_by(attempt)} to start it (this server, {here}, cannot)"
         limit = self.context.backend(attempt.backend).max_concurrent
-        # The slots it competes for: its host's, for a local job; every server's, for a remote one.
+        # The slots it competes for: its host's, for a local job; its namespace's, for a remote one.
         rivals = [a for a in self.ledger.attempts_in(ACTIVE_STATUSES, attempt.backend) if a.host == attempt.host]
         ahead = [
             a
             for a in self.ledger.attempts_in([JobStatus.QUEUED.value], attempt.backend)
             if a.created_at < attempt.created_at and a.host == attempt.host
         ]
-        on_host = f" on host {attempt.host}" if attempt.host else ""
+        on_host = ""
+        if attempt.host:
+            on_host = f" on host {attempt.host}" if attempt.backend == "local" else f" in namespace {attempt.host}"
         if limit is None or len(rivals) < limit:
             return f"the next dispatch on {attempt.backend}{on_host}" + (f", behind {_jobs(ahead)}" if ahead else "")
         slots = f"{limit} slot{'s' if limit != 1 else ''}"
@@ -323,10 +326,13 @@ def _eval_delta(evaluations: list[dict[str, Any]]) -> dict[str, float] | None:
 
 
 def _elsewhere(attempt: AttemptRecord) -> str:
-    """Why another host's log reads empty here."""
+    """Why the log of an attempt this server does not reach reads empty here."""
+    recorded = f'metrics(job_id="{attempt.run_id}") and inspect carry what its server recorded.'
+    if attempt.backend != "local":
+        return f"Its log is on HF Jobs in namespace {attempt.host}, which this server's token cannot read; {recorded}"
     return (
         f"Its log is a file on host {attempt.host}, which this server cannot read unless the hosts share "
-        f'$JOBTRAIL_HOME; metrics(job_id="{attempt.run_id}") and inspect carry what that host\'s server recorded.'
+        f"$JOBTRAIL_HOME; {recorded}"
     )
 
 

@@ -75,8 +75,10 @@ def speedups_line(speedups: Speedups) -> str:
 
 
 HOST = (
-    "A local job's host (JOBTRAIL_HOST_ID of the server that submitted it): only a jobtrail server there "
-    "starts, follows and stops it. None: a remote job, which every server reaches."
+    "Whose job this is. Local: its host (JOBTRAIL_HOST_ID of the server that submitted it). hf-jobs: the HF namespace "
+    "(user or org) it runs and is billed in, the one of the server it was submitted through. Only a jobtrail server "
+    "of that host, or launching HF Jobs in that namespace, starts, follows and stops it. None: a job recorded before "
+    "hosts were, which any server with its backend reaches."
 )
 
 
@@ -308,8 +310,9 @@ class InspectResult(ToolResult):
     host: str | None = Field(None, description=HOST)
     followed_here: bool = Field(
         True,
-        description="Whether this server follows the job itself. False: another host's local job; its state is what "
-        "that host's server last recorded, and cancel from here is carried out by that server at its next refresh.",
+        description="Whether this server follows the job itself. False: another host's local job, or a remote job "
+        "in another HF namespace; its state is what its server last recorded, and cancel from here is carried out by "
+        "that server at its next refresh.",
     )
     trackio: TrackioRun | None = Field(
         None,
@@ -331,9 +334,10 @@ class InspectResult(ToolResult):
         if self.waiting_for:
             lines.append(f"Waiting for {self.waiting_for}.")
         if not self.followed_here:
+            whose = f"Host {self.host}" if self.backend == "local" else f"HF namespace {self.host}"
             lines.append(
-                f"Host {self.host}'s job: this server shows what that host's server recorded; a cancel from here is "
-                "carried out there."
+                f"{whose if self.host else 'Another server'}'s job: this server shows what the server there recorded; "
+                "a cancel from here is carried out there."
             )
         if self.after and not self.waiting_for:
             lines.append(f"After {self.after}.")
@@ -498,8 +502,9 @@ class CancelResult(ToolResult):
     host: str | None = Field(None, description=HOST)
     pending: bool = Field(
         False,
-        description="True: this server cannot reach the job (another host's local job); the cancel is recorded and "
-        "that host's server stops it at its next refresh. wait(job_id) returns once it has ended.",
+        description="True: this server cannot reach the job (another host's local job, or a remote job in another HF "
+        "namespace); the cancel is recorded and the server that reaches it (see message and host) stops it at its "
+        "next refresh. wait(job_id) returns once it has ended.",
     )
 
     def headline(self) -> str:
@@ -509,8 +514,7 @@ class CancelResult(ToolResult):
     def next_calls(self) -> list[str]:
         receipt = f'inspect(job_id="{self.job_id}") for its receipt and committed checkpoints'
         if self.pending:
-            stopped_by = f"host {self.host}" if self.host else "a server that reaches it"
-            wait = f'wait(job_id="{self.job_id}") returns when {stopped_by} has stopped it, or after 30 s: call again'
+            wait = f'wait(job_id="{self.job_id}") returns when its server has stopped it, or after 30 s: call again'
             return [wait, receipt]
         if self.status == "cancelled":
             return [receipt, f'retry(job_id="{self.job_id}") resumes it from the last committed checkpoint']

@@ -299,7 +299,9 @@ class Runs(UseCase):
             not_before=now + decision.delay_s if decision.delay_s else None,
             retry_note=decision.message,
             smoke_steps=latest.smoke_steps,  # a failed smoke run is run again; the full job follows it
-            host=latest.host,  # where its checkpoints are: retried through any server, it resumes on its host
+            # Where its checkpoints are, and whose: retried through any server, it resumes on its host (a remote
+            # job in its namespace, billed there).
+            host=latest.host,
         )
         if not self.ledger.add_attempt(attempt):
             return RetryResult(
@@ -354,12 +356,14 @@ class Runs(UseCase):
         self.ledger.update_attempt(attempt.attempt_id, cancel_requested_at=now)
         fresh = self.context.latest(run.run_id)
         if not self.context.reaches(fresh):
-            # Another host's local job: its pids mean nothing here. The request is in the ledger, and the server
-            # that reaches the job carries it out at its next refresh (tracker.refresh_attempt).
+            # Another host's local job (its pids mean nothing here), or a remote job in another HF namespace (this
+            # server's token may not stop it there). The request is in the ledger, and the server that reaches the
+            # job carries it out at its next refresh (tracker.refresh_attempt).
+            how = "SIGTERM, then SIGKILL after the grace period" if fresh.backend == "local" else "HF's cancel"
             return _cancel_result(
                 fresh,
-                f"Cancel requested: {self.context.reached_by(fresh)} stops it (SIGTERM, then SIGKILL after the "
-                f"grace period) at its next refresh; this server (host {self.context.host}) cannot reach it.",
+                f"Cancel requested: {self.context.reached_by(fresh)} stops it ({how}) at its next refresh; this "
+                f"server ({self.context.here(fresh.backend)}) cannot reach it.",
                 pending=True,
             )
         if fresh.placement is not None:

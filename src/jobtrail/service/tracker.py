@@ -5,7 +5,8 @@ Every tool call (and the server's poller) calls `refresh()`. State lives in the 
 backends, never in this object, so any number of processes can refresh the same ledger: every
 change is a compare-and-set (see ledger/store.py). Servers on several machines may share it: each
 follows, starts and stops only the attempts its own backends reach (ServiceContext.reaches: a local
-attempt is its host's), and carries out the cancels asked through servers that could not.
+attempt is its host's, a remote one its HF namespace's), and carries out the cancels asked through servers that
+could not.
 
 What follows an ending (an evaluation's record, calibration, an automatic retry) is the use
 cases' business: the tracker reports each ended
@@ -79,7 +80,7 @@ class Tracker:
 
     def refresh_attempt(self, attempt: AttemptRecord) -> None:
         if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or not self.context.reaches(attempt):
-            return  # another host's local attempt: its pids and files mean nothing here, its server follows it
+            return  # another host's local attempt (its pids and files mean nothing here), another namespace's remote
         placement = self.context.placement(attempt)
         if placement is None:
             self._expire_stale_claim(attempt)
@@ -267,14 +268,15 @@ class Tracker:
             now = time.time()
             for attempt in self.ledger.attempts_in([JobStatus.QUEUED.value], name):
                 if not self.context.reaches(attempt):
-                    continue  # another host's local job: that host's server starts it
+                    continue  # another host's local job, another namespace's remote one: its server starts it
                 if attempt.not_before and attempt.not_before > now:
                     continue  # a retry still backing off
                 if not self._rules.may_start(attempt):
                     continue  # waits for the job it follows (after=...)
                 if name != "local" and self._refuse_over_daily(attempt, now):
                     continue
-                claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent, backend.host)
+                host = self.context.backend_host(name)  # recorded on an attempt of no host: it is ours now
+                claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent, host)
                 if claim == "full":
                     break
                 if claim == "claimed":
