@@ -24,7 +24,7 @@ demo: $(VENV)/.installed
 
 # The lint gate, run before the tests: ruff (lint and format check) over the code, mypy over src/
 # (both configured in pyproject.toml). A violation fails `make test`.
-LINT_PATHS := src tests bench scripts
+LINT_PATHS := src tests bench scripts tools
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check --output-format concise $(LINT_PATHS)

@@ -22,7 +22,6 @@ Prints one figure a line, "<engine> <name> <value>", e.g. "sqlite bytes_per_atte
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -42,6 +41,7 @@ from jobtrail.outcomes import events
 from jobtrail.service.context import new_run, queued_attempt
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
+from jobtrail.templates.runtime import runtime_module
 from jobtrail.util.digest import config_json, sha256_text
 
 DAY = 86400.0
@@ -73,6 +73,8 @@ REASONS = {
 }
 RETRIED = {"oom", "preempted", "infra_transient", "lost", "timeout"}
 LOGGING_STEPS, SAVE_STEPS, KEPT = 10, 100, 2
+RUNTIME = runtime_module("_runtime")  # event lines as the job prints them
+f32 = RUNTIME.as_float32
 PACKAGES = {"torch": "2.13.0", "transformers": "5.23.0", "trl": "1.16.0", "peft": "0.21.2", "datasets": "5.2.0"}
 
 
@@ -240,7 +242,7 @@ def _job_log(
 
     def say(event: str, seconds: float = 0.5, **payload: Any) -> None:
         clock[0] += seconds
-        lines.append(events.PREFIX + json.dumps({"event": event, "time": clock[0], **payload}))
+        lines.append(RUNTIME.event_line(event, clock[0], payload))
 
     gpu = None if spec.backend == "local" else {"name": "NVIDIA A10G", "memory_gb": 22.5, "count": 1}
     say("start", template=spec.method, template_version=1, run_id=attempt_id[:11], attempt_id=attempt_id)
@@ -268,10 +270,15 @@ def _job_log(
         tokens += 2048 * spec.hyperparameters["per_device_train_batch_size"]
         loss = max(0.05, loss * 0.997 + rng.gauss(0, 0.03))
         if step % LOGGING_STEPS == 0:
+            # transformers rounds its speed metrics (train_runtime to 4 places, throughputs to 3).
             metrics = {"entropy": rng.uniform(0.5, 2.5), "mean_token_accuracy": rng.uniform(0.4, 0.9),
-                       "num_tokens": float(tokens), "train_tokens_per_second": rng.uniform(2e3, 2e4)}  # fmt: skip
-            say("step", step_s * LOGGING_STEPS, step=step, loss=loss, learning_rate=lr0 * (1 - step / (reached + 1)),
-                grad_norm=abs(rng.gauss(0.8, 0.3)), epoch=step / 625, tokens=tokens, metrics=metrics)  # fmt: skip
+                       "num_tokens": float(tokens), "num_input_tokens_seen": tokens,
+                       "train_runtime": round(step * step_s, 4),
+                       "train_tokens_per_second": round(rng.uniform(2e3, 2e4), 3)}  # fmt: skip
+            # As the job's log_step prints them (scripts/_training.py): metrics at float32's precision.
+            say("step", step_s * LOGGING_STEPS, step=step, loss=f32(loss),
+                learning_rate=f32(lr0 * (1 - step / (reached + 1))), grad_norm=f32(abs(rng.gauss(0.8, 0.3))),
+                epoch=f32(step / 625), tokens=tokens, metrics=f32(metrics))  # fmt: skip
         if step % SAVE_STEPS == 0:
             path = f"{output}/checkpoint-{step}"
             say("checkpoint", 1, state="writing", step=step, path=path)
@@ -289,8 +296,8 @@ def _job_log(
         say("checkpoint", 5, state="committed", step=reached, path=final, manifest_sha256=sha256_text(final),
             files=7, bytes=rng.randrange(10**7, 10**9))  # fmt: skip
         say("artifact", kind="final_model", path=final)
-        say("metrics", train_runtime=reached * step_s, train_loss=loss, global_step=reached,
-            train_samples_per_second=rng.uniform(1, 50), tokens_per_second=rng.uniform(2e3, 2e4),
+        say("metrics", train_runtime=round(reached * step_s, 4), train_loss=f32(loss), global_step=reached,
+            train_samples_per_second=round(rng.uniform(1, 50), 3), tokens_per_second=round(rng.uniform(2e3, 2e4), 3),
             peak_memory_bytes=rng.randrange(10**9, 8 * 10**10))  # fmt: skip
     if reason in ("succeeded", "oom", "diverged", "hub_error", "timeout", "unknown"):
         say("termination", reason=reason)

@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -52,11 +53,41 @@ def emit(event: str, **fields: Any) -> None:
     is built from one account of them."""
     if process_rank() != 0:
         return
-    record = {"event": event, "time": time.time(), **fields}
-    line = EVENT_PREFIX + json.dumps(record, separators=(",", ":"), default=str)
+    line = event_line(event, time.time(), fields)
     with _EMIT_LOCK:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+def event_line(event: str, at: float, fields: dict[str, Any]) -> str:
+    """The line emit() prints; its time to the millisecond (a log's, a receipt's resolution)."""
+    record = {"event": event, "time": round(at, 3), **fields}
+    return EVENT_PREFIX + json.dumps(record, separators=(",", ":"), default=str)
+
+
+def as_float32(value: Any) -> Any:
+    """A training metric as the float32 it came from: the shortest decimal that reads back as the same
+    float32 (at most 9 digits, against a double's 17), nested dicts and lists too; anything else as it is.
+
+    Losses, gradient norms, accuracies and entropies are fp32/bf16 tensors' .item()s (a mean of them at
+    most), so digits past float32's are noise the receipts would store in every step event; TensorBoard
+    keeps scalars as float32 for the same reason. Not for timestamps: a float32 resolves 2 minutes of one."""
+    if isinstance(value, dict):
+        return {name: as_float32(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [as_float32(item) for item in value]
+    if not isinstance(value, float) or value != value or value in (float("inf"), float("-inf")):
+        return value
+    try:
+        nearest = struct.pack("<f", value)
+    except OverflowError:  # past float32's range: not a tensor's value, kept whole
+        return value
+    exact = struct.unpack("<f", nearest)[0]
+    for digits in range(1, 10):  # 9 significant digits always read back as the float32 they print
+        text = f"{exact:.{digits}g}"
+        if struct.pack("<f", float(text)) == nearest:
+            return float(text)
+    return exact
 
 
 def emit_environment() -> dict[str, Any]:

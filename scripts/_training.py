@@ -28,6 +28,7 @@ from _runtime import (
     announce_phase,
     apply_mapping,
     apply_retention,
+    as_float32,
     barrier,
     begin_checkpoint,
     commit_checkpoint,
@@ -563,7 +564,7 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
                 self.log_step(state, logs)
             elif any(name.startswith("eval_") for name in logs):
                 metrics = {name: value for name, value in method_metrics(logs).items() if name.startswith("eval_")}
-                emit("eval", step=state.global_step, epoch=logs.get("epoch"), metrics=metrics)
+                emit("eval", step=state.global_step, epoch=logs.get("epoch"), metrics=as_float32(metrics))
                 self.alert(*self.watch.on_eval(state.global_step, logs.get("eval_loss")))
             if self.watch.diverged:
                 self.stop_diverged(control)
@@ -576,12 +577,12 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             emit(
                 "step",
                 step=state.global_step,
-                loss=logs["loss"],
-                learning_rate=logs.get("learning_rate"),
-                grad_norm=logs.get("grad_norm"),
-                epoch=logs.get("epoch"),
+                loss=as_float32(logs["loss"]),
+                learning_rate=as_float32(logs.get("learning_rate")),
+                grad_norm=as_float32(logs.get("grad_norm")),
+                epoch=as_float32(logs.get("epoch")),
                 tokens=state.num_input_tokens_seen or None,
-                **({"metrics": extra} if extra else {}),
+                **({"metrics": as_float32(extra)} if extra else {}),
             )
             self.alert(*self.watch.on_step(state.global_step, logs["loss"], logs.get("grad_norm")))
             if len(self.steps) >= SHARE_MIN_LOGS:
@@ -693,7 +694,7 @@ def emit_metrics(train_metrics: dict[str, Any], state: Any, tokens_at_start: int
     emit(
         "metrics",
         train_runtime=runtime,
-        train_loss=train_metrics.get("train_loss"),
+        train_loss=as_float32(train_metrics.get("train_loss")),
         global_step=state.global_step,
         train_samples_per_second=train_metrics.get("train_samples_per_second"),
         tokens_per_second=round(tokens / runtime, 3) if tokens > 0 and runtime else None,

@@ -109,3 +109,80 @@ def test_an_attempt_planned_again_names_its_new_script_and_config_and_a_wrong_sh
     assert planned.script_sha256 == sha256 and ledger.script(sha256) == script and planned.config == config
     with pytest.raises(ValueError, match="config_sha256"):
         ledger.update_attempt("jt-again001/1", config={"other": 1}, config_sha256=planned.config_sha256)
+
+
+def test_values_packed_before_the_dictionary_read_back_as_ever():
+    """Ledgers written before codec "d" hold zlib ("z") and LZMA ("x") values: they are read, never rewritten."""
+    import lzma
+    import zlib
+
+    text = b'{"event":"step","time":1795387859.782,"loss":6.6722183}\n' * 200
+    assert blobs.unpack(b"z" + zlib.compress(text, 9)) == text
+    legacy = lzma.compress(text, format=lzma.FORMAT_RAW, filters=blobs._LZMA_FILTERS)
+    assert blobs.unpack(b"x" + legacy) == text
+    assert blobs.pack(text)[:1] == b"d"
+
+
+def test_the_dictionary_makes_a_config_snapshot_a_fraction_of_its_zlib_size():
+    """What every config repeats is in the dictionary: a snapshot of a job packs to a fraction of zlib's size."""
+    import zlib
+
+    from jobtrail.util.digest import config_json
+
+    spec = JobSpec(
+        method="dpo",
+        model="meta-llama/Llama-3.2-1B",
+        dataset="acme/prefs-b",
+        backend="hf-jobs",
+        flavor="h100",
+        hyperparameters={"learning_rate": 5e-6, "max_steps": 300, "lora_r": 64, "beta": 0.2},
+    )
+    snapshot = config_json(build_config(spec, "jobtrail-output", push_to="acme/dpo-prefs-b")).encode()
+    assert blobs.unpack(blobs.pack(snapshot)) == snapshot
+    assert len(blobs.pack(snapshot)) < len(zlib.compress(snapshot, 9)) / 3
+
+
+def test_the_dictionary_file_is_the_one_values_were_packed_with(tmp_path, monkeypatch):
+    """The dictionary is part of the format: a changed file is refused before anything is packed with it."""
+    from jobtrail.ledger import dictionary
+
+    assert hashlib.sha256(dictionary.DICTIONARY_FILE.read_bytes()).hexdigest() == dictionary.DICTIONARY_SHA256
+    edited = tmp_path / "zstd_dictionary_v1.txt"
+    edited.write_bytes(dictionary.DICTIONARY_FILE.read_bytes() + b"\n")
+    monkeypatch.setattr(dictionary, "DICTIONARY_FILE", edited)
+    dictionary._dictionary.cache_clear()
+    try:
+        with pytest.raises(dictionary.DictionaryMismatchError):
+            dictionary._dictionary()
+    finally:
+        monkeypatch.undo()
+        dictionary._dictionary.cache_clear()
+
+
+def test_a_script_row_names_its_blocks_and_rows_that_name_every_chunk_still_read(ledger_location):
+    """One more script of a template adds a row naming ~5 blocks (the runtime's chunks listed once, shared);
+    a row written before blocks (every chunk's digest, in order) reads as it always did."""
+    ledger = Ledger(ledger_location)
+    conn = ledger._conn()
+    first, second = _script(learning_rate=1e-4), _script(learning_rate=3e-4)
+    with ledger.transaction():
+        blobs.put_script(conn, first)
+        sha = blobs.put_script(conn, second)
+        row = bytes(conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (sha,)).fetchone()["chunks"])
+        legacy = "print('stored before blocks')\n" * 300 + second
+        chunks = blobs.put_blobs(conn, blobs.chunk_lines(legacy.encode()))
+        legacy_sha = hashlib.sha256(legacy.encode()).hexdigest()
+        conn.execute(
+            "INSERT INTO scripts (sha256, chunks) VALUES (?, ?)",
+            (legacy_sha, b"".join(bytes.fromhex(c) for c in chunks)),
+        )
+        odd = "\0 not python\n" + "x = 1\n" * 2000
+        odd_sha = blobs.put_script(conn, odd)
+    assert len(blobs.chunk_lines(second.encode())) > 15 and len(row) <= 1 + 6 * blobs.DIGEST_BYTES
+    assert blobs.read_script(conn, sha) == second
+    assert blobs.read_script(conn, legacy_sha) == legacy and blobs.read_script(conn, odd_sha) == odd
+
+
+def test_a_new_sqlite_ledger_has_16k_pages(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    assert ledger._conn().execute("PRAGMA page_size").fetchone()[0] == 16384

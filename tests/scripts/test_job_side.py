@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +19,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import given, strategies as st
 
 from jobtrail.demo.tinymodel import write_prompt_completion_dataset, write_text_dataset
 from jobtrail.templates.render import render_script
+from jobtrail.templates.runtime import runtime_module
 from support.jobs import (
     SCRIPTS,
     JobKit,
@@ -263,6 +267,32 @@ def test_emit_prints_one_compact_json_line(rt: ModuleType, capsys: pytest.Captur
     record = json.loads(out[len("JOBTRAIL ") :])
     assert list(record)[:2] == ["event", "time"] and isinstance(record["time"], float)
     assert record["path"] == "/x" and ", " not in out
+
+
+def test_event_times_are_kept_to_the_millisecond(rt: ModuleType) -> None:
+    line = rt.event_line("phase", 1795387852.8679912, {"phase": "training"})
+    assert line == 'JOBTRAIL {"event":"phase","time":1795387852.868,"phase":"training"}'
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, width=64))
+def test_a_metric_keeps_exactly_its_float32_in_at_most_9_digits(value: float) -> None:
+    """What a step event prints of a metric reads back as the same float32: nothing a tensor held is lost."""
+    rt = runtime_module("_runtime")
+    kept = rt.as_float32(value)
+    try:
+        nearest = struct.pack("<f", value)
+    except OverflowError:  # past float32's range: no tensor's value, printed whole
+        assert kept == value
+        return
+    assert struct.pack("<f", kept) == nearest
+    digits = f"{abs(kept):.9e}".split("e")[0].replace(".", "").rstrip("0")
+    assert len(digits) <= 9 and float(f"{kept:.9g}") == kept
+
+
+def test_float32_precision_applies_to_metric_floats_only(rt: ModuleType) -> None:
+    metrics = {"loss": 2.4210548183258913, "step": 10, "name": "x", "nested": [0.1 + 0.2, None, True]}
+    assert rt.as_float32(metrics) == {"loss": 2.4210548, "step": 10, "name": "x", "nested": [0.3, None, True]}
+    assert rt.as_float32(math.nan) != rt.as_float32(math.nan) and rt.as_float32(math.inf) == math.inf
 
 
 def _fake_checkpoint(out: Path, step: int, rt: ModuleType, *, commit: bool = True) -> Path:

@@ -26,19 +26,23 @@ import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from jobtrail.ledger import dictionary
+
 # A cut follows a line whose crc32 has these low bits all zero (1 line in 128: ~4 KB chunks of code),
 # once the chunk has MIN_CHUNK bytes; a chunk never grows past MAX_CHUNK.
 _CUT_MASK = 0x7F
 MIN_CHUNK = 2048
 MAX_CHUNK = 32768
 _SECTION = b"# --- "  # a line that opens a section of a script always starts a chunk
+_BLOCK, _BLOCK_END = b"# --- jobtrail:", b"# --- end jobtrail:"  # ... and one of the renderer's, a block
+_CHUNK_LIST = b"\0"
+_BLOCKS_ROW = b"b"
 DIGEST_BYTES = 32
 
-# Packed bytes start with their codec. zlib for small things (its header is smaller and it is ~3x faster to
-# read); LZMA from LZMA_FROM bytes up, where it is ~25% smaller on the numbers of event streams. The filter
-# chain is part of the format: a packed value names no filters, so they may never change for codec "x".
-_RAW, _ZLIB, _LZMA = b"-", b"z", b"x"
-LZMA_FROM = 4096
+# Packed bytes start with their codec. What is written is zstd with the ledger's dictionary ("d"); "z" (zlib)
+# and "x" (LZMA) are what ledgers written before it hold, read as ever. The filter chain is part of the
+# format: a packed value names no filters, so they may never change for codec "x".
+_RAW, _ZLIB, _LZMA, _ZSTD_V1 = b"-", b"z", b"x", b"d"
 _LZMA_FILTERS: list[dict[str, Any]] = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": 1 << 16}]
 
 
@@ -57,14 +61,14 @@ def sha256_hex(data: bytes) -> str:
 
 
 def pack(data: bytes) -> bytes:
-    if len(data) >= LZMA_FROM:
-        return _LZMA + lzma.compress(data, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
-    squeezed = zlib.compress(data, 9)
-    return _ZLIB + squeezed if len(squeezed) < len(data) else _RAW + data
+    squeezed = dictionary.compress(data)
+    return _ZSTD_V1 + squeezed if len(squeezed) < len(data) else _RAW + data
 
 
 def unpack(packed: bytes) -> bytes:
     codec, body = packed[:1], packed[1:]
+    if codec == _ZSTD_V1:
+        return dictionary.decompress(body)
     if codec == _ZLIB:
         return zlib.decompress(body)
     if codec == _LZMA:
@@ -131,14 +135,34 @@ def read_blobs(conn: Executes, digests: Iterable[str]) -> dict[str, bytes]:
     return found
 
 
+def blocks(chunks: Sequence[bytes]) -> list[list[bytes]]:
+    """The chunks grouped by the renderer's blocks: a block starts at each `# --- jobtrail:` or
+    `# --- end jobtrail:` line (render.py), so the inlined runtime is one block, the config another."""
+    grouped: list[list[bytes]] = []
+    for chunk in chunks:
+        if not grouped or chunk.startswith(_BLOCK) or chunk.startswith(_BLOCK_END):
+            grouped.append([])
+        grouped[-1].append(chunk)
+    return grouped
+
+
 def put_script(conn: Executes, script: str) -> str:
-    """Store a script as its chunks (each once); return its sha256."""
+    """Store a script as its chunks (each once) and its list of blocks; return its sha256.
+
+    A script's row names one blob a block: the block's chunk if it has one, else a list of its chunks' digests
+    (a blob of its own, marked by a leading NUL, which no Python source holds). Scripts of one template share
+    the list of the runtime's ~20 chunks, so one more attempt's script adds a row of ~5 names, not ~25."""
     digest = sha256_hex(script.encode())
     if conn.execute("SELECT 1 FROM scripts WHERE sha256 = ?", (digest,)).fetchone() is None:
-        chunks = put_blobs(conn, chunk_lines(script.encode()))
+        names = []
+        for block in blocks(chunk_lines(script.encode())):
+            digests = put_blobs(conn, block)
+            if len(digests) > 1 or block[0].startswith(_CHUNK_LIST):  # (a text that is no Python source)
+                digests = put_blobs(conn, [_CHUNK_LIST + _raw(digests)])
+            names.extend(digests)
         conn.execute(
             "INSERT INTO scripts (sha256, chunks) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING",
-            (digest, b"".join(bytes.fromhex(c) for c in chunks)),
+            (digest, _BLOCKS_ROW + _raw(names)),
         )
     return digest
 
@@ -149,11 +173,27 @@ def read_script(conn: Executes, digest: str) -> str | None:
     if row is None:
         return None
     names = bytes(row["chunks"])
-    order = [names[i : i + DIGEST_BYTES].hex() for i in range(0, len(names), DIGEST_BYTES)]
-    chunks = read_blobs(conn, order)
-    if len(chunks) != len(set(order)):
-        raise CorruptBlobError(f"script {digest} names chunks the ledger does not hold")
-    script = b"".join(chunks[name] for name in order)
+    if len(names) % DIGEST_BYTES == len(_BLOCKS_ROW):  # a row of blocks; rows written before name every chunk
+        names = names[len(_BLOCKS_ROW) :]
+    pieces = []
+    for part in _read_named(conn, digest, _hex(names)):
+        pieces.extend(_read_named(conn, digest, _hex(part[1:])) if part.startswith(_CHUNK_LIST) else [part])
+    script = b"".join(pieces)
     if sha256_hex(script) != digest:
         raise CorruptBlobError(f"script {digest} does not match its sha256")
     return script.decode()
+
+
+def _read_named(conn: Executes, script: str, names: list[str]) -> list[bytes]:
+    found = read_blobs(conn, names)
+    if len(found) != len(set(names)):
+        raise CorruptBlobError(f"script {script} names chunks the ledger does not hold")
+    return [found[name] for name in names]
+
+
+def _raw(digests: Sequence[str]) -> bytes:
+    return b"".join(bytes.fromhex(digest) for digest in digests)
+
+
+def _hex(raw: bytes) -> list[str]:
+    return [raw[i : i + DIGEST_BYTES].hex() for i in range(0, len(raw), DIGEST_BYTES)]
