@@ -17,7 +17,6 @@ Usage: python bench/soak.py [--clients N] [--duration S] [--seed S] [--workdir D
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
@@ -36,6 +35,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset
+from jobtrail.ledger.packed_receipts import unpacked
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 CALL_TIMEOUT_S = 60  # a call that takes longer counts as a timeout (a tool never should)
@@ -174,8 +174,8 @@ class Soak:
 
     def kill_a_job(self) -> bool:
         """SIGKILL a running job: its process group (the job) or its supervisor (then the job is lost)."""
-        rows = _query(self.home, "SELECT placement_json FROM attempts WHERE status = 'running'")
-        placements = [json.loads(row[0]) for row in rows if row[0]]
+        rows = _query(self.home, "SELECT placement FROM attempts WHERE status = 'running'")
+        placements = [unpacked(row[0]) for row in rows if row[0]]
         targets = [p for p in placements if p.get("pid")]
         if not targets:
             return False

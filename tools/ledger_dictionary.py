@@ -4,7 +4,8 @@
 
 The dictionary is the text jobtrail itself writes for a default job of each template, local and on HF Jobs:
 its spec and config snapshot as the ledger stores them, its script's config section as the renderer writes it,
-and one line of each event kind as the job runtime prints them (with TRL's metric names for each method).
+an attempt's placement (local, HF Jobs) and its last metrics and summary, and one line of each event kind as the
+job runtime prints them (with TRL's metric names for each method).
 Nothing of the bench (bench/ledger_scale.py) goes into it. zstd refers back into a raw-content dictionary at
 the cost of the distance, so what is repeated most (event lines) comes last.
 
@@ -19,10 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from jobtrail.backends.hf_jobs import UV_IMAGE
 from jobtrail.ledger.blobs import chunk_lines
 from jobtrail.ledger.compact_receipts import json_bytes
 from jobtrail.methods import METHODS
-from jobtrail.models import JobSpec
+from jobtrail.models import JobSpec, Placement
+from jobtrail.outcomes import events
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
 from jobtrail.templates.runtime import runtime_module
@@ -121,8 +124,26 @@ def event_lines() -> Iterator[bytes]:
     yield line("termination", reason="succeeded")
 
 
+def attempt_receipts(lines: list[bytes]) -> Iterator[bytes]:
+    """An attempt's own receipts as its row holds them (packed_receipts.py): where it ran, and its last step's
+    metrics and summary as the server reads them from the lines above (outcomes/events.py)."""
+    workdir = "/home/user/.jobtrail/runs/jt-0a1b2c3d/attempt-1"
+    local = Placement(backend="local", host="worker", pid=12345, pgid=12345, workdir=workdir, started_at=AT)
+    remote = Placement(
+        backend="hf-jobs", host="huggingface.co", workdir=workdir, started_at=AT, remote_id="0123456789abcdef01234567",
+        namespace="org", url="https://huggingface.co/jobs/org/0123456789abcdef01234567", flavor="a10g-large",
+        image=UV_IMAGE, secret_sources=["HF_TOKEN"],
+    )  # fmt: skip
+    for placement in (local, remote):
+        yield json_bytes(placement.model_dump(mode="json"))
+    fields = events.digest([RUNTIME.EVENT_PREFIX + line.decode() for line in lines]).fields
+    yield json_bytes(fields["last_metrics"])
+    yield json_bytes(fields["summary"])
+
+
 def main() -> None:
-    Path(sys.argv[1]).write_bytes(b"".join([*receipts(), *event_lines()]))
+    lines = list(event_lines())
+    Path(sys.argv[1]).write_bytes(b"".join([*receipts(), *attempt_receipts(lines), *lines]))
 
 
 if __name__ == "__main__":

@@ -189,3 +189,32 @@ def test_events_read_the_same_before_and_after_their_attempt_ends_and_they_are_p
         "jt-ev/1", from_offset=offset, to_offset=offset + 1, events=printed[:1], fields={}, checkpoints=[]
     )
     assert ledger.events("jt-ev/1")[-1] == printed[0]  # a late line comes after the rest
+
+
+def test_a_ledger_of_0011_packs_each_attempts_own_receipts_in_its_row(ledger_location, monkeypatch):
+    """Migration 0012: placement, last metrics and summary move from JSON columns into packed ones, equal."""
+    old = _attempts()
+    _ledger_at_0008(ledger_location, old, monkeypatch)
+    placement = {"backend": "local", "host": "ws", "pid": 7, "pgid": 7, "workdir": "/w", "started_at": 12.5,
+                 "remote_id": None, "namespace": None, "url": None, "flavor": None, "image": None,
+                 "secret_sources": []}  # fmt: skip
+    last_metrics = {"step": 2, "loss": 1.0, "é": "ünïcode"}
+    with monkeypatch.context() as older:
+        older.setattr(db, "MIGRATIONS", [m for m in db.MIGRATIONS if m[0] < "0012"])
+        conn = db.connect(ledger_location)
+        conn.execute(
+            "UPDATE attempts SET placement_json = ?, last_metrics_json = ?, summary_json = ? WHERE attempt_id = ?",
+            (json.dumps(placement), json.dumps(last_metrics), json.dumps({"train_loss": 1.5}), old[0]["attempt_id"]),
+        )
+        conn.close()
+
+    ledger = Ledger(ledger_location)  # migrates
+    first = ledger.get_attempt(old[0]["attempt_id"])
+    assert first is not None and first.placement is not None
+    assert first.placement.model_dump(mode="json") == placement
+    assert (first.last_metrics, first.summary) == (last_metrics, {"train_loss": 1.5})
+    retry = ledger.get_attempt(old[1]["attempt_id"])
+    assert retry is not None and (retry.placement, retry.last_metrics, retry.summary) == (None, None, None)
+    columns = _columns(ledger._conn(), "attempts")
+    assert {"placement", "last_metrics", "summary"} <= columns
+    assert not {"placement_json", "last_metrics_json", "summary_json"} & columns

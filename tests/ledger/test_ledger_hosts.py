@@ -55,10 +55,14 @@ def test_attempts_recorded_before_hosts_were_get_their_placements_host(ledger_lo
     placement = Placement(backend="local", host="gpu-box", pid=1, workdir="/w", started_at=1.0)
     _add(ledger, "jt-running0", "local", JobStatus.RUNNING, None, placement=placement, cancel_requested_at=2.0)
     _add(ledger, "jt-queued00", "local", JobStatus.QUEUED, None)
-    # The ledger as it was before migration 0010: no host, no cancel_sent_at.
+    # The ledger as it was before migration 0010: no host, no cancel_sent_at, the placement as JSON (0012 packs it).
     conn = connect(ledger_location)
     for column in ("host", "cancel_sent_at"):
         conn.execute(f"ALTER TABLE attempts DROP COLUMN {column}")
+    conn.execute("ALTER TABLE attempts ADD COLUMN placement_json TEXT")
+    conn.execute(
+        "UPDATE attempts SET placement_json = ? WHERE attempt_id = 'jt-running0/1'", (placement.model_dump_json(),)
+    )
     conn.execute("DELETE FROM migrations WHERE name = '0010_hosts'")
     assert migrate(conn) == ["0010_hosts"]
     running, queued = ledger.get_attempt("jt-running0/1"), ledger.get_attempt("jt-queued00/1")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobtrail.ledger import compact_receipts
+from jobtrail.ledger import compact_receipts, packed_receipts
 from jobtrail.ledger.connection import LedgerConnection, opener
 
 # A migration's steps: SQL (statements separated by ';'), or a function that moves data (the connection given).
@@ -189,6 +189,11 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         DROP INDEX runs_by_created;
         CREATE INDEX runs_by_created ON runs(created_at, max_cost_usd, backend)
         """,
+    ),
+    (
+        # An attempt's own JSON receipts (placement, last metrics, summary) packed with the ledger's dictionary.
+        "0012_packed_attempt_receipts",
+        (packed_receipts.BEFORE, packed_receipts.move, packed_receipts.AFTER),
     ),
 ]
 

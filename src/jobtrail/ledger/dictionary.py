@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 DICTIONARY_FILE = Path(__file__).with_name("zstd_dictionary_v1.txt")
-DICTIONARY_SHA256 = "b239d05bfa4bc9635eb8d3410e9a7547e39bd7c2436e1fc3852989ca5eac56a6"
+DICTIONARY_SHA256 = "1d090d7833fe0fd648e8d15452bf3c577afa3fee92bae649ca4b30edc5577518"
 LEVEL = 19  # packs are written once and read many times: the smallest output is worth the slower write
 
 _per_thread = threading.local()  # zstandard's (de)compressors may not be shared between threads

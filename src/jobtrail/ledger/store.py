@@ -21,6 +21,7 @@ from jobtrail.ledger.blobs import CorruptBlobError, put_blobs, put_script, read_
 from jobtrail.ledger.compact_receipts import json_bytes
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
+from jobtrail.ledger.packed_receipts import PACKED_FIELDS, packed, unpacked
 from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
 from jobtrail.util.digest import config_json
 
@@ -33,8 +34,6 @@ _BLOB_FIELDS = {
     "data_manifest": "data_manifest_sha256",
     "findings": "findings_sha256",
 }
-# Receipts of the attempt's own, inline.
-_JSON_COLUMNS = {"placement": "placement_json", "last_metrics": "last_metrics_json", "summary": "summary_json"}
 _RUN_COLUMNS = (
     "run_id",
     "created_at",
@@ -514,8 +513,8 @@ def _encode(conn: LedgerConnection, fields: dict[str, Any]) -> dict[str, Any]:
             out["script_sha256"] = put_script(conn, value)
         elif name in _BLOB_FIELDS:
             out[_BLOB_FIELDS[name]] = None if value is None else put_blobs(conn, [_blob_bytes(name, value)])[0]
-        elif name in _JSON_COLUMNS:
-            out[_JSON_COLUMNS[name]] = None if value is None else json.dumps(_plain(value))
+        elif name in PACKED_FIELDS:  # receipts of the attempt's own, in its row
+            out[name] = packed(_plain(value))
         elif name == "forced":
             out[name] = int(bool(value))
         elif hasattr(value, "value"):  # enums
@@ -543,9 +542,8 @@ def _plain(value: Any) -> Any:
 
 def _attempt(row: Row, blobs: dict[str, bytes]) -> AttemptRecord:
     data = dict(row)
-    for name, column in _JSON_COLUMNS.items():
-        raw = data.pop(column)
-        data[name] = json.loads(raw) if raw is not None else None
+    for name in PACKED_FIELDS:
+        data[name] = unpacked(data[name])
     for name, column in _BLOB_FIELDS.items():
         reference = data[column] if name == "config" else data.pop(column)
         data[name] = json.loads(blobs[reference]) if reference else None
