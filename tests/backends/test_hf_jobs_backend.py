@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from jobtrail.backends.hf_jobs import COMPLETE, HfJobsBackend
+from jobtrail.backends.hf_jobs import COMPLETE, SCRIPT_VARIABLE, HfJobsBackend, unpack_script
 from jobtrail.errors import BackendError
 from jobtrail.models import LaunchRequest
 from support.waiting import wait_for
@@ -84,6 +85,19 @@ def test_inline_script_runs_with_labels_secrets_and_real_logs(backend, hub, tmp_
     assert printed == ["hello from the job", "token matches: True", "run: jt-test"]
     page = backend.read_log(placement, 1, max_lines=1)
     assert page.lines == [lines[1]] and page.offset == 2
+
+
+def test_a_script_larger_than_an_environment_string_may_be_runs_whole(backend, hub, tmp_path):
+    # Linux refuses an environment string over 128 KiB (MAX_ARG_STRLEN): a script with its runtime inlined is
+    # about that size, so it travels compressed.
+    filler = "".join(f"# line {i} of a long inlined runtime\n" for i in range(6000))
+    script = f"import hashlib\n{filler}print(hashlib.sha256(open(__file__, 'rb').read()).hexdigest())\n"
+    assert len(script.encode()) > 128 * 1024
+    placement = backend.launch(_request(tmp_path, script))
+    assert unpack_script(hub.jobs[placement.remote_id].spec["environment"][SCRIPT_VARIABLE]) == script
+    assert wait_for(lambda: _exited(backend, placement), 60, "the job to end").exit.exit_code == 0
+    printed = [line for line in _all_lines(backend, placement) if not line.startswith("=====")]
+    assert printed == [hashlib.sha256(script.encode()).hexdigest()]
 
 
 def test_the_log_mirror_hides_the_token_and_the_secrets_in_every_form_even_after_a_restart(hub, tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from jobtrail.app import build_service
+from jobtrail.backends.hf_jobs import SCRIPT_VARIABLE, unpack_script
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import ExitRecord, JobSpec, JobStatus, LogChunk, Placement, Probe, RunRecord, TerminationReason
 from jobtrail.service import JobService
@@ -81,7 +82,7 @@ def test_a_running_job_that_reaches_its_cap_is_cancelled_as_budget_and_resumes_o
     assert job.stage == "CANCELED"
     # HF Jobs itself was told to stop it by the time the cap buys (at least a minute): the receipt says so.
     assert job.timeout_s == 60 and attempt.timeout_s == 60
-    script = job.spec["environment"]["JOBTRAIL_SCRIPT"]
+    script = unpack_script(job.spec["environment"][SCRIPT_VARIABLE])
     assert '# [tool.hf-jobs]\n# flavor = "cpu-basic"\n# timeout = "30m"\n# secrets = ["HF_TOKEN"]\n' in script
     refused = remote.retry(job_id)
     assert not refused.retried and "max_cost_usd" in refused.fix and "$0.05" in refused.message

@@ -1,7 +1,7 @@
 """Hugging Face Jobs backend: every call goes through huggingface_hub's HfApi (no hand-written HTTP).
 
-The rendered script travels inline in the job's environment (JOBTRAIL_SCRIPT) and a tiny bash
-command writes it to a file and runs it with `uv run` in the uv image, so nothing is uploaded
+The rendered script travels inline in the job's environment (JOBTRAIL_SCRIPT_GZIP: gzip, then base64) and
+a tiny bash command writes it to a file and runs it with `uv run` in the uv image, so nothing is uploaded
 before the job starts. Logs are followed in a background thread into `job.log` in the
 attempt's local directory, resuming after the last line seen when a stream drops, so reading
 logs never waits on the network and a tool call never hangs. Every line is redacted before it is
@@ -10,6 +10,8 @@ written there: the token and the values of the attempt's secret sources, in ever
 
 from __future__ import annotations
 
+import base64
+import gzip
 import os
 import re
 import threading
@@ -29,8 +31,15 @@ if TYPE_CHECKING:
 
 UV_IMAGE = "ghcr.io/astral-sh/uv:python3.12-bookworm"
 DEFAULT_FLAVOR = "cpu-basic"  # what a job without a flavor runs on (HF's own default too)
-# The script is in an environment variable, so no quoting of its text is ever needed.
-COMMAND = ["bash", "-c", 'f="$(mktemp -d)/job.py" && printf "%s" "$JOBTRAIL_SCRIPT" > "$f" && exec uv run "$f"']
+# The script is in an environment variable, so no quoting of its text is ever needed. Compressed: Linux takes
+# no environment string over 128 KiB (MAX_ARG_STRLEN), and a script with its runtime inlined is about that
+# (an evaluation's, a GRPO job's); gzip makes it a third. base64 and gunzip are in every Debian image.
+SCRIPT_VARIABLE = "JOBTRAIL_SCRIPT_GZIP"
+COMMAND = [
+    "bash",
+    "-c",
+    f'f="$(mktemp -d)/job.py" && printf "%s" "${SCRIPT_VARIABLE}" | base64 -d | gunzip > "$f" && exec uv run "$f"',
+]
 LOG = "job.log"
 COMPLETE = "job.log.complete"
 FOLLOW_RETRIES = 8  # reconnects of one follower before it waits for the next read to restart it
@@ -73,7 +82,8 @@ class HfJobsBackend:
         api = self.api()
         namespace = self.namespace()
         private_dir(Path(request.workdir))
-        env = {**request.env, "PYTHONUNBUFFERED": "1", "JOBTRAIL_SCRIPT": request.script, "JOBTRAIL_IMAGE": self.image}
+        env = {**request.env, "PYTHONUNBUFFERED": "1", SCRIPT_VARIABLE: pack_script(request.script)}
+        env["JOBTRAIL_IMAGE"] = self.image
         try:
             job = api.run_job(
                 image=self.image,
@@ -281,6 +291,17 @@ def _host(url: str) -> str:
 def _status(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     return getattr(response, "status_code", None)
+
+
+def pack_script(script: str) -> str:
+    """The script as SCRIPT_VARIABLE carries it (COMMAND unpacks it): gzip (no timestamp: the same script
+    packs the same), then base64."""
+    return base64.b64encode(gzip.compress(script.encode(), mtime=0)).decode("ascii")
+
+
+def unpack_script(packed: str) -> str:
+    """The script a job's SCRIPT_VARIABLE carries, as COMMAND writes it to its file."""
+    return gzip.decompress(base64.b64decode(packed)).decode()
 
 
 def _backend_error(action: str, exc: BaseException) -> BackendError:
