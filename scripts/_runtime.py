@@ -219,15 +219,17 @@ def verify_checkpoint(ckpt_dir: Path | str, *, deep: bool = True) -> tuple[bool,
     if named_step is not None and marker.get("step") != named_step:
         # A committed checkpoint copied or renamed by hand: resuming would report the wrong step.
         return False, f"marker says step {marker.get('step')} but the directory is checkpoint-{named_step}"
+    problem = verify_manifest(ckpt_dir, manifest_bytes, deep=deep)
+    return (False, problem) if problem else (True, "ok")
+
+
+def verify_manifest(ckpt_dir: Path, manifest_bytes: bytes, *, deep: bool = True) -> str | None:
+    """Why the directory's files do not match the manifest; None when every file it lists does."""
     try:
         entries = json.loads(manifest_bytes)["files"]
     except (ValueError, KeyError, TypeError) as exc:
-        return False, f"unreadable manifest: {exc}"
-    for entry in entries:
-        problem = _check_entry(ckpt_dir, entry, deep=deep)
-        if problem:
-            return False, problem
-    return True, "ok"
+        return f"unreadable manifest: {exc}"
+    return next((problem for entry in entries if (problem := _check_entry(ckpt_dir, entry, deep=deep))), None)
 
 
 def find_resume_target(output_dir: Path | str) -> tuple[str | None, int | None, list[dict[str, str]]]:
@@ -376,14 +378,15 @@ def push_checkpoint(ckpt_dir: Path | str, repo_id: str, step: int) -> None:
     from huggingface_hub import HfApi
 
     ckpt_dir = Path(ckpt_dir)
-    HfApi().upload_folder(
+    commit = HfApi().upload_folder(
         folder_path=str(ckpt_dir),
         path_in_repo=REMOTE_CHECKPOINT,
         repo_id=repo_id,
         delete_patterns=["*"],  # files of the previous checkpoint that this one does not replace
         commit_message=f"jobtrail: checkpoint {step} committed",
     )
-    emit("checkpoint", state="pushed", step=step, path=str(ckpt_dir), repo=repo_id)
+    # The commit stays readable once a later checkpoint replaces this one: an evaluation of it reads that commit.
+    emit("checkpoint", state="pushed", step=step, path=str(ckpt_dir), repo=repo_id, revision=commit.oid)
 
 
 def push_final(final_dir: Path | str, repo_id: str) -> None:

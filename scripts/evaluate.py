@@ -33,8 +33,10 @@ from typing import Any
 # --- jobtrail:runtime ---
 from _runtime import (
     FAILURE_RULES,
+    MANIFEST_NAME,
     MARKER_NAME,
     PACKAGES,
+    REMOTE_CHECKPOINT,
     announce_phase,
     checkpoint_step,
     classify_exception,
@@ -44,6 +46,7 @@ from _runtime import (
     phase,
     run_job,
     verify_checkpoint,
+    verify_manifest,
 )
 from _training import load_train_dataset, map_dataset, start_job
 
@@ -55,6 +58,8 @@ CONFIG: dict = {
     "template_version": 1,
     "model": "Qwen/Qwen2.5-0.5B-Instruct",
     "adapter": None,
+    "adapter_hub": None,
+    "outputs_repo": None,
     "checkpoint_label": "base",
     "dataset": {"source": "trl-lib/Capybara", "split": "test", "mapping": None},
     "metrics": None,
@@ -73,6 +78,9 @@ SHORT_ANSWER_WORDS = 12  # references this short make exact_match meaningful whe
 SAMPLED_FAILURES = 5
 CUT_AT = 300  # characters kept of each string in sampled failures (the raw outputs keep all)
 RAW_OUTPUTS_NAME = "raw_outputs.jsonl"
+# A remote evaluation's machine is gone once it ends: its raw outputs go to the evaluated job's Hub repo, here.
+HUB_EVALS_FOLDER = "jobtrail-evals"
+WEIGHTS_DIR = "weights"  # where a remote evaluation downloads the pushed model or checkpoint it scores
 # A model's generation_config may carry its own decoding settings (an instruct model's top_p,
 # top_k, repetition_penalty): they are overridden, so that the recorded decoding is all that
 # shaped the outputs (greedy, or pure temperature sampling). Its stop tokens are kept.
@@ -258,6 +266,57 @@ def describe_checkpoint(config: dict[str, Any]) -> dict[str, Any]:
     return {"label": label, "model": config["model"], "adapter": config.get("adapter"), **commit}
 
 
+def evaluated_weights(config: dict[str, Any], output_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what is loaded: model and adapter, as from_pretrained takes them; the record of the weights evaluated).
+
+    CONFIG's adapter is a directory, or with adapter_hub the Hub repo a remote job pushed to, downloaded here.
+    A directory without adapter_config.json is a whole model (a job trained with peft "none"): it is the model.
+    """
+    hub, adapter = config.get("adapter_hub"), config.get("adapter")
+    if hub is not None and adapter:
+        local, record = fetch_pushed(config, hub, output_dir / WEIGHTS_DIR)
+    else:
+        local, record = adapter, describe_checkpoint(config)
+    if local and Path(local).is_dir() and not (Path(local) / "adapter_config.json").is_file():
+        return {"model": local, "adapter": None}, record
+    return {"model": config["model"], "adapter": local}, record
+
+
+def fetch_pushed(config: dict[str, Any], hub: dict[str, Any], target: Path) -> tuple[str, dict[str, Any]]:
+    """A remote job's final model (its Hub repo's root) or pushed checkpoint (its REMOTE_CHECKPOINT folder),
+    downloaded at the commit preflight pinned (else the head, pinned now) and verified against its manifest
+    (a checkpoint's commit marker; the final model is pushed without one): its local copy, and its record."""
+    from huggingface_hub import HfApi, snapshot_download
+
+    repo_id, subfolder, label = config["adapter"], hub.get("subfolder"), config["checkpoint_label"]
+    revision = HfApi().model_info(repo_id, revision=hub.get("revision")).sha
+    where = f"{repo_id}/{subfolder} at commit {revision}" if subfolder else f"{repo_id} at commit {revision}"
+    if subfolder:
+        snapshot_download(repo_id, revision=revision, allow_patterns=[f"{subfolder}/*"], local_dir=str(target))
+        local = target / subfolder
+        ok, why = verify_checkpoint(local)
+        if not ok:
+            raise ValueError(f"{where} is not a verified commit ({why})")
+        marker = json.loads((local / MARKER_NAME).read_text())
+        manifest_sha256, step = marker["manifest_sha256"], marker["step"]
+        wanted = checkpoint_step(Path(label))
+        if wanted is not None and step != wanted:
+            raise ValueError(f"{where} holds checkpoint-{step}, not the {label} asked for")
+    else:
+        ignored = [f"{REMOTE_CHECKPOINT}/*", f"{HUB_EVALS_FOLDER}/*"]
+        snapshot_download(repo_id, revision=revision, ignore_patterns=ignored, local_dir=str(target))
+        local = target
+        if not (local / MANIFEST_NAME).is_file():
+            raise ValueError(f"{where} holds no {MANIFEST_NAME}: it is not a model a jobtrail job pushed")
+        manifest = (local / MANIFEST_NAME).read_bytes()
+        problem = verify_manifest(local, manifest)
+        if problem:
+            raise ValueError(f"{where} does not match its manifest ({problem})")
+        manifest_sha256, step = hashlib.sha256(manifest).hexdigest(), json.loads(manifest).get("step")
+    record = {"label": label, "model": config["model"], "adapter": repo_id, "revision": revision}
+    return str(local), {**record, "subfolder": subfolder, "manifest_sha256": manifest_sha256, "step": step}
+
+
 def evaluator_record() -> dict[str, Any]:
     """Which evaluator ran: this very file (config included, once rendered), its packages, and
     their identity (sha256), which is the same for every job the same evaluator scores."""
@@ -305,19 +364,19 @@ def decoding_record(config: dict[str, Any]) -> dict[str, Any]:
 # --- the model -----------------------------------------------------------------------------------
 
 
-def has_reward_head(config: dict[str, Any]) -> bool:
+def has_reward_head(weights: dict[str, Any]) -> bool:
     """A sequence-classification model (a reward model), judged from the adapter or model config."""
-    if config.get("adapter"):
+    if weights.get("adapter"):
         from peft import PeftConfig
 
-        return str(PeftConfig.from_pretrained(config["adapter"]).task_type) == "SEQ_CLS"
+        return str(PeftConfig.from_pretrained(weights["adapter"]).task_type) == "SEQ_CLS"
     from transformers import AutoConfig
 
-    architectures = AutoConfig.from_pretrained(config["model"]).architectures or []
+    architectures = AutoConfig.from_pretrained(weights["model"]).architectures or []
     return any(name.endswith("ForSequenceClassification") for name in architectures)
 
 
-def load_scored_model(config: dict[str, Any], reward_head: bool) -> tuple[Any, Any]:
+def load_scored_model(weights: dict[str, Any], reward_head: bool) -> tuple[Any, Any]:
     """The model (with the adapter on top, if any) in eval mode on the best device, and its tokenizer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
@@ -327,17 +386,17 @@ def load_scored_model(config: dict[str, Any], reward_head: bool) -> tuple[Any, A
     if device == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if reward_head:
-        model = AutoModelForSequenceClassification.from_pretrained(config["model"], num_labels=1, dtype=dtype)
+        model = AutoModelForSequenceClassification.from_pretrained(weights["model"], num_labels=1, dtype=dtype)
     else:
-        model = AutoModelForCausalLM.from_pretrained(config["model"], dtype=dtype)
-    adapter = config.get("adapter")
+        model = AutoModelForCausalLM.from_pretrained(weights["model"], dtype=dtype)
+    adapter = weights.get("adapter")
     if adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, adapter)
     # A training job saves the tokenizer it trained with next to the adapter: prefer that one.
     has_tokenizer = adapter and (Path(adapter) / "tokenizer_config.json").is_file()
-    tokenizer = AutoTokenizer.from_pretrained(adapter if has_tokenizer else config["model"])
+    tokenizer = AutoTokenizer.from_pretrained(adapter if has_tokenizer else weights["model"])
     return model.to(device).eval(), tokenizer
 
 
@@ -495,6 +554,34 @@ def write_raw_outputs(output_dir: Path, raw: list[dict[str, Any]]) -> tuple[Path
     return path, hashlib.sha256(data).hexdigest()
 
 
+def keep_raw_outputs(path: Path, repo_id: str | None, run_id: str) -> str | None:
+    """Where the raw outputs stay: `path`, beside a local job; a remote evaluation's machine is gone once it
+    ends, so they are uploaded to the evaluated job's Hub repo (`repo_id`): their URL at that commit. An upload
+    that fails costs the file, never the metrics: None, and an alert says why."""
+    if not repo_id:
+        return str(path)
+    from huggingface_hub import HfApi, hf_hub_url
+
+    path_in_repo = f"{HUB_EVALS_FOLDER}/{run_id}/{RAW_OUTPUTS_NAME}"
+    try:
+        commit = HfApi().upload_file(
+            path_or_fileobj=str(path),
+            path_in_repo=path_in_repo,
+            repo_id=repo_id,
+            commit_message=f"jobtrail: evaluation {run_id}, raw outputs",
+        )
+    except Exception as exc:  # noqa: BLE001 - the evaluation stands without its raw outputs
+        emit(
+            "alert",
+            code="raw_outputs_not_kept",
+            message=f"The raw outputs could not be uploaded to {repo_id}: {describe_exception(exc)}",
+            fix=f"The metrics and sampled failures are in the record; to keep every row's output, evaluate again "
+            f"with an HF_TOKEN that can write to {repo_id}.",
+        )
+        return None
+    return hf_hub_url(repo_id, path_in_repo, revision=commit.oid)
+
+
 # --- the job -------------------------------------------------------------------------------------
 
 
@@ -518,21 +605,22 @@ def main() -> None:
         job = start_job(CONFIG, "evaluate", TEMPLATE_VERSION)
         examples, manifest = load_examples(CONFIG["dataset"], CONFIG.get("max_rows"))
         emit("data_manifest", **manifest)
-        reward_head = has_reward_head(CONFIG)
+        announce_phase("loading_model")
+        weights, checkpoint = evaluated_weights(CONFIG, job.output_dir)
+        reward_head = has_reward_head(weights)
         metrics = choose_metrics(CONFIG.get("metrics"), manifest["format"], examples, reward_head)
         record = {
             "scorer": "reward_head" if reward_head else "log_likelihood",
             "evaluator": evaluator_record(),
             "task_set": task_set_record(manifest),
             "decoding": decoding_record(CONFIG),
-            "checkpoint": describe_checkpoint(CONFIG),
+            "checkpoint": checkpoint,
         }
         emit("eval", state="started", metric_names=metrics, **record)
         from transformers import set_seed
 
         set_seed(record["decoding"]["seed"])
-        announce_phase("loading_model")
-        model, tokenizer = load_scored_model(CONFIG, reward_head)
+        model, tokenizer = load_scored_model(weights, reward_head)
         announce_phase("evaluating")
         values, raw = score_examples(model, tokenizer, examples, metrics, record["decoding"], reward_head)
         raw_path, raw_sha256 = write_raw_outputs(job.output_dir, raw)
@@ -540,7 +628,7 @@ def main() -> None:
             "eval",
             state="finished",
             metrics=values,
-            raw_outputs=str(raw_path),
+            raw_outputs=keep_raw_outputs(raw_path, CONFIG.get("outputs_repo"), job.run_id),
             raw_outputs_sha256=raw_sha256,
             sampled_failures=sampled_failures(raw),
             **record,

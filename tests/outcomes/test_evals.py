@@ -134,6 +134,8 @@ def test_eval_config_builds_the_template_config() -> None:
         "template_version": 1,
         "model": "/models/tiny",
         "adapter": None,
+        "adapter_hub": None,
+        "outputs_repo": None,
         "checkpoint_label": "base",
         "dataset": {"source": "org/qa", "split": "test", "mapping": mapping},
         "metrics": ["exact_match"],

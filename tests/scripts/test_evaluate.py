@@ -21,6 +21,7 @@ import pytest
 
 from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.outcomes.evals import EvalRecord, Evaluation, delta, eval_config
+from jobtrail.templates.configs import COMMIT_MARKER, REMOTE_CHECKPOINT
 from jobtrail.templates.render import render_script, scripts_dir
 from support.jobs import (
     JobRun,
@@ -203,6 +204,23 @@ def test_only_a_verified_commit_is_evaluated(evaluator: ModuleType, tmp_path: Pa
         evaluator.describe_checkpoint({"model": "base", "adapter": str(ckpt)})
 
 
+def test_a_directory_without_an_adapter_config_is_loaded_as_the_model(evaluator: ModuleType, tmp_path: Path) -> None:
+    whole, adapter = tmp_path / "whole" / "final", tmp_path / "lora" / "final"
+    for directory, config in ((whole, "config.json"), (adapter, "adapter_config.json")):
+        directory.mkdir(parents=True)
+        (directory / config).write_text("{}")
+        sys.modules["_runtime"].commit_checkpoint(directory, 8, "run-1", "att-1")
+    loaded, record = evaluator.evaluated_weights({"model": "base", "adapter": str(whole)}, tmp_path)
+    assert loaded == {"model": str(whole), "adapter": None} and (record["adapter"], record["step"]) == (str(whole), 8)
+    loaded, _ = evaluator.evaluated_weights({"model": "base", "adapter": str(adapter)}, tmp_path)
+    assert loaded == {"model": "base", "adapter": str(adapter)}
+
+
+def test_the_server_names_a_remote_jobs_hub_folder_and_marker_as_the_job_does(evaluator: ModuleType) -> None:
+    runtime = sys.modules["_runtime"]  # loaded beside the evaluator
+    assert (REMOTE_CHECKPOINT, COMMIT_MARKER) == (runtime.REMOTE_CHECKPOINT, runtime.MARKER_NAME)
+
+
 def test_answers_match_regardless_of_case_spacing_and_full_stop(evaluator: ModuleType) -> None:
     assert evaluator.normalize_answer("  The Sky is  BLUE. ") == evaluator.normalize_answer("the sky is blue")
     assert evaluator.normalize_answer("blue") != evaluator.normalize_answer("blue-green")
@@ -239,6 +257,8 @@ def runs(
         "qa": evaluation("qa", qa),
         "pairs": evaluation("pairs", pairs),
         "broken_rows": evaluation("broken_rows", broken),
+        # A job trained with peft "none" leaves a whole model, no adapter: here the base model's own files.
+        "whole_model": evaluation("whole_model", held_out, adapter=model),
         "bad_metric": start(
             "evaluate",
             {
@@ -298,6 +318,12 @@ def test_trained_adapter_beats_base_and_records_full_provenance(runs: dict[str, 
     assert hashlib.sha256(raw).hexdigest() == trained.raw_outputs_sha256
     lines = [json.loads(line) for line in raw.decode().splitlines()]
     assert len(lines) == 12 and all({"prompt", "reference", "loss", "tokens"} <= set(line) for line in lines)
+
+
+def test_a_whole_model_in_place_of_an_adapter_is_scored_as_the_model(runs: dict[str, EvalRun]) -> None:
+    base, whole = (runs[name].finished() for name in ("base", "whole_model"))
+    assert whole["checkpoint"]["adapter"] == whole["checkpoint"]["label"] == base["checkpoint"]["model"]
+    assert whole["metrics"]["loss"] == pytest.approx(base["metrics"]["loss"])  # the same weights
 
 
 def test_exact_match_on_question_answer_data(runs: dict[str, EvalRun]) -> None:

@@ -7,19 +7,11 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec, Launcher
-from support.remote import publish, remote_spec
+from support.remote import SHORT_TRAINING, publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal
 
 TOKEN = "hf_alice_write_secret_token_42"
-HYPER = {
-    "max_steps": 6,
-    "logging_steps": 1,
-    "save_steps": 3,
-    "per_device_train_batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "max_length": 64,
-    "learning_rate": 1e-3,
-}
+HYPER = SHORT_TRAINING
 
 
 @pytest.fixture

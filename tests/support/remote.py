@@ -12,6 +12,16 @@ from jobtrail.models import JobSpec
 from support.hub_emulator import HubEmulator
 
 USER = "alice"
+# Six quick steps of the tiny model, a committed checkpoint (pushed to the Hub) every three.
+SHORT_TRAINING = {
+    "max_steps": 6,
+    "logging_steps": 1,
+    "save_steps": 3,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "max_length": 64,
+    "learning_rate": 1e-3,
+}
 
 
 def model_files(model_dir: Path) -> dict[str, Path]:

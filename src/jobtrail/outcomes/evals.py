@@ -8,7 +8,7 @@ base model before training and the final checkpoint after it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import Any, Literal
 
@@ -70,7 +70,15 @@ class EvaluatedCheckpoint(BaseModel):
 
     label: str
     model: str
-    adapter: str | None = None
+    adapter: str | None = Field(
+        default=None, description="The adapter (or whole model) directory, or the Hub repo a remote job pushed to."
+    )
+    revision: str | None = Field(
+        default=None, description="The Hub commit the weights were read at (a remote job's pushed model)."
+    )
+    subfolder: str | None = Field(
+        default=None, description="Their folder in that repo: last-checkpoint (a checkpoint), None (the final model)."
+    )
     manifest_sha256: str | None = None
     step: int | None = None
 
@@ -92,7 +100,11 @@ class EvalRecord(BaseModel):
     )
     metric_names: list[str] = Field(default_factory=list)
     metrics: dict[str, float] = Field(default_factory=dict)
-    raw_outputs: str | None = Field(default=None, description="Path of the jsonl file, one line per row.")
+    raw_outputs: str | None = Field(
+        default=None,
+        description="The jsonl file, one line per row: its path, or for a remote evaluation its URL in the evaluated "
+        "Hub repo (None when it could not be uploaded there: an alert says why).",
+    )
     raw_outputs_sha256: str | None = None
     sampled_failures: list[dict[str, Any]] = Field(default_factory=list)
     started_at: float | None = None
@@ -130,6 +142,16 @@ def delta(before: EvalRecord, after: EvalRecord) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class HubWeights:
+    """Where in its Hub repo (the Evaluation's adapter) remote job `job_id` left its model: the final model at the
+    root (subfolder None) or its pushed checkpoint folder, read at `revision` (None: the head when read)."""
+
+    job_id: str
+    revision: str | None = None
+    subfolder: str | None = None
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """What an evaluation measures, beyond the model (the base) and the data: evaluate's options, carried
     from the tool to the job's CONFIG as one value (and read back from it, service/chaining.py's task_of).
@@ -144,6 +166,8 @@ class Evaluation:
     metrics: list[str] | None = None
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = DEFAULT_TEMPERATURE
+    hub: HubWeights | None = None  # the adapter is a remote job's Hub repo: where in it, at which commit
+    outputs_repo: str | None = None  # a remote evaluation's: the evaluated job's Hub repo, where its raw outputs go
 
 
 def eval_config(
@@ -152,18 +176,25 @@ def eval_config(
     task: Evaluation,
     *,
     output_dir: str | None,
+    remote: bool = False,
     mapping: dict[str, Any] | None = None,
     max_rows: int | None = None,
     seed: int = DEFAULT_SEED,
 ) -> dict[str, Any]:
     """The CONFIG of scripts/evaluate.py; InvalidRequestError (with the fix) for what cannot run.
-    output_dir None: where its backend says at launch."""
-    _check_request(task.metrics, task.max_new_tokens, task.temperature, max_rows, output_dir)
+    output_dir None: where its backend says at launch; `remote`: it is in the remote job's own working
+    directory (its machine is its own), so it may be relative."""
+    _check_request(task.metrics, task.max_new_tokens, task.temperature, max_rows)
+    if output_dir is not None and not remote and not PurePath(output_dir).is_absolute():
+        # A local job may run in another directory: a relative path would land elsewhere.
+        raise InvalidRequestError(f"output_dir {output_dir!r} is relative.", fix="Give an absolute directory.")
     return {
         "template": EVAL_TEMPLATE,
         "template_version": EVAL_TEMPLATE_VERSION,
         "model": model,
         "adapter": task.adapter,
+        "adapter_hub": asdict(task.hub) if task.hub else None,
+        "outputs_repo": task.outputs_repo,
         "checkpoint_label": task.label,
         "dataset": {"source": dataset, "split": task.split, "mapping": mapping},
         "metrics": list(task.metrics) if task.metrics else None,
@@ -175,9 +206,7 @@ def eval_config(
     }
 
 
-def _check_request(
-    metrics: list[str] | None, max_new_tokens: int, temperature: float, max_rows: int | None, output_dir: str | None
-) -> None:
+def _check_request(metrics: list[str] | None, max_new_tokens: int, temperature: float, max_rows: int | None) -> None:
     unknown = [name for name in metrics or [] if name not in EVAL_METRICS]
     if unknown:
         raise InvalidRequestError(
@@ -189,6 +218,3 @@ def _check_request(
         raise InvalidRequestError(f"temperature is {temperature}.", fix="Use 0 (greedy) or more (sampling).")
     if max_rows is not None and max_rows < 1:
         raise InvalidRequestError(f"max_rows is {max_rows}.", fix="Use max_rows >= 1, or none for every row.")
-    # The job may run in another directory (or machine): a relative path would land elsewhere.
-    if output_dir is not None and not PurePath(output_dir).is_absolute():
-        raise InvalidRequestError(f"output_dir {output_dir!r} is relative.", fix="Give an absolute directory.")

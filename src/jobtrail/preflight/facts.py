@@ -9,6 +9,7 @@ only look at the Facts they leave.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,11 +21,12 @@ from jobtrail.estimate.hardware import BUNDLED, LOCAL, flavor_gpu_count, gpu_fac
 from jobtrail.estimate.inputs import CHARS_PER_TOKEN
 from jobtrail.estimate.parallel import choose_launcher
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
+from jobtrail.outcomes.evals import Evaluation
 from jobtrail.preflight import probes
 from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.outputs import OutputFacts, probe_output
-from jobtrail.preflight.probes import HubIdentity, ModelFacts, SpaceFacts
+from jobtrail.preflight.probes import HubIdentity, ModelFacts, PushedModelFacts, SpaceFacts
 from jobtrail.preflight.reward_file import read_reward_file
 from jobtrail.preflight.speedups import Target
 from jobtrail.templates.configs import trained_max_length
@@ -35,6 +37,7 @@ from jobtrail.util.refs import looks_local
 # GRPO has no max_length (prompts are kept whole): the estimate bounds its prompts at this.
 ESTIMATE_MAX_LENGTH = 1024
 EVAL_DEFAULT_SPLIT = "test"  # scripts/evaluate.py's DEFAULT_SPLIT: held-out data
+CHECKPOINT_LABEL = re.compile(r"checkpoint-(\d+)")  # an evaluated checkpoint's label names its step
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Facts:
     reward_source: str | None = None  # the GRPO reward file's text, when it could be read
     reward_problem: Finding | None = None  # why it could not be
     missing_adapter: str | None = None  # an evaluated local adapter directory that is not there
+    pushed: PushedModelFacts | None = None  # an evaluated remote job's final model or checkpoint, on the Hub
     conversion: ConversionFacts | None = None
     missing_requirements: list[str] | None = None  # None: not checked (a remote backend)
     python_error: str | None = None  # the job's interpreter could not be run
@@ -138,14 +142,22 @@ def requested_processes(spec: JobSpec) -> int | None:
     return _positive_int(effective(spec.method, spec.hyperparameters).job["num_processes"])
 
 
-def gather_evaluation(spec: JobSpec, adapter: str | None, split: str | None, env: PlanEnv) -> Facts:
-    """An evaluation's facts: the base model, the adapter directory, the data as it can be read."""
+def gather_evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Facts:
+    """An evaluation's facts: the base model, the adapter directory (or what a remote job pushed to its Hub
+    repo), the data as it can be read."""
+    split = task.split
     if split is None:  # the evaluator's default, except that a data file is its own single split
         split = "train" if looks_local(spec.dataset) and Path(spec.dataset).is_file() else EVAL_DEFAULT_SPLIT
+    adapter = task.adapter
     missing = adapter if adapter and looks_local(adapter) and not Path(adapter).is_dir() else None
+    pushed = None
+    if adapter and task.hub is not None:
+        wanted = CHECKPOINT_LABEL.fullmatch(task.label)
+        pushed = probes.pushed_model_facts(adapter, task.hub, int(wanted[1]) if wanted else None, env.hub_token)
     facts = Facts(
         model=probes.model_facts(spec.model, env.hub_token),
         missing_adapter=missing,
+        pushed=pushed,
         dataset=validate_dataset(spec.dataset, None, split=split),
     )
     return gather_requirements(facts, "evaluate", env.job_python) if spec.backend == "local" else facts

@@ -15,7 +15,7 @@ evaluation, a GGUF conversion.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from jobtrail.preflight import hyperparams, rules, speedups
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
 from jobtrail.preflight.methods import check_method
+from jobtrail.preflight.probes import PushedModelFacts
 from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
 from jobtrail.templates.defaults import effective
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
@@ -139,11 +140,15 @@ def _speedups(spec: JobSpec, facts: Facts) -> Speedups:
 
 
 def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
-    facts = gather_evaluation(spec, task.adapter, task.split, env)
+    facts = gather_evaluation(spec, task, env)
     findings, _ = rules.judge(spec, facts, EVALUATION_CHECKS)
     config = None
     if not rules.blocking(findings):
-        config = eval_config(spec.model, spec.dataset, task, output_dir=_output_dir(spec))
+        if task.hub is not None and facts.pushed is not None and facts.pushed.revision:
+            # The commit preflight looked at is the one the job reads, whatever is pushed meanwhile.
+            task = replace(task, hub=replace(task.hub, revision=facts.pushed.revision))
+        remote = spec.backend != "local"
+        config = eval_config(spec.model, spec.dataset, task, output_dir=_output_dir(spec), remote=remote)
     script = _render("evaluate", config, _hf_jobs_table(spec, env, spec.timeout_s))
     return Plan(facts=facts, findings=findings, config=config, script=script, timeout_s=spec.timeout_s)
 
@@ -189,6 +194,55 @@ def check_adapter(spec: JobSpec, facts: Facts) -> list[Finding]:
     ]
 
 
+def check_pushed_model(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """An evaluated remote job's final model or checkpoint must be in its Hub repo: its machine is gone."""
+    pushed = facts.pushed
+    if pushed is None:
+        return []
+    if pushed.access == "unverified":
+        return [
+            Finding(
+                code="adapter.unverified",
+                severity="warning",
+                message=f"What {pushed.job_id} pushed to {pushed.repo_id} could not be looked at ({pushed.detail}): "
+                "the evaluation reads it when it starts, and fails if it is not there.",
+            )
+        ]
+    problem, fix = _not_pushed(pushed)
+    if problem is None:
+        return []
+    return [Finding(code="adapter.not_pushed", severity="error", message=problem, fix=fix)]
+
+
+def _not_pushed(pushed: PushedModelFacts) -> tuple[str | None, str | None]:
+    """(what is missing from the job's Hub repo, the fix), or (None, None) when the model asked for is there."""
+    job, step = pushed.job_id, pushed.checkpoint_step
+    if pushed.access != "ok":
+        return (
+            f"{job}'s Hub repo {pushed.repo_id} cannot be read: {pushed.detail}.",
+            "Evaluate through a server whose HF_TOKEN can read that repo (the namespace the job ran in).",
+        )
+    if pushed.subfolder is None and not pushed.has_final:
+        message = (
+            f"{pushed.where} holds no final model: {job} pushes it there when it succeeds, and it ended first (or "
+            "the push failed)."
+        )
+        final = f'retry(job_id="{job}"), then evaluate(job_id="{job}", after="{job}", ...) scores its final model'
+        if step is None:
+            return message, f"It pushed no checkpoint either: {final} once it succeeds."
+        return message, f'evaluate(job_id="{job}", checkpoint="checkpoint-{step}", ...) scores the checkpoint it ' + (
+            f"pushed; or {final} once it succeeds."
+        )
+    if pushed.subfolder is not None and step is None:
+        return f"{pushed.where} holds no committed checkpoint.", "Leave checkpoint out to evaluate its final model."
+    if pushed.subfolder is not None and pushed.wanted_step not in (None, step):
+        return (
+            f"{pushed.where} holds checkpoint-{step}, not checkpoint-{pushed.wanted_step}.",
+            f'Pass checkpoint="checkpoint-{step}", or leave checkpoint out to evaluate its final model.',
+        )
+    return None, None
+
+
 def check_evaluation_data(spec: JobSpec, facts: Facts) -> list[Finding]:
     """The data must be readable; which metrics fit its format is the evaluator's choice."""
     return list(facts.dataset.findings) if facts.dataset else []
@@ -214,6 +268,7 @@ EVALUATION_CHECKS: tuple[rules.Check, ...] = (
     rules.check_model,
     check_model_reachable,
     check_adapter,
+    check_pushed_model,
     check_evaluation_data,
     rules.check_dependencies,
     rules.check_remote_paths,

@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from jobtrail.outcomes.evals import HubWeights
 from jobtrail.templates import pep723
+from jobtrail.templates.configs import COMMIT_MARKER, REMOTE_CHECKPOINT
 from jobtrail.templates.render import extra_requirements, scripts_dir
 from jobtrail.util.data import read_json_object
 from jobtrail.util.hub import hub_unreachable
@@ -106,6 +108,61 @@ def space_facts(space_id: str, token: str | None) -> SpaceFacts:
     except Exception as exc:  # noqa: BLE001 - reported as a finding, never raised
         return SpaceFacts(space_id=space_id, error=_one_line(exc))
     return SpaceFacts(space_id=space_id, exists=True, trackio="trackio" in (info.tags or []), private=info.private)
+
+
+class PushedModelFacts(BaseModel):
+    """What a remote job pushed to its Hub repo, at one commit: its final model at the root, its newest
+    committed checkpoint in REMOTE_CHECKPOINT. An evaluation of it reads `revision`, the commit looked at."""
+
+    job_id: str  # the remote job that pushed it
+    repo_id: str
+    subfolder: str | None = None  # what is read: the final model (None) or the REMOTE_CHECKPOINT folder
+    wanted_step: int | None = None  # the checkpoint asked for (checkpoint-N): the folder must hold that step
+    access: Access
+    detail: str | None = None  # why access is not "ok", in words
+    revision: str | None = None
+    has_final: bool = False  # the root holds a model (adapter_config.json or config.json)
+    checkpoint_step: int | None = None  # the step its committed checkpoint's marker names, when it holds one
+
+    @property
+    def where(self) -> str:
+        at = f" at commit {self.revision[:12]}" if self.revision else ""
+        return f"{self.repo_id}/{self.subfolder}{at}" if self.subfolder else f"{self.repo_id}{at}"
+
+
+def pushed_model_facts(repo_id: str, hub: HubWeights, wanted_step: int | None, token: str | None) -> PushedModelFacts:
+    """What `repo_id` holds at `hub.revision` (None: its head) of job `hub.job_id`'s final model and checkpoint."""
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    revision = hub.revision
+    asked = PushedModelFacts(
+        job_id=hub.job_id, repo_id=repo_id, subfolder=hub.subfolder, wanted_step=wanted_step, access="unverified"
+    )
+    unreachable = hub_unreachable()
+    if unreachable:
+        return asked.model_copy(update={"detail": unreachable})
+    marker = f"{REMOTE_CHECKPOINT}/{COMMIT_MARKER}"
+    try:
+        info = HfApi(token=token).model_info(repo_id, revision=revision)
+        files = {sibling.rfilename for sibling in info.siblings or []}
+        committed = {}
+        if marker in files:
+            committed = read_json_object(Path(hf_hub_download(repo_id, marker, revision=info.sha, token=token))) or {}
+    except RevisionNotFoundError:
+        return asked.model_copy(update={"access": "not_found", "detail": f"the repo has no commit {revision}"})
+    except (RepositoryNotFoundError, GatedRepoError):
+        return asked.model_copy(update={"access": "not_found", "detail": "no such repo, or this token cannot read it"})
+    except Exception as exc:  # noqa: BLE001 - reported as a finding, never raised
+        return asked.model_copy(update={"detail": _one_line(exc)})
+    return asked.model_copy(
+        update={
+            "access": "ok",
+            "revision": info.sha,
+            "has_final": bool({"adapter_config.json", "config.json"} & files),
+            "checkpoint_step": step if isinstance(step := committed.get("step"), int) else None,
+        }
+    )
 
 
 def _can_write(role: str | None, access: dict[str, Any]) -> bool | None:

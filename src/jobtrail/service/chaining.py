@@ -22,9 +22,11 @@ from typing import Any, Literal
 
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord
+from jobtrail.outcomes.evals import HubWeights
 from jobtrail.preflight import plan as preflight
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, PlanEnv
 from jobtrail.service.context import ServiceContext
+from jobtrail.service.job_outputs import JobOutput, job_output
 from jobtrail.service.retry_state import ended_for_good
 from jobtrail.templates.render import render_script
 
@@ -96,13 +98,12 @@ def chain_root(context: ServiceContext, run: RunRecord) -> str:
     return run.spec.model
 
 
-def parent_output(context: ServiceContext, parent: RunRecord) -> tuple[str, str | None]:
-    """(base model, adapter or None) a follower runs on: the parent's final model once it succeeded, else
-    the stand-in preflight checks it on, the model the chain starts from."""
+def parent_output(context: ServiceContext, parent: RunRecord) -> JobOutput:
+    """What a follower runs on: the parent's final model once it succeeded, else the stand-in preflight checks
+    it on, the model the chain starts from."""
     if parent_state(context, parent) != "succeeded":
-        return chain_root(context, parent), None
-    base, adapter, _ = context.job_output(parent, None)
-    return base, adapter
+        return JobOutput(chain_root(context, parent), None, "final")
+    return job_output(context, parent, None)
 
 
 def plan_on_parent(
@@ -112,9 +113,10 @@ def plan_on_parent(
     with and the plan. The stand-in's plan carries the finding that says what is checked again later."""
     assert spec.after is not None
     parent = context.run(spec.after)
-    base, adapter = parent_output(context, parent)
+    output = parent_output(context, parent)
+    base, adapter = output.base, output.adapter
     if isinstance(task, Evaluation):  # the final model: the adapter on its base
-        task = replace(task, adapter=adapter, label="final")
+        task = replace(task, adapter=adapter, label="final", hub=output.hub)
         planned = spec.model_copy(update={"model": base})
     else:
         planned = spec.model_copy(update={"model": adapter or base})
@@ -135,6 +137,7 @@ def task_of(attempt: AttemptRecord) -> Evaluation | Conversion | None:
     """What an evaluation or conversion attempt was asked to do, read back from its config."""
     config = attempt.config
     if config.get("template") == "evaluate":
+        hub = config.get("adapter_hub")
         return Evaluation(
             label=config["checkpoint_label"],
             adapter=config.get("adapter"),
@@ -142,6 +145,8 @@ def task_of(attempt: AttemptRecord) -> Evaluation | Conversion | None:
             metrics=config.get("metrics"),
             max_new_tokens=config["max_new_tokens"],
             temperature=config["temperature"],
+            hub=HubWeights(**hub) if hub else None,
+            outputs_repo=config.get("outputs_repo"),
         )
     if config.get("template") == "convert_gguf":
         return Conversion(list(config["quantizations"]), config.get("pre_tokenizer"))

@@ -143,27 +143,6 @@ class ServiceContext:
         assert found is not None
         return found
 
-    def job_output(self, run: RunRecord, checkpoint: str | None) -> tuple[str, str | None, str]:
-        """(base model, adapter dir or Hub repo, label) of a job's final model or one of its committed checkpoints."""
-        latest = self.latest(run.run_id)
-        if not latest.status.is_terminal and checkpoint is None:
-            raise InvalidRequestError(
-                f"{run.run_id} is still {latest.status.value}: its final model does not exist yet.",
-                fix=f'Pass after="{run.run_id}" to queue this until it succeeds, or pass checkpoint= '
-                "(a committed one, see inspect).",
-            )
-        if run.backend != "local":
-            return latest.config["model"], latest.config.get("hub_model_id"), checkpoint or "final"
-        output = Path(latest.output_dir)
-        if checkpoint is None:
-            return latest.config["model"], str(output / "final"), "final"
-        committed = self.ledger.committed_checkpoints(run.run_id)
-        for c in committed:
-            if checkpoint in (c.path, Path(c.path).name, str(c.step)):
-                return latest.config["model"], c.path, Path(c.path).name
-        names = ", ".join(sorted({Path(c.path).name for c in committed})) or "none yet"
-        raise NotFoundError(f"{run.run_id} has no committed checkpoint {checkpoint!r}.", fix=f"Use one of: {names}.")
-
     def workdir(self, attempt: AttemptRecord) -> Path:
         return self.home / "runs" / attempt.run_id / f"attempt-{attempt.number}"
 

@@ -6,14 +6,16 @@ conversions. Each is one queued attempt, planned by the same preflight pass as t
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, cast
 
-from jobtrail.errors import InvalidRequestError, NotFoundError
+from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import EvalRecord
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, plan
 from jobtrail.service import chaining
 from jobtrail.service.context import local_path, new_run, new_run_id, queued_attempt
+from jobtrail.service.job_outputs import JobOutput, job_output, refuse_unpushed
 from jobtrail.service.task_results import ConvertResult, EvaluateResult
 from jobtrail.service.use_case import UseCase
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS
@@ -43,18 +45,20 @@ class Tasks(UseCase):
                 fix='evaluate(job_id="jt-...", dataset=...) or evaluate(model="org/name", dataset=...)',
             )
         parent = chaining.parent_of(self.context, after) if after is not None else None
-        target, backend_name, base, adapter, label = None, "local", model, None, "base"
+        target, backend_name = None, "local"
+        output = JobOutput(base=str(model), adapter=None, label="base")
         if job_id is not None:
             target = self.context.run(job_id)
             self.tracker.refresh()
             if parent is not None and parent.run_id == target.run_id and checkpoint is None:
-                base, label = target.run_id, "final"  # its final model, once it exists (chaining.py)
+                refuse_unpushed(self.context, target)
+                output = JobOutput(target.run_id, None, "final")  # its final model, once it exists (chaining.py)
             else:
-                base, adapter, label = self.context.job_output(target, checkpoint)
+                output = job_output(self.context, target, checkpoint)
             backend_name = target.backend
-        assert base is not None
-        task = Evaluation(label, adapter, split, metrics, max_new_tokens, temperature)
-        return self.start_eval(dataset, base, task, target, backend_name, after=parent.run_id if parent else None)
+        task = Evaluation(output.label, output.adapter, split, metrics, max_new_tokens, temperature, output.hub)
+        after_id = parent.run_id if parent else None
+        return self.start_eval(dataset, output.base, task, target, backend_name, after=after_id)
 
     def start_eval(
         self,
@@ -68,6 +72,8 @@ class Tasks(UseCase):
         """Plan and queue the evaluation of `base` (with `task.adapter` on top) on `dataset`; `base` may be the
         job it waits for (`after`), whose final model it then evaluates."""
         run_id = new_run_id()
+        if backend_name != "local" and target is not None:  # its machine is gone once it ends: rows go to the Hub
+            task = replace(task, outputs_repo=self.context.latest(target.run_id).config.get("hub_model_id"))
         spec = JobSpec(
             method="evaluate",
             model=base if base == after else local_path(base),
@@ -111,8 +117,9 @@ class Tasks(UseCase):
             return
         if any(e["checkpoint"] == "final" for e in self.ledger.evals_of(run_id)):
             return  # another process got here first
-        base, adapter, label = self.context.job_output(run, None)
-        self.start_eval(run.spec.eval_dataset, base, Evaluation(label, adapter), run, run.backend)
+        output = job_output(self.context, run, None)
+        task = Evaluation(output.label, output.adapter, hub=output.hub)
+        self.start_eval(run.spec.eval_dataset, output.base, task, run, run.backend)
 
     def record_evaluation(self, attempt: AttemptRecord) -> None:
         """An evaluation attempt ended: its record (or its failure) goes into the evals table."""
@@ -144,16 +151,19 @@ class Tasks(UseCase):
         quants = list(quantizations or DEFAULT_QUANTIZATIONS)
         target = self.ledger.get_run(source.strip())
         if target is not None and parent is not None and parent.run_id == target.run_id and checkpoint is None:
+            refuse_unpushed(self.context, target)
             resolved, backend = target.run_id, target.backend  # its final model, once it exists (chaining.py)
         elif target is not None:
             self.tracker.refresh()
-            _, adapter, _ = self.context.job_output(target, checkpoint)
-            if adapter is None:
-                raise NotFoundError(
-                    f"{target.run_id} pushed no model to the Hub: there is nothing to convert.",
-                    fix="Convert a local model directory or a Hub model id instead.",
+            pushed = job_output(self.context, target, checkpoint)
+            assert pushed.adapter is not None  # a job's output names its weights
+            if pushed.hub and pushed.hub.subfolder:
+                raise InvalidRequestError(
+                    f"{target.run_id} ran on HF Jobs: its {pushed.label} is in a folder of its Hub repo "
+                    f"({pushed.adapter}), and a conversion reads a model at a repo's root.",
+                    fix=f"Leave checkpoint out to convert its final model ({pushed.adapter}).",
                 )
-            resolved, backend = adapter, target.backend
+            resolved, backend = pushed.adapter, target.backend
         else:
             resolved = local_path(source)
         spec = JobSpec(

@@ -14,7 +14,8 @@ class TaskTools(ToolArea):
         "Evaluate a model or a job's checkpoint",
         "Run an evaluation job (same backend as the job): loss/perplexity on held-out data, exact match for "
         "question-answer data (greedy generation), pairwise accuracy for preference data. Give job_id (its final "
-        "model, or checkpoint= one of its committed checkpoints) or model (a base model). The record keeps the "
+        "model, or checkpoint= one of its committed checkpoints; a remote job's are read from its Hub repo, at the "
+        "commit that pushed them) or model (a base model). The record keeps the "
         "evaluator's script sha256 and package versions, the task set's sha256 and rows, decoding parameters, "
         "raw outputs and sampled failures; inspect of the evaluated job lists it.",
         STARTS_JOB,

@@ -23,6 +23,10 @@ from jobtrail.util.refs import looks_local
 TEMPLATE_VERSION = 1
 # A remote job's working directory is its own and gone when it ends: results live on the Hub.
 REMOTE_OUTPUT_DIR = "jobtrail-output"
+# What a remote job leaves in its Hub repo besides the final model at its root (scripts/_runtime.py's names): its
+# newest committed checkpoint in this folder, the commit marker (step, manifest sha256) inside it.
+REMOTE_CHECKPOINT = "last-checkpoint"
+COMMIT_MARKER = "JOBTRAIL_COMMITTED"
 # FSDP as transformers 5.23 takes it (TrainingArguments fsdp / fsdp_config, read by accelerate 1.15's FSDP
 # plugin): FSDP2, each decoder layer its own shard unit (the model's _no_split_modules), a full state dict
 # saved (the checkpoint and the final model load with from_pretrained), the weights read from disk by
