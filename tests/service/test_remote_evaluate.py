@@ -108,3 +108,18 @@ def test_a_remote_job_without_a_hub_repo_is_refused_now_with_or_without_after(re
             remote.evaluate("alice/heldout", job_id=lost.job_id, after=after)
         assert "without a Hub repo" in caught.value.message and 'output="' in caught.value.fix
     assert not [job for job in hub.jobs.values() if job.spec["labels"].get("jobtrail-run") != parent]
+
+
+def test_submit_with_eval_dataset_on_hf_jobs_measures_the_base_then_the_pushed_final_model(remote, hub):
+    job = remote.submit(remote_spec(timeout_s=1800, hyperparameters=HYPER, eval_dataset="alice/heldout"))
+    assert job.job_id, [f.model_dump() for f in job.findings]
+    done = wait_for(
+        lambda: (r := remote.inspect(job.job_id)).eval_delta is not None and r, 300, "both evaluations", interval=0.5
+    )
+    assert [e["checkpoint"] for e in done.evaluations] == ["base", "final"] and "loss" in done.eval_delta
+    base, final = (e["record"] for e in done.evaluations)
+    assert base["checkpoint"]["adapter"] is None and base["checkpoint"]["model"] == "alice/tiny"
+    assert (final["checkpoint"]["adapter"], final["checkpoint"]["step"]) == (REPO, 6)
+    assert base["evaluator"]["sha256"] == final["evaluator"]["sha256"]
+    for record in (base, final):  # both kept their rows in the job's repo
+        assert "/jobtrail-evals/" in record["raw_outputs"] and record["raw_outputs"].startswith(hub.url)
