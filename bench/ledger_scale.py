@@ -272,7 +272,7 @@ def _job_log(
         if step % LOGGING_STEPS == 0:
             # transformers rounds its speed metrics (train_runtime to 4 places, throughputs to 3).
             metrics = {"entropy": rng.uniform(0.5, 2.5), "mean_token_accuracy": rng.uniform(0.4, 0.9),
-                       "num_tokens": float(tokens), "num_input_tokens_seen": tokens,
+                       "num_tokens": float(tokens),
                        "train_runtime": round(step * step_s, 4),
                        "train_tokens_per_second": round(rng.uniform(2e3, 2e4), 3)}  # fmt: skip
             # As the job's log_step prints them (scripts/_training.py): metrics at float32's precision.

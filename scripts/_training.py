@@ -55,7 +55,8 @@ FILE_LOADERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "p
 FINAL_DIR = "final"
 PEFT_METHODS = ("lora", "qlora", "none")
 TRAINING_TEMPLATE_VERSION = 1  # the start event's, for a CONFIG that names none
-STEP_LOG_FIELDS = ("loss", "learning_rate", "grad_norm", "epoch")  # a step event's own fields
+# A step event's own fields: a log's num_input_tokens_seen is the event's `tokens` (the trainer's count).
+STEP_LOG_FIELDS = ("loss", "learning_rate", "grad_norm", "epoch", "num_input_tokens_seen")
 EVAL_MAX_ROWS = 500  # an eval_dataset's rows scored every eval_steps (the base/final evaluations take their own)
 
 

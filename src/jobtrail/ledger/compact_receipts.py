@@ -26,6 +26,8 @@ CHECKPOINTS_COLUMNS = """
     updated_at      REAL NOT NULL,
     PRIMARY KEY (attempt_id, path)
 """
+# `kinds` (dropped by 0013) has a default since 0013: this migration's move writes packs as eventlog.py writes them
+# now, without it. Ledgers that applied 0009 before are unaffected: 0013 drops the column either way.
 # Tables of small rows read by their key alone are SQLite's WITHOUT ROWID (PostgreSQL has no such clause, db.py
 # leaves it out): the key (a sha256; an attempt and a checkpoint's path) is stored once, not again in an index
 # beside the row. Not `scripts`: a list of ~30 digests is near the ~1 KB past which such a row spills.
@@ -42,7 +44,7 @@ BEFORE = """
         attempt_id TEXT NOT NULL REFERENCES attempts(attempt_id),
         first_seq  INTEGER NOT NULL,
         last_seq   INTEGER NOT NULL,
-        kinds      TEXT NOT NULL,
+        kinds      TEXT NOT NULL DEFAULT '',
         data       BLOB NOT NULL,
         PRIMARY KEY (attempt_id, first_seq)
     );

@@ -195,6 +195,12 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         "0012_packed_attempt_receipts",
         (packed_receipts.BEFORE, packed_receipts.move, packed_receipts.AFTER),
     ),
+    (
+        # A read of one kind of event reads the attempt's packs whole (eventlog.py): the list of kinds each pack
+        # held only repeated its payload.
+        "0013_event_packs_without_kinds",
+        "ALTER TABLE event_packs DROP COLUMN kinds",
+    ),
 ]
 
 

@@ -2,9 +2,9 @@
 
 Each ingest of a log range adds one pack, its events numbered first_seq..last_seq in order. When the attempt
 ends its packs become one (of PACK_EVENTS events at most): the same keys on every line and numbers of one
-kind side by side compress far better in one pack than in many small ones. `kinds` lists the kinds a pack
-holds (" step phase "), so a read of one kind skips the packs without it. Nothing of a payload is copied
-into a column: an event is its line, as the job printed it (less what redaction removed).
+kind side by side compress far better in one pack than in many small ones. Nothing of a payload is copied
+into a column (not even the kinds a pack holds: nearly every pack holds step events, which are what a read
+of one kind asks for): an event is its line, as the job printed it (less what redaction removed).
 """
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ class PackCache:
 
 def read(conn: Executes, cache: PackCache, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
     """The attempt's events in order; with `kind`, those of that kind only."""
-    sql, params = "SELECT attempt_id, first_seq, last_seq, data FROM event_packs WHERE attempt_id = ?", [attempt_id]
-    if kind:
-        sql += " AND kinds LIKE ?"
-        params.append(f"% {kind} %")
+    rows = conn.execute(
+        "SELECT attempt_id, first_seq, last_seq, data FROM event_packs WHERE attempt_id = ? ORDER BY first_seq",
+        (attempt_id,),
+    ).fetchall()
     events: list[dict[str, Any]] = []
-    for row in conn.execute(sql + " ORDER BY first_seq", params).fetchall():
+    for row in rows:
         packed = cache.events(row)
         events.extend(packed if kind is None else (e for e in packed if kind_of(e) == kind))
     return events
@@ -88,14 +88,7 @@ def _insert(conn: Executes, attempt_id: str, first_seq: int, lines: list[str]) -
     """Lines numbered from first_seq, in packs of PACK_EVENTS at most."""
     for start in range(0, len(lines), PACK_EVENTS):
         part = lines[start : start + PACK_EVENTS]
-        kinds = " ".join(sorted({kind_of(json.loads(line)) for line in part}))
         conn.execute(
-            "INSERT INTO event_packs (attempt_id, first_seq, last_seq, kinds, data) VALUES (?, ?, ?, ?, ?)",
-            (
-                attempt_id,
-                first_seq + start,
-                first_seq + start + len(part) - 1,
-                f" {kinds} ",
-                pack("\n".join(part).encode()),
-            ),
+            "INSERT INTO event_packs (attempt_id, first_seq, last_seq, data) VALUES (?, ?, ?, ?)",
+            (attempt_id, first_seq + start, first_seq + start + len(part) - 1, pack("\n".join(part).encode())),
         )
