@@ -168,13 +168,14 @@ def test_a_script_row_names_its_blocks_and_rows_that_name_every_chunk_still_read
     with ledger.transaction():
         blobs.put_script(conn, first)
         sha = blobs.put_script(conn, second)
-        row = bytes(conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (sha,)).fetchone()["chunks"])
+        found = conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (blobs.key(sha),)).fetchone()
+        row = bytes(found["chunks"])
         legacy = "print('stored before blocks')\n" * 300 + second
         chunks = blobs.put_blobs(conn, blobs.chunk_lines(legacy.encode()))
         legacy_sha = hashlib.sha256(legacy.encode()).hexdigest()
         conn.execute(
             "INSERT INTO scripts (sha256, chunks) VALUES (?, ?)",
-            (legacy_sha, b"".join(bytes.fromhex(c) for c in chunks)),
+            (blobs.key(legacy_sha), b"".join(bytes.fromhex(c) for c in chunks)),
         )
         odd = "\0 not python\n" + "x = 1\n" * 2000
         odd_sha = blobs.put_script(conn, odd)

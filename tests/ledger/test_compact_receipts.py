@@ -218,3 +218,36 @@ def test_a_ledger_of_0011_packs_each_attempts_own_receipts_in_its_row(ledger_loc
     columns = _columns(ledger._conn(), "attempts")
     assert {"placement", "last_metrics", "summary"} <= columns
     assert not {"placement_json", "last_metrics_json", "summary_json"} & columns
+
+
+def test_a_ledger_of_0013_stores_its_digests_as_bytes_and_reads_the_same_hex(ledger_location, monkeypatch):
+    """Migration 0014 on a ledger whose blob keys and references are hex (as 0009 to 0013 wrote them): every
+    digest becomes its 32 bytes, every record reads as before."""
+    old = _attempts()
+    _ledger_at_0008(ledger_location, old, monkeypatch)
+    with monkeypatch.context() as older:
+        older.setattr(db, "MIGRATIONS", [m for m in db.MIGRATIONS if m[0] < "0014"])
+        conn = db.connect(ledger_location)
+        hexed = {"blobs": "sha256", "scripts": "sha256"}
+        for table, column in hexed.items():  # as 0009 wrote them before 0014: hex keys
+            if conn.dialect == "postgresql":
+                conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE TEXT USING encode({column}, 'hex')")
+            else:
+                for row in conn.execute(f"SELECT {column} AS k FROM {table}").fetchall():
+                    conn.execute(
+                        f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (bytes(row["k"]).hex(), row["k"])
+                    )
+        before = conn.execute("SELECT config_sha256, script_sha256 FROM attempts ORDER BY attempt_id").fetchall()
+        conn.close()
+    assert all(isinstance(row["config_sha256"], str) for row in before)
+
+    ledger = Ledger(ledger_location)  # migrates
+    conn = ledger._conn()
+    for row, a in zip(before, old, strict=True):
+        attempt = ledger.get_attempt(a["attempt_id"])
+        assert attempt is not None and attempt.config_sha256 == row["config_sha256"]
+        assert attempt.script_sha256 == row["script_sha256"]
+        assert ledger.script(attempt.script_sha256) == a["script"] and attempt.spec == a["spec"]
+    keys = [bytes(r["k"]) for r in conn.execute("SELECT sha256 AS k FROM blobs UNION ALL SELECT sha256 FROM scripts")]
+    assert keys and all(len(k) == 32 for k in keys)
+    assert ledger.get_run("jt-old00003").spec == old[3]["spec"]

@@ -59,9 +59,9 @@ def test_postgresql_keeps_timestamps_and_counts_in_8_bytes(postgres_url):
     types = {r["column_name"]: r["data_type"] for r in conn.execute(columns, ("attempts",)).fetchall()}
     assert types["ended_at"] == types["gpu_seconds"] == "double precision"
     assert types["log_offset"] == types["number"] == "bigint"
-    assert types["script_sha256"] == "text"
+    assert types["script_sha256"] == types["config_sha256"] == "bytea"  # a sha256's 32 bytes (migration 0014)
     stored = {r["column_name"]: r["data_type"] for r in conn.execute(columns, ("blobs",)).fetchall()}
-    assert stored == {"sha256": "text", "data": "bytea"}
+    assert stored == {"sha256": "bytea", "data": "bytea"}
 
 
 def test_failed_migration_leaves_nothing_half_applied(ledger_location, monkeypatch):

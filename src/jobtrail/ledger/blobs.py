@@ -60,6 +60,16 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def key(digest: str) -> bytes:
+    """A sha256 as the ledger stores it (since migration 0014): its 32 bytes, where its hex takes 64. Records and
+    tool results show the hex."""
+    return bytes.fromhex(digest)
+
+
+def hex_of(stored: bytes | memoryview) -> str:
+    return bytes(stored).hex()
+
+
 def pack(data: bytes) -> bytes:
     squeezed = dictionary.compress(data)
     return _ZSTD_V1 + squeezed if len(squeezed) < len(data) else _RAW + data
@@ -106,7 +116,7 @@ def put_blobs(conn: Executes, contents: Sequence[bytes]) -> list[str]:
         if digest not in held:
             packed = pack(content)
             conn.execute(
-                "INSERT INTO blobs (sha256, data) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING", (digest, packed)
+                "INSERT INTO blobs (sha256, data) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING", (key(digest), packed)
             )
             held.add(digest)
     return digests
@@ -116,8 +126,8 @@ def _held(conn: Executes, digests: Sequence[str]) -> set[str]:
     if not digests:
         return set()
     marks = ", ".join("?" for _ in digests)
-    rows = conn.execute(f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", list(digests)).fetchall()
-    return {row["sha256"] for row in rows}
+    rows = conn.execute(f"SELECT sha256 FROM blobs WHERE sha256 IN ({marks})", [key(d) for d in digests]).fetchall()
+    return {hex_of(row["sha256"]) for row in rows}
 
 
 def read_blobs(conn: Executes, digests: Iterable[str]) -> dict[str, bytes]:
@@ -127,11 +137,12 @@ def read_blobs(conn: Executes, digests: Iterable[str]) -> dict[str, bytes]:
     for start in range(0, len(wanted), 500):  # SQLite allows ~32k parameters; stay far below
         batch = wanted[start : start + 500]
         marks = ", ".join("?" for _ in batch)
-        for row in conn.execute(f"SELECT sha256, data FROM blobs WHERE sha256 IN ({marks})", batch).fetchall():
-            content = unpack(row["data"])
-            if sha256_hex(content) != row["sha256"]:
-                raise CorruptBlobError(f"blob {row['sha256']} does not match its sha256")
-            found[row["sha256"]] = content
+        keys = [key(digest) for digest in batch]
+        for row in conn.execute(f"SELECT sha256, data FROM blobs WHERE sha256 IN ({marks})", keys).fetchall():
+            content, digest = unpack(row["data"]), hex_of(row["sha256"])
+            if sha256_hex(content) != digest:
+                raise CorruptBlobError(f"blob {digest} does not match its sha256")
+            found[digest] = content
     return found
 
 
@@ -153,7 +164,7 @@ def put_script(conn: Executes, script: str) -> str:
     (a blob of its own, marked by a leading NUL, which no Python source holds). Scripts of one template share
     the list of the runtime's ~20 chunks, so one more attempt's script adds a row of ~5 names, not ~25."""
     digest = sha256_hex(script.encode())
-    if conn.execute("SELECT 1 FROM scripts WHERE sha256 = ?", (digest,)).fetchone() is None:
+    if conn.execute("SELECT 1 FROM scripts WHERE sha256 = ?", (key(digest),)).fetchone() is None:
         names = []
         for block in blocks(chunk_lines(script.encode())):
             digests = put_blobs(conn, block)
@@ -162,14 +173,17 @@ def put_script(conn: Executes, script: str) -> str:
             names.extend(digests)
         conn.execute(
             "INSERT INTO scripts (sha256, chunks) VALUES (?, ?) ON CONFLICT (sha256) DO NOTHING",
-            (digest, _BLOCKS_ROW + _raw(names)),
+            (key(digest), _BLOCKS_ROW + _raw(names)),
         )
     return digest
 
 
 def read_script(conn: Executes, digest: str) -> str | None:
     """The script stored under `digest`, byte for byte; None if none is."""
-    row = conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (digest,)).fetchone()
+    try:
+        row = conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (key(digest),)).fetchone()
+    except ValueError:  # not a sha256's hex: no script of ours
+        return None
     if row is None:
         return None
     names = bytes(row["chunks"])
@@ -192,7 +206,7 @@ def _read_named(conn: Executes, script: str, names: list[str]) -> list[bytes]:
 
 
 def _raw(digests: Sequence[str]) -> bytes:
-    return b"".join(bytes.fromhex(digest) for digest in digests)
+    return b"".join(key(digest) for digest in digests)
 
 
 def _hex(raw: bytes) -> list[str]:

@@ -26,18 +26,20 @@ CHECKPOINTS_COLUMNS = """
     updated_at      REAL NOT NULL,
     PRIMARY KEY (attempt_id, path)
 """
-# `kinds` (dropped by 0013) has a default since 0013: this migration's move writes packs as eventlog.py writes them
-# now, without it. Ledgers that applied 0009 before are unaffected: 0013 drops the column either way.
+# This migration's move stores blobs, scripts and packs as blobs.py and eventlog.py store them now, so two things
+# were changed after it first ran: `kinds` (dropped by 0013) has a default, packs being written without it, and the
+# keys of blobs and scripts are BLOBs (their sha256's bytes since 0014; BYTEA in PostgreSQL). Ledgers that applied
+# 0009 before hold TEXT keys and a `kinds` column: 0013 and 0014 bring them to the same place.
 # Tables of small rows read by their key alone are SQLite's WITHOUT ROWID (PostgreSQL has no such clause, db.py
 # leaves it out): the key (a sha256; an attempt and a checkpoint's path) is stored once, not again in an index
 # beside the row. Not `scripts`: a list of ~30 digests is near the ~1 KB past which such a row spills.
 BEFORE = """
     CREATE TABLE blobs (
-        sha256 TEXT PRIMARY KEY,
+        sha256 BLOB PRIMARY KEY,
         data   BLOB NOT NULL
     ) WITHOUT ROWID;
     CREATE TABLE scripts (
-        sha256 TEXT PRIMARY KEY,
+        sha256 BLOB PRIMARY KEY,
         chunks BLOB NOT NULL
     );
     CREATE TABLE event_packs (

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobtrail.ledger import compact_receipts, packed_receipts
+from jobtrail.ledger import binary_digests, compact_receipts, packed_receipts
 from jobtrail.ledger.connection import LedgerConnection, opener
 
 # A migration's steps: SQL (statements separated by ';'), or a function that moves data (the connection given).
@@ -200,6 +200,11 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         # held only repeated its payload.
         "0013_event_packs_without_kinds",
         "ALTER TABLE event_packs DROP COLUMN kinds",
+    ),
+    (
+        # The sha256s the ledger computes itself stored as their bytes (binary_digests.py).
+        "0014_binary_digests",
+        (binary_digests.move,),
     ),
 ]
 

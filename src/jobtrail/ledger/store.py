@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jobtrail.ledger import eventlog
-from jobtrail.ledger.blobs import CorruptBlobError, put_blobs, put_script, read_blobs, read_script
+from jobtrail.ledger.blobs import CorruptBlobError, hex_of, key, put_blobs, put_script, read_blobs, read_script
 from jobtrail.ledger.compact_receipts import json_bytes
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
@@ -115,7 +115,7 @@ class Ledger:
                     run.dataset,
                     run.backend,
                     run.flavor,
-                    put_blobs(conn, [json_bytes(run.spec.model_dump(mode="json"))])[0],
+                    key(put_blobs(conn, [json_bytes(run.spec.model_dump(mode="json"))])[0]),
                     run.max_retries,
                     run.max_cost_usd,
                     run.idempotency_key,
@@ -193,13 +193,15 @@ class Ledger:
     def _runs(self, rows: Sequence[Row]) -> list[RunRecord]:
         specs = self._blobs(rows, ["spec_sha256"])
         return [
-            RunRecord(**{k: row[k] for k in _RUN_COLUMNS}, spec=JobSpec.model_validate_json(specs[row["spec_sha256"]]))
+            RunRecord(
+                **{k: row[k] for k in _RUN_COLUMNS}, spec=JobSpec.model_validate_json(specs[hex_of(row["spec_sha256"])])
+            )
             for row in rows
         ]
 
     def _blobs(self, rows: Sequence[Row], columns: Sequence[str]) -> dict[str, bytes]:
         """The blobs these rows name in these columns, read at once."""
-        named = {row[column] for row in rows for column in columns if row[column]}
+        named = {hex_of(row[column]) for row in rows for column in columns if row[column]}
         found = read_blobs(self._conn(), named)
         if len(found) != len(named):
             raise CorruptBlobError(f"the ledger lacks the blobs {sorted(named - set(found))}")
@@ -510,19 +512,21 @@ def _encode(conn: LedgerConnection, fields: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in fields.items():
         if name == "script":
-            out["script_sha256"] = put_script(conn, value)
+            out["script_sha256"] = key(put_script(conn, value))
         elif name in _BLOB_FIELDS:
-            out[_BLOB_FIELDS[name]] = None if value is None else put_blobs(conn, [_blob_bytes(name, value)])[0]
+            out[_BLOB_FIELDS[name]] = None if value is None else key(put_blobs(conn, [_blob_bytes(name, value)])[0])
         elif name in PACKED_FIELDS:  # receipts of the attempt's own, in its row
             out[name] = packed(_plain(value))
         elif name == "forced":
             out[name] = int(bool(value))
         elif hasattr(value, "value"):  # enums
             out[name] = value.value
-        elif name not in out:  # config_sha256 and script_sha256 are their contents' (checked below)
+        elif name in ("config_sha256", "script_sha256"):  # their contents' when given with them (checked below)
+            out.setdefault(name, key(value))
+        elif name not in out:
             out[name] = value
     for given in ("config_sha256", "script_sha256"):
-        if given in fields and fields[given] != out[given]:
+        if given in fields and key(fields[given]) != out[given]:
             raise ValueError(f"{given} {fields[given]!r} is not the sha256 of the attempt's {given[:-7]}")
     return out
 
@@ -545,7 +549,12 @@ def _attempt(row: Row, blobs: dict[str, bytes]) -> AttemptRecord:
     for name in PACKED_FIELDS:
         data[name] = unpacked(data[name])
     for name, column in _BLOB_FIELDS.items():
-        reference = data[column] if name == "config" else data.pop(column)
+        reference = hex_of(data[column]) if data[column] else None
+        if name == "config":
+            data[column] = reference
+        else:
+            del data[column]
         data[name] = json.loads(blobs[reference]) if reference else None
+    data["script_sha256"] = hex_of(data["script_sha256"])
     data["findings"] = data["findings"] or []
     return AttemptRecord.model_validate(data)
