@@ -6,6 +6,7 @@ under 5 KB an attempt, ps and inspect p50 under 20 ms, report under 50 ms.
     python bench/ledger_scale.py --smoke               # 300 attempts (tests/bench/test_ledger_scale.py)
     python bench/ledger_scale.py --postgres            # and in a PostgreSQL started for the run
     python bench/ledger_scale.py --postgres-url URL    # ... or in this (empty) database
+    python bench/ledger_scale.py --postgres --no-sqlite  # PostgreSQL alone (beside a SQLite run: 2 cores, 2 runs)
 
 What the ledger is filled with is what jobs record, through the Ledger API (ledger/store.py): scripts rendered
 from the templates by the real renderer with hyperparameters drawn from a team's usual ranges (SFT most, then
@@ -393,6 +394,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_ATTEMPTS} attempts, quickly")
     parser.add_argument("--postgres-url", help="an empty PostgreSQL database to fill as well")
     parser.add_argument("--postgres", action="store_true", help="start a PostgreSQL for the run and fill it too")
+    parser.add_argument("--no-sqlite", action="store_true", help="fill only the PostgreSQL (run beside a SQLite one)")
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--home", type=Path, help="keep the SQLite ledger here; one filled before is measured as it is")
     args = parser.parse_args()
@@ -400,7 +402,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jobtrail-ledger-scale-") as tmp:
         home = args.home or Path(tmp) / "home"
         os.environ["JOBTRAIL_HOME"] = str(home)
-        bench("sqlite", home / "ledger.sqlite", home, attempts, args.seed)
+        if not args.no_sqlite:
+            bench("sqlite", home / "ledger.sqlite", home, attempts, args.seed)
         with _postgres(args.postgres_url, args.postgres) as url:
             if url:
                 bench("postgresql", url, Path(tmp) / "pg-home", attempts, args.seed)
