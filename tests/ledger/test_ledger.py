@@ -145,7 +145,9 @@ def test_ingest_records_each_log_range_once(ledger_location):
     ledger = Ledger(ledger_location)
     run, attempt = _run_and_attempt()
     ledger.add_run(run, attempt)
-    ckpt = CheckpointRecord(path="/o/checkpoint-2", step=2, state="committed", manifest_sha256="m", updated_at=2.0)
+    ckpt = CheckpointRecord(
+        path="/o/checkpoint-2", step=2, state="committed", manifest_sha256="ab" * 32, updated_at=2.0
+    )
     args = dict(
         from_offset=0,
         to_offset=100,
@@ -161,4 +163,4 @@ def test_ingest_records_each_log_range_once(ledger_location):
     superseded = ckpt.model_copy(update={"state": "superseded", "manifest_sha256": None})
     ledger.ingest(attempt.attempt_id, from_offset=100, to_offset=150, events=[], fields={}, checkpoints=[superseded])
     [row] = ledger.checkpoints(attempt.attempt_id)
-    assert row.state == "superseded" and row.manifest_sha256 == "m"
+    assert row.state == "superseded" and row.manifest_sha256 == "ab" * 32

@@ -2,8 +2,8 @@
 references to them) stored as their 32 bytes instead of 64 hex characters, ~330 bytes an attempt with the keys'
 indexes. Records and tool results still show the hex (blobs.key/hex_of convert at the ledger's edge).
 
-Not checkpoints' manifest_sha256: a job prints it, and a line the ledger did not write is kept as it came.
-The evals' digests stay hex too, so the README's queries print them readably.
+Checkpoints' manifest_sha256 too, where it is one (a job prints it: checkpoint_rows.py). The evals' digests stay
+hex, so the README's queries print them readably.
 
 PostgreSQL changes each column's type (BYTEA, decoded from the hex); SQLite has no column types to change and,
 before 3.41, no unhex(): each value is rewritten from Python, the column's declared TEXT aside (SQLite stores a
@@ -13,6 +13,7 @@ BLOB as a BLOB whatever the declaration). One transaction with the migration's r
 from __future__ import annotations
 
 from jobtrail.ledger.blobs import key
+from jobtrail.ledger.checkpoint_rows import manifest_key
 from jobtrail.ledger.connection import LedgerConnection
 
 # Each table's digest columns, and the key its rows are found by in SQLite.
@@ -32,6 +33,23 @@ DIGEST_COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
         "rowid",
     ),
 }
+
+
+def manifests(conn: LedgerConnection) -> None:
+    """Checkpoints' manifest digests to bytes; one that is no sha256 to NULL (checkpoint_rows.py)."""
+    if conn.dialect == "postgresql":
+        conn.execute(
+            "ALTER TABLE checkpoints ALTER COLUMN manifest_sha256 TYPE BYTEA USING"
+            " CASE WHEN manifest_sha256 ~ '^[0-9a-f]{64}$' THEN decode(manifest_sha256, 'hex') END"
+        )
+        return
+    for row in conn.execute(
+        "SELECT attempt_id, path, manifest_sha256 FROM checkpoints WHERE typeof(manifest_sha256) = 'text'"
+    ).fetchall():
+        conn.execute(
+            "UPDATE checkpoints SET manifest_sha256 = ? WHERE attempt_id = ? AND path = ?",
+            (manifest_key(row["manifest_sha256"]), row["attempt_id"], row["path"]),
+        )
 
 
 def move(conn: LedgerConnection) -> None:

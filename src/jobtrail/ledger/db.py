@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobtrail.ledger import binary_digests, compact_receipts, packed_receipts
+from jobtrail.ledger import binary_digests, checkpoint_rows, compact_receipts, packed_receipts
 from jobtrail.ledger.connection import LedgerConnection, opener
 
 # A migration's steps: SQL (statements separated by ';'), or a function that moves data (the connection given).
@@ -204,7 +204,12 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
     (
         # The sha256s the ledger computes itself stored as their bytes (binary_digests.py).
         "0014_binary_digests",
-        (binary_digests.move,),
+        (binary_digests.move, binary_digests.manifests),
+    ),
+    (
+        # A checkpoint's path below its attempt's (absolute) output_dir, which the attempt's row holds.
+        "0015_checkpoint_paths_below_output_dir",
+        checkpoint_rows.CUT_PATHS,
     ),
 ]
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from jobtrail.ledger import eventlog
 from jobtrail.ledger.blobs import CorruptBlobError, hex_of, key, put_blobs, put_script, read_blobs, read_script
+from jobtrail.ledger.checkpoint_rows import full_path, manifest_hex, manifest_key, stored_path
 from jobtrail.ledger.compact_receipts import json_bytes
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
@@ -359,13 +360,26 @@ class Ledger:
             if conn.execute(sql, [*values.values(), attempt_id, from_offset]).rowcount != 1:
                 return False  # another process ingested these bytes first
             eventlog.append(conn, attempt_id, events)
+            output_dir = conn.execute("SELECT output_dir FROM attempts WHERE attempt_id = ?", (attempt_id,)).fetchone()[
+                "output_dir"
+            ]
             conn.executemany(
                 "INSERT INTO checkpoints (attempt_id, path, step, state, manifest_sha256, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (attempt_id, path) DO UPDATE SET"
                 " step = excluded.step, state = excluded.state,"
                 " manifest_sha256 = COALESCE(excluded.manifest_sha256, checkpoints.manifest_sha256),"
                 " updated_at = excluded.updated_at",
-                [(attempt_id, c.path, c.step, c.state, c.manifest_sha256, c.updated_at) for c in checkpoints],
+                [
+                    (
+                        attempt_id,
+                        stored_path(output_dir, c.path),
+                        c.step,
+                        c.state,
+                        manifest_key(c.manifest_sha256),
+                        c.updated_at,
+                    )
+                    for c in checkpoints
+                ],
             )
             return True
 
@@ -429,14 +443,18 @@ class Ledger:
         return None if row is None else {"evaluates_job": row["target_run_id"], **_eval(row)}
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
-        rows = self._rows("SELECT * FROM checkpoints WHERE attempt_id = ? ORDER BY step, path", (attempt_id,))
+        rows = self._rows(
+            "SELECT c.*, a.output_dir FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
+            " WHERE c.attempt_id = ? ORDER BY c.step, c.path",
+            (attempt_id,),
+        )
         return [_checkpoint(r) for r in rows]
 
     def committed_checkpoints(self, run_id: str) -> list[CheckpointRecord]:
         """Every committed checkpoint of a run: attempt by attempt, each attempt's by step. A smoke run's
         are its own (in its own directory): the run's checkpoints are the full job's."""
         rows = self._rows(
-            "SELECT c.* FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
+            "SELECT c.*, a.output_dir FROM checkpoints c JOIN attempts a ON a.attempt_id = c.attempt_id"
             " WHERE a.run_id = ? AND c.state = 'committed' AND a.smoke_steps IS NULL"
             " ORDER BY a.number, c.step, c.path",
             (run_id,),
@@ -498,10 +516,10 @@ def _eval(r: Row) -> dict[str, Any]:
 
 def _checkpoint(row: Row) -> CheckpointRecord:
     return CheckpointRecord(
-        path=row["path"],
+        path=full_path(row["output_dir"], row["path"]),
         step=row["step"],
         state=row["state"],
-        manifest_sha256=row["manifest_sha256"],
+        manifest_sha256=manifest_hex(row["manifest_sha256"]),
         updated_at=row["updated_at"],
     )
 
