@@ -75,7 +75,7 @@ REASONS = {
 RETRIED = {"oom", "preempted", "infra_transient", "lost", "timeout"}
 LOGGING_STEPS, SAVE_STEPS, KEPT = 10, 100, 2
 RUNTIME = runtime_module("_runtime")  # event lines as the job prints them
-f32 = RUNTIME.as_float32
+f32 = runtime_module("_metrics").as_float32
 PACKAGES = {"torch": "2.13.0", "transformers": "5.23.0", "trl": "1.16.0", "peft": "0.21.2", "datasets": "5.2.0"}
 
 

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 # --- jobtrail:runtime ---
+from _mapping import apply_mapping, mapping_problems, mapping_source_columns
+from _metrics import as_float32
 from _model_card import CARD_NAME, trained_model_card
 from _runtime import (
     announce_phase,
-    apply_mapping,
     apply_retention,
-    as_float32,
     barrier,
     begin_checkpoint,
     commit_checkpoint,
@@ -37,8 +37,6 @@ from _runtime import (
     fetch_remote_checkpoint,
     find_resume_target,
     job_output_dir,
-    mapping_problems,
-    mapping_source_columns,
     package_version,
     phase,
     process_rank,
@@ -292,7 +290,7 @@ def load_train_dataset(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def map_dataset(dataset: Any, mapping: dict[str, Any] | None) -> Any:
-    """Apply the job's dataset_mapping (declarative; see _runtime.apply_mapping) to every row."""
+    """Apply the job's dataset_mapping (declarative; see _mapping.apply_mapping) to every row."""
     if not mapping:
         return dataset
     problems = mapping_problems(mapping)

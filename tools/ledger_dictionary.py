@@ -32,7 +32,7 @@ from jobtrail.templates.runtime import runtime_module
 from jobtrail.util.digest import config_json
 
 RUNTIME = runtime_module("_runtime")
-f32 = RUNTIME.as_float32
+f32 = runtime_module("_metrics").as_float32
 AT = 1795387852.868
 # The metrics TRL's trainers log beside loss/learning_rate/grad_norm/epoch, by method.
 TRL_METRICS: dict[str, dict[str, float]] = {

@@ -1,4 +1,4 @@
-"""validate_dataset (jobtrail.preflight.dataset) and the dataset_mapping language (scripts/_runtime.py).
+"""validate_dataset (jobtrail.preflight.dataset) and the dataset_mapping language (scripts/_mapping.py).
 
 The table below is the contract: one row per dataset shape (good and bad, every TRL format, the
 common other shapes, every local source type) with the verdict expected for each method. Mappings

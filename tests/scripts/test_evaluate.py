@@ -110,7 +110,9 @@ def test_rendered_evaluator_is_self_contained_and_shadows_no_runtime_name(tmp_pa
     assert "from _runtime" not in text and "from _training" not in text and "import jobtrail" not in text
     assert text.count("def verify_checkpoint(") == 1 and text.count("def load_train_dataset(") == 1
     scripts = scripts_dir()
-    runtime = top_level_names(scripts / "_runtime.py") | top_level_names(scripts / "_training.py")
+    runtime = set().union(
+        *(top_level_names(scripts / f"_{name}.py") for name in ("runtime", "training", "mapping", "metrics"))
+    )
     assert not top_level_names(scripts / "evaluate.py") & runtime
 
 

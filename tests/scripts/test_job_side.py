@@ -277,8 +277,7 @@ def test_event_times_are_kept_to_the_millisecond(rt: ModuleType) -> None:
 @given(st.floats(allow_nan=False, allow_infinity=False, width=64))
 def test_a_metric_keeps_exactly_its_float32_in_at_most_9_digits(value: float) -> None:
     """What a step event prints of a metric reads back as the same float32: nothing a tensor held is lost."""
-    rt = runtime_module("_runtime")
-    kept = rt.as_float32(value)
+    kept = runtime_module("_metrics").as_float32(value)
     try:
         nearest = struct.pack("<f", value)
     except OverflowError:  # past float32's range: no tensor's value, printed whole
@@ -289,10 +288,11 @@ def test_a_metric_keeps_exactly_its_float32_in_at_most_9_digits(value: float) ->
     assert len(digits) <= 9 and float(f"{kept:.9g}") == kept
 
 
-def test_float32_precision_applies_to_metric_floats_only(rt: ModuleType) -> None:
+def test_float32_precision_applies_to_metric_floats_only() -> None:
+    as_float32 = runtime_module("_metrics").as_float32
     metrics = {"loss": 2.4210548183258913, "step": 10, "name": "x", "nested": [0.1 + 0.2, None, True]}
-    assert rt.as_float32(metrics) == {"loss": 2.4210548, "step": 10, "name": "x", "nested": [0.3, None, True]}
-    assert rt.as_float32(math.nan) != rt.as_float32(math.nan) and rt.as_float32(math.inf) == math.inf
+    assert as_float32(metrics) == {"loss": 2.4210548, "step": 10, "name": "x", "nested": [0.3, None, True]}
+    assert as_float32(math.nan) != as_float32(math.nan) and as_float32(math.inf) == math.inf
 
 
 def _fake_checkpoint(out: Path, step: int, rt: ModuleType, *, commit: bool = True) -> Path:

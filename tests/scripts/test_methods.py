@@ -38,7 +38,7 @@ from support.jobs import (
 
 SCRIPTS = scripts_dir()
 METHODS = ("dpo", "grpo", "reward", "kto")
-RUNTIME_MODULES = ("_runtime.py", "_training.py")
+RUNTIME_MODULES = ("_runtime.py", "_training.py", "_mapping.py", "_metrics.py")
 # Small and fast: 2 steps, a checkpoint at each, tiny sequences; GRPO makes 2 completions per prompt.
 FAST = {
     "max_steps": 2,
@@ -325,9 +325,10 @@ def test_templates_render_self_contained_without_shadowing_the_runtime(method: s
     assert "from _runtime" not in text and "from _training" not in text and "jobtrail:runtime ---\n#" in text
     assert text.count("def commit_checkpoint(") == 1 and text.count("def make_callback(") == 1
     assert "bitsandbytes" not in text.split("# ///\n")[0]  # the header: CPU jobs never need it
+    assert not any(f"from {name[:-3]} import" in text for name in RUNTIME_MODULES)
     runtime = [top_level_names(SCRIPTS / name) for name in RUNTIME_MODULES]
-    assert not runtime[0] & runtime[1]
-    assert not top_level_names(SCRIPTS / f"{method}.py") & (runtime[0] | runtime[1])
+    assert all(not a & b for i, a in enumerate(runtime) for b in runtime[i + 1 :])  # one flat namespace once inlined
+    assert not top_level_names(SCRIPTS / f"{method}.py") & set().union(*runtime)
 
 
 def test_qlora_jobs_ask_for_bitsandbytes(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Job config → one self-contained PEP 723 script. Pure and deterministic.
 
 A template in scripts/ is an ordinary Python file that runs as it is (next to the job runtime
-modules scripts/_*.py: _runtime.py, _training.py, _llama_cpp.py; templates/runtime.py loads them
+modules scripts/_*.py: _runtime.py, _training.py, _mapping.py, ...; templates/runtime.py loads them
 into the server where it needs the same logic). Rendering touches two marked blocks and, for a
 job that needs more packages (extra_requirements: QLoRA, Liger kernels), the header's dependency
 list, and nothing else:

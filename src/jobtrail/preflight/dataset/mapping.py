@@ -1,7 +1,7 @@
 """dataset_mapping on the server side: validating a mapping, showing it as `datasets` code, and
 applying it to rows.
 
-The mapping language has ONE implementation, scripts/_runtime.py `apply_mapping`, which every
+The mapping language has ONE implementation, scripts/_mapping.py `apply_mapping`, which every
 rendered job inlines; `job_runtime()` loads that same file here (the server's one loader of it),
 so a mapping that validates READY is exactly the transformation the job applies.
 """
@@ -18,8 +18,8 @@ from jobtrail.templates.runtime import runtime_module
 
 
 def job_runtime() -> ModuleType:
-    """scripts/_runtime.py as a module: the same source every rendered job inlines."""
-    return runtime_module("_runtime")
+    """scripts/_mapping.py as a module: the same source every rendered job inlines."""
+    return runtime_module("_mapping")
 
 
 def validate_mapping(mapping: Any) -> None:
