@@ -74,6 +74,7 @@ REASONS = {
 }
 RETRIED = {"oom", "preempted", "infra_transient", "lost", "timeout"}
 LOGGING_STEPS, SAVE_STEPS, KEPT = 10, 100, 2
+SCRIPTS_KEPT = 64
 RUNTIME = runtime_module("_runtime")  # event lines as the job prints them
 f32 = runtime_module("_metrics").as_float32
 PACKAGES = {"torch": "2.13.0", "transformers": "5.23.0", "trl": "1.16.0", "peft": "0.21.2", "datasets": "5.2.0"}
@@ -90,7 +91,9 @@ class Filler:
         self.ledger, self.target, self.rng = ledger, attempts, random.Random(seed)
         self.now = time.time()
         self.written = 0
-        self._scripts: dict[str, str] = {}  # config_json → script: a config rendered once
+        # config_json → script: a config rendered once for its run's attempts (a retry may reuse it). Only the
+        # latest are kept: 100,000 attempts' scripts of ~120 KB each would hold ~9 GB.
+        self._scripts: dict[str, str] = {}
 
     def fill(self) -> int:
         number = 0
@@ -161,6 +164,8 @@ class Filler:
         config = build_config(spec, None if push_to is None else "jobtrail-output", push_to=push_to)
         key = config_json(config)
         if key not in self._scripts:
+            if len(self._scripts) >= SCRIPTS_KEPT:
+                del self._scripts[next(iter(self._scripts))]
             table = {"flavor": spec.flavor or "", "timeout": f"{spec.timeout_s}s"} if push_to else None
             self._scripts[key] = render_script(spec.method, config, hf_jobs=table)
         return config, self._scripts[key]
