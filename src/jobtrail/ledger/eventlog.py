@@ -59,17 +59,23 @@ class PackCache:
         return events
 
 
-def read(conn: Executes, cache: PackCache, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
-    """The attempt's events in order; with `kind`, those of that kind only."""
+def read(
+    conn: Executes, cache: PackCache, attempt_ids: Sequence[str], kind: str | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Each attempt's events in order (with `kind`, those of that kind), in one query for them all."""
+    found: dict[str, list[dict[str, Any]]] = {attempt_id: [] for attempt_id in attempt_ids}
+    if not attempt_ids:
+        return found
+    marks = ", ".join("?" for _ in attempt_ids)
     rows = conn.execute(
-        "SELECT attempt_id, first_seq, last_seq, data FROM event_packs WHERE attempt_id = ? ORDER BY first_seq",
-        (attempt_id,),
+        f"SELECT attempt_id, first_seq, last_seq, data FROM event_packs WHERE attempt_id IN ({marks})"
+        " ORDER BY attempt_id, first_seq",
+        list(attempt_ids),
     ).fetchall()
-    events: list[dict[str, Any]] = []
     for row in rows:
         packed = cache.events(row)
-        events.extend(packed if kind is None else (e for e in packed if kind_of(e) == kind))
-    return events
+        found[row["attempt_id"]].extend(packed if kind is None else (e for e in packed if kind_of(e) == kind))
+    return found
 
 
 def merge(conn: Executes, attempt_id: str) -> None:

@@ -52,7 +52,11 @@ class Queries(UseCase):
         rows = []
         now = time.time()
         listed = self.ledger.list_runs(status, limit)
-        children = self.ledger.children([run.run_id for run, _ in listed])
+        run_ids = [run.run_id for run, _ in listed]
+        children = self.ledger.children(run_ids)
+        # Every listed run's attempts and events at once: a shared PostgreSQL ledger is a round trip a query.
+        attempts = self.ledger.attempts_of(run_ids)
+        logged = self.ledger.events_of([a.attempt_id for run_attempts in attempts.values() for a in run_attempts])
         for run, attempt in listed:
             metrics = attempt.last_metrics or {}
             rows.append(
@@ -62,7 +66,7 @@ class Queries(UseCase):
                     attempts=attempt.number,
                     step=metrics.get("step"),
                     loss=metrics.get("loss"),
-                    progress=self.progress(self.ledger.attempts(run.run_id), now),
+                    progress=self.progress(attempts[run.run_id], now, logged),
                     after=run.spec.after,
                     children=children.get(run.run_id, []),
                     host=attempt.host,
@@ -123,12 +127,15 @@ class Queries(UseCase):
         evaluated = any(e["checkpoint"] == "final" for e in evaluations)
         return next_steps(run, latest, retry=decision, trackio=trackio, evaluated=evaluated)
 
-    def progress(self, attempts: list[AttemptRecord], now: float) -> Progress:
-        """The run's progress: steps and losses of every attempt, rate, phase and ETA of the latest."""
+    def progress(
+        self, attempts: list[AttemptRecord], now: float, logged: dict[str, list[dict[str, Any]]] | None = None
+    ) -> Progress:
+        """The run's progress: steps and losses of every attempt, rate, phase and ETA of the latest. `logged`:
+        the attempts' events when the caller read them already."""
+        logged = logged if logged is not None else self.ledger.events_of([a.attempt_id for a in attempts])
         latest = attempts[-1]
-        steps = [e for a in attempts[:-1] for e in self.ledger.events(a.attempt_id, "step")]
-        latest_events = self.ledger.events(latest.attempt_id)
-        steps += [e for e in latest_events if e.get("event") == "step"]
+        latest_events = logged[latest.attempt_id]
+        steps = [e for a in attempts for e in logged[a.attempt_id] if e.get("event") == "step"]
         return job_progress(steps, latest_events, attempt_facts(latest), now)
 
     def _own_evaluation(self, run: RunRecord) -> dict[str, Any] | None:
