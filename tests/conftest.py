@@ -23,9 +23,7 @@ pytest_plugins = ["support.hub_emulator", "support.postgres"]
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Jobs started by the service inherit this process's environment: keep their caches here, and give each
-    one torch thread, as support.jobs runs them (the tiny model gains nothing from more; with two, a job whose
-    threads wait on each other while this process polls it took 3x as long: the 60-step watch test 59 -> 19 s).
+    """Jobs started by the service inherit this process's environment: keep their caches here.
 
     HF_HUB_OFFLINE is deliberately not set globally: Hub emulator tests need the client live.
     """
@@ -33,7 +31,6 @@ def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["HF_HOME"] = str(root / "hf-home")
     os.environ["TRACKIO_DIR"] = str(root / "trackio")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def make_job_env(tmp: Path, **extra: str) -> dict[str, str]:
