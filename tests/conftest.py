@@ -7,7 +7,6 @@ model's tokenizer); importing the server itself never does, which other tests ch
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -73,31 +72,17 @@ def job_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 _BUILD_TINY_MODEL = (
-    "import json, sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
-    "build_tiny_model(Path(sys.argv[1]), **json.loads(sys.argv[2]))"
+    "import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
+    "build_tiny_model(Path(sys.argv[1]))"
 )
-
-
-def _build_tiny_model(dest: Path, job_env: dict[str, str], **shape: int) -> Path:
-    subprocess.run(
-        [sys.executable, "-c", _BUILD_TINY_MODEL, str(dest), json.dumps(shape)], env=job_env, check=True, timeout=300
-    )
-    return dest
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
     """A tiny random-init Qwen2 + BPE tokenizer (jobtrail.demo.tinymodel), built once per session."""
-    return _build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model", job_env)
-
-
-@pytest.fixture(scope="session")
-def tiny256(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
-    """The tiny Qwen2 at hidden size 256 / intermediate 512, whose rows fill whole K-quant blocks: what the GGUF
-    tests convert. Built once per session; nothing writes into it (copy it to change it)."""
-    return _build_tiny_model(
-        tmp_path_factory.mktemp("tiny256") / "model", job_env, hidden_size=256, intermediate_size=512
-    )
+    dest = tmp_path_factory.mktemp("tiny-model") / "model"
+    subprocess.run([sys.executable, "-c", _BUILD_TINY_MODEL, str(dest)], env=job_env, check=True, timeout=300)
+    return dest
 
 
 @pytest.fixture(scope="session")
