@@ -55,13 +55,6 @@ def _fresh_hub_probes() -> None:
     forget_unreachable()
 
 
-@pytest.fixture
-def two_local_slots(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Services built in this test run two local jobs at once (JOBTRAIL_MAX_CONCURRENT=2, the default is 1): a
-    tiny job is mostly imports on one core, so independent jobs side by side use the machine's other core."""
-    monkeypatch.setenv("JOBTRAIL_MAX_CONCURRENT", "2")
-
-
 @pytest.fixture(scope="session")
 def job_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """make_job_env() with one cache dir for the session (jobs share the datasets cache).
