@@ -42,7 +42,6 @@ from _runtime import (
     process_rank,
     push_checkpoint,
     push_final,
-    setup_done,
     sha256_file,
 )
 from _tracking import make_trackio_callback, split_report_to
@@ -133,7 +132,6 @@ def train(config: dict[str, Any], method: Method) -> None:
             **trainer_inputs,
         )
     job.facts.update(reward_head=method.reward_head, trackio=tracking.target if tracking else None)
-    setup_done()
     train_and_finish(job, trainer, callback, resume_path)
 
 
