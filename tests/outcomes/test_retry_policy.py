@@ -30,6 +30,7 @@ def test_a_job_stopped_by_its_cap_is_never_retried_automatically_and_by_hand_onl
     by_hand = decide([attempt(1, R.BUDGET)], HYPER, None, job=job)
     assert not by_hand.retry and "$5.01 of its max_cost_usd $5.00" in by_hand.message
     assert by_hand.fix and by_hand.fix.startswith("retry(job_id=\"jt-x\", changes={'max_cost_usd': 10.0})")
+    assert by_hand.changes == {"max_cost_usd": 10.0}  # the fix as data: inspect's next step calls it
     assert not decide([attempt(1, R.BUDGET)], HYPER, {"max_cost_usd": 5.005}, job=job).retry  # still under spend
     raised = decide([attempt(1, R.BUDGET)], HYPER, {"max_cost_usd": 10.0}, job=job)
     assert raised.retry and raised.changes == {"max_cost_usd": 10.0} and "$10.00" in raised.message

@@ -88,6 +88,7 @@ def test_a_running_job_that_reaches_its_cap_is_cancelled_as_budget_and_resumes_o
     assert not refused.retried and "max_cost_usd" in refused.fix and "$0.05" in refused.message
     [step] = remote.inspect(job_id).next_steps
     assert step.action == "fix" and "changes={'max_cost_usd': 0.1}" in step.why
+    assert step.call == f'retry(job_id="{job_id}", changes={{"max_cost_usd": 0.1}})'  # the exact call, not prose
     report = remote.report()
     [capped] = report.job_caps
     assert capped.job_id == job_id and capped.termination_reason == "budget" and capped.spent_usd >= 0.05

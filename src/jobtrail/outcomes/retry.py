@@ -74,6 +74,7 @@ class Decision:
     message: str
     fix: str | None = None
     delay_s: float = 0.0
+    # A retry: the changes it applies. A refusal whose fix is one known change (a larger cap): that change.
     changes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -179,12 +180,13 @@ def _after_budget(changes: dict[str, Any], automatic: bool, job: dict[str, Any])
     limit = changes.get("max_cost_usd", cap)
     if limit is not None and reached(spent, float(limit)):
         target = f'job_id="{job["job_id"]}", ' if job.get("job_id") else ""
+        larger = {"max_cost_usd": raise_cap_to(spent, float(limit))}
         return Decision(
             False,
             f"Not retried: it has spent {usd(spent)} of its max_cost_usd {usd(float(limit))}; another attempt would "
             "be stopped at once.",
-            f"retry({target}changes={{'max_cost_usd': {raise_cap_to(spent, float(limit))}}}) resumes it from its "
-            "last committed checkpoint with a larger cap.",
+            f"retry({target}changes={larger!r}) resumes it from its last committed checkpoint with a larger cap.",
+            changes=larger,
         )
     under = f" with max_cost_usd {usd(float(limit))}" if limit is not None else ""
     return Decision(True, f"Resuming after budget from the last committed checkpoint{under}.", changes=changes)

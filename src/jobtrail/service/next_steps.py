@@ -143,7 +143,7 @@ def _after_failure(run: RunRecord, latest: AttemptRecord, decision: Decision) ->
     if decision.retry:
         return _tool("retry", f'retry(job_id="{run.run_id}")', f"what a retry does now: {decision.message}")
     why = " ".join(part for part in (decision.message, decision.fix) if part)
-    changes = _fixing_changes(run, latest)
+    changes = decision.changes or _fixing_changes(run, latest)
     call = f'retry(job_id="{run.run_id}", changes={json.dumps(changes)})' if changes else None
     return NextStep(action="fix", kind="tool", call=call, why=why)
 
