@@ -179,6 +179,22 @@ def test_dependencies_of_the_job_python_come_from_the_template_header(tmp_path, 
     assert rendered == [*template, QLORA_REQUIREMENT]
 
 
+def test_a_job_that_does_not_report_to_trackio_needs_no_trackio(tmp_path, facts):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    python = str(bare / "bin" / "python")
+    for report_to in ("none", ["tensorboard"]):
+        quiet = gather_requirements(facts, "sft", python, training_args={"report_to": report_to}).missing_requirements
+        assert quiet and not [r for r in quiet if r.startswith("trackio")], quiet
+        rendered = pep723.read_metadata(
+            render_script("sft", build_config(spec(hyperparameters={"report_to": report_to}), "/o"))
+        )
+        template = pep723.read_metadata((scripts_dir() / "sft.py").read_text())["dependencies"]
+        assert rendered["dependencies"] == [r for r in template if not r.startswith("trackio")]
+    reporting = gather_requirements(facts, "sft", python, training_args={"report_to": ["trackio"]})
+    assert [r for r in reporting.missing_requirements if r.startswith("trackio>=")]
+
+
 def test_bundled_architecture_table_matches_installed_transformers():
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from jobtrail.outcomes.evals import HubWeights
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import COMMIT_MARKER, REMOTE_CHECKPOINT
-from jobtrail.templates.render import extra_requirements, scripts_dir
+from jobtrail.templates.render import job_requirements, scripts_dir
 from jobtrail.util.data import read_json_object
 from jobtrail.util.hub import hub_unreachable
 from jobtrail.util.refs import looks_local
@@ -182,13 +182,13 @@ def missing_job_requirements(
 ) -> list[str]:
     """What the interpreter `python` lacks of a job's dependencies, before its script is rendered:
     the template's PEP 723 header lists them, and rendering adds what the job's peft and
-    training_args need (render.extra_requirements: bitsandbytes for QLoRA, liger-kernel).
+    training_args need and drops what they do without (render.job_requirements).
 
     Raises BackendError when `python` cannot be run at all.
     """
     header = pep723.read_metadata((scripts_dir() / f"{template}.py").read_text(encoding="utf-8"))
-    extra = extra_requirements("qlora" if qlora else None, training_args or {})
-    return pep723.missing_requirements([*header.get("dependencies", []), *extra], python)
+    needed = job_requirements(header.get("dependencies", []), "qlora" if qlora else None, training_args or {})
+    return pep723.missing_requirements(needed, python)
 
 
 def model_facts(ref: str, token: str | None = None) -> ModelFacts:

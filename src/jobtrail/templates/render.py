@@ -3,8 +3,8 @@
 A template in scripts/ is an ordinary Python file that runs as it is (next to the job runtime
 modules scripts/_*.py: _runtime.py, _training.py, _mapping.py, ...; templates/runtime.py loads them
 into the server where it needs the same logic). Rendering touches two marked blocks and, for a
-job that needs more packages (extra_requirements: QLoRA, Liger kernels), the header's dependency
-list, and nothing else:
+job that needs more packages (extra_requirements: QLoRA, Liger kernels) or fewer (unneeded_requirements:
+trackio when its report_to leaves it out), the header's dependency list, and nothing else:
 
     # --- jobtrail:runtime ---      the `from _module import ...` lines become those modules'
                                    sources (and the modules they import, in the same way), each
@@ -24,7 +24,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from jobtrail.errors import InvalidRequestError
+from jobtrail.templates.tracking import TRACKIO, reports_to_trackio
 from jobtrail.util.digest import config_json
 
 RUNTIME_MODULE = "_runtime.py"
@@ -77,7 +81,10 @@ def render_script(
         )
     source = path.read_text()
     source = _replace_block(source, "runtime", _runtime_block(source, root))
-    for requirement in extra_requirements((config.get("peft") or {}).get("method"), config.get("training_args") or {}):
+    training_args = config.get("training_args") or {}
+    for name in unneeded_requirements(training_args):
+        source = _drop_requirement(source, name)
+    for requirement in extra_requirements((config.get("peft") or {}).get("method"), training_args):
         source = _add_requirement(source, requirement)
     if hf_jobs:
         source = _add_tool_table(source, HF_JOBS_TABLE, hf_jobs)
@@ -91,6 +98,20 @@ def extra_requirements(peft_method: str | None, training_args: dict[str, Any]) -
         *([QLORA_REQUIREMENT] if peft_method == "qlora" else []),
         *([LIGER_REQUIREMENT] if training_args.get("use_liger_kernel") else []),
     ]
+
+
+def unneeded_requirements(training_args: Mapping[str, Any]) -> list[str]:
+    """Names in a template's header a job does without: trackio when its report_to leaves trackio out (the
+    header lists it for the template's own report_to, so the template runs as it is)."""
+    return [] if reports_to_trackio(training_args) else [TRACKIO]
+
+
+def job_requirements(header: list[str], peft_method: str | None, training_args: dict[str, Any]) -> list[str]:
+    """A job's dependencies, as its rendered header lists them: its template's `header` less what it does
+    without, and what it needs beyond (render_script writes the same into the script)."""
+    unneeded = set(unneeded_requirements(training_args))
+    kept = [r for r in header if canonicalize_name(Requirement(r).name) not in unneeded]
+    return [*kept, *extra_requirements(peft_method, training_args)]
 
 
 def _runtime_block(template_source: str, root: Path) -> str:
@@ -129,6 +150,16 @@ def _add_requirement(source: str, requirement: str) -> str:
         raise InvalidRequestError("Template header must list its dependencies in one '# dependencies = [...]' array.")
     after_last = found.start(1) + found.group(1).rindex('"') + 1  # the new one follows the last one listed
     return source[:after_last] + f", {json.dumps(requirement)}" + source[after_last:]
+
+
+def _drop_requirement(source: str, name: str) -> str:
+    """The header's dependencies without `name`'s entry; a line it leaves empty goes too."""
+    found = _DEPENDENCIES.search(source)
+    if found is None:
+        raise InvalidRequestError("Template header must list its dependencies in one '# dependencies = [...]' array.")
+    entry = re.compile(rf'"{re.escape(name)}(?![\w.-])[^"]*"[ \t]*,?[ \t]*', re.IGNORECASE)
+    kept = re.sub(r"(?m)^#[ \t]*\n", "", entry.sub("", found.group(1)))
+    return source[: found.start(1)] + kept + source[found.end(1) :]
 
 
 def _add_tool_table(source: str, name: str, values: Mapping[str, str | list[str]]) -> str:
