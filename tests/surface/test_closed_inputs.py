@@ -99,3 +99,26 @@ def test_unknown_arguments_names_each_one():
     assert message is not None
     assert "Unknown arguments 'jobid', 'lines'." in message and "Did you mean 'job_id' (for 'jobid')?" in message
     assert "Valid arguments: job_id, tail, cursor." in message
+
+
+def test_a_hyperparameter_given_beside_hyperparameters_is_refused_with_the_exact_entry(
+    server, tiny_model, chat_dataset
+):
+    """submit(max_steps=3) once got "Did you mean 'smoke_steps'?": a different argument, close only in spelling."""
+    job = {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset)}
+    calls = [
+        ("submit", {**job, "max_steps": 3}),
+        ("submit", {**job, "lr": 1e-4, "hyperparams": {}}),
+        ("submit", {**job, "hf_token": "hf_" + "x" * 34}),
+    ]
+    _, [steps, lr, token], jobs = _calls(server, calls)
+    text = _text(steps)
+    assert steps.is_error and "Unknown argument 'max_steps'." in text
+    assert """'max_steps' is a hyperparameter, not an argument: pass hyperparameters={"max_steps": 3}.""" in text
+    assert "smoke_steps'?" not in text
+    text = _text(lr)
+    assert """'lr' is the hyperparameter 'learning_rate', not an argument: pass hyperparameters""" in text
+    assert """{"learning_rate": 0.0001}""" in text and "Did you mean 'hyperparameters' (for 'hyperparams')?" in text
+    text = _text(token)
+    assert token.is_error and "Unknown argument 'hf_token'." in text and "hf_x" not in text  # never echoed
+    assert jobs == []

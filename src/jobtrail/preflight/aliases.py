@@ -87,19 +87,22 @@ def normalise(name: str) -> str:
 
 
 def suggest(
-    name: str, value: Any, known: Collection[str], accepts: Callable[[str, Any], bool]
+    name: str, value: Any, known: Collection[str], accepts: Callable[[str, Any], bool], *, close: bool = True
 ) -> tuple[str, Any] | None:
     """(the known field `name` most likely means, the value to give it): the user's value, except a
-    warmup percentage, which becomes a fraction. None when no field that takes the value fits."""
+    warmup percentage, which becomes a fraction. None when no field that takes the value fits.
+    close=False: only the names people really write, no close spelling."""
     key = normalise(name)
     if key in _WARMUP:
         return _warmup(key, value, known)
     for target in (key, _ALIASES.get(key)):
         if target and target != name and target in known and accepts(target, value):
             return target, value
+    if not close:
+        return None
     compatible = sorted(field for field in known if accepts(field, value))
-    close = difflib.get_close_matches(key, compatible, n=1, cutoff=0.8)
-    return (close[0], value) if close else None
+    closest = difflib.get_close_matches(key, compatible, n=1, cutoff=0.8)
+    return (closest[0], value) if closest else None
 
 
 def _warmup(key: str, value: Any, known: Collection[str]) -> tuple[str, Any] | None:

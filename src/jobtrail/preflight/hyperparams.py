@@ -48,11 +48,8 @@ def refuse_credentials(hyperparameters: Mapping[str, Any]) -> None:
     """A credential among the hyperparameters (by its name, or a value that looks like a Hugging Face
     token) is refused before anything is planned, stored or rendered; the error never shows it."""
     for name, value in hyperparameters.items():
-        lowered = name.lower()
-        named = lowered in CREDENTIAL_NAMES or (
-            lowered.endswith(_CREDENTIAL_ENDINGS) and lowered not in _NOT_CREDENTIALS
-        )
-        if named or any(_HF_TOKEN_VALUE.search(text) for text in _strings(value)):
+        named = _credential_name(name)
+        if named or _holds_hf_token(value):
             what = "is a credential" if named else "holds what looks like a Hugging Face token"
             raise InvalidRequestError(
                 f"hyperparameters[{name!r}] {what}: hyperparameters are stored in the ledger and the rendered "
@@ -61,6 +58,28 @@ def refuse_credentials(hyperparameters: Mapping[str, Any]) -> None:
                 "(remote jobs get it to push); another credential goes in "
                 'secrets={"NAME": "$ENV_VAR"}, a reference to the server\'s environment.',
             )
+
+
+def _credential_name(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in CREDENTIAL_NAMES or (lowered.endswith(_CREDENTIAL_ENDINGS) and lowered not in _NOT_CREDENTIALS)
+
+
+def _holds_hf_token(value: Any) -> bool:
+    return any(_HF_TOKEN_VALUE.search(text) for text in _strings(value))
+
+
+def meant_hyperparameter(method: str, name: str, value: Any) -> tuple[str, Any] | None:
+    """(the hyperparameter, its value) that `name`, given to submit beside `hyperparameters` instead of inside it,
+    is: its own name or a name people really write for it (lr), never a close spelling, which is more likely a
+    misspelled argument of submit (datase). None when it is none. A credential is none: it is never echoed back,
+    and it is refused as a hyperparameter anyway."""
+    if _credential_name(name) or _holds_hf_token(value) or name in MANAGED:
+        return None
+    known = known_names(method)
+    if name in known:
+        return name, value
+    return suggest(name, value, known, lambda field, v: takes_kind(method, field, v), close=False)
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import inspect
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,9 @@ from pydantic import ConfigDict, TypeAdapter
 
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
+from jobtrail.methods import METHODS
 from jobtrail.models import ToolResult
+from jobtrail.preflight.hyperparams import meant_hyperparameter
 from jobtrail.service.facade import JobService
 from jobtrail.service.watch import ProgressSink
 from jobtrail.service.watch_results import ImageResult
@@ -98,10 +101,38 @@ class ClosedTool(Tool):
         return cast(ClosedTool, tool)
 
     async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
-        refusal = unknown_arguments(self.name, arguments, self.parameters.get("properties", {}))
+        properties = self.parameters.get("properties", {})
+        misplaced = _outside_hyperparameters(arguments) if "hyperparameters" in properties else _nowhere
+        refusal = unknown_arguments(self.name, arguments, properties, misplaced)
         if refusal:
             raise ToolError(refusal)
         return await super().run(arguments, context, convert_result)
+
+
+def _nowhere(name: str, value: object) -> None:
+    return None
+
+
+def _outside_hyperparameters(arguments: dict[str, Any]) -> Callable[[str, object], str | None]:
+    """Where a hyperparameter given beside `hyperparameters` goes: the exact entry to pass inside it."""
+    method = arguments.get("method")
+    method = method if method in METHODS else "sft"  # the names are the same TRL fields for nearly every method
+
+    def inside(name: str, value: object) -> str | None:
+        meant = meant_hyperparameter(method, name, value)
+        if meant is None:
+            return None
+        field, given = meant
+        what = f"is the hyperparameter {field!r}" if field != name else "is a hyperparameter"
+        return f"{name!r} {what}, not an argument: pass hyperparameters={{{json.dumps(field)}: {_excerpt(given)}}}."
+
+    return inside
+
+
+def _excerpt(value: object) -> str:
+    """The value as JSON for a suggested call; a long one is elided, never quoted whole."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else "..."
 
 
 def published_schema(result_type: type[ToolResult]) -> dict[str, Any]:

@@ -93,11 +93,18 @@ def tool_spec(area: type[ToolArea], name: str) -> ToolSpec:
     return next(spec for spec in tools_of(area) if spec.name == name)
 
 
-def unknown_arguments(tool_name: str, given: Mapping[str, object], valid: Iterable[str]) -> str | None:
+def unknown_arguments(
+    tool_name: str,
+    given: Mapping[str, object],
+    valid: Iterable[str],
+    misplaced: Callable[[str, object], str | None] = lambda name, value: None,
+) -> str | None:
     """The refusal of a call that names arguments the tool does not have, or None when all are real.
 
     Each unknown name gets the closest real one when there is a close one: an agent that wrote
     `hyperparams` meant `hyperparameters`, and running with the default instead would hide that.
+    `misplaced(name, value)` says where a name that belongs inside another argument goes (submit's
+    `max_steps=3` is `hyperparameters={"max_steps": 3}`, not the merely similar `smoke_steps`).
     """
     valid = list(valid)
     unknown = [name for name in given if name not in valid]
@@ -109,7 +116,10 @@ def unknown_arguments(tool_name: str, given: Mapping[str, object], valid: Iterab
     lines = [f"Unknown {noun} {', '.join(repr(name) for name in unknown)}."]
     for name in unknown:
         closest = _closest(name, valid)
-        if closest:
+        elsewhere = misplaced(name, given[name])
+        if elsewhere:
+            lines.append(elsewhere)
+        elif closest:
             lines.append(
                 f"Did you mean {closest!r}?" if len(unknown) == 1 else f"Did you mean {closest!r} (for {name!r})?"
             )
