@@ -3,14 +3,16 @@ has ended, any attempt's log can be read, and a queued job names what it waits b
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
-from jobtrail.models import JobSpec
+from jobtrail.models import JobSpec, TerminationReason
 from support.jobs import TINY_SFT
+from support.records import add_ended_run
 from support.waiting import wait_for
 
 ENDLESS = {"max_steps": 100000, "save_steps": 100000}
@@ -123,3 +125,26 @@ def test_without_output_the_same_script_runs_in_its_own_run_directory_and_resume
         assert second.script_sha256 == dry.script_sha256
     finally:
         service.cancel(job)
+
+
+def test_an_ended_job_that_logged_no_step_is_never_told_to_wait_for_one(service):
+    """A 3-step job with the default logging_steps=10 ends without a step event: metrics said "no step logged yet"
+    and plot "wait(...) until steps are logged", which never happens once the job has ended."""
+    add_ended_run(
+        service.ledger,
+        "jt-short",
+        TerminationReason.SUCCEEDED,
+        config={"training_args": {"max_steps": 3, "logging_steps": 10}},
+    )
+    final = {"event": "metrics", "time": time.time(), "train_loss": 6.67, "global_step": 3}
+    assert service.ledger.ingest("jt-short/1", from_offset=0, to_offset=1, events=[final], fields={}, checkpoints=[])
+    result = service.metrics("jt-short")
+    assert result.series == {} and result.note
+    assert "jt-short ended (succeeded) without logging a training step" in result.note
+    assert "it trained 3 steps, and a step is logged every logging_steps=10" in result.note
+    assert '{"logging_steps": 1}' in result.note and "yet" not in result.summary
+    assert "plot(" not in result.summary  # nothing to plot either
+    with pytest.raises(InvalidRequestError) as refused:
+        service.plot("jt-short")
+    assert "ended (succeeded) without logging a training step" in refused.value.message
+    assert "wait(" not in refused.value.fix and '{"logging_steps": 1}' in refused.value.fix

@@ -27,6 +27,11 @@ MAX_WAIT_S = 55.0
 WAIT_INTERVAL_S = 1.0
 MAX_POINTS = 500  # per series in one answer; longer ones are thinned evenly (since_step pages exactly)
 
+# The fix for a run too short to log a step: it holds for the next job, never for the one that ended.
+LOG_EVERY_STEP_FIX = (
+    'A job this short logs its loss at every step with hyperparameters={"logging_steps": 1} (pass it to the next '
+    "submit); inspect(job_id) shows its committed checkpoints."
+)
 # (progress made, total, message) for the MCP client's progress bar while wait waits.
 ProgressSink = Callable[[float, float, str], None]
 
@@ -93,6 +98,7 @@ class Watch(UseCase):
         }
         series = {name: points for name, points in series.items() if points}
         thinned = {name: _thin(points) for name, points in series.items()}
+        ended = not joined and chosen[-1].status.is_terminal
         return MetricsResult(
             job_id=run.run_id,
             status=attempts[-1].status.value,
@@ -112,6 +118,7 @@ class Watch(UseCase):
             ],
             last_step=max((points[-1][0] for points in series.values()), default=None),
             downsampled_to=MAX_POINTS if any(len(p) > MAX_POINTS for p in series.values()) else None,
+            note=f"{self._ended_without_steps(run.run_id, chosen[-1])}. {LOG_EVERY_STEP_FIX}" if ended else None,
         )
 
     def plot(self, job_id: str, metrics: list[str] | None) -> PlotResult:
@@ -123,6 +130,11 @@ class Watch(UseCase):
         per_attempt = [self._attempt_series(a) for a in attempts]
         joined = metric_series.join(per_attempt)
         if not joined:
+            if attempts[-1].status.is_terminal:
+                raise InvalidRequestError(
+                    f"{self._ended_without_steps(run.run_id, attempts[-1])}; there is nothing to plot.",
+                    fix=LOG_EVERY_STEP_FIX,
+                )
             progress = self.queries.progress(attempts, time.time())
             raise InvalidRequestError(
                 f"{run.run_id} has logged no step yet ({progress_line(progress)}): there is nothing to plot.",
@@ -141,6 +153,16 @@ class Watch(UseCase):
             panels=[" & ".join(panel) for panel in panels],
             last_step=max(points[-1][0] for points in joined.values()),
         )
+
+    def _ended_without_steps(self, run_id: str, latest: AttemptRecord) -> str:
+        """Why an ended run has no series: mostly a run shorter than logging_steps (the trainer logs the loss every
+        logging_steps steps, and a 3-step run with the default 10 never reaches the first)."""
+        every = latest.config.get("training_args", {}).get("logging_steps")
+        trained = [e["global_step"] for e in self.ledger.events(latest.attempt_id, "metrics") if "global_step" in e]
+        ended = f"{run_id} ended ({latest.status.value}) without logging a training step"
+        if trained and isinstance(every, int | float) and trained[-1] < every:
+            return f"{ended}: it trained {trained[-1]} steps, and a step is logged every logging_steps={every:g}"
+        return ended
 
     def _attempt_series(self, attempt: AttemptRecord) -> metric_series.AttemptSeries:
         events = self.ledger.events(attempt.attempt_id)

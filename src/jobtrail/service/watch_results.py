@@ -112,11 +112,14 @@ class MetricsResult(ToolResult):
     attempts: list[AttemptSpan] = Field(default_factory=list)
     last_step: int | None = Field(None, description="The last step in the series: pass it as since_step to read on.")
     downsampled_to: int | None = Field(None, description="Set when long series were thinned to this many points.")
+    note: str | None = Field(None, description="Why an ended job has no series at all, and what logs one.")
 
     def headline(self) -> str:
         if not self.series:
             if self.available:
                 return f"**{self.job_id}** ({self.status}): no new points after the steps already read."
+            if self.note:
+                return self.note
             return f"**{self.job_id}** ({self.status}): no step logged yet."
         moving = [self._phrase(name) for name in KEY_METRICS if name in self.series]
         rest = [n for n in self.series if n not in KEY_METRICS and n not in ("epoch", "tokens")]
@@ -137,6 +140,8 @@ class MetricsResult(ToolResult):
 
     def next_calls(self) -> list[str]:
         job = f'job_id="{self.job_id}"'
+        if self.note:  # an ended job without series has no curve to plot either
+            return [f"inspect({job}) for its receipt and committed checkpoints"]
         calls = [f"plot({job}) for the curves as a PNG"]
         if self.status not in TERMINAL:
             since = f", since_step={self.last_step}" if self.last_step is not None else ""
