@@ -196,3 +196,8 @@ def test_a_new_memory_shape_after_oom_is_allowed_when_the_budget_is_spent():
     history = [attempt(i + 1, R.OOM, f"C{i}") for i in range(BUDGETS[R.OOM].retries + 1)]
     assert not decide(history, HYPER, None, automatic=True).retry
     assert decide(history, HYPER, {"per_device_train_batch_size": 1}).retry
+
+
+def test_a_succeeded_job_is_not_retried_and_the_fix_names_it_as_init_from():
+    decision = decide([attempt(1, R.SUCCEEDED)], HYPER, None, job={"job_id": "jt-done"})
+    assert not decision.retry and decision.fix and 'submit(..., init_from="jt-done")' in decision.fix

@@ -11,6 +11,8 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec, TerminationReason
+from jobtrail.outcomes.retry import AttemptFacts, decide
+from jobtrail.service.results import RetryResult
 from support.jobs import TINY_SFT
 from support.records import add_ended_run
 from support.waiting import wait_for
@@ -148,3 +150,20 @@ def test_an_ended_job_that_logged_no_step_is_never_told_to_wait_for_one(service)
         service.plot("jt-short")
     assert "ended (succeeded) without logging a training step" in refused.value.message
     assert "wait(" not in refused.value.fix and '{"logging_steps": 1}' in refused.value.fix
+
+
+def _ended(reason: TerminationReason) -> AttemptFacts:
+    return AttemptFacts(number=1, reason=reason, config_sha256="A", last_step=10, start_step=None)
+
+
+def test_a_refused_retry_says_not_retried_once_and_never_proposes_retry_for_a_succeeded_job():
+    """Decisions whose message starts "Not retried:" were shown "Not retried: Not retried: ..."; a succeeded job's
+    refusal was followed by "apply the Fix: retry(job_id=..., changes={...})", a retry that is refused again."""
+    never = decide([_ended(TerminationReason.BAD_INPUT)], {}, None)
+    refused = RetryResult(job_id="jt-x", retried=False, attempt=None, status="failed", message=never.message)
+    assert refused.summary.startswith("Not retried: bad_input does not go away"), refused.summary
+    done = decide([_ended(TerminationReason.SUCCEEDED)], {}, None, job={"job_id": "jt-x"})
+    result = RetryResult(
+        job_id="jt-x", retried=False, attempt=None, status="succeeded", message=done.message, fix=done.fix
+    )
+    assert "retry(" not in result.summary and 'init_from="jt-x"' in result.summary, result.summary

@@ -95,10 +95,11 @@ def decide(
     if reason is None:
         return Decision(False, "The latest attempt has not ended yet.", "Wait for it, or cancel it first.")
     if reason is R.SUCCEEDED:
+        source = f'"{job["job_id"]}"' if job and job.get("job_id") else "job_id"
         return Decision(
             False,
             "The job already succeeded; there is nothing to retry.",
-            "submit(..., init_from=job_id) trains it further as a new job.",
+            f"submit(..., init_from={source}) trains it further as a new job (inspect names the whole call).",
         )
     if reason is R.CANCELLED:
         if automatic:

@@ -545,7 +545,7 @@ class RetryResult(ToolResult):
 
     def headline(self) -> str:
         if not self.retried:
-            lines = [f"Not retried: {self.message}"]
+            lines = [f"Not retried: {self.message.removeprefix('Not retried: ')}"]  # said once, not twice
             if self.diagnosis:
                 lines.append(f"Diagnosis: {self.diagnosis}")
             if self.fix:
@@ -563,7 +563,4 @@ class RetryResult(ToolResult):
     def next_calls(self) -> list[str]:
         if self.retried:
             return follow_calls(self.job_id)
-        return [
-            f'inspect(job_id="{self.job_id}") for the evidence; apply the Fix: retry(job_id="{self.job_id}", '
-            "changes={...}) or submit(...) again, as it says"
-        ]
+        return [f'inspect(job_id="{self.job_id}") for the evidence; then make the call the Fix names']
