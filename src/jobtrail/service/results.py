@@ -563,4 +563,9 @@ class RetryResult(ToolResult):
     def next_calls(self) -> list[str]:
         if self.retried:
             return follow_calls(self.job_id)
-        return [f'inspect(job_id="{self.job_id}") for the evidence; then make the call the Fix names']
+        if self.status == "succeeded":  # nothing to retry: the Fix is a new job that starts from this one
+            return [f'inspect(job_id="{self.job_id}") names the submit(..., init_from="{self.job_id}") call in full']
+        return [
+            f'inspect(job_id="{self.job_id}") for the evidence; apply the Fix: retry(job_id="{self.job_id}", '
+            "changes={...}) or submit(...) again, as it says"
+        ]
