@@ -122,3 +122,29 @@ def test_a_hyperparameter_given_beside_hyperparameters_is_refused_with_the_exact
     text = _text(token)
     assert token.is_error and "Unknown argument 'hf_token'." in text and "hf_x" not in text  # never echoed
     assert jobs == []
+
+
+def test_a_value_the_schema_refuses_is_explained_argument_by_argument_without_pydantic_noise(server):
+    """The SDK's refusal was pydantic's report: "1 validation error for psArguments ... [type=literal_error,
+    input_value=...] For further information visit https://errors.pydantic.dev/...", and for days=NaN "should be
+    less than or equal to 36500"."""
+    job = {"model": "m", "dataset": "d.jsonl", "dry_run": True}
+    token = "hf_" + "k" * 34
+    calls = [
+        ("ps", {"status": "Running"}),
+        ("report", {"days": "nan"}),
+        ("submit", {**job, "method": "SFT", "backend": "hf_jobs", "timeout": [1]}),
+        ("submit", {**job, "method": "sft", "secrets": {"HF": 5}, "idempotency_key": token + "\n"}),
+    ]
+    _, [ps, report, submit, secret], jobs = _calls(server, calls)
+    texts = [_text(result) for result in (ps, report, submit, secret)]
+    for result, text in zip((ps, report, submit, secret), texts, strict=True):
+        assert result.is_error and text.endswith("Nothing was run."), text
+        assert "pydantic" not in text and "type=" not in text and "validation error" not in text, text
+    assert texts[0].startswith("Invalid argument for ps:\n- status=\"Running\": Input should be 'queued'")
+    assert "Did you mean 'running'?" in texts[0]
+    assert 'days="nan": is NaN or infinite' in texts[1] and "36500" not in texts[1]
+    assert "Did you mean 'sft'?" in texts[2] and "Did you mean 'hf-jobs'?" in texts[2]
+    assert "- timeout=[1]: Input should be a valid string or a valid integer." in texts[2]  # one line, no union tags
+    assert "- secrets.HF: Input should be a valid string." in texts[3] and "kkkk" not in texts[3]  # never echoed
+    assert jobs == []

@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, StrictJsonSchema
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
@@ -32,6 +32,7 @@ from jobtrail.preflight.hyperparams import meant_hyperparameter
 from jobtrail.service.facade import JobService
 from jobtrail.service.watch import ProgressSink
 from jobtrail.service.watch_results import ImageResult
+from jobtrail.surface import invalid_arguments
 from jobtrail.surface.prompts import add_prompts
 from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.resources import add_job_resources
@@ -106,7 +107,13 @@ class ClosedTool(Tool):
         refusal = unknown_arguments(self.name, arguments, properties, misplaced)
         if refusal:
             raise ToolError(refusal)
-        return await super().run(arguments, context, convert_result)
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and cause.title == self.fn_metadata.arg_model.__name__:
+                raise ToolError(invalid_arguments.explain(self.name, cause)) from cause  # the SDK logs the names
+            raise
 
 
 def _nowhere(name: str, value: object) -> None:
