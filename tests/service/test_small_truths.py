@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobtrail.app import build_service
-from jobtrail.errors import InvalidRequestError
+from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec, TerminationReason
 from jobtrail.outcomes.retry import AttemptFacts, decide
 from jobtrail.service.results import RetryResult
@@ -167,3 +167,28 @@ def test_a_refused_retry_says_not_retried_once_and_never_proposes_retry_for_a_su
         job_id="jt-x", retried=False, attempt=None, status="succeeded", message=done.message, fix=done.fix
     )
     assert "retry(" not in result.summary and 'init_from="jt-x"' in result.summary, result.summary
+
+
+def test_a_job_id_no_job_has_is_refused_where_a_model_may_be_named_and_capitals_find_the_job(
+    service, tiny_model, chat_dataset
+):
+    """convert_gguf(source="jt-nope") started a conversion of the "Hub model" jt-nope, and submit/evaluate with
+    model="jt-..." (a mistyped or foreign id) planned a job on a model that does not exist; an id in capitals was
+    "No job with id 'JT-...'" though ids are Crockford base32, which has no case."""
+    add_ended_run(service.ledger, "jt-4f9k2m7q", TerminationReason.SUCCEEDED)
+    mistyped = "jt-4f9k2m7"  # a character short
+    refusals = [
+        lambda: service.convert_gguf(mistyped),
+        lambda: service.submit(JobSpec(method="sft", model=mistyped, dataset=str(chat_dataset)), dry_run=True),
+        lambda: service.evaluate(str(chat_dataset), model=mistyped),
+    ]
+    for refuse, argument in zip(refusals, ("source", "model", "model"), strict=True):
+        with pytest.raises(NotFoundError) as refused:
+            refuse()
+        assert f"{argument}='{mistyped}' looks like a job id, and no job has it." in refused.value.message
+        assert "ps" in refused.value.fix
+    with pytest.raises(InvalidRequestError) as named:
+        service.evaluate(str(chat_dataset), model="jt-4f9k2m7q")
+    assert 'evaluate(job_id="jt-4f9k2m7q"' in named.value.fix
+    assert service.inspect(" JT-4F9K2M7Q\n").job_id == "jt-4f9k2m7q"
+    assert [job.job_id for job in service.ps().jobs] == ["jt-4f9k2m7q"]  # nothing was started

@@ -69,7 +69,7 @@ def parent_of(context: ServiceContext, after: str) -> RunRecord:
 
 def follow(context: ServiceContext, spec: JobSpec) -> JobSpec:
     """submit's spec with `after` checked; `model` naming a job makes that job the parent (after defaults to it)."""
-    named = context.ledger.get_run(spec.model.strip())
+    named = context.named_job(spec.model, "model")
     if named is None:
         if spec.after is not None:
             parent_of(context, spec.after)

@@ -8,6 +8,7 @@ serve the same ledger.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.refs import looks_local
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
+_JOB_ID_SHAPE = re.compile(r"jt-[0-9a-z]+", re.IGNORECASE)  # no Hub model is named like this: it meant a job
 _ID_DRAWS = 8  # 32^8 ids: a second draw taken too means the generator is broken, not unlucky
 
 
@@ -127,12 +129,31 @@ class ServiceContext:
         raise RuntimeError(f"{_ID_DRAWS} random job ids in a row were taken: the id generator is broken.")
 
     def run(self, job_id: str) -> RunRecord:
-        run = self.ledger.get_run(job_id.strip())
+        run = self._job(job_id)
         if run is None:
             raise NotFoundError(
                 f"No job with id {job_id!r}.", fix="Call ps to list job ids (they look like 'jt-4f9k2m7q')."
             )
         return run
+
+    def named_job(self, text: str, argument: str) -> RunRecord | None:
+        """The job an argument that takes a job id or a model (a path, a Hub id) names; None for a model. Text
+        shaped like a job id that no job has is refused, never read as a Hub id: 'jt-9gvacez' (a character short)
+        would start a job on a model that does not exist."""
+        run = self._job(text)
+        key = text.strip()
+        if run is None and _JOB_ID_SHAPE.fullmatch(key) and not Path(key).expanduser().exists():
+            raise NotFoundError(
+                f"{argument}={text!r} looks like a job id, and no job has it.",
+                fix="Call ps to list job ids (they look like 'jt-4f9k2m7q'); a Hub model id looks like 'org/name', "
+                "a local model is a directory path.",
+            )
+        return run
+
+    def _job(self, job_id: str) -> RunRecord | None:
+        """The job with this id; ids are Crockford base32, so 'JT-4F9K2M7Q' is 'jt-4f9k2m7q' written in capitals."""
+        key = job_id.strip()
+        return self.ledger.get_run(key) or (self.ledger.get_run(key.lower()) if key.lower() != key else None)
 
     def latest(self, run_id: str) -> AttemptRecord:
         """A run's newest attempt, whose status is the run's."""

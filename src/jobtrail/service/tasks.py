@@ -45,6 +45,12 @@ class Tasks(UseCase):
                 fix='evaluate(job_id="jt-...", dataset=...) or evaluate(model="org/name", dataset=...)',
             )
         parent = chaining.parent_of(self.context, after) if after is not None else None
+        named = self.context.named_job(model, "model") if model is not None else None
+        if named is not None:  # read as a Hub id, it would evaluate a model that does not exist
+            raise InvalidRequestError(
+                f"model={model!r} is a job id; model takes a local model directory or a Hub id.",
+                fix=f'evaluate(job_id="{named.run_id}", dataset=...) evaluates the model that job trained.',
+            )
         target, backend_name = None, "local"
         output = JobOutput(base=str(model), adapter=None, label="base")
         if job_id is not None:
@@ -149,7 +155,7 @@ class Tasks(UseCase):
                 fix=f"Pass quantizations={list(DEFAULT_QUANTIZATIONS)!r}, or leave it out for those defaults.",
             )
         quants = list(quantizations or DEFAULT_QUANTIZATIONS)
-        target = self.ledger.get_run(source.strip())
+        target = self.context.named_job(source, "source")
         if target is not None and parent is not None and parent.run_id == target.run_id and checkpoint is None:
             refuse_unpushed(self.context, target)
             resolved, backend = target.run_id, target.backend  # its final model, once it exists (chaining.py)
