@@ -133,3 +133,23 @@ def test_an_unexpected_failure_quotes_only_an_excerpt_of_its_message():
         tool()
     assert "internal error (OSError: [Errno 36] File name too long" in str(refused.value)
     assert len(str(refused.value)) < SHORT_REFUSAL
+
+
+def test_an_empty_path_is_refused_never_read_as_the_servers_working_directory(service):
+    """dataset="" read the server's working directory (validate_dataset judged a JSON file of jobtrail's own source
+    tree) and model="" reported "Model /<server cwd> has no readable config.json"; output="" was silently the
+    default."""
+    answers = _calls(
+        service,
+        [
+            ("validate_dataset", {"dataset": ""}),
+            ("submit", {"method": "sft", "model": " ", "dataset": "d.jsonl", "dry_run": True}),
+            ("submit", {"method": "sft", "model": "m", "dataset": "d.jsonl", "output": "", "dry_run": True}),
+            ("estimate_cost", {"model": "m", "dataset": ""}),
+            ("convert_gguf", {"source": ""}),
+        ],
+    )
+    for (result, _), argument in zip(answers, ("dataset", "model", "output", "dataset", "source"), strict=True):
+        text = _text(result)
+        assert result.is_error and f"- {argument}=" in text and "is empty: give a path or Hub id" in text, text
+    assert service.ps().jobs == []

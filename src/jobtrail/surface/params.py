@@ -92,7 +92,16 @@ def _key(text: str) -> str:
     return text
 
 
-PathText = Annotated[str, Field(max_length=MAX_PATH, json_schema_extra=_NO_NUL), AfterValidator(_no_nul)]
+def _not_blank(text: str) -> str:
+    """ "" would be read as the server's working directory (a path relative to it), which nobody means."""
+    if not text.strip():
+        raise ValueError("is empty: give a path or Hub id, or leave the argument out where it is optional")
+    return text
+
+
+PathText = Annotated[
+    str, Field(max_length=MAX_PATH, json_schema_extra=_NO_NUL), AfterValidator(_no_nul), AfterValidator(_not_blank)
+]
 NameText = Annotated[str, Field(max_length=MAX_NAME, json_schema_extra=_NO_NUL), AfterValidator(_no_nul)]
 KeyText = Annotated[
     str,
