@@ -340,3 +340,15 @@ def test_submit_measures_the_rows_with_the_models_tokenizer_and_warns_when_they_
     unmeasured = plan(spec("nobody/uncached-model", chat_dataset), _env(tmp_path))
     [tokens] = [f for f in unmeasured.findings if f.code == "dataset.tokens"]
     assert "not measured" in tokens.message and tokens.severity == "info" and "validate_dataset" in tokens.fix
+
+
+@pytest.mark.parametrize("backend", ["local", "hf-jobs"])
+def test_a_timeout_under_a_minute_is_warned_as_seconds_meant_as_minutes(backend):
+    """submit(timeout=30) was accepted without a word: 30 seconds, which ends every job before its first step."""
+    short = JobSpec(method="sft", model="m", dataset="d.jsonl", backend=backend, timeout_s=30)
+    [finding] = checks.check_timeout_unit(short, Facts())
+    assert finding.code == "timeout.seconds" and finding.severity == "warning"
+    assert "30 seconds" in finding.message and 'timeout="30m"' in (finding.fix or "")
+    assert checks.check_timeout_unit(short.model_copy(update={"timeout_s": 60}), Facts()) == []
+    assert checks.check_timeout_unit(short.model_copy(update={"timeout_s": None}), Facts()) == []
+    assert checks.check_timeout_unit in checks.TRAINING_CHECKS

@@ -32,6 +32,8 @@ from jobtrail.util.timefmt import human_duration
 # GPUs without bf16, and those where torch.compile costs more than it saves on short jobs.
 NO_BF16_GPUS = ("T4",)
 SLOW_COMPILE_GPUS = ("T4", "A10G")
+# The shortest timeout a training job can live through: its imports and model load alone take longer.
+MIN_TRAINING_TIMEOUT_S = 60
 # The extras a job's interpreter needs, by template (training templates need "train").
 _JOB_EXTRAS = {"convert_gguf": "train,gguf"}
 
@@ -284,6 +286,23 @@ def check_remote(spec: JobSpec, facts: Facts) -> list[Finding]:
     return findings
 
 
+def check_timeout_unit(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """A timeout under a minute ends any job before it trains (imports and the model load alone take longer):
+    timeout=30 was meant in minutes, and a number alone is seconds. A warning: a test of timeouts may mean it."""
+    seconds = spec.timeout_s
+    if seconds is None or seconds >= MIN_TRAINING_TIMEOUT_S:
+        return []
+    return [
+        Finding(
+            code="timeout.seconds",
+            severity="warning",
+            message=f"timeout is {seconds} seconds: a job needs longer than that to import its libraries and load "
+            "the model, so it would time out before its first step.",
+            fix=f'timeout="{seconds}m" if minutes were meant (a number alone is seconds), or leave timeout out.',
+        )
+    ]
+
+
 def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
     """Remote jobs: the flavor holds the job, and the timeout covers the estimate + 30%. Local jobs:
     a timeout shorter than this machine's estimate + 30% is a warning (a CPU estimate is rough)."""
@@ -492,6 +511,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_trackio,
     check_launcher,
     check_estimate,
+    check_timeout_unit,
     check_caps,
 )
 # What a config cannot be built without: names it knows, method values it can hold, and a directory
