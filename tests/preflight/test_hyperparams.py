@@ -76,6 +76,20 @@ def test_values_the_field_cannot_take_are_refused_with_what_it_takes(name, value
 
 
 @pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (None, "learning_rate takes a number, not null."),  # what a client sends for NaN; never Python's None
+        ("inf", "learning_rate must be a finite number, not 'inf'."),  # a number, though not one it can take
+        (float("nan"), "learning_rate must be a finite number, not nan."),
+        (True, "learning_rate takes a number, not true."),
+    ],
+)
+def test_a_refused_value_is_shown_as_the_agent_wrote_it_and_a_non_finite_one_is_called_so(value, message):
+    finding = _one("sft", {"learning_rate": value})
+    assert finding.severity == "error" and finding.message == message, finding.message
+
+
+@pytest.mark.parametrize(
     ("method", "name", "value", "choice"),
     [
         ("sft", "lr_scheduler_type", "cosinee", "cosine_with_restarts"),

@@ -12,6 +12,7 @@ jobtrail's own knobs are declared here with their defaults. Pure.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -189,13 +190,18 @@ def judge_value(method: str, name: str, value: Any) -> Verdict:
         return Verdict(value)
     read = _read(value, ftype)
     converted = read is not value
+    numeric = "int" in ftype.kinds or "float" in ftype.kinds
+    if (isinstance(read, float) or numeric) and _not_finite(read):
+        return Verdict(
+            value,
+            problem=f"{name} must be a finite number, not {_shown(value)}.",
+            fix=_fix(name, ftype, RANGES.get(name)),
+        )
     if not ftype.admits_kind(read):
         return Verdict(
-            value, problem=f"{name} takes {ftype.describe()}, not {value!r}.", fix=_fix(name, ftype, RANGES.get(name))
-        )
-    if isinstance(read, float) and not math.isfinite(read):
-        return Verdict(
-            value, problem=f"{name} must be a finite number, not {value!r}.", fix=_fix(name, ftype, RANGES.get(name))
+            value,
+            problem=f"{name} takes {ftype.describe()}, not {_shown(value)}.",
+            fix=_fix(name, ftype, RANGES.get(name)),
         )
     items = read if isinstance(read, list) else [read]
     unknown = [item for item in items if isinstance(item, str) and ftype.choices and item not in ftype.choices]
@@ -256,6 +262,23 @@ def _fix(name: str, ftype: FieldType, limits: Range | None = None) -> str:
     what = limits.describe() if limits else ftype.describe()
     example = f" (default {ftype.default!r})" if ftype.default is not None else ""
     return f"Set {name} to {what}{example}."
+
+
+def _not_finite(value: Any) -> bool:
+    """NaN or an infinity, as a float or written as one ("inf", "nan"): a number, but none a field can take."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return False
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    """The value as the agent wrote it in JSON: null and true/false, not Python's None and True/False."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return repr(value)
 
 
 def _kind(value: Any) -> str:
