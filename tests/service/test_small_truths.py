@@ -12,7 +12,7 @@ from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec, TerminationReason
 from jobtrail.outcomes.retry import AttemptFacts, decide
-from jobtrail.service.results import RetryResult
+from jobtrail.service.results import CancelResult, RetryResult
 from support.jobs import TINY_SFT
 from support.records import add_ended_run
 from support.waiting import wait_for
@@ -192,3 +192,10 @@ def test_a_job_id_no_job_has_is_refused_where_a_model_may_be_named_and_capitals_
     assert 'evaluate(job_id="jt-4f9k2m7q"' in named.value.fix
     assert service.inspect(" JT-4F9K2M7Q\n").job_id == "jt-4f9k2m7q"
     assert [job.job_id for job in service.ps().jobs] == ["jt-4f9k2m7q"]  # nothing was started
+
+
+def test_a_cancel_never_promises_a_checkpoint_the_job_may_not_have():
+    """cancel's next step read "retry(...) resumes it from the last committed checkpoint" for a job cancelled
+    before its first save, whose retry starts over."""
+    cancelled = CancelResult(job_id="jt-x", status="cancelled", termination_reason="cancelled", message="Stopped.")
+    assert "from the start if it committed none" in cancelled.summary, cancelled.summary

@@ -16,6 +16,8 @@ from jobtrail.service.tracking import TrackioRun
 from jobtrail.util.timefmt import ago, human_duration
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
+# A cancelled job may have committed no checkpoint yet (cancelled before its first save): retry then starts over.
+RESUME_OR_RESTART = "from the start if it committed none"
 
 # Where a job that a tool started stands in a pipeline, as submit, evaluate and convert_gguf each report it:
 # described once, so the three results say the same.
@@ -389,7 +391,7 @@ class InspectResult(ToolResult):
         if self.next_steps:
             return [step.as_line() for step in self.next_steps]
         if self.status == "cancelled":
-            return [f"retry({job}) resumes it from the last committed checkpoint"]
+            return [f"retry({job}) resumes it from its last committed checkpoint ({RESUME_OR_RESTART})"]
         if self.status == "failed":
             never = {reason.value: fix for reason, fix in NEVER.items()}.get(self.termination_reason or "")
             if never:
@@ -517,7 +519,10 @@ class CancelResult(ToolResult):
             wait = f'wait(job_id="{self.job_id}") returns when its server has stopped it, or after 30 s: call again'
             return [wait, receipt]
         if self.status == "cancelled":
-            return [receipt, f'retry(job_id="{self.job_id}") resumes it from the last committed checkpoint']
+            return [
+                receipt,
+                f'retry(job_id="{self.job_id}") resumes it from its last committed checkpoint ({RESUME_OR_RESTART})',
+            ]
         return [receipt]
 
 
