@@ -199,3 +199,11 @@ def test_a_cancel_never_promises_a_checkpoint_the_job_may_not_have():
     before its first save, whose retry starts over."""
     cancelled = CancelResult(job_id="jt-x", status="cancelled", termination_reason="cancelled", message="Stopped.")
     assert "from the start if it committed none" in cancelled.summary, cancelled.summary
+
+
+def test_waiting_long_on_an_ended_job_never_says_call_wait_again(service):
+    """wait(timeout_s=100000) on a finished job answered "waited at most 55 s. Call wait again to keep waiting"
+    beside status succeeded and waited_s 0."""
+    add_ended_run(service.ledger, "jt-done", TerminationReason.SUCCEEDED)
+    result = service.wait("jt-done", 100000)
+    assert result.terminal and "at most 55 s" in result.note and "wait again" not in result.summary, result.summary

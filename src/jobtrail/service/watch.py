@@ -47,12 +47,6 @@ class Watch(UseCase):
             raise InvalidRequestError(f"timeout_s={timeout_s} is negative.", fix="Pass timeout_s=30 (0 to 55).")
         run = self.context.run(job_id)
         limit = min(float(timeout_s), MAX_WAIT_S)
-        note = None
-        if timeout_s > MAX_WAIT_S:
-            note = (
-                f"timeout_s={timeout_s:g} is more than one call may wait (clients cut tool calls near 60 s): "
-                f"waited at most {MAX_WAIT_S:g} s. Call wait again to keep waiting."
-            )
         began = time.monotonic()
         while True:
             self.tracker.refresh()
@@ -65,6 +59,14 @@ class Watch(UseCase):
             if on_progress is not None:
                 on_progress(round(waited, 1), limit, f"{latest.status.value}: {progress_line(progress)}")
             time.sleep(min(WAIT_INTERVAL_S, max(0.0, limit - waited)))
+        note = None
+        if timeout_s > MAX_WAIT_S:
+            note = (
+                f"timeout_s={timeout_s:g} is more than one call may wait (clients cut tool calls near 60 s): "
+                f"a call waits at most {MAX_WAIT_S:g} s."
+            )
+            if not latest.status.is_terminal:  # an ended job has nothing left to wait for
+                note += " Call wait again to keep waiting."
         late = timeout_warning(run.run_id, progress, attempt_facts(latest), now)
         return WaitResult(
             job_id=run.run_id,
