@@ -556,6 +556,11 @@ def test_a_given_mapping_is_applied_before_judging(folder: Path) -> None:
     broken = validate_dataset(str(folder / "m.jsonl"), mapping={"kind": "rename", "columns": {"nope": "x"}})
     assert broken.methods["sft"].status == "INCOMPATIBLE"
     assert "dataset_mapping fails" in broken.problems[0].problem
+    # submit's findings carry the verdict, not `problems`: the verdict names the first one itself (it said only
+    # "no row could be read or mapped", fix "Fix the rows listed under problems", a list submit never shows).
+    verdict = broken.methods["sft"]
+    assert "(first: line 1 · nope: dataset_mapping fails: column 'nope' is missing" in verdict.reason, verdict.reason
+    assert "listed under problems" not in (verdict.fix or "")
 
 
 def _write_rows(path: Path, rows: list[dict[str, Any]]) -> str:

@@ -62,8 +62,10 @@ def judge(
 def _judge_method(
     method: str, columns: Columns, source: MappedRows, shared: list[RowProblem], table: Table
 ) -> tuple[MethodVerdict, list[RowProblem]]:
-    if not source.rows:
-        return incompatible("no row could be read or mapped", "Fix the rows listed under problems."), []
+    if not source.rows:  # submit shows no `problems`: the first is said here, where every answer shows it
+        errors = [p for p in shared if p.severity == "error"] or shared
+        first = f" (first: {_where(table, errors[0])}: {errors[0].problem})" if errors else ""
+        return incompatible(f"no row could be read or mapped{first}", "Fix what the first problem says."), []
     plan = PLANNERS[method](columns)
     if plan.status == "INCOMPATIBLE":
         return plan, []
@@ -87,7 +89,7 @@ def _settle(method: str, plan: MethodVerdict, problems: list[RowProblem], table:
         return plan
     bad_rows = len({p.row for p in errors})
     first = errors[0]
-    where = f"{table.numbering} {first.row}" + (f" · {first.column}" if first.column else "")
+    where = _where(table, first)
     mapped = f" (dataset_mapping={as_json(plan.mapping)})" if plan.mapping else ""
     then = f" With them fixed: {plan.reason}{mapped}."
     first_problem = f"first: {where}: {first.problem}"
@@ -96,6 +98,10 @@ def _settle(method: str, plan: MethodVerdict, problems: list[RowProblem], table:
         f"Fix or remove the rows listed under problems (the first is {table.numbering} {first.row}), "
         "then validate again.",
     )
+
+
+def _where(table: Table, problem: RowProblem) -> str:
+    return f"{table.numbering} {problem.row}" + (f" · {problem.column}" if problem.column else "")
 
 
 def verdict_findings(method: str, verdict: MethodVerdict) -> list[Finding]:
