@@ -49,3 +49,9 @@ def test_ps_inspect_and_report_read_through_indexes(tmp_path):
         materialized = {line.split()[1] for line in plan if line.startswith("MATERIALIZE ")}
         whole = [line for line in plan if (found := WHOLE_TABLE.match(line)) and found[1] not in materialized]
         assert not whole, f"{sql}\n reads a table whole: {plan}"
+    # Grouped on an attempt's own column, report reads one covering index and nothing else (no join to runs).
+    [by_reason] = [sql for sql in queries if "GROUP BY grp" in sql and "a.termination_reason AS grp" in sql]
+    plan = [row["detail"] for row in raw.execute("EXPLAIN QUERY PLAN " + by_reason).fetchall()]
+    assert [line for line in plan if line.startswith(("SEARCH", "SCAN"))] == [
+        "SEARCH a USING COVERING INDEX attempts_by_ended (ended_at>?)"
+    ], plan

@@ -404,11 +404,12 @@ class Ledger:
     def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
         column = REPORT_GROUPS[group_by]
+        # Every attempt has its run: the join is there only for a run's column, else the index alone answers.
+        runs = " JOIN runs r ON r.run_id = a.run_id" if column.startswith("r.") else ""
         rows = self._rows(
             f"SELECT {column} AS grp, COUNT(*) AS attempts,"
             " COALESCE(SUM(a.gpu_seconds), 0) / 3600.0 AS gpu_hours, COALESCE(SUM(a.cost_usd), 0) AS cost_usd"
-            " FROM attempts a JOIN runs r ON r.run_id = a.run_id"
-            " WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
+            f" FROM attempts a{runs} WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
             (since,),
         )
         return [dict(row) for row in rows]
