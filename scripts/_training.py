@@ -42,6 +42,7 @@ from _runtime import (
     process_rank,
     push_checkpoint,
     push_final,
+    setup_done,
     sha256_file,
 )
 from _tracking import make_trackio_callback, split_report_to
@@ -132,6 +133,7 @@ def train(config: dict[str, Any], method: Method) -> None:
             **trainer_inputs,
         )
     job.facts.update(reward_head=method.reward_head, trackio=tracking.target if tracking else None)
+    setup_done()
     train_and_finish(job, trainer, callback, resume_path)
 
 

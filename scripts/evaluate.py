@@ -45,6 +45,7 @@ from _runtime import (
     package_version,
     phase,
     run_job,
+    setup_done,
     verify_checkpoint,
     verify_manifest,
 )
@@ -621,6 +622,7 @@ def main() -> None:
 
         set_seed(record["decoding"]["seed"])
         model, tokenizer = load_scored_model(weights, reward_head)
+        setup_done()
         announce_phase("evaluating")
         values, raw = score_examples(model, tokenizer, examples, metrics, record["decoding"], reward_head)
         raw_path, raw_sha256 = write_raw_outputs(job.output_dir, raw)

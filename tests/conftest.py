@@ -7,6 +7,7 @@ model's tokenizer); importing the server itself never does, which other tests ch
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,7 +23,9 @@ pytest_plugins = ["support.hub_emulator", "support.postgres"]
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Jobs started by the service inherit this process's environment: keep their caches here.
+    """Jobs started by the service inherit this process's environment: keep their caches here, and give each
+    one torch thread, as support.jobs runs them (the tiny model gains nothing from more; with two, a job whose
+    threads wait on each other while this process polls it took 3x as long: the 60-step watch test 59 -> 19 s).
 
     HF_HUB_OFFLINE is deliberately not set globally: Hub emulator tests need the client live.
     """
@@ -30,6 +33,7 @@ def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["HF_HOME"] = str(root / "hf-home")
     os.environ["TRACKIO_DIR"] = str(root / "trackio")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def make_job_env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -55,6 +59,13 @@ def _fresh_hub_probes() -> None:
     forget_unreachable()
 
 
+@pytest.fixture
+def two_local_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Services built in this test run two local jobs at once (JOBTRAIL_MAX_CONCURRENT=2, the default is 1): a
+    tiny job is mostly imports on one core, so independent jobs side by side use the machine's other core."""
+    monkeypatch.setenv("JOBTRAIL_MAX_CONCURRENT", "2")
+
+
 @pytest.fixture(scope="session")
 def job_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """make_job_env() with one cache dir for the session (jobs share the datasets cache).
@@ -65,17 +76,31 @@ def job_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 _BUILD_TINY_MODEL = (
-    "import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
-    "build_tiny_model(Path(sys.argv[1]))"
+    "import json, sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
+    "build_tiny_model(Path(sys.argv[1]), **json.loads(sys.argv[2]))"
 )
+
+
+def _build_tiny_model(dest: Path, job_env: dict[str, str], **shape: int) -> Path:
+    subprocess.run(
+        [sys.executable, "-c", _BUILD_TINY_MODEL, str(dest), json.dumps(shape)], env=job_env, check=True, timeout=300
+    )
+    return dest
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
     """A tiny random-init Qwen2 + BPE tokenizer (jobtrail.demo.tinymodel), built once per session."""
-    dest = tmp_path_factory.mktemp("tiny-model") / "model"
-    subprocess.run([sys.executable, "-c", _BUILD_TINY_MODEL, str(dest)], env=job_env, check=True, timeout=300)
-    return dest
+    return _build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model", job_env)
+
+
+@pytest.fixture(scope="session")
+def tiny256(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
+    """The tiny Qwen2 at hidden size 256 / intermediate 512, whose rows fill whole K-quant blocks: what the GGUF
+    tests convert. Built once per session; nothing writes into it (copy it to change it)."""
+    return _build_tiny_model(
+        tmp_path_factory.mktemp("tiny256") / "model", job_env, hidden_size=256, intermediate_size=512
+    )
 
 
 @pytest.fixture(scope="session")

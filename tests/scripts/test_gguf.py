@@ -263,18 +263,6 @@ def render_conversion(workdir: Path, source: Path, **options: Any) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny256(tmp_path_factory: pytest.TempPathFactory, job_env: dict[str, str]) -> Path:
-    """The tiny Qwen2 at hidden size 256 / intermediate 512: every row fills whole K-quant blocks."""
-    dest = tmp_path_factory.mktemp("tiny256") / "model"
-    code = (
-        "import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
-        "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)"
-    )
-    subprocess.run([sys.executable, "-c", code, str(dest)], env=job_env, check=True, timeout=300)
-    return dest
-
-
-@pytest.fixture(scope="module")
 def sft_adapter(
     tmp_path_factory: pytest.TempPathFactory, tiny256: Path, chat_dataset: Path, job_env: dict[str, str]
 ) -> Path:

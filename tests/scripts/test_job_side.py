@@ -75,12 +75,24 @@ def test_template_imports_without_heavy_packages(job_env: dict[str, str]) -> Non
 
 
 @pytest.fixture(scope="module")
-def lora_run(tmp_path_factory: pytest.TempPathFactory, kit: JobKit) -> tuple[JobRun, Path]:
-    """6 LoRA steps, a checkpoint every 2, retention 2."""
+def first_runs(tmp_path_factory: pytest.TempPathFactory, kit: JobKit) -> dict[str, tuple[JobRun, Path]]:
+    """The module's two jobs that need no other, side by side (a job is mostly imports on one core): `lora`,
+    6 LoRA steps, a checkpoint every 2, retention 2; `attempt-1`, the first attempt the resume tests continue."""
     workdir = tmp_path_factory.mktemp("lora-run")
     ids = {"JOBTRAIL_RUN_ID": "run-1", "JOBTRAIL_ATTEMPT_ID": "att-1"}
-    (run,) = run_jobs(kit.job(workdir, env=ids))
-    return run, workdir / "out"
+    attempt_1 = tmp_path_factory.mktemp("attempt-1")
+    jobs = {
+        "lora": (kit.job(workdir, env=ids), workdir),
+        "attempt-1": (kit.job(attempt_1, env={"JOBTRAIL_ATTEMPT_ID": "att-1"}, max_steps=4, retention=3), attempt_1),
+    }
+    runs = run_jobs(*(job for job, _ in jobs.values()))
+    return {name: (run, root / "out") for (name, (_, root)), run in zip(jobs.items(), runs, strict=True)}
+
+
+@pytest.fixture(scope="module")
+def lora_run(first_runs: dict[str, tuple[JobRun, Path]]) -> tuple[JobRun, Path]:
+    """6 LoRA steps, a checkpoint every 2, retention 2."""
+    return first_runs["lora"]
 
 
 def test_lora_run_succeeds_with_full_event_trail(lora_run: tuple[JobRun, Path], kit: JobKit, rt: ModuleType) -> None:
@@ -158,13 +170,11 @@ def test_text_and_prompt_completion_formats_train(tmp_path: Path, kit: JobKit) -
 
 
 @pytest.fixture(scope="module")
-def first_attempt(tmp_path_factory: pytest.TempPathFactory, kit: JobKit) -> Path:
+def first_attempt(first_runs: dict[str, tuple[JobRun, Path]]) -> Path:
     """An output dir after attempt 1 stopped at step 4 (checkpoints 2 and 4 committed). Copy it."""
-    workdir = tmp_path_factory.mktemp("attempt-1")
-    job = kit.job(workdir, env={"JOBTRAIL_ATTEMPT_ID": "att-1"}, max_steps=4, retention=3)
-    (run,) = run_jobs(job)
+    run, out = first_runs["attempt-1"]
     assert succeeded(run).steps() == [1, 2, 3, 4]
-    return workdir / "out"
+    return out
 
 
 def _make_partial_checkpoint(out: Path, step: int) -> Path:
@@ -175,19 +185,38 @@ def _make_partial_checkpoint(out: Path, step: int) -> Path:
     return partial
 
 
-def _second_attempt(tmp_path: Path, kit: JobKit, max_steps: int) -> tuple[JobRun, Path]:
-    """Run attempt 2 on the copy of attempt 1's output already prepared in tmp_path/out."""
-    job = kit.job(tmp_path, env={"JOBTRAIL_ATTEMPT_ID": "att-2"}, max_steps=max_steps, retention=3)
-    (run,) = run_jobs(job)
-    return succeeded(run), tmp_path / "out"
+def _tamper(out: Path) -> None:
+    """Flip the last byte of checkpoint-4's weights: same size, so only the sha256 can tell."""
+    weights = out / "checkpoint-4" / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def second_attempts(
+    tmp_path_factory: pytest.TempPathFactory, first_attempt: Path, kit: JobKit
+) -> dict[str, tuple[JobRun, Path]]:
+    """Attempt 2 on two copies of attempt 1's output, side by side: `continues` (a partial checkpoint-99 added,
+    trains to step 6) and `tampered` (checkpoint-4 tampered with as well, trains to step 4)."""
+    root = tmp_path_factory.mktemp("attempt-2")
+    plans = {"continues": (6, False), "tampered": (4, True)}
+    jobs = []
+    for name, (max_steps, tampered) in plans.items():
+        out = root / name / "out"
+        shutil.copytree(first_attempt, out)
+        if tampered:
+            _tamper(out)
+        _make_partial_checkpoint(out, 99)
+        jobs.append(kit.job(root / name, env={"JOBTRAIL_ATTEMPT_ID": "att-2"}, max_steps=max_steps, retention=3))
+    runs = run_jobs(*jobs)
+    return {name: (succeeded(run), root / name / "out") for name, run in zip(plans, runs, strict=True)}
 
 
 def test_resume_continues_from_newest_committed_checkpoint(
-    tmp_path: Path, first_attempt: Path, kit: JobKit, rt: ModuleType
+    second_attempts: dict[str, tuple[JobRun, Path]], rt: ModuleType
 ) -> None:
-    shutil.copytree(first_attempt, tmp_path / "out")
-    _make_partial_checkpoint(tmp_path / "out", 99)
-    run, out = _second_attempt(tmp_path, kit, max_steps=6)
+    run, out = second_attempts["continues"]
 
     resume = run.one("resume")
     assert (resume["checkpoint"], resume["step"]) == (str(out / "checkpoint-4"), 4)
@@ -204,16 +233,9 @@ def test_resume_continues_from_newest_committed_checkpoint(
 
 
 def test_resume_skips_tampered_and_partial_checkpoints(
-    tmp_path: Path, first_attempt: Path, kit: JobKit, rt: ModuleType
+    second_attempts: dict[str, tuple[JobRun, Path]], rt: ModuleType
 ) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(first_attempt, out)
-    weights = out / "checkpoint-4" / "adapter_model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-1] ^= 0xFF  # same size: only the sha256 can tell
-    weights.write_bytes(bytes(data))
-    _make_partial_checkpoint(out, 99)
-    run, _ = _second_attempt(tmp_path, kit, max_steps=4)
+    run, out = second_attempts["tampered"]
 
     resume = run.one("resume")
     assert (resume["checkpoint"], resume["step"]) == (str(out / "checkpoint-2"), 2)

@@ -143,16 +143,24 @@ def test_the_watchdog_thread_raises_a_stall_once_and_stops(watch: ModuleType) ->
 
 
 @pytest.fixture(scope="module")
-def diverged(tmp_path_factory: pytest.TempPathFactory, kit: JobKit) -> dict[str, tuple[JobRun, Path]]:
-    """Two runs at an absurd learning rate: one caught by its logged loss, one by its weights at a save."""
+def runs(tmp_path_factory: pytest.TempPathFactory, kit: JobKit) -> dict[str, tuple[JobRun, Path]]:
+    """The module's jobs that need no other, side by side (a job is mostly imports on one core): two runs at
+    an absurd learning rate, and `first_attempt`, 4 steps at 1e-3 that the resume test continues."""
     root = tmp_path_factory.mktemp("diverged")
     ids = {"JOBTRAIL_RUN_ID": "jt-nan"}
     jobs = {
         "loss": kit.job(root / "loss", env=ids, learning_rate=ABSURD_LR, save_steps=100),
         "weights": kit.job(root / "weights", env=ids, learning_rate=ABSURD_LR, save_steps=1),
+        "first_attempt": kit.job(root / "first_attempt", max_steps=4, learning_rate=1e-3),
     }
-    runs = run_jobs(*jobs.values())
-    return {name: (run, root / name / "out") for name, run in zip(jobs, runs, strict=True)}
+    done = run_jobs(*jobs.values())
+    return {name: (run, root / name / "out") for name, run in zip(jobs, done, strict=True)}
+
+
+@pytest.fixture(scope="module")
+def diverged(runs: dict[str, tuple[JobRun, Path]]) -> dict[str, tuple[JobRun, Path]]:
+    """Two runs at an absurd learning rate: one caught by its logged loss, one by its weights at a save."""
+    return {name: runs[name] for name in ("loss", "weights")}
 
 
 def test_a_nan_loss_raises_an_alert_and_ends_the_job_diverged(diverged: dict[str, tuple[JobRun, Path]]) -> None:
@@ -178,12 +186,14 @@ def test_nan_weights_are_never_committed(diverged: dict[str, tuple[JobRun, Path]
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
 
 
-def test_a_resumed_attempt_trains_at_its_own_learning_rate(tmp_path: Path, kit: JobKit) -> None:
+def test_a_resumed_attempt_trains_at_its_own_learning_rate(
+    tmp_path: Path, kit: JobKit, runs: dict[str, tuple[JobRun, Path]]
+) -> None:
     """A retry with changes={"learning_rate": ...} resumes the optimizer and scheduler state, which hold the
     old rate: the job rebases them, keeping the schedule's shape (linear decay over max_steps)."""
-    (first,) = run_jobs(kit.job(tmp_path / "a1", max_steps=4, learning_rate=1e-3))
+    first, first_out = runs["first_attempt"]  # 4 steps at 1e-3
     succeeded(first)
-    shutil.copytree(tmp_path / "a1" / "out", tmp_path / "a2" / "out")
+    shutil.copytree(first_out, tmp_path / "a2" / "out")
     (second,) = run_jobs(kit.job(tmp_path / "a2", max_steps=8, learning_rate=1e-4))
     succeeded(second)
     assert second.one("resume")["step"] == 4

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -19,20 +17,14 @@ from support.waiting import wait_for, wait_until_terminal
 
 
 @pytest.mark.timeout(FIRST_BUILD_TIMEOUT_S + 600)
-def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, chat_dataset, job_env, monkeypatch):
+def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, chat_dataset, tiny256, monkeypatch):
     # The same llama.cpp cache as tests/test_gguf.py, so the quantizer is built once per machine.
     monkeypatch.setenv("JOBTRAIL_LLAMA_CPP_CACHE", str(LLAMA_CPP_CACHE.parent))
-    model = tmp_path / "tiny256"
-    code = (
-        "import sys; from pathlib import Path; from jobtrail.demo.tinymodel import build_tiny_model; "
-        "build_tiny_model(Path(sys.argv[1]), hidden_size=256, intermediate_size=512)"
-    )
-    subprocess.run([sys.executable, "-c", code, str(model)], env=job_env, check=True, timeout=300)
     service = build_service(tmp_path / "home")
     job = service.submit(
         JobSpec(
             method="sft",
-            model=str(model),
+            model=str(tiny256),
             dataset=str(chat_dataset),
             hyperparameters={"max_steps": 2, "max_length": 64, "logging_steps": 1},
         )

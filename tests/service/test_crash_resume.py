@@ -1,7 +1,9 @@
 """Issue 6's crash test: a local SFT job SIGKILLed at random moments always resumes correctly.
 
-The heavy test drives tests/crash_harness.py through 20 kills (a few land inside a save) with
-decoy checkpoints planted along the way; bench/crash_resume.py runs the same harness with more.
+The heavy test drives tests/support/crash_harness.py through 20 kills (a few land inside a save)
+with decoy checkpoints planted along the way, in two lineages of 10 run side by side (each its own
+output directory; an attempt is mostly imports on one core); bench/crash_resume.py runs the same
+harness with more, in one lineage.
 The fast tests pin the two decoys against the runtime directly, without training.
 """
 
@@ -22,11 +24,13 @@ from support.crash_harness import (
     plant_corrupt,
     plant_partial,
     render_job,
+    run_lineages,
     run_uninterrupted,
     run_with_kills,
 )
 
 TRIALS = 20
+LINEAGES = 2  # 10 kills each, side by side
 RNG_SEED = 6
 
 
@@ -35,20 +39,24 @@ def rt() -> ModuleType:
     return load_runtime()
 
 
-# ~22 job processes at ~5 s each (mostly imports): about 2 minutes on an idle 2-core machine;
-# the limit leaves room for a loaded one.
+# ~23 job processes at ~5 s each (mostly imports), two at a time: about a minute on an idle 2-core
+# machine; the limit leaves room for a loaded one.
 @pytest.mark.timeout(900)
 def test_random_sigkills_always_resume_from_the_newest_verified_commit(
     tmp_path: Path, tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]
 ) -> None:
-    max_steps = max_steps_for(TRIALS)
+    max_steps = max_steps_for(TRIALS // LINEAGES)
     uninterrupted = render_job(tmp_path / "uninterrupted", tiny_model, chat_dataset, job_env, max_steps=max_steps)
     reference = run_uninterrupted(uninterrupted)
-    crashed = render_job(tmp_path / "crashed", tiny_model, chat_dataset, job_env, max_steps=max_steps)
-    report = run_with_kills(crashed, reference, TRIALS, RNG_SEED)
+    crashed = [
+        render_job(tmp_path / f"crashed-{n}", tiny_model, chat_dataset, job_env, max_steps=max_steps)
+        for n in range(LINEAGES)
+    ]
+    report = run_lineages(crashed, reference, TRIALS, RNG_SEED)
 
     assert not report.violations, report.summary() + "\n" + "\n".join(report.violations)
-    assert report.trials == TRIALS and report.resumes_checked == TRIALS + 1, report.summary()
+    # Every lineage's last attempt resumes too.
+    assert report.trials == TRIALS and report.resumes_checked == TRIALS + LINEAGES, report.summary()
     assert report.kills_in_save > 0 and report.decoys_partial > 0 and report.decoys_corrupt > 0, report.summary()
     assert report.max_abs_dloss <= LOSS_TOLERANCE, report.summary()
 

@@ -24,13 +24,15 @@ HYPER = {
 }
 
 
-def test_evaluations_of_base_and_trained_checkpoints_with_provenance(tmp_path, tiny_model, chat_dataset):
+def test_evaluations_of_base_and_trained_checkpoints_with_provenance(
+    tmp_path, tiny_model, chat_dataset, two_local_slots
+):
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
     trained = service.submit(job_spec("sft", tiny_model, chat_dataset, hyperparameters=HYPER))
+    base = service.evaluate(str(heldout), model=str(tiny_model))  # the base model needs no training: beside it
     assert wait_until_terminal(lambda: service.inspect(trained.job_id), 180, "training").status == "succeeded"
 
-    base = service.evaluate(str(heldout), model=str(tiny_model))
     final = service.evaluate(str(heldout), job_id=trained.job_id)
     middle = service.evaluate(str(heldout), job_id=trained.job_id, checkpoint="checkpoint-4")
     for ev in (base, final, middle):
@@ -95,7 +97,9 @@ def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_pat
         service.evaluate(str(chat_dataset))
 
 
-def test_submit_with_eval_dataset_measures_base_before_and_final_after(tmp_path, tiny_model, chat_dataset):
+def test_submit_with_eval_dataset_measures_base_before_and_final_after(
+    tmp_path, tiny_model, chat_dataset, two_local_slots
+):
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
     job = service.submit(job_spec("sft", tiny_model, chat_dataset, hyperparameters=HYPER, eval_dataset=str(heldout)))

@@ -27,17 +27,20 @@ def short_and_numeric(prompts, completions, **kwargs):
 
 
 @pytest.fixture
-def service(tmp_path):
+def service(tmp_path, two_local_slots):
     return build_service(tmp_path / "home")
 
 
-def _run(service, spec: JobSpec) -> str:
+def _submit(service, spec: JobSpec) -> str:
     submitted = service.submit(spec)
     assert submitted.job_id, [f.model_dump() for f in submitted.findings if f.severity == "error"]
-    done = wait_until_terminal(lambda: service.inspect(submitted.job_id), 240, f"the {spec.method} job")
-    assert done.status == "succeeded", (done.termination_message, service.logs(submitted.job_id, tail=30).lines)
-    assert any(c.state == "committed" for c in done.checkpoints)
     return submitted.job_id
+
+
+def _succeeded(service, job_id: str) -> None:
+    done = wait_until_terminal(lambda: service.inspect(job_id), 240, f"the job {job_id}")
+    assert done.status == "succeeded", (done.termination_message, service.logs(job_id, tail=30).lines)
+    assert any(c.state == "committed" for c in done.checkpoints)
 
 
 def test_dpo_and_grpo_with_a_user_reward_file_train_through_submit(service, tiny_model, tmp_path):
@@ -45,13 +48,13 @@ def test_dpo_and_grpo_with_a_user_reward_file_train_through_submit(service, tiny
         tmp_path / "pairs.jsonl",
         [{"prompt": f"Count to {i}.", "chosen": f" {i}", "rejected": " no"} for i in range(1, 9)],
     )
-    _run(service, job_spec("dpo", tiny_model, pairs, hyperparameters={**FAST, "max_length": 48}))
+    dpo_id = _submit(service, job_spec("dpo", tiny_model, pairs, hyperparameters={**FAST, "max_length": 48}))
     prompts = write_jsonl(
         tmp_path / "prompts.jsonl", [{"prompt": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(8)]
     )
     reward = tmp_path / "reward.py"
     reward.write_text(REWARD)
-    job_id = _run(
+    job_id = _submit(
         service,
         job_spec(
             "grpo",
@@ -62,6 +65,8 @@ def test_dpo_and_grpo_with_a_user_reward_file_train_through_submit(service, tiny
             reward_function="short_and_numeric",
         ),
     )
+    for submitted in (dpo_id, job_id):  # side by side
+        _succeeded(service, submitted)
     config = service.ledger.attempts(job_id)[0].config
     assert (
         config["rewards"]["builtin"] == ["exact_match"]

@@ -13,8 +13,10 @@ no decoy, it is not older than the last commit any attempt announced, and traini
 chosen step + 1. The final loss curve (for each step, the last loss logged for it) is compared
 with an uninterrupted run of the same script in a fresh directory.
 
-Used by tests/service/test_crash_resume.py (20 trials) and bench/crash_resume.py (more).
-Synchronisation is by reading the job's event stream line by line; every wait is bounded.
+Used by tests/service/test_crash_resume.py (20 trials, in two lineages run side by side: one
+killed attempt after another is mostly imports on one core, so two output directories use both)
+and bench/crash_resume.py (more). Synchronisation is by reading the job's event stream line by
+line; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -59,6 +62,8 @@ PLANT_PROBABILITY = 0.2
 # under the smallest of those and only leaves room for kernels that are not bitwise
 # reproducible on some other CPU.
 LOSS_TOLERANCE = 1e-4
+
+_STDOUT_LOCK = threading.Lock()
 
 Trigger = Literal["step", "writing", "committed"]
 TRIGGERS: tuple[Trigger, ...] = ("step", "writing", "committed")
@@ -358,7 +363,9 @@ def plant_corrupt(output_dir: Path, source: Path, step: int, rt: ModuleType) -> 
     """A properly committed checkpoint that later lost one bit: same sizes, wrong sha256."""
     decoy = output_dir / f"checkpoint-{step}"
     shutil.copytree(source, decoy, ignore=shutil.ignore_patterns(rt.MARKER_NAME, rt.MANIFEST_NAME))
-    with contextlib.redirect_stdout(io.StringIO()):  # its `committed` event is not the job's
+    # Its `committed` event is not the job's. sys.stdout is one for all lineages' threads: one
+    # redirect at a time, or two interleaved ones would leave it pointing at a StringIO.
+    with _STDOUT_LOCK, contextlib.redirect_stdout(io.StringIO()):
         rt.commit_checkpoint(decoy, step, "planted", "planted")
     weights = decoy / "adapter_model.safetensors"
     data = bytearray(weights.read_bytes())
@@ -448,6 +455,30 @@ def run_with_kills(job: CrashJob, reference: Reference, trials: int, rng_seed: i
     check_final(final, job, rt, report)
     compare_curves(reference, lineage, job.max_steps, report)
     return report
+
+
+def run_lineages(jobs: list[CrashJob], reference: Reference, trials: int, rng_seed: int) -> CrashReport:
+    """`trials` kills shared out over `jobs` (each its own output directory, a lineage of kills and
+    resumes audited by run_with_kills with its own seed), the lineages run side by side; one report."""
+    assert trials % len(jobs) == 0, "every lineage takes the same number of kills"
+    seeds = range(rng_seed, rng_seed + len(jobs))
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        reports = list(
+            pool.map(lambda job, seed: run_with_kills(job, reference, trials // len(jobs), seed), jobs, seeds)
+        )
+    merged = CrashReport()
+    for lineage, report in enumerate(reports):
+        merged.trials += report.trials
+        merged.kills_by_trigger += report.kills_by_trigger
+        merged.kills_in_save += report.kills_in_save
+        merged.partial_dirs_left += report.partial_dirs_left
+        merged.resumes_checked += report.resumes_checked
+        merged.decoys_partial += report.decoys_partial
+        merged.decoys_corrupt += report.decoys_corrupt
+        merged.violations += [f"lineage {lineage}: {violation}" for violation in report.violations]
+    merged.max_abs_dloss = max(report.max_abs_dloss for report in reports)
+    merged.max_abs_dloss_any_attempt = max(report.max_abs_dloss_any_attempt for report in reports)
+    return merged
 
 
 def audited_attempt(

@@ -53,7 +53,7 @@ Jobs
 ----
 A submitted job waits `scheduling_delay` seconds in SCHEDULING, then its `command + arguments` run
 as a subprocess (own process group, cwd and HOME in a per-job temp dir) with: the emulator's shim
-directory and the current venv first on PATH, `HF_ENDPOINT` = the emulator, the `job_env` given to
+directory and the venv first on PATH, `HF_ENDPOINT` = the emulator, OMP_NUM_THREADS=1, the `job_env` given to
 the emulator, the job's environment and its secrets' values. The shim `uv` handles
 `uv run [options] TARGET [ARGS]` by running TARGET with the venv's python (never the real uv: no
 network); a TARGET URL is fetched from the emulator's own repos without a token, as uv would (an
@@ -723,6 +723,7 @@ class HubEmulator:
             "HF_ENDPOINT": self.url,
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
+            "OMP_NUM_THREADS": "1",  # one torch thread: the emulated machine's cores are the test machine's
         }
         env.update(self.job_env)
         env.update({key: str(value) for key, value in job.spec.get("environment", {}).items()})
