@@ -154,6 +154,17 @@ def test_config_warnings(tiny_model, facts):
     assert codes(checks.check_config(spec(tiny_model, flavor="h100"), facts)) == ["config.flavor_ignored"]
 
 
+def test_a_run_shorter_than_logging_steps_is_warned_that_it_logs_no_step(tiny_model, facts):
+    short = checks.check_config(spec(tiny_model, hyperparameters={"max_steps": "3"}), facts)  # default: every 10
+    [finding] = [f for f in short if f.code == "config.no_step_logged"]
+    assert finding.severity == "warning" and "max_steps=3 is fewer than logging_steps=10" in finding.message
+    assert finding.fix == 'Pass hyperparameters={"logging_steps": 1} to log every step.'
+    for logged in ({"max_steps": 3, "logging_steps": 1}, {"max_steps": 10}, {"max_steps": -1}):
+        assert "config.no_step_logged" not in codes(
+            checks.check_config(spec(tiny_model, hyperparameters=logged), facts)
+        )
+
+
 def test_default_max_length_is_capped_at_the_models_positions(tiny_model, facts):
     positions = checks.max_positions(facts)
     assert positions == 512

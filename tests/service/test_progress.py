@@ -53,6 +53,23 @@ def test_no_rate_and_no_eta_before_two_steps_or_after_the_end():
     assert done.eta_seconds is None and done.steps_per_second == 1.0
 
 
+def test_a_job_that_logged_no_step_reached_the_step_its_checkpoint_and_final_metrics_say():
+    # max_steps=3 with logging_steps=10: the trainer printed no step event, yet it trained 3 steps.
+    events = [
+        {"event": "phase", "phase": "training", "max_steps": 3, "step": 0, "time": 1.0},
+        {"event": "checkpoint", "state": "writing", "step": 3, "time": 2.0},
+        {"event": "checkpoint", "state": "committed", "step": 3, "time": 2.5},
+        {"event": "metrics", "global_step": 3, "train_loss": 4.2, "time": 3.0},
+    ]
+    done = job_progress([], events, _facts(status="succeeded", max_steps=3), 10.0)
+    assert done.step == 3 and done.fraction == 1.0 and done.steps_logged == 0 and done.last_loss is None
+    saving = job_progress([], events[:2], _facts(max_steps=3), 10.0)
+    assert saving.step is None  # a checkpoint being written is not yet a step the job is known to have kept
+    # The furthest known step wins: step events up to 20, then the final metrics at 25.
+    steps = _steps(20, every_s=0.5)
+    assert job_progress(steps, [*steps, {"event": "metrics", "global_step": 25}], _facts(), 99.0).step == 25
+
+
 def test_phase_from_the_jobs_own_events_else_from_what_it_printed():
     assert phase([], "queued") == "queued"
     assert phase([], "starting") == "starting"

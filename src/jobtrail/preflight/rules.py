@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from jobtrail.estimate import EstimateResult
 from jobtrail.estimate.cost import TIMEOUT_BUFFER
@@ -235,6 +236,7 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
                 fix="Remove torch_compile unless the run is long.",
             )
         )
+    findings += _unlogged_steps(effective(spec.method, spec.hyperparameters).training_args)
     if spec.backend == "local" and spec.flavor:
         findings.append(
             Finding(
@@ -530,6 +532,22 @@ def judge(spec: JobSpec, facts: Facts, checks: tuple[Check, ...] = TRAINING_CHEC
         for f in blocking(found)
     )
     return [finding for _, found in results for finding in found], config_ok
+
+
+def _unlogged_steps(training_args: dict[str, Any]) -> list[Finding]:
+    """A run shorter than logging_steps prints no step: metrics, plot, wait and trackio would show no loss."""
+    max_steps, every = training_args.get("max_steps"), training_args.get("logging_steps")
+    if not (isinstance(max_steps, int) and isinstance(every, int) and 0 < max_steps < every):
+        return []
+    return [
+        Finding(
+            code="config.no_step_logged",
+            severity="warning",
+            message=f"max_steps={max_steps} is fewer than logging_steps={every}: the job logs no training step, so "
+            "metrics, plot and trackio will show no loss curve (its final metrics still hold train_loss).",
+            fix='Pass hyperparameters={"logging_steps": 1} to log every step.',
+        )
+    ]
 
 
 def blocking(findings: list[Finding]) -> list[Finding]:

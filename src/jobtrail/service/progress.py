@@ -39,7 +39,7 @@ def job_progress(
     """`all_steps`: the step events of every attempt, in order; `latest_events`: all events of the latest."""
     steps = [e for e in latest_events if e.get("event") == "step"]
     losses = [e["loss"] for e in all_steps if isinstance(e.get("loss"), int | float)]
-    step = all_steps[-1].get("step") if all_steps else None
+    step = reached_step(all_steps, latest_events)
     max_steps = total_steps(latest_events, steps, facts)
     steps_per_second, tokens_per_second = rates(steps)
     running = facts.status in ACTIVE
@@ -59,6 +59,19 @@ def job_progress(
         eta_seconds=_round(eta, 1),
         phase=phase(latest_events, facts.status),
     )
+
+
+def reached_step(all_steps: Sequence[dict[str, Any]], latest_events: Sequence[dict[str, Any]]) -> int | None:
+    """The furthest step the job is known to have reached: its last step event, or a committed checkpoint's or
+    the final metrics' step when further (a job that logs every 10 steps and trained 3 printed no step event)."""
+    known = [all_steps[-1].get("step")] if all_steps else []
+    for event in latest_events:
+        if event.get("event") == "checkpoint" and event.get("state") == "committed":
+            known.append(event.get("step"))
+        elif event.get("event") == "metrics":
+            known.append(event.get("global_step"))
+    steps = [s for s in known if isinstance(s, int) and not isinstance(s, bool)]
+    return max(steps) if steps else None
 
 
 def phase(events: Sequence[dict[str, Any]], status: str) -> str | None:
