@@ -5,7 +5,7 @@ under 5 KB an attempt, ps and inspect p50 under 20 ms, report under 50 ms.
     python bench/ledger_scale.py                       # 100,000 attempts, SQLite in a temp JOBTRAIL_HOME
     python bench/ledger_scale.py --smoke               # 300 attempts (tests/bench/test_ledger_scale.py)
     python bench/ledger_scale.py --postgres            # and in a PostgreSQL started for the run
-    python bench/ledger_scale.py --postgres-url URL    # ... or in this (empty) database
+    python bench/ledger_scale.py --postgres-url URL    # ... or in this database (filled before: measured as it is)
     python bench/ledger_scale.py --postgres --no-sqlite  # PostgreSQL alone (beside a SQLite run: 2 cores, 2 runs)
 
 What the ledger is filled with is what jobs record, through the Ledger API (ledger/store.py): scripts rendered
@@ -400,7 +400,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--attempts", type=int, default=100_000)
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_ATTEMPTS} attempts, quickly")
-    parser.add_argument("--postgres-url", help="an empty PostgreSQL database to fill as well")
+    parser.add_argument("--postgres-url", help="a PostgreSQL database to fill too (one filled before: measured as is)")
     parser.add_argument("--postgres", action="store_true", help="start a PostgreSQL for the run and fill it too")
     parser.add_argument("--no-sqlite", action="store_true", help="fill only the PostgreSQL (run beside a SQLite one)")
     parser.add_argument("--seed", type=int, default=17)
