@@ -46,6 +46,11 @@ def mapping_problems(mapping: Any) -> list[str]:
     if not isinstance(mapping, dict):
         return [f"dataset_mapping must be a JSON object, got {type(mapping).__name__}"]
     kind = mapping.get("kind")
+    if "kind" not in mapping:
+        return [
+            f'dataset_mapping has no "kind" (one of {", ".join(MAPPING_KEYS)}); renaming columns is '
+            '{"kind": "rename", "columns": {"<column in the data>": "<name the method reads>"}}'
+        ]
     if not isinstance(kind, str) or kind not in MAPPING_KEYS:
         return [f"dataset_mapping kind {kind!r} is unknown; use one of {', '.join(MAPPING_KEYS)}"]
     problems = [

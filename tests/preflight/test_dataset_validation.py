@@ -758,6 +758,7 @@ def test_apply_mapping_refuses_precisely(
         ({"kind": "sharegpt", "column": "c", "roles": {"gpt": "bot"}}, "maps 'gpt' to 'bot'"),
         ({"kind": "alpaca", "input": 3}, "dataset_mapping.input must be a column name"),
         ({"kind": ["rename"]}, "kind ['rename'] is unknown"),
+        ({"messages": "convos"}, 'dataset_mapping has no "kind" (one of rename, sharegpt, alpaca)'),
         ({"kind": "rename", "columns": {"a": "x"}, 1: 2}, "key 1 is unknown"),
         ({"kind": "rename", "columns": {"a": ["x"]}}, "must map old column names to new ones"),
         ({"kind": "sharegpt", "column": "c", "roles": []}, "roles must map"),
