@@ -212,6 +212,7 @@ class Probe(BaseModel):
 class LogChunk(BaseModel):
     lines: list[str]
     offset: int = Field(description="Byte offset to pass back to read what follows.")
+    end: int | None = Field(default=None, description="The offset where the log ends at this read (None: not known).")
 
 
 class RunRecord(BaseModel):

@@ -85,6 +85,7 @@ def test_inline_script_runs_with_labels_secrets_and_real_logs(backend, hub, tmp_
     assert printed == ["hello from the job", "token matches: True", "run: jt-test"]
     page = backend.read_log(placement, 1, max_lines=1)
     assert page.lines == [lines[1]] and page.offset == 2
+    assert page.end == len(lines) and backend.read_log(placement, len(lines) + 5).end == len(lines)
 
 
 def test_a_script_larger_than_an_environment_string_may_be_runs_whole(backend, hub, tmp_path):

@@ -138,6 +138,7 @@ def test_success_reads_log_incrementally_and_holds_back_partial_line(jobs: Jobs,
     assert rest.lines == ["partial", "last-no-newline"]
     assert rest.offset == log.stat().st_size
     assert backend.read_log(placement, rest.offset).lines == []
+    assert backend.read_log(placement, 3).end == backend.read_log(placement, rest.offset).end == rest.offset
 
 
 def test_max_lines_stops_right_after_the_last_line_even_with_invalid_utf8(jobs: Jobs, backend: LocalBackend) -> None:

@@ -70,6 +70,11 @@ def test_logs_of_an_ended_job_never_say_still_running_and_any_attempt_can_be_rea
     assert "still running" not in first_lines.to_markdown() and "cancelled, more to read" in first_lines.to_markdown()
     whole = service.logs(job, tail=5000)
     assert whole.finished and "still running" not in whole.to_markdown()
+    with pytest.raises(
+        InvalidRequestError, match=f"past the end of the log \\(it ends at cursor {whole.cursor}\\)"
+    ) as past:
+        service.logs(job, cursor=whole.cursor + 1)  # no logs call returned it: no line would ever follow
+    assert past.value.fix and f"cursor={whole.cursor}" in past.value.fix
 
     retried = service.retry(job)
     assert retried.retried

@@ -175,7 +175,7 @@ class HfJobsBackend:
             self._ensure_follower(placement)
         lines = _read_lines(workdir / LOG)
         chunk = lines[offset:] if max_lines is None else lines[offset : offset + max_lines]
-        return LogChunk(lines=chunk, offset=offset + len(chunk))
+        return LogChunk(lines=chunk, offset=offset + len(chunk), end=len(lines))
 
     def cancel(self, placement: Placement) -> None:
         try:

@@ -142,11 +142,11 @@ class LocalBackend:
         if max_lines is not None:
             take = _first_lines(data, take, max_lines)
         if take == 0:
-            return LogChunk(lines=[], offset=offset)
+            return LogChunk(lines=[], offset=offset, end=size)
         lines = data[:take].decode("utf-8", errors="replace").split("\n")
         if data[take - 1 : take] == b"\n":
             lines.pop()
-        return LogChunk(lines=lines, offset=offset + take)
+        return LogChunk(lines=lines, offset=offset + take, end=size)
 
     def cancel(self, placement: Placement) -> None:
         workdir = Path(placement.workdir)

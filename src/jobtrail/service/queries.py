@@ -179,10 +179,11 @@ class Queries(UseCase):
         placement = self.context.placement(attempt)
         if placement is not None:  # a queued attempt has no log yet
             backend = self.context.backend(attempt.backend)
-            raw, end = self.tracker.read_lines(backend, placement, cursor, tail)
+            chunk = self.tracker.read_lines(backend, placement, cursor, tail)
+            end = chunk.offset
             at_end = backend.read_log(placement, end).lines == []
             redact = self.context.redactor(attempt)
-            lines = [_cut(redact(line)) for line in raw]
+            lines = [_cut(redact(line)) for line in chunk.lines]
         return LogsResult(
             job_id=run.run_id,
             attempt=attempt.number,

@@ -33,7 +33,7 @@ from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
 from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES
-from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, NewAttempt, Placement, TerminationReason
+from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, LogChunk, NewAttempt, Placement, TerminationReason
 from jobtrail.outcomes import classify, events
 from jobtrail.preflight.outputs import claim_output
 from jobtrail.service import secrets
@@ -113,7 +113,7 @@ class Tracker:
             return
         attempt = self.context.attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
-        tail, _ = self.read_lines(backend, placement, None, classify.TAIL_LINES)
+        tail = self.read_lines(backend, placement, None, classify.TAIL_LINES).lines
         tail = [self.context.redactor(attempt)(line) for line in tail]
         verdict = classify.classify(
             probe.exit,
@@ -404,13 +404,18 @@ class Tracker:
             values.setdefault("HF_TOKEN", token)
         return values
 
-    def read_lines(
-        self, backend: Backend, placement: Placement, cursor: int | None, count: int
-    ) -> tuple[list[str], int]:
+    def read_lines(self, backend: Backend, placement: Placement, cursor: int | None, count: int) -> LogChunk:
         """From `cursor`: the next `count` lines. Without one: the last `count` lines."""
         if cursor is not None:
             chunk = backend.read_log(placement, cursor, max_lines=count)
-            return chunk.lines, chunk.offset
+            if chunk.end is not None and cursor > chunk.end:  # no read returned it: no line would ever follow
+                raise InvalidRequestError(
+                    f"cursor={cursor} is past the end of the log (it ends at cursor {chunk.end}); a cursor is the "
+                    "one a previous logs call returned.",
+                    fix=f"Pass cursor={chunk.end} to read what the job prints next, or leave cursor out for its "
+                    "last lines.",
+                )
+            return chunk
         keep: deque[str] = deque(maxlen=count)
         offset = 0
         for _ in range(_LOG_READ_LIMIT):
@@ -419,7 +424,7 @@ class Tracker:
                 break
             keep.extend(chunk.lines)
             offset = chunk.offset
-        return list(keep), offset
+        return LogChunk(lines=list(keep), offset=offset)
 
 
 def _secret_sources(attempt: AttemptRecord) -> list[str]:
