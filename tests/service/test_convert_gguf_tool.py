@@ -45,9 +45,11 @@ def test_a_trained_job_converts_to_gguf_and_inspect_lists_the_files(tmp_path, ch
 
     refused = anyio.run(call, {"source": job.job_id, "quantizations": ["Q9_Z"]})
     assert refused.structured_content["job_id"] is None and "gguf.quantization_unknown" in refused.content[0].text
-    started = anyio.run(call, {"source": job.job_id, "quantizations": ["Q8_0"], "pre_tokenizer": "qwen2"})
+    # Written as llama-quantize does not (it matches case-insensitively), and twice: its spelling, once.
+    started = anyio.run(call, {"source": job.job_id, "quantizations": ["q8_0", "Q8_0"], "pre_tokenizer": "qwen2"})
     conversion = started.structured_content
     assert conversion["job_id"] and conversion["source"].endswith("/output/final")
+    assert conversion["quantizations"] == ["Q8_0"]
     done = wait_until_terminal(
         lambda: service.inspect(conversion["job_id"]), FIRST_BUILD_TIMEOUT_S + 300, "the conversion", interval=1.0
     )

@@ -18,7 +18,7 @@ from jobtrail.service.context import local_path, new_run, new_run_id, queued_att
 from jobtrail.service.job_outputs import JobOutput, job_output, refuse_unpushed
 from jobtrail.service.task_results import ConvertResult, EvaluateResult
 from jobtrail.service.use_case import UseCase
-from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS
+from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, canonical_quantization
 
 
 class Tasks(UseCase):
@@ -154,7 +154,8 @@ class Tasks(UseCase):
                 "quantizations is empty: there is nothing to quantize to.",
                 fix=f"Pass quantizations={list(DEFAULT_QUANTIZATIONS)!r}, or leave it out for those defaults.",
             )
-        quants = list(quantizations or DEFAULT_QUANTIZATIONS)
+        # llama-quantize's own spelling ("q4_k_m" is Q4_K_M), each once: what the job makes and the result says
+        quants = list(dict.fromkeys(canonical_quantization(q) or q for q in quantizations or DEFAULT_QUANTIZATIONS))
         target = self.context.named_job(source, "source")
         if target is not None and parent is not None and parent.run_id == target.run_id and checkpoint is None:
             refuse_unpushed(self.context, target)
