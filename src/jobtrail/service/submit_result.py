@@ -76,8 +76,11 @@ class SubmitResult(ToolResult):
             return refusal(
                 "Not submitted" if self.status == "rejected" else "Dry run, nothing submitted", self.findings
             )
+        # Warnings are part of the answer (a timeout too short, a run that logs no step): the summary names them.
+        warnings = findings_markdown([f for f in self.findings if f.severity == "warning"])
         if self.status == "dry_run":
-            return f"Dry run, nothing submitted: the job would be accepted (script sha256 {self.script_sha256[:12]})."
+            accepted = f"the job would be accepted (script sha256 {self.script_sha256[:12]})"
+            return "\n".join([f"Dry run, nothing submitted: {accepted}.", *warnings])
         lines = [f"Submitted **{self.job_id}** ({self.status}) on {self.backend}."]
         if self.termination_message:
             lines.append(f"Why: {self.termination_message}")
@@ -95,7 +98,7 @@ class SubmitResult(ToolResult):
             lines.append(
                 f"A smoke run of {self.smoke_steps} steps goes first; the full job starts only if it succeeds."
             )
-        return "\n".join(lines)
+        return "\n".join([*lines, *warnings])
 
     def next_calls(self) -> list[str]:
         if self.job_id and self.status in ("failed", "cancelled"):
@@ -110,7 +113,7 @@ class SubmitResult(ToolResult):
         return ["submit(...) with the same arguments and dry_run=false starts it"]
 
     def details(self) -> list[str]:
-        lines = findings_markdown([f for f in self.findings if f.severity != "error"])
+        lines = findings_markdown([f for f in self.findings if f.severity == "info"])  # the summary has the rest
         if self.status != "dry_run":
             return lines
         if not self.findings:
