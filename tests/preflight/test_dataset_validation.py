@@ -509,6 +509,14 @@ def test_split_of_a_single_file_is_the_train_split(folder: Path) -> None:
     assert [f.code for f in report.findings] == ["dataset.split"]
 
 
+def test_a_model_directory_passed_as_the_dataset_is_called_a_model(tiny_model: Path) -> None:
+    # Read as data, its config.json was judged as the dataset's one row.
+    report = validate_dataset(str(tiny_model))
+    [error] = report.findings
+    assert (error.code, error.severity) == ("dataset.is_model", "error") and report.data_file is None
+    assert "is a model directory" in error.message and error.fix and "model=" in error.fix
+
+
 def test_directory_picks_the_split_file(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     write_chat_dataset(tmp_path / "data" / "train-00000-of-00001.jsonl", rows=4)

@@ -64,7 +64,22 @@ def read_local(ref: str, split: str, max_rows: int) -> Table:
     return table
 
 
+# What a model or adapter directory holds: its config.json (or tokenizer.json) is JSON, not rows of data.
+_MODEL_MARKERS = ("config.json", "adapter_config.json")
+_WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")
+
+
 def _read_directory(path: Path, split: str, max_rows: int) -> Table:
+    if any((path / marker).is_file() for marker in _MODEL_MARKERS) and any(
+        next(path.glob(pattern), None) for pattern in _WEIGHTS
+    ):
+        raise SourceError(
+            finding(
+                "dataset.is_model",
+                f"{path} is a model directory (config.json and weights), not a dataset.",
+                "Pass it as model=...; dataset= takes a .jsonl/.json/.csv/.parquet file or a directory of them.",
+            )
+        )
     files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
     picked = split_files(files, split)
     if not picked:
