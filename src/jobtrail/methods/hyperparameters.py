@@ -191,7 +191,7 @@ def judge_value(method: str, name: str, value: Any) -> Verdict:
     read = _read(value, ftype)
     converted = read is not value
     numeric = "int" in ftype.kinds or "float" in ftype.kinds
-    if (isinstance(read, float) or numeric) and _not_finite(read):
+    if (isinstance(read, float) or numeric) and not_finite(read):
         return Verdict(
             value,
             problem=f"{name} must be a finite number, not {_shown(value)}.",
@@ -264,7 +264,7 @@ def _fix(name: str, ftype: FieldType, limits: Range | None = None) -> str:
     return f"Set {name} to {what}{example}."
 
 
-def _not_finite(value: Any) -> bool:
+def not_finite(value: Any) -> bool:
     """NaN or an infinity, as a float or written as one ("inf", "nan"): a number, but none a field can take."""
     if isinstance(value, str):
         try:

@@ -11,11 +11,12 @@ applied), and the refusal ends with what to do and that nothing ran.
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
 from pydantic import ValidationError
+
+from jobtrail.methods.hyperparameters import not_finite
 
 EXCERPT = 60  # characters of a rejected value quoted back: enough to recognise it, never a whole input
 _QUOTED = re.compile(r"'([^']*)'")
@@ -62,7 +63,7 @@ def _line(problem: Any) -> tuple[str, str]:
     name = ".".join(loc) or "arguments"
     given = problem.get("input")
     shown = name if loc[:1] and loc[0] in SECRET_ARGUMENTS else f"{name}={_excerpt(given)}"
-    if _not_finite(given):
+    if not_finite(given):
         return shown, "is NaN or infinite, not a number this argument can take"
     message = str(problem["msg"]).removeprefix("Value error, ")
     if problem["type"] == "literal_error":
@@ -70,17 +71,6 @@ def _line(problem: Any) -> tuple[str, str]:
         if meant is not None:
             message += f". Did you mean {meant!r}?"
     return shown, message
-
-
-def _not_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, str):
-        try:
-            return not math.isfinite(float(value))
-        except ValueError:
-            return False
-    return False
 
 
 def _meant_choice(given: Any, choices: list[str]) -> str | None:

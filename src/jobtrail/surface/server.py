@@ -103,7 +103,7 @@ class ClosedTool(Tool):
 
     async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
         properties = self.parameters.get("properties", {})
-        misplaced = _outside_hyperparameters(arguments) if "hyperparameters" in properties else _nowhere
+        misplaced = _outside_hyperparameters(arguments) if "hyperparameters" in properties else None
         refusal = unknown_arguments(self.name, arguments, properties, misplaced)
         if refusal:
             raise ToolError(refusal)
@@ -114,10 +114,6 @@ class ClosedTool(Tool):
             if isinstance(cause, ValidationError) and cause.title == self.fn_metadata.arg_model.__name__:
                 raise ToolError(invalid_arguments.explain(self.name, cause)) from cause  # the SDK logs the names
             raise
-
-
-def _nowhere(name: str, value: object) -> None:
-    return None
 
 
 def _outside_hyperparameters(arguments: dict[str, Any]) -> Callable[[str, object], str | None]:

@@ -97,7 +97,7 @@ def unknown_arguments(
     tool_name: str,
     given: Mapping[str, object],
     valid: Iterable[str],
-    misplaced: Callable[[str, object], str | None] = lambda name, value: None,
+    misplaced: Callable[[str, object], str | None] | None = None,
 ) -> str | None:
     """The refusal of a call that names arguments the tool does not have, or None when all are real.
 
@@ -116,7 +116,7 @@ def unknown_arguments(
     lines = [f"Unknown {noun} {', '.join(repr(name) for name in unknown)}."]
     for name in unknown:
         closest = _closest(name, valid)
-        elsewhere = misplaced(name, given[name])
+        elsewhere = misplaced(name, given[name]) if misplaced else None
         if elsewhere:
             lines.append(elsewhere)
         elif closest:
