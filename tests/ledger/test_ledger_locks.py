@@ -5,10 +5,14 @@ soak bench found writes lost and a malformed ledger when connect() opened and cl
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
 
+import pytest
+
+from jobtrail.ledger.connection import use_wal
 from jobtrail.ledger.db import connect
 
 COUNT_AND_CHECK = (
@@ -45,3 +49,27 @@ def test_the_ledger_and_its_wal_are_private_whatever_the_umask(tmp_path):
     for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
         assert stat.S_IMODE((tmp_path / "home" / name).stat().st_mode) == 0o600, name
     assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o700
+
+
+class _RacedOpen:
+    """A connection whose switch to WAL meets another process switching the same new ledger `races` times: SQLite
+    answers 'database is locked' at once then (no busy wait: waiting would deadlock), as it did in CI."""
+
+    def __init__(self, races: int, error: str = "database is locked") -> None:
+        self.races, self.error, self.calls = races, error, 0
+
+    def execute(self, sql: str) -> None:
+        self.calls += 1
+        assert sql == "PRAGMA journal_mode=WAL"
+        if self.calls <= self.races:
+            raise sqlite3.OperationalError(self.error)
+
+
+def test_a_new_ledger_two_processes_open_at_once_is_switched_to_wal_by_both():
+    raced = _RacedOpen(races=2)
+    use_wal(raced)  # type: ignore[arg-type]  # the one method use_wal calls
+    assert raced.calls == 3
+    broken = _RacedOpen(races=1, error="disk I/O error")
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):  # only the race is tried again
+        use_wal(broken)  # type: ignore[arg-type]
+    assert broken.calls == 1

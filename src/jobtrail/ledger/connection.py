@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -69,6 +70,25 @@ class LedgerConnection(Protocol):
 SQLITE_PAGE_SIZE = 16384
 
 
+WAL_SWITCH_TIMEOUT_S = 30.0
+
+
+def use_wal(conn: sqlite3.Connection) -> None:
+    """Put the ledger in WAL mode (a no-op once it is). Written by hand because SQLite does not wait here: two
+    processes opening the same new ledger both read it, then both need it alone to switch, and SQLite answers
+    one of them 'database is locked' at once rather than deadlock (its busy timeout is never consulted). That
+    one tries again: by then the other has switched, and the mode is the file's."""
+    deadline = time.monotonic() + WAL_SWITCH_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class SqliteConnection:
     dialect: Dialect = "sqlite"
     closed = False
@@ -90,7 +110,7 @@ class SqliteConnection:
         # 4 KB page unused when the next row does not fit, ~1 KB an attempt. A ledger that exists keeps its
         # pages (the pragma does nothing once a table is written).
         self._conn.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        use_wal(self._conn)
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA synchronous=NORMAL")
 
