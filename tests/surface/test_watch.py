@@ -76,7 +76,8 @@ async def _watch(home: Path, model: Path, dataset: Path) -> dict[str, Any]:
             data = (await client.call_tool("inspect", {"job_id": job_id})).structured_content
             assert data["status"] not in ("failed", "cancelled"), data
             running = data["status"] == "running" and data["progress"]["eta_seconds"] is not None
-            return data if running else None
+            # A sample taken while it writes a checkpoint reads phase "saving": wait for one between saves.
+            return data if running and data["progress"]["phase"] == "training" else None
 
         seen["running"] = await _until(eta_while_running, 240, "an ETA while the job runs")
 
