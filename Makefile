@@ -1,22 +1,24 @@
 # The two set-up commands of the README: `make demo` and `make test`.
-# torch is pinned to the CPU build first, so the project's range is already satisfied and
-# pip never fetches a multi-GB CUDA build.
+# Both install exactly the tested versions: the lock (pip's -c), which `make lock` refreshes on purpose.
+# torch is installed first, at the lock's version (the CPU build this machine holds on its disk), so
+# the project's range is already satisfied and pip never fetches a multi-GB CUDA build.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-TORCH_PIN ?= torch==2.13.0
+LOCK := src/jobtrail/data/tested-versions.txt
+TORCH_PIN := torch==$(shell sed -n 's/^torch==//p' $(LOCK))
 
-.PHONY: demo lint test bench soak bench-train bench-train-gpu bench-ledger
+.PHONY: demo lint test bench soak bench-train bench-train-gpu bench-ledger lock drift
 
 # The MCP Inspector (npm) for the test that drives the server through its CLI mode.
 INSPECTOR := .tools/node_modules/.bin/mcp-inspector
 $(INSPECTOR):
 	npm install --silent --no-fund --no-audit --prefix .tools @modelcontextprotocol/inspector@0.15.0
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_PIN)"
-	$(PY) -m pip install --quiet -e ".[train,gguf,dev]"
+	$(PY) -m pip install --quiet -c $(LOCK) -e ".[train,gguf,dev]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -32,7 +34,17 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 test: lint $(VENV)/.installed $(INSPECTOR)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Move the tested versions on purpose: resolve the newest releases (uv), rebuild the venv on them, regenerate the
+# bundled tables, run the suite, and print what moved (and what broke). Commit the result as one change.
+lock: $(VENV)/.installed
+	python3 tools/lock.py refresh
+
+# What `make lock` would move today (packages, and the bundled tables derived from them). Changes nothing and
+# never fails: run it now and then to see drift before it breaks anything.
+drift: $(VENV)/.installed
+	python3 tools/lock.py drift
 
 bench: $(VENV)/.installed
 	$(PY) bench/startup.py

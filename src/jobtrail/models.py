@@ -16,6 +16,10 @@ from jobtrail.methods import TrainingMethod
 # What a run does: a training method (submit), or an evaluation or conversion started by its own tool.
 Method = Literal[TrainingMethod, "evaluate", "convert_gguf"]
 BackendName = Literal["local", "hf-jobs"]
+# Which library versions a rendered job installs: "tested" (the job lock's, templates/versions.py) or "newest"
+# (the template's lower bounds: whatever is newest when the job starts; untested).
+DependencyVersions = Literal["tested", "newest"]
+DEFAULT_DEPENDENCY_VERSIONS: DependencyVersions = "tested"
 Severity = Literal["error", "warning", "info"]
 
 
@@ -122,6 +126,7 @@ class JobSpec(BaseModel):
     # A pipeline: the job waits (queued) until this job succeeds; `model` naming it means its final model.
     after: str | None = None
     smoke_steps: int | None = None  # a first attempt of this many steps; the full job starts if it succeeds
+    dependency_versions: DependencyVersions = DEFAULT_DEPENDENCY_VERSIONS
 
 
 class Speedup(BaseModel):

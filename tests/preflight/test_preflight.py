@@ -10,17 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from bundled_tables import ARCHITECTURES_TABLE, derive_architectures
 from jobtrail.methods import METHODS
 from jobtrail.methods.registry import SPECS, method_spec
 from jobtrail.models import JobSpec
 from jobtrail.preflight import rules as checks
 from jobtrail.preflight.dataset import validate_dataset
+from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, gather_requirements
 from jobtrail.preflight.plan import Evaluation, PlanEnv, plan
 from jobtrail.preflight.probes import ModelFacts, local_model_facts
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import QLORA_REQUIREMENT, render_script, scripts_dir
+from jobtrail.templates.versions import environment_lock, job_lock, pin
 from jobtrail.util.data import data_path
 
 
@@ -178,16 +181,16 @@ def test_dependencies_of_the_job_python_come_from_the_template_header(tmp_path, 
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
     lacking = gather_requirements(facts, "sft", str(bare / "bin" / "python"), qlora=True)
-    [finding] = checks.check_dependencies(spec(), lacking)
+    [finding] = check_dependencies(spec(), lacking)
     assert finding.code == "dependencies.missing" and "trl>=" in finding.message and "jobtrail[train]" in finding.fix
     assert "bitsandbytes" in finding.message  # rendering adds it to a QLoRA job's header
     broken = gather_requirements(facts, "sft", str(tmp_path / "no-python"))
-    assert errors(checks.check_dependencies(spec(), broken)) == ["dependencies.python"]
+    assert errors(check_dependencies(spec(), broken)) == ["dependencies.python"]
     # The header read before rendering is the rendered script's header.
     qlora = spec(hyperparameters={"peft": "qlora"})
     rendered = pep723.read_metadata(render_script("sft", build_config(qlora, "/o")))["dependencies"]
     template = pep723.read_metadata((scripts_dir() / "sft.py").read_text())["dependencies"]
-    assert rendered == [*template, QLORA_REQUIREMENT]
+    assert rendered == [pin(r, job_lock()) for r in [*template, QLORA_REQUIREMENT]]  # each pinned as tested
 
 
 def test_a_job_that_does_not_report_to_trackio_needs_no_trackio(tmp_path, facts):
@@ -201,18 +204,17 @@ def test_a_job_that_does_not_report_to_trackio_needs_no_trackio(tmp_path, facts)
             render_script("sft", build_config(spec(hyperparameters={"report_to": report_to}), "/o"))
         )
         template = pep723.read_metadata((scripts_dir() / "sft.py").read_text())["dependencies"]
-        assert rendered["dependencies"] == [r for r in template if not r.startswith("trackio")]
+        assert rendered["dependencies"] == [pin(r, job_lock()) for r in template if not r.startswith("trackio")]
     reporting = gather_requirements(facts, "sft", python, training_args={"report_to": ["trackio"]})
     assert [r for r in reporting.missing_requirements if r.startswith("trackio>=")]
 
 
-def test_bundled_architecture_table_matches_installed_transformers():
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    table = json.loads(data_path("transformers_architectures.json").read_text())
-    assert set(table["model_types"]) == set(CONFIG_MAPPING_NAMES)
-    assert set(table["causal_lm_model_types"]) == set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+def test_bundled_architecture_table_is_the_locked_transformers():
+    table = json.loads(data_path(ARCHITECTURES_TABLE).read_text())
+    assert table["transformers_version"] == environment_lock().version_of("transformers"), (
+        "the table is not the lock's: python tools/bundled_tables.py write"
+    )
+    assert table == derive_architectures()
 
 
 # One row of each TRL dataset format, by validate_dataset's name for it.

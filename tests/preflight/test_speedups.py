@@ -17,6 +17,7 @@ from jobtrail.preflight.speedups import Target
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import LIGER_REQUIREMENT, render_script
+from jobtrail.templates.versions import job_lock, pin
 from support.estimates import OFFLINE
 from support.remote import publish, remote_spec
 
@@ -38,6 +39,8 @@ FILLED = MicroBatch(
     why="estimated 31.0 GB, within the 60.0 GB jobtrail fills (75% of 80 GB)",
 )
 ITEMS = ("padding_free", "liger_kernel", "fused_adamw", "bf16", "gradient_checkpointing", "micro_batch")
+
+LIGER_PINNED = pin(LIGER_REQUIREMENT, job_lock())  # as a rendered header lists it
 
 
 def _choose(target: Target, given: dict[str, Any] | None = None, **kw: Any) -> Speedups:
@@ -221,7 +224,7 @@ def test_the_header_lists_liger_kernel_only_when_liger_is_on(tiny_model):
     plain = build_config(spec, "/o")
     for chosen, listed in ((_choose(H100), True), (_choose(T4), False)):
         script = render_script("sft", speedups.apply(plain, chosen))
-        assert (LIGER_REQUIREMENT in pep723.read_metadata(script)["dependencies"]) is listed
+        assert (LIGER_PINNED in pep723.read_metadata(script)["dependencies"]) is listed
 
 
 def _job_config(script: str) -> dict[str, Any]:
@@ -241,7 +244,7 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     assert h200.speedups.liger_kernel.on and h200.speedups.fused_adamw.on and h200.speedups.micro_batch.on
     assert not h200.speedups.gradient_checkpointing.on  # the tiny model fits without it
     script = Path(h200.script_path).read_text()
-    assert LIGER_REQUIREMENT in pep723.read_metadata(script)["dependencies"]
+    assert LIGER_PINNED in pep723.read_metadata(script)["dependencies"]
     args = _job_config(script)["training_args"]
     assert args["use_liger_kernel"] is True and args["optim"] == "adamw_torch_fused"
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (8, 1)
@@ -249,7 +252,7 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     t4 = service.submit(remote_spec(flavor="t4-small", hyperparameters={"max_steps": 20}), dry_run=True)
     assert t4.speedups is not None and not t4.speedups.liger_kernel.on
     t4_script = Path(t4.script_path).read_text()
-    assert LIGER_REQUIREMENT not in pep723.read_metadata(t4_script)["dependencies"]
+    assert LIGER_PINNED not in pep723.read_metadata(t4_script)["dependencies"]
     assert "use_liger_kernel" not in _job_config(t4_script)["training_args"]
     assert "speedups" in h200.model_dump() and "liger_kernel" in h200.to_markdown()
 

@@ -178,7 +178,29 @@ def test_the_remote_script_says_how_it_runs_and_never_a_secret_value(remote, tin
     assert table == {"flavor": "t4-small", "timeout": "1h", "secrets": ["HF_TOKEN", "WANDB_API_KEY"]}
     local = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER)
     local_script = remote.submit(local, dry_run=True, include_script=True).script
-    assert local_script and "tool" not in read_metadata(local_script)  # nothing but this machine runs it
+    # Nothing but this machine runs it: no [tool.hf-jobs]; [tool.uv] pins what uv would resolve (versions.py).
+    assert local_script and set(read_metadata(local_script)["tool"]) == {"uv"}
+
+
+def test_a_remote_job_runs_the_tested_versions_unless_it_asks_for_the_newest(remote):
+    """The script HF Jobs runs pins the job lock; dependency_versions="newest" keeps the template's lower bounds,
+    and preflight says that nobody tested what it will install."""
+    from jobtrail.templates.pep723 import read_metadata
+    from jobtrail.templates.versions import job_lock
+
+    tested = remote.submit(remote_spec(hyperparameters=HYPER), dry_run=True, include_script=True)
+    header = read_metadata(tested.script)
+    assert "trl==" + job_lock().require("trl") in header["dependencies"]
+    assert header["tool"]["uv"] == {"exclude-newer": job_lock().exclude_newer}
+    assert not [f for f in tested.findings if f.code == "dependencies.untested"]
+    newest = remote.submit(
+        remote_spec(hyperparameters=HYPER, dependency_versions="newest"), dry_run=True, include_script=True
+    )
+    header = read_metadata(newest.script)
+    assert "trl>=1.16" in header["dependencies"] and "uv" not in header["tool"]
+    [warning] = [f for f in newest.findings if f.code == "dependencies.untested"]
+    assert warning.severity == "warning" and "trl " + job_lock().require("trl") in warning.message
+    assert "dependency_versions" in warning.fix and "dependencies.untested" in newest.summary
 
 
 def test_a_restarted_server_adopts_a_remote_job_whose_launch_was_never_recorded_by_its_labels(remote, hub):

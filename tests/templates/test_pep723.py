@@ -76,7 +76,7 @@ def test_requirements_against_this_interpreter() -> None:
         f'{ABSENT}; python_version < "3"',  # excluded by its marker
         f'{ABSENT}-two>=1; python_version >= "3"',  # marker applies
     ]
-    assert pep723.missing_requirements(requirements, sys.executable) == [
+    assert pep723.check_interpreter(requirements, sys.executable).missing == [
         f"{ABSENT}>=0.21 (not installed)",
         f"pytest>=999 (installed: {PYTEST_VERSION})",
         f"{ABSENT}-two>=1 (not installed)",
@@ -84,12 +84,12 @@ def test_requirements_against_this_interpreter() -> None:
 
 
 def test_no_requirements_means_nothing_missing() -> None:
-    assert pep723.missing_requirements([], "/no/such/python") == []
+    assert pep723.check_interpreter([], "/no/such/python").missing == []
 
 
 def test_an_invalid_requirement_is_refused() -> None:
     with pytest.raises(InvalidRequestError):
-        pep723.missing_requirements(["trl>=>1"], sys.executable)
+        pep723.check_interpreter(["trl>=>1"], sys.executable)
 
 
 def test_requirements_against_another_interpreter(tmp_path: Path) -> None:
@@ -97,12 +97,12 @@ def test_requirements_against_another_interpreter(tmp_path: Path) -> None:
     # its environment differs, which is exactly what must not be mistaken for ours.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=60)
     other = str(tmp_path / "venv" / "bin" / "python")
-    assert pep723.missing_requirements(["pytest>=1", f'{ABSENT}; python_version < "3"'], other) == [
+    assert pep723.check_interpreter(["pytest>=1", f'{ABSENT}; python_version < "3"'], other).missing == [
         "pytest>=1 (not installed)"
     ]
 
 
 def test_an_interpreter_that_cannot_run_is_a_backend_error(tmp_path: Path) -> None:
     with pytest.raises(BackendError) as raised:
-        pep723.missing_requirements(["pytest>=1"], str(tmp_path / "no-such-python"))
+        pep723.check_interpreter(["pytest>=1"], str(tmp_path / "no-such-python"))
     assert raised.value.fix

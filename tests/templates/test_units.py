@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
-import enum
-import inspect
 import json
-import os
-import re
-import types
-import typing
-from typing import Any
 
 import pytest
 
+from bundled_tables import derive_trl_config_types
 from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
 from jobtrail.methods.hyperparameters import TYPES_TABLE
-from jobtrail.methods.registry import method_spec
 from jobtrail.models import JobSpec, JobStatus, TerminationReason
 from jobtrail.outcomes import events
 from jobtrail.preflight import hyperparams
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.defaults import effective
 from jobtrail.templates.render import render_script
-from jobtrail.util.data import data_path, load_table
+from jobtrail.templates.versions import environment_lock
+from jobtrail.util.data import load_table
 from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.timefmt import human_duration, parse_duration
 
@@ -75,81 +68,17 @@ def test_event_lines_are_parsed_and_folded():
     assert digest.checkpoints[0].state == "committed" and digest.checkpoints[0].step == 2
 
 
-def _kinds(annotation: Any) -> tuple[list[str], list[Any]]:
-    """The JSON kinds a dataclass field's annotation admits, and the choices its enums or Literals name."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        kinds: list[str] = []
-        choices: list[Any] = []
-        for arg in typing.get_args(annotation):
-            more, named = _kinds(arg)
-            kinds += [kind for kind in more if kind not in kinds]
-            choices += named
-        return kinds, choices
-    if origin is typing.Literal:
-        values = typing.get_args(annotation)
-        strings = all(isinstance(v, str) for v in values)
-        return sorted({"null" if v is None else type(v).__name__ for v in values}), list(values) if strings else []
-    if annotation is type(None):
-        return ["null"], []
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return ["str"], [member.value for member in annotation]
-    simple = {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list", dict: "dict"}
-    return [simple.get(origin or annotation, "any")], []
-
-
-_CHOICES_SENTENCE = re.compile(r"(?:Possible values are|Supported values are|Must be one of):?\s*(.+?)\.(?:\s|$)", re.S)
-_QUOTED = re.compile(r"[`']+([\w-]+)[`']+")
-
-
-def _choices_in_help(text: str) -> list[str]:
-    """The values a TRL field's help lists in one sentence ("Supported values are 'grpo', 'dapo',
-    ... and 'vespo'."), where its annotation is a plain str; none where the help describes each."""
-    found = _CHOICES_SENTENCE.search(text)
-    if not found or re.sub(r",|\band\b|\bor\b|\s", "", _QUOTED.sub("", found.group(1))):
-        return []
-    return _QUOTED.findall(found.group(1))
-
-
-def derive_trl_config_types() -> dict[str, Any]:
-    """The bundled table, re-derived from the installed TRL and transformers: every TRL config
-    field of every method with the kinds of value it takes, its choices (enums, Literals, the
-    field's own "choices" metadata; report_to from transformers' integrations) and its default."""
-    import transformers
-    import trl
-    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
-
-    table: dict[str, Any] = {"trl_version": trl.__version__, "transformers_version": transformers.__version__}
-    for method in METHODS:
-        fields: dict[str, Any] = {}
-        config_class = getattr(trl, method_spec(method).config_class)
-        post_init = inspect.getsource(config_class.__post_init__)
-        for f in dataclasses.fields(config_class):
-            if not f.init or f.name.startswith("_"):
-                continue
-            kinds, choices = _kinds(f.type)
-            choices = list(f.metadata.get("choices") or choices or _choices_in_help(f.metadata.get("help", "")))
-            if kinds == ["list"] and f"isinstance(self.{f.name}, str)" in post_init:
-                kinds = ["list", "str"]  # one name stands for a list of one (DPO's loss_type)
-            if f.name == "report_to":
-                choices = ["all", "none", *sorted(INTEGRATION_TO_CALLBACK)]
-            entry: dict[str, Any] = {"kinds": kinds}
-            if choices:
-                entry["choices"] = choices
-            default = f.default.value if isinstance(f.default, enum.Enum) else f.default
-            if default is None or isinstance(default, bool | int | float | str):
-                entry["default"] = default
-            fields[f.name] = entry
-        table[method] = fields
-    return table
-
-
-def test_bundled_trl_config_types_match_installed_trl():
-    derived = derive_trl_config_types()
-    if os.environ.get("JOBTRAIL_REGENERATE"):
-        data_path(TYPES_TABLE).write_text(json.dumps(derived, indent=1, sort_keys=True) + "\n")
+def test_bundled_trl_config_types_are_the_locked_trl():
+    """The table is what the locked TRL and transformers say (tests/templates/test_versions.py holds the venv to
+    the lock, so what is installed here is the lock): `make lock` regenerates it when they move."""
     bundled = load_table(TYPES_TABLE)
-    assert bundled == derived, f"regenerate: JOBTRAIL_REGENERATE=1 pytest {__file__} -k trl_config_types"
+    locked = environment_lock()
+    assert (bundled["trl_version"], bundled["transformers_version"]) == (
+        locked.version_of("trl"),
+        locked.version_of("transformers"),
+    ), "the table is not the lock's: python tools/bundled_tables.py write"
+    derived = derive_trl_config_types()
+    assert bundled == derived, "regenerate: python tools/bundled_tables.py write"
     for method in METHODS:
         assert set(derived[method]) == set(hyperparams.trl_fields(method))
 

@@ -26,7 +26,7 @@ from jobtrail.preflight import probes
 from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.outputs import OutputFacts, probe_output
-from jobtrail.preflight.probes import HubIdentity, ModelFacts, PushedModelFacts, SpaceFacts
+from jobtrail.preflight.probes import HubIdentity, ModelFacts, PushedModelFacts, SpaceFacts, UntestedVersion
 from jobtrail.preflight.reward_file import read_reward_file
 from jobtrail.preflight.speedups import Target
 from jobtrail.templates.configs import trained_max_length
@@ -74,6 +74,7 @@ class Facts:
     pushed: PushedModelFacts | None = None  # an evaluated remote job's final model or checkpoint, on the Hub
     conversion: ConversionFacts | None = None
     missing_requirements: list[str] | None = None  # None: not checked (a remote backend)
+    untested_requirements: list[UntestedVersion] | None = None  # installed, not as tested (local jobs)
     python_error: str | None = None  # the job's interpreter could not be run
     identity: HubIdentity | None = None  # whoami of the token, for remote backends
     trackio_space: SpaceFacts | None = None  # the Space a remote job's trackio run goes to, as it is now
@@ -196,10 +197,10 @@ def gather_requirements(
     facts: Facts, template: str, python: str, *, qlora: bool = False, training_args: dict[str, Any] | None = None
 ) -> Facts:
     """What the job's interpreter lacks of the template's PEP 723 dependencies (and of what the caller's
-    training_args add to them: use_liger_kernel)."""
+    training_args add to them: use_liger_kernel), and where its versions are not the tested ones."""
     try:
-        missing = probes.missing_job_requirements(template, python, qlora=qlora, training_args=training_args)
-        return replace(facts, missing_requirements=missing)
+        missing, untested = probes.job_interpreter(template, python, qlora=qlora, training_args=training_args)
+        return replace(facts, missing_requirements=missing, untested_requirements=untested)
     except BackendError as exc:
         return replace(facts, python_error=exc.message)
 

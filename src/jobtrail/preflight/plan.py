@@ -28,6 +28,7 @@ from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher, Speedups
 from jobtrail.outcomes.evals import Evaluation, eval_config
 from jobtrail.preflight import hyperparams, rules, speedups
 from jobtrail.preflight.conversion import check_conversion
+from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
 from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.probes import PushedModelFacts
@@ -115,7 +116,7 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
     timeout_s = spec.timeout_s
     if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
         timeout_s = facts.estimate.recommended_timeout_s
-    script = _render(spec.method, config, _hf_jobs_table(spec, env, timeout_s))
+    script = _render(spec, spec.method, config, _hf_jobs_table(spec, env, timeout_s))
     return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=timeout_s)
 
 
@@ -149,7 +150,7 @@ def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
             task = replace(task, hub=replace(task.hub, revision=facts.pushed.revision))
         remote = spec.backend != "local"
         config = eval_config(spec.model, spec.dataset, task, output_dir=_output_dir(spec), remote=remote)
-    script = _render("evaluate", config, _hf_jobs_table(spec, env, spec.timeout_s))
+    script = _render(spec, "evaluate", config, _hf_jobs_table(spec, env, spec.timeout_s))
     return Plan(facts=facts, findings=findings, config=config, script=script, timeout_s=spec.timeout_s)
 
 
@@ -160,7 +161,7 @@ def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
         *check_conversion(facts.conversion, task.quantizations, task.pre_tokenizer),
         *_conversion_output(spec),
         *rules.check_output_dir(spec, facts),
-        *rules.check_dependencies(spec, facts),
+        *check_dependencies(spec, facts),
     ]
     remote = spec.backend != "local"
     push_to = spec.output if remote else None
@@ -176,7 +177,7 @@ def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
             push_to_hub=remote,
             hub_model_id=push_to,
         )
-    script = _render("convert_gguf", config, _hf_jobs_table(spec, env, spec.timeout_s))
+    script = _render(spec, "convert_gguf", config, _hf_jobs_table(spec, env, spec.timeout_s))
     return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=spec.timeout_s)
 
 
@@ -270,7 +271,7 @@ EVALUATION_CHECKS: tuple[rules.Check, ...] = (
     check_adapter,
     check_pushed_model,
     check_evaluation_data,
-    rules.check_dependencies,
+    check_dependencies,
     rules.check_remote_paths,
 )
 
@@ -296,8 +297,12 @@ def _output_dir(spec: JobSpec) -> str | None:
     return str(Path(spec.output).expanduser().resolve()) if spec.output else None
 
 
-def _render(template: str, config: dict[str, Any] | None, hf_jobs: dict[str, str | list[str]] | None = None) -> str:
-    return render_script(template, config, hf_jobs=hf_jobs) if config else ""
+def _render(
+    spec: JobSpec, template: str, config: dict[str, Any] | None, hf_jobs: dict[str, str | list[str]] | None
+) -> str:
+    if not config:
+        return ""
+    return render_script(template, config, hf_jobs=hf_jobs, dependency_versions=spec.dependency_versions)
 
 
 def _hf_jobs_table(spec: JobSpec, env: PlanEnv, timeout_s: int | None) -> dict[str, str | list[str]] | None:

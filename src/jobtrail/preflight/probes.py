@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from jobtrail.outcomes.evals import HubWeights
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import COMMIT_MARKER, REMOTE_CHECKPOINT
 from jobtrail.templates.render import job_requirements, scripts_dir
+from jobtrail.templates.versions import environment_lock, job_lock, same_release
 from jobtrail.util.data import read_json_object
 from jobtrail.util.hub import hub_unreachable
 from jobtrail.util.refs import looks_local
@@ -177,18 +179,36 @@ def _can_write(role: str | None, access: dict[str, Any]) -> bool | None:
     return "repo.write" in permissions or "repo.content.write" in permissions
 
 
-def missing_job_requirements(
+@dataclass(frozen=True)
+class UntestedVersion:
+    name: str
+    installed: str
+    tested: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.installed} (tested: {self.tested})"
+
+
+def job_interpreter(
     template: str, python: str, *, qlora: bool = False, training_args: dict[str, Any] | None = None
-) -> list[str]:
-    """What the interpreter `python` lacks of a job's dependencies, before its script is rendered:
-    the template's PEP 723 header lists them, and rendering adds what the job's peft and
-    training_args need and drops what they do without (render.job_requirements).
+) -> tuple[list[str], list[UntestedVersion]]:
+    """(missing, untested) of the interpreter `python` for a job's dependencies, before its script is rendered:
+    what it lacks of the template's PEP 723 header (whose lower bounds are the API the template is written
+    against; rendering adds what the job's peft and training_args need and drops what they do without:
+    render.job_requirements), and which of the packages it has are not the versions jobtrail tested: the
+    tested lock's (this machine's Python), else the job lock's (GPU-only packages).
 
     Raises BackendError when `python` cannot be run at all.
     """
     header = pep723.read_metadata((scripts_dir() / f"{template}.py").read_text(encoding="utf-8"))
     needed = job_requirements(header.get("dependencies", []), "qlora" if qlora else None, training_args or {})
-    return pep723.missing_requirements(needed, python)
+    check = pep723.check_interpreter(needed, python)
+    untested = []
+    for name, version in sorted(check.installed.items()):
+        tested = environment_lock().version_of(name) or job_lock().version_of(name)
+        if tested is not None and not same_release(version, tested):
+            untested.append(UntestedVersion(name, version, tested))
+    return check.missing, untested
 
 
 def model_facts(ref: str, token: str | None = None) -> ModelFacts:

@@ -20,6 +20,7 @@ from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import hyperparams
 from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.caps import check_caps
+from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, requested_processes
 from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output
@@ -35,8 +36,6 @@ NO_BF16_GPUS = ("T4",)
 SLOW_COMPILE_GPUS = ("T4", "A10G")
 # The shortest timeout a training job can live through: its imports and model load alone take longer.
 MIN_TRAINING_TIMEOUT_S = 60
-# The extras a job's interpreter needs, by template (training templates need "train").
-_JOB_EXTRAS = {"convert_gguf": "train,gguf"}
 
 
 def max_positions(facts: Facts) -> int | None:
@@ -247,27 +246,6 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
             )
         )
     return findings
-
-
-def check_dependencies(spec: JobSpec, facts: Facts) -> list[Finding]:
-    extras = _JOB_EXTRAS.get(spec.method, "train")
-    if facts.python_error:
-        return [
-            _error(
-                "dependencies.python",
-                f"The job's Python could not be checked: {facts.python_error}",
-                f"Set JOBTRAIL_PYTHON to a working interpreter that has jobtrail[{extras}] installed.",
-            )
-        ]
-    if not facts.missing_requirements:
-        return []
-    return [
-        _error(
-            "dependencies.missing",
-            f"The job's Python lacks: {', '.join(facts.missing_requirements)}.",
-            f"Install the job's extras into that environment: pip install 'jobtrail[{extras}]'",
-        )
-    ]
 
 
 # --- remote backends ----------------------------------------------------------------------

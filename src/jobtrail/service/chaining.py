@@ -199,4 +199,4 @@ def smoke_version(
     smoke["push_to_hub"], smoke["hub_model_id"] = False, None
     if attempt_spec.backend == "local":
         smoke["output_dir"] = str(context.home / "runs" / run_id / "smoke")
-    return smoke, render_script(smoke["template"], smoke)
+    return smoke, render_script(smoke["template"], smoke, dependency_versions=attempt_spec.dependency_versions)

@@ -19,7 +19,7 @@ from jobtrail.estimate.estimator import estimate_cost
 from jobtrail.estimate.memory import Peft
 from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import TrainingMethod
-from jobtrail.models import BackendName, JobSpec, JobStatus
+from jobtrail.models import BackendName, DependencyVersions, JobSpec, JobStatus
 from jobtrail.outcomes import budget, evals
 from jobtrail.service import JobService
 from jobtrail.templates import llama_cpp
@@ -118,6 +118,7 @@ MetricList = Annotated[list[EvalMetric], Field(min_length=1, max_length=MAX_ITEM
 # --- defaults -------------------------------------------------------------------------
 
 DEFAULT_BACKEND: BackendName = JobSpec.model_fields["backend"].default
+DEFAULT_DEPENDENCY_VERSIONS: DependencyVersions = JobSpec.model_fields["dependency_versions"].default
 # The use cases' defaults are declared once, on the JobService facade: the tools and the CLI read them.
 DEFAULT_SPLIT: str = _keyword_defaults(JobService.validate_dataset)["split"]
 DEFAULT_LIMIT: int = _keyword_defaults(JobService.ps)["limit"]
@@ -254,6 +255,16 @@ ConvertAfter = Annotated[
 ]
 
 # --- where and how it runs ------------------------------------------------------------
+
+LibraryVersions = Annotated[
+    DependencyVersions,
+    Field(
+        description='"tested" (default): the job installs the exact library versions jobtrail tested (TRL, '
+        'transformers, PEFT, torch, ...: its script\'s header pins them). "newest": the newest releases when the '
+        "job starts, which nobody tested (preflight warns). A local job runs in the server's Python (or "
+        "JOBTRAIL_PYTHON) either way; preflight warns where that Python's versions are not the tested ones."
+    ),
+]
 
 Backend = Annotated[
     BackendName,

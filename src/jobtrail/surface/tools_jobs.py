@@ -49,6 +49,7 @@ class JobTools(ToolArea):
         idempotency_key: p.IdempotencyKey = None,
         after: p.After = None,
         smoke_steps: p.SmokeSteps = None,
+        dependency_versions: p.LibraryVersions = p.DEFAULT_DEPENDENCY_VERSIONS,
     ) -> SubmitResult:
         arguments = passed_on(locals())
         how = {name: arguments.pop(name) for name in _HOW_TO_SUBMIT}  # the rest are the job's spec, by name

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.templates.runtime import runtime_module
+from jobtrail.templates.versions import job_lock
 from jobtrail.util.data import data_path
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # the sdist whose converter and quantize sources jobs build
+# The sdist whose converter and quantize sources jobs build: the job lock's (`make lock` moves it).
+LLAMA_CPP_PYTHON_VERSION = job_lock().require("llama-cpp-python")
 FACTS_FILE = data_path("gguf_converter.json")
 SDIST_PREFIX = "llama_cpp_python-"  # an sdist's top directory: llama_cpp_python-<version>
 BASE_QUANTIZATION = "F16"  # the converter's output, always kept: every other file derives from it
@@ -69,15 +71,6 @@ def derive_converter_facts(sdist: Path) -> dict[str, Any]:
 
         facts: dict[str, Any] = _parser().llama_cpp_facts(read, top.removeprefix(SDIST_PREFIX))
         return facts
-
-
-def write_converter_facts(sdist: Path) -> None:
-    """Regenerate gguf_converter.json after changing LLAMA_CPP_PYTHON_VERSION: run
-    `pip download --no-deps --no-binary :all: llama-cpp-python==VERSION --dest DIR`, then
-    write_converter_facts(Path("DIR/llama_cpp_python-VERSION.tar.gz")).
-    """
-    facts = derive_converter_facts(sdist)
-    FACTS_FILE.write_text(json.dumps(facts, indent=1, ensure_ascii=False) + "\n")
 
 
 def _parser() -> Any:

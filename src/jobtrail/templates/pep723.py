@@ -1,6 +1,6 @@
 """PEP 723 inline script metadata: read a script's header, and check an interpreter against it.
 
-`read_metadata` is pure. `missing_requirements` looks at installed distributions: in this
+`read_metadata` is pure. `check_interpreter` looks at installed distributions: in this
 process when `python` is this interpreter, otherwise through a short subprocess of `python`
 that reports facts only (installed versions, marker environment) using the standard library,
 because the job's interpreter need not have `packaging`. The judging happens here.
@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +92,16 @@ def read_metadata(script_text: str) -> dict[str, Any]:
     return metadata
 
 
-def missing_requirements(requirements: list[str], python: str) -> list[str]:
-    """Requirements the environment of interpreter `python` does not satisfy, as readable
-    strings such as "trl>=1.16 (installed: 1.15.0)" or "peft>=0.21 (not installed)".
+@dataclass(frozen=True)
+class InterpreterCheck:
+    """An interpreter judged against a job's requirements."""
+
+    missing: list[str]  # e.g. "trl>=1.16 (installed: 1.15.0)", "peft>=0.21 (not installed)"
+    installed: dict[str, str]  # canonical name → version, for each requirement that applies and is installed
+
+
+def check_interpreter(requirements: list[str], python: str) -> InterpreterCheck:
+    """What the environment of interpreter `python` lacks of `requirements`, and what it has of them.
 
     Requirements whose marker excludes that interpreter are skipped; extras are not checked
     (only the distribution itself). Raises InvalidRequestError for an unparseable
@@ -101,7 +109,7 @@ def missing_requirements(requirements: list[str], python: str) -> list[str]:
     """
     parsed = [_parse_requirement(r) for r in requirements]
     if not parsed:
-        return []
+        return InterpreterCheck(missing=[], installed={})
     names: list[str] = sorted({canonicalize_name(r.name) for r in parsed})
     if _is_current_interpreter(python):
         environment = {key: str(value) for key, value in default_environment().items()}
@@ -109,16 +117,19 @@ def missing_requirements(requirements: list[str], python: str) -> list[str]:
         versions = {name: installed_version(name) for name in names}
     else:
         environment, versions = _probe_interpreter(python, names)
-    missing = []
+    missing: list[str] = []
+    installed: dict[str, str] = {}
     for req in parsed:
         if req.marker is not None and not req.marker.evaluate(environment):
             continue
-        installed = versions.get(canonicalize_name(req.name))
-        if installed is None:
+        version = versions.get(canonicalize_name(req.name))
+        if version is None:
             missing.append(f"{_describe(req)} (not installed)")
-        elif not _satisfies(req.specifier, installed):
-            missing.append(f"{_describe(req)} (installed: {installed})")
-    return missing
+            continue
+        installed[canonicalize_name(req.name)] = version
+        if not _satisfies(req.specifier, version):
+            missing.append(f"{_describe(req)} (installed: {version})")
+    return InterpreterCheck(missing=missing, installed=installed)
 
 
 def _validate(metadata: dict[str, Any]) -> None:

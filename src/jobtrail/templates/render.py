@@ -14,6 +14,14 @@ trackio when its report_to leaves it out), the header's dependency list, and not
 so the rendered script never imports jobtrail and runs anywhere its header's dependencies exist. A
 remote job's header also gets a `[tool.hf-jobs]` table (PEP 723 allows [tool] tables) saying how it
 runs there: flavor, timeout and the NAMES of its secrets (never a value), so the script alone tells.
+
+A template's header lists lower bounds: the oldest releases whose API it is written against. A rendered
+job runs the versions jobtrail tested (dependency_versions="tested", the default): each dependency pinned
+to the job lock's exact version and a `[tool.uv]` table whose exclude-newer is the lock's resolution
+time, so uv resolves the packages the pins do not name as they resolved then (templates/versions.py).
+Exact pins rather than a script lock file: the script stays one self-contained file, and the pins are
+readable in the receipt's script. dependency_versions="newest" keeps the lower bounds: the job installs
+whatever is newest when it starts (preflight warns: untested).
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.models import DEFAULT_DEPENDENCY_VERSIONS, DependencyVersions
 from jobtrail.templates.tracking import TRACKIO, reports_to_trackio
+from jobtrail.templates.versions import job_lock, pin
 from jobtrail.util.digest import config_json
 
 RUNTIME_MODULE = "_runtime.py"
@@ -38,6 +48,8 @@ _RUNTIME_IMPORT = re.compile(r"(?m)^from (_\w+) import\b")
 _DEPENDENCIES = re.compile(r"(?ms)^# dependencies = \[(.*?)\]$")
 _HEADER_END = re.compile(r"(?m)^# ///$")  # the first one closes the `# /// script` block at the top
 HF_JOBS_TABLE = "tool.hf-jobs"
+UV_TABLE = "tool.uv"
+_QUOTED = re.compile(r'"([^"]+)"')
 # QLoRA loads 4-bit weights through bitsandbytes, which only GPU jobs can use: the header asks for
 # it only then, so CPU jobs never need it installed (transformers 5.23 wants at least 0.46.1).
 QLORA_REQUIREMENT = "bitsandbytes>=0.46.1"
@@ -70,9 +82,11 @@ def render_script(
     *,
     templates: Path | None = None,
     hf_jobs: Mapping[str, str | list[str]] | None = None,
+    dependency_versions: DependencyVersions = DEFAULT_DEPENDENCY_VERSIONS,
 ) -> str:
     """Return the script text for `template` (e.g. "sft") with `config` baked in; `hf_jobs`: the
-    [tool.hf-jobs] table of a remote job's header (flavor, timeout, secrets: names only)."""
+    [tool.hf-jobs] table of a remote job's header (flavor, timeout, secrets: names only);
+    `dependency_versions`: "tested" pins the header to the job lock, "newest" keeps the template's bounds."""
     root = templates or scripts_dir()
     path = root / f"{template}.py"
     if not path.is_file():
@@ -88,6 +102,9 @@ def render_script(
         source = _add_requirement(source, requirement)
     if hf_jobs:
         source = _add_tool_table(source, HF_JOBS_TABLE, hf_jobs)
+    if dependency_versions == "tested":
+        source = _pin_requirements(source)
+        source = _add_tool_table(source, UV_TABLE, {"exclude-newer": job_lock().exclude_newer})
     snapshot = config_json(config)
     return _replace_block(source, "config", f"CONFIG: dict = json.loads({snapshot!r})\n")
 
@@ -160,6 +177,16 @@ def _drop_requirement(source: str, name: str) -> str:
     entry = re.compile(rf'"{re.escape(name)}(?![\w.-])[^"]*"[ \t]*,?[ \t]*', re.IGNORECASE)
     kept = re.sub(r"(?m)^#[ \t]*\n", "", entry.sub("", found.group(1)))
     return source[: found.start(1)] + kept + source[found.end(1) :]
+
+
+def _pin_requirements(source: str) -> str:
+    """The header's dependencies, each pinned to the job lock's version."""
+    found = _DEPENDENCIES.search(source)
+    if found is None:
+        raise InvalidRequestError("Template header must list its dependencies in one '# dependencies = [...]' array.")
+    lock = job_lock()
+    pinned = _QUOTED.sub(lambda m: json.dumps(pin(m.group(1), lock)), found.group(1))
+    return source[: found.start(1)] + pinned + source[found.end(1) :]
 
 
 def _add_tool_table(source: str, name: str, values: Mapping[str, str | list[str]]) -> str:
