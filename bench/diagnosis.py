@@ -1,0 +1,120 @@
+"""How well `jobtrail explain` names the cause of real failure logs pasted in public GitHub threads.
+
+The corpus is tests/outcomes/real_logs/{dev,heldout}/<reason>--<slug>.log. Each file starts with
+`# thread: <url>`, `# found: <what the thread concluded>`, optionally `#exit_code: N` / `#signal: N`
+(only where the log itself states the process's exit status), then the log as the user pasted it.
+The half a thread belongs to is fixed by the hash of its URL (see `half_for`), not chosen.
+
+Usage: python bench/diagnosis.py [--half dev|heldout|both]
+Always exits 0: this is a measurement, not a gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "outcomes" / "real_logs"
+HALVES = ("dev", "heldout")
+NEW_REASONS = frozenset({"disk_full"})  # expected in the corpus, not (yet) a TerminationReason
+
+
+@dataclass(frozen=True)
+class RealLog:
+    path: Path
+    half: str
+    expected: str
+    thread: str
+    found: str
+    exit_code: int | None
+    signal: int | None
+    text: str
+
+
+def half_for(thread_url: str) -> str:
+    """Which half a thread belongs to: fixed by its URL, so no one picks what goes where."""
+    return "dev" if int(hashlib.sha256(thread_url.encode()).hexdigest(), 16) % 2 == 0 else "heldout"
+
+
+def parse(path: Path, half: str) -> RealLog:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header: dict[str, str] = {}
+    body_start = 0
+    for i, line in enumerate(lines):
+        key, sep, value = line.partition(":")
+        name = key.lstrip("#").strip()
+        if line.startswith("#") and sep and name in {"thread", "found", "exit_code", "signal"}:
+            header[name] = value.strip()
+            body_start = i + 1
+            continue
+        break
+    return RealLog(
+        path=path,
+        half=half,
+        expected=path.name.split("--", 1)[0],
+        thread=header.get("thread", ""),
+        found=header.get("found", ""),
+        exit_code=int(header["exit_code"]) if "exit_code" in header else None,
+        signal=int(header["signal"]) if "signal" in header else None,
+        text="\n".join(lines[body_start:]) + "\n",
+    )
+
+
+def load(half: str = "both", corpus: Path = CORPUS) -> list[RealLog]:
+    halves = HALVES if half == "both" else (half,)
+    return [parse(p, h) for h in halves for p in sorted((corpus / h).glob("*.log"))]
+
+
+def run(logs: list[RealLog]) -> list[tuple[RealLog, str, str]]:
+    from jobtrail.outcomes.classify import explain
+
+    results = []
+    for log in logs:
+        verdict = explain(log.text, log.exit_code, log.signal)
+        results.append((log, str(verdict.reason.value), verdict.evidence or verdict.message))
+    return results
+
+
+def report(results: list[tuple[RealLog, str, str]], half: str) -> None:
+    for h in HALVES if half == "both" else (half,):
+        rows = [r for r in results if r[0].half == h]
+        right = sum(1 for log, got, _ in rows if got == log.expected)
+        pct = 100.0 * right / len(rows) if rows else 0.0
+        print(f"{h:8} {right}/{len(rows)} correct ({pct:.1f}%)")
+    print()
+    totals: Counter[str] = Counter()
+    hits: Counter[str] = Counter()
+    for log, got, _ in results:
+        totals[log.expected] += 1
+        hits[log.expected] += got == log.expected
+    print(f"{'reason':18} {'correct':>7} {'total':>5}")
+    for reason in sorted(totals):
+        note = "  (new reason)" if reason in NEW_REASONS else ""
+        print(f"{reason:18} {hits[reason]:>7} {totals[reason]:>5}{note}")
+    misses = [r for r in results if r[1] != r[0].expected]
+    print(f"\nmisses ({len(misses)}):")
+    for log, got, evidence in misses:
+        shown = " ".join(evidence.split())[:160]
+        print(f"  {log.half}/{log.path.name}: expected {log.expected}, got {got} -- {shown}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--half", choices=("dev", "heldout", "both"), default="both")
+    args = parser.parse_args(argv)
+    try:
+        results = run(load(args.half))
+    except Exception as exc:  # a measurement: report, never fail the caller
+        print(f"could not run the classifier: {exc!r}", file=sys.stderr)
+        return 0
+    report(results, args.half)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
