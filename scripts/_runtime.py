@@ -169,6 +169,19 @@ def commit_checkpoint(ckpt_dir: Path | str, step: int, run_id: str, attempt_id: 
     return {**marker, "path": str(ckpt_dir), "files": len(files), "bytes": total}
 
 
+def withdraw_checkpoint(ckpt_dir: Path | str, step: int, why: str) -> None:
+    """Take back a commit: the marker goes (durably) and the manifest with it, so no resume ever loads these
+    weights; the files stay until retention removes them. Used when the run learns, after the commit, that
+    the weights it holds are destroyed (a loss that blew up)."""
+    ckpt_dir = Path(ckpt_dir)
+    with contextlib.suppress(FileNotFoundError):
+        (ckpt_dir / MARKER_NAME).unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (ckpt_dir / MANIFEST_NAME).unlink()
+    _fsync_dir(ckpt_dir)
+    emit("checkpoint", state="withdrawn", step=step, path=str(ckpt_dir), why=why)
+
+
 def verify_checkpoint(ckpt_dir: Path | str, *, deep: bool = True) -> tuple[bool, str]:
     """(True, "ok") when the marker exists and the manifest it names matches every file.
 

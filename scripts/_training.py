@@ -31,6 +31,7 @@ from _runtime import (
     apply_retention,
     barrier,
     begin_checkpoint,
+    checkpoint_step,
     commit_checkpoint,
     emit,
     emit_environment,
@@ -44,6 +45,8 @@ from _runtime import (
     push_final,
     setup_done,
     sha256_file,
+    verify_checkpoint,
+    withdraw_checkpoint,
 )
 from _tracking import make_trackio_callback, split_report_to
 from _watch import SHARE_MIN_LOGS, STALL_MINUTES, RunWatch, TrainingDivergedError, Watchdog, weights_finite
@@ -94,6 +97,9 @@ class Method:
     # Whether a loss far above its running median is worth an alert: not for a loss that hovers
     # around 0 by design (GRPO's policy-gradient surrogate), where any ratio to its median is noise.
     loss_spikes: bool = True
+    # Whether the loss is the mean cross-entropy of the next token (SFT's): its ceiling is ln(vocabulary),
+    # the loss of a uniform guess, so a loss far above it, or pinned at it, says the weights are gone.
+    token_loss: bool = False
 
 
 def train(config: dict[str, Any], method: Method) -> None:
@@ -496,6 +502,7 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             self.watch = RunWatch(
                 job.run_id, args.learning_rate, spikes=method.loss_spikes, overflow_expected=bool(args.fp16)
             )
+            self.start_step = 0  # the step this attempt resumed at
             self.watchdog = Watchdog(stall_minutes * 60 if stall_minutes else None, self.alert)
 
         def alert(self, *alerts: dict[str, Any]) -> None:
@@ -509,6 +516,9 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.tokens_at_start = state.num_input_tokens_seen or 0
+            self.start_step = state.global_step
+            if method.token_loss:
+                self.watch.know_vocabulary(vocabulary_size(kwargs.get("model")))
             rebase_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"), args.learning_rate)
             if state.is_world_process_zero:
                 self.watchdog.start()
@@ -622,12 +632,48 @@ def method_metrics(logs: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def vocabulary_size(model: Any) -> int | None:
+    """The size of the vocabulary a causal LM predicts over (a multimodal model's text part), if it says."""
+    config = getattr(model, "config", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    size = getattr(text, "vocab_size", None)
+    return size if isinstance(size, int) else None
+
+
+def keep_vouched_checkpoints(output_dir: Path, healthy_step: int | None, start_step: int) -> str:
+    """After a blow-up, withdraw this attempt's commits that no healthy loss vouched for, and say what is kept.
+
+    The loss logged at step N is computed on the weights of the updates before N, so a checkpoint of step
+    H (the last healthy logged step) or later holds weights no healthy loss has seen: withdrawn, so that
+    no retry resumes from them. The checkpoints before H (and the one this attempt resumed from) stay.
+    """
+    threshold = healthy_step if healthy_step is not None else start_step + 1
+    withdrawn = []
+    for path in sorted(output_dir.glob("checkpoint-*")):
+        step = checkpoint_step(path)
+        if step is not None and step >= threshold and verify_checkpoint(path, deep=False)[0]:
+            withdraw_checkpoint(path, step, f"saved at step {step}, after the last healthy logged step")
+            withdrawn.append(path.name)
+    kept, step, _ = find_resume_target(output_dir)
+    said = f" Withdrew {', '.join(withdrawn)} (no healthy loss vouched for its weights)." if withdrawn else ""
+    if kept is None:
+        return said + " No committed checkpoint from before the blow-up: a retry starts from the beginning."
+    return (
+        said
+        + f" Kept {Path(kept).name} (step {step}), the last committed checkpoint from before it: a retry "
+        + ("resumes from there.")
+    )
+
+
 def train_and_finish(job: Job, trainer: Any, callback: Any, resume_path: str | None) -> None:
     """Train (from resume_path), then the final model, the metrics event and the Hub push."""
     with phase("train"):
         result = trainer.train(resume_from_checkpoint=resume_path)
         if callback.watch.diverged:  # stopped early, its weights lost: no final model
-            raise TrainingDivergedError(callback.watch.diverged["message"])
+            kept = ""
+            if process_rank() == 0:
+                kept = keep_vouched_checkpoints(job.output_dir, callback.watch.healthy_step, callback.start_step)
+            raise TrainingDivergedError(callback.watch.diverged["message"] + kept)
     with phase("save", announce="saving"):
         save_final(trainer, job)
     emit_metrics(result.metrics, trainer.state, callback.tokens_at_start)

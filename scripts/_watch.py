@@ -2,9 +2,12 @@
 
 Pure detectors over the numbers a run logs, fed by the training callback (_training.py), which
 prints each alert as an `alert` event {code, step, message, fix} the moment it is seen: one per
-code per attempt, so a run that stays bad says it once. Only nan_loss changes the run: training
-stops there (its weights are lost) and the job ends `diverged` (_runtime.FAILURE_RULES). The
-Watchdog thread raises `stalled` when no step comes for a long time.
+code per attempt, so a run that stays bad says it once. A run is judged from its second logged
+step on, against its first (a destroyed model does not wait for a warm-up): the alerts that say the
+weights are gone (STOPPING: a NaN loss or weights, a loss blown far above its first value or above
+a uniform guess, a collapse) stop training there, and the job ends `diverged`
+(_runtime.FAILURE_RULES) keeping only checkpoints a healthy loss vouched for. The Watchdog thread
+raises `stalled` when no step comes for a long time.
 
 render.py inlines this file into the training scripts (like _runtime.py, standard library only and
 without `from __future__` imports); the tests load it as it is.
@@ -25,6 +28,16 @@ GRAD_NORM_FACTOR = 100.0
 OVERFIT_RISES = 3  # eval loss rising this many evaluations in a row, while the train loss falls
 STALL_MINUTES = 10.0  # without a step or an evaluation batch, the job says it may be stuck
 SHARE_MIN_LOGS = 3  # logged steps before "most steps show it" (GRPO's check_steps) is asked
+# From the second logged step on: a loss this many times the first one has left the run, whatever the model.
+DIVERGE_FACTOR = 10.0
+# A token loss above this many times ln(vocabulary) (the loss of guessing every token uniformly) is a model
+# that predicts worse than knowing nothing: judged from the first logged step.
+UNIFORM_MARGIN = 1.5
+FIRST_GRAD_FACTOR = 100.0  # before the running median exists, a gradient norm this far above the first
+COLLAPSE_LOGS = 2  # consecutive logged steps of a gradient norm of exactly 0, or a loss pinned at ln(vocabulary)
+PINNED = 0.005  # within this share of ln(vocabulary), a loss reads as pinned there
+# The alerts that stop the run (its weights are gone): the job ends `diverged`.
+STOPPING = ("nan_loss", "nan_weights", "loss_diverged", "collapsed")
 
 
 class TrainingDivergedError(RuntimeError):
@@ -109,7 +122,8 @@ def loss_spike_alert(step: int, loss: Any, earlier: list[float]) -> dict[str, An
 
 
 def grad_norm_alert(step: int, grad_norm: Any, earlier: list[float], *, overflow_expected: bool) -> dict | None:
-    """A gradient norm that is not finite, or far above its running median once the run has warmed up.
+    """A gradient norm that is not finite, or far above its running median once the run has warmed up (far
+    above the first logged one before that).
 
     overflow_expected: fp16 training, whose loss scaler skips a step with an infinite gradient and
     lowers its scale; an occasional infinite norm there is the scaler at work, not an explosion.
@@ -118,9 +132,15 @@ def grad_norm_alert(step: int, grad_norm: Any, earlier: list[float], *, overflow
         return None
     median = running_median(earlier)
     if is_finite(grad_norm):
-        if len(earlier) < WARMUP_LOGS or not median or grad_norm <= GRAD_NORM_FACTOR * median:
+        if len(earlier) >= WARMUP_LOGS and median:
+            reference, what, factor = median, "its running median", GRAD_NORM_FACTOR
+        elif earlier and earlier[0] > 0:  # from the second logged step on: against the first
+            reference, what, factor = earlier[0], "the first logged one", FIRST_GRAD_FACTOR
+        else:
             return None
-        size = f"{grad_norm:.4g}, {grad_norm / median:.0f}x its running median ({median:.4g})"
+        if grad_norm <= factor * reference:
+            return None
+        size = f"{grad_norm:.4g}, {grad_norm / reference:.0f}x {what} ({reference:.4g})"
     else:
         size = str(grad_norm)
     return make_alert(
@@ -130,6 +150,70 @@ def grad_norm_alert(step: int, grad_norm: Any, earlier: list[float], *, overflow
         "Lower learning_rate (retry with changes={'learning_rate': ...}), clip the gradients (max_grad_norm=1.0), "
         "or warm up longer (warmup_steps=0.1).",
     )
+
+
+def stopped_fix(job_id: str, learning_rate: float | None) -> str:
+    return (
+        f"{lower_learning_rate_call(job_id, learning_rate)} resumes from the last committed checkpoint from before "
+        "the blow-up (from the start if there is none) with a lower learning rate; clipping (max_grad_norm=1.0) and "
+        "warmup (warmup_steps=0.1) help too."
+    )
+
+
+def loss_diverged_alert(
+    step: int, loss: Any, first: float | None, uniform: float | None, job_id: str, learning_rate: float | None
+) -> dict[str, Any] | None:
+    """A finite loss that says the weights are destroyed: DIVERGE_FACTOR times the first logged loss, or above
+    UNIFORM_MARGIN times `uniform` (ln(vocabulary): None where the loss is no token loss)."""
+    if not is_finite(loss):
+        return None
+    if first is not None and first > 0 and loss > DIVERGE_FACTOR * first:
+        why = f"{loss / first:.3g}x the first logged loss ({first:.4g})"
+    elif uniform and loss > UNIFORM_MARGIN * uniform:
+        why = f"above ln(vocabulary) = {uniform:.4g}, the loss of guessing every token uniformly"
+    else:
+        return None
+    at = f" (learning_rate {learning_rate:g})" if learning_rate else ""
+    return make_alert(
+        "loss_diverged",
+        step,
+        f"The loss blew up to {loss:.4g} at step {step}{at}, {why}: the weights are destroyed, so training stopped "
+        "here and the job ends 'diverged'.",
+        stopped_fix(job_id, learning_rate),
+    )
+
+
+def collapse_alert(
+    step: int,
+    losses: list[float],
+    grad_norms: list[Any],
+    uniform: float | None,
+    job_id: str,
+    learning_rate: float | None,
+) -> dict[str, Any] | None:
+    """A model that no longer learns anything: the gradient norm exactly 0 over COLLAPSE_LOGS logged steps (the
+    weights stopped changing), or the loss pinned at ln(vocabulary) (uniform output) after it had been elsewhere.
+    `losses` and `grad_norms` are every logged value so far, this step's last."""
+    recent = grad_norms[-COLLAPSE_LOGS:]
+    if len(recent) == COLLAPSE_LOGS and all(g == 0 for g in recent):
+        what = f"the gradient norm was exactly 0 at the last {COLLAPSE_LOGS} logged steps: the weights stopped changing"
+    elif uniform and _pinned(losses, uniform):
+        what = f"the loss is pinned at {losses[-1]:.4g} = ln(vocabulary): the model outputs the same uniform guess"
+    else:
+        return None
+    return make_alert(
+        "collapsed",
+        step,
+        f"The run collapsed at step {step}: {what}. Training stopped here and the job ends 'diverged'.",
+        stopped_fix(job_id, learning_rate),
+    )
+
+
+def _pinned(losses: list[float], uniform: float) -> bool:
+    recent, earlier = losses[-COLLAPSE_LOGS:], losses[:-COLLAPSE_LOGS]
+    near = len(recent) == COLLAPSE_LOGS and all(abs(loss - uniform) <= PINNED * uniform for loss in recent)
+    # A model trained from random weights starts at ln(vocabulary): pinned only after it had left it.
+    return near and any(abs(loss - uniform) > 0.1 * uniform for loss in earlier)
 
 
 def overfitting_alert(evals: list[tuple[int, float]], train: list[tuple[int, float]]) -> dict[str, Any] | None:
@@ -158,15 +242,31 @@ def overfitting_alert(evals: list[tuple[int, float]], train: list[tuple[int, flo
 class RunWatch:
     """The numbers an attempt has logged, and the alerts they raised (each code once)."""
 
-    def __init__(self, job_id: str, learning_rate: float | None, *, spikes: bool, overflow_expected: bool) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        learning_rate: float | None,
+        *,
+        spikes: bool,
+        overflow_expected: bool,
+        vocab_size: int | None = None,
+    ) -> None:
         self.job_id, self.learning_rate = job_id, learning_rate
-        self.spikes = spikes  # False where the loss is no scale to compare with (GRPO's hovers around 0)
+        # False where the loss is no scale to compare with (GRPO's hovers around 0): no spike, blow-up or collapse
+        # is judged from it.
+        self.spikes = spikes
         self.overflow_expected = overflow_expected
+        # A token loss's ceiling, ln(vocabulary): None where the loss is no token cross-entropy (DPO's, a reward
+        # model's) or the vocabulary is unknown.
+        self.uniform: float | None = None
+        self.know_vocabulary(vocab_size)
         self.losses: list[tuple[int, float]] = []
         self.grad_norms: list[float] = []
+        self.logged_grads: list[Any] = []  # every logged grad norm, None where a step logged none
         self.evals: list[tuple[int, float]] = []
         self.raised: set[str] = set()
-        self.diverged: dict[str, Any] | None = None  # the nan_loss alert, once the loss is lost
+        self.diverged: dict[str, Any] | None = None  # the STOPPING alert, once the weights are gone
+        self.healthy_step: int | None = None  # the last logged step whose loss said the run was fine
 
     def on_step(self, step: int, loss: Any, grad_norm: Any) -> list[dict[str, Any]]:
         if self.diverged is not None:  # the run is stopping: what follows is the same story
@@ -174,14 +274,26 @@ class RunWatch:
         self.diverged = nan_loss_alert(step, loss, self.job_id, self.learning_rate)
         if self.diverged is not None:
             return self.new([self.diverged])
-        found = [
-            loss_spike_alert(step, loss, [v for _, v in self.losses]) if self.spikes else None,
-            grad_norm_alert(step, grad_norm, self.grad_norms, overflow_expected=self.overflow_expected),
-        ]
+        first = self.losses[0][1] if self.losses else None
+        exploding = grad_norm_alert(step, grad_norm, self.grad_norms, overflow_expected=self.overflow_expected)
         self.losses.append((step, float(loss)))
+        self.logged_grads.append(grad_norm)
+        if self.spikes:
+            losses = [v for _, v in self.losses]
+            self.diverged = loss_diverged_alert(
+                step, loss, first, self.uniform, self.job_id, self.learning_rate
+            ) or collapse_alert(step, losses, self.logged_grads, self.uniform, self.job_id, self.learning_rate)
+            if self.diverged is not None:
+                return self.new([exploding, self.diverged])
+        found = [loss_spike_alert(step, loss, [v for _, v in self.losses[:-1]]) if self.spikes else None, exploding]
         if is_finite(grad_norm):
             self.grad_norms.append(float(grad_norm))
+        self.healthy_step = step
         return self.new(found)
+
+    def know_vocabulary(self, vocab_size: int | None) -> None:
+        """The model's vocabulary, once it is loaded: a token loss's ceiling is ln(vocabulary)."""
+        self.uniform = math.log(vocab_size) if vocab_size and vocab_size > 1 else None
 
     def on_lost_weights(self, step: int) -> list[dict[str, Any]]:
         """A checkpoint is due and the weights are not numbers (a loss not logged at this step would be)."""

@@ -52,7 +52,7 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     )
 
 
-SFT = Method("sft", "SFT", detect_format)
+SFT = Method("sft", "SFT", detect_format, token_loss=True)
 
 if __name__ == "__main__":
     run_job(lambda: train(CONFIG, SFT), CONFIG.get("launcher"))

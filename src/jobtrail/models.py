@@ -239,7 +239,8 @@ class RunRecord(BaseModel):
 class CheckpointRecord(BaseModel):
     path: str
     step: int | None = None
-    state: Literal["writing", "committed", "superseded"]
+    # withdrawn: committed, then taken back by the job once a blown-up loss showed its weights were destroyed.
+    state: Literal["writing", "committed", "superseded", "withdrawn"]
     manifest_sha256: str | None = None
     updated_at: float
 

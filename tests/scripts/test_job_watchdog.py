@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobtrail.templates.render import render_script
 from support.jobs import JobKit, JobRun, load_script_module, run_jobs, succeeded, top_level_names
 from support.waiting import wait_for
 
@@ -94,6 +95,38 @@ def test_run_watch_raises_each_code_once_and_stops_at_the_first_lost_loss(watch:
     assert [a["code"] for a in lost] == ["nan_weights"] and grpo.diverged == lost[0]
 
 
+def test_a_blow_up_is_judged_from_the_second_logged_step(watch: ModuleType) -> None:
+    assert watch.loss_diverged_alert(2, 60.0, 6.0, None, "jt-1", 1e-3) is None  # exactly 10x: not yet
+    alert = watch.loss_diverged_alert(2, 17_318_902.0, 6.67, None, "jt-1", 1000.0)
+    assert alert["code"] == "loss_diverged" and "2.6e+06x the first logged loss" in alert["message"]
+    uniform = math.log(800)
+    above = watch.loss_diverged_alert(2, 36.3, 6.67, uniform, "jt-1", 0.9)
+    assert above and "ln(vocabulary) = 6.685" in above["message"]
+    assert watch.loss_diverged_alert(2, 9.9, 6.67, uniform, "jt-1", 0.9) is None  # under 1.5 x ln(800)
+    assert watch.loss_diverged_alert(1, 36.3, None, None, "jt-1", 0.9) is None  # nothing to judge it by
+
+
+def test_a_collapse_is_a_gradient_of_zero_or_a_loss_pinned_at_a_uniform_guess(watch: ModuleType) -> None:
+    uniform = math.log(800)
+    assert watch.collapse_alert(3, [6.7, 5.0, 4.0], [1.0, 0.0, 0.0], uniform, "jt-1", 1e-3)["code"] == "collapsed"
+    assert watch.collapse_alert(3, [6.7, 5.0, 4.0], [1.0, 0.5, 0.0], uniform, "jt-1", 1e-3) is None
+    pinned = watch.collapse_alert(4, [3.0, 4.0, uniform, uniform], [1.0, 1.0, 0.3, 0.2], uniform, "jt-1", 1e-3)
+    assert pinned and "pinned" in pinned["message"]
+    # A model trained from random weights starts at ln(vocabulary): that is no collapse.
+    assert watch.collapse_alert(3, [uniform, uniform, uniform], [1.0, 0.9, 0.8], uniform, "jt-1", 1e-3) is None
+
+
+def test_run_watch_stops_at_a_blow_up_and_remembers_the_last_healthy_step(watch: ModuleType) -> None:
+    run = watch.RunWatch("jt-1", 1000.0, spikes=True, overflow_expected=False, vocab_size=800)
+    assert run.on_step(1, 6.67, 2.0) == [] and run.on_step(2, 6.6, 2.1) == []
+    stopped = run.on_step(3, 17_318_902.0, 5000.0)
+    assert [a["code"] for a in stopped] == ["grad_norm_exploding", "loss_diverged"]
+    assert run.diverged == stopped[-1] and run.healthy_step == 2
+    assert run.on_step(4, 6.68, 0.0) == []
+    grpo = watch.RunWatch("jt-2", 1e-5, spikes=False, overflow_expected=False, vocab_size=800)
+    assert [grpo.on_step(step, 0.0, 0.0) for step in (1, 2, 3)] == [[], [], []]  # no loss scale: never judged
+
+
 def test_run_watch_reads_evaluations(watch: ModuleType) -> None:
     run = watch.RunWatch("jt-1", 1e-3, spikes=True, overflow_expected=False)
     alerts = []
@@ -152,9 +185,23 @@ def runs(tmp_path_factory: pytest.TempPathFactory, kit: JobKit) -> dict[str, tup
         "loss": kit.job(root / "loss", env=ids, learning_rate=ABSURD_LR, save_steps=100),
         "weights": kit.job(root / "weights", env=ids, learning_rate=ABSURD_LR, save_steps=1),
         "first_attempt": kit.job(root / "first_attempt", max_steps=4, learning_rate=1e-3),
+        # Full fine-tuning at learning rates that destroy the model with finite numbers (issue 25): 1000 after a
+        # warm-up whose first update is at 0 (so one healthy checkpoint exists), and 0.9 from the first update.
+        "lr1000": full_fine_tuning(kit, root / "lr1000", learning_rate=1000.0, warmup_steps=3),
+        "lr0.9": full_fine_tuning(kit, root / "lr0.9", learning_rate=0.9),
     }
     done = run_jobs(*jobs.values())
     return {name: (run, root / name / "out") for name, run in zip(jobs, done, strict=True)}
+
+
+def full_fine_tuning(kit: JobKit, workdir: Path, **training_args: Any) -> tuple[Path, dict[str, str]]:
+    """A full fine-tuning SFT job (no adapter) of 8 steps that logs and saves every step."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = kit.config(workdir / "out", max_steps=8, save_steps=1, logging_steps=1, **training_args)
+    config["peft"] = None
+    script = workdir / "job.py"
+    script.write_text(render_script("sft", config))
+    return script, {**kit.env, "JOBTRAIL_RUN_ID": "jt-blown"}
 
 
 @pytest.fixture(scope="module")
@@ -181,9 +228,46 @@ def test_nan_weights_are_never_committed(diverged: dict[str, tuple[JobRun, Path]
     run, out = diverged["weights"]
     assert run.termination["reason"] == "diverged", run.describe()
     assert [(a["code"], a["step"]) for a in run.named("alert")] == [("nan_weights", 2)]
-    # Step 1's weights were still numbers (huge ones): committed. Step 2's were not even begun.
-    assert [e["step"] for e in run.named("checkpoint")] == [1, 1]
-    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    # Step 1's weights were still numbers (huge ones): committed, then withdrawn once step 2 showed them lost (no
+    # logged loss had vouched for them: step 1's was computed before its update). Step 2's were not even begun.
+    assert [(e["step"], e["state"]) for e in run.named("checkpoint")] == [
+        (1, "writing"),
+        (1, "committed"),
+        (1, "withdrawn"),
+    ]
+    assert not (out / "checkpoint-1" / "JOBTRAIL_COMMITTED").exists()
+    assert "No committed checkpoint from before the blow-up" in run.termination["message"]
+
+
+def test_a_finite_blow_up_stops_the_run_and_keeps_only_the_checkpoint_from_before_it(
+    runs: dict[str, tuple[JobRun, Path]],
+) -> None:
+    """learning_rate=1000 on full fine-tuning: the loss is finite but far above the first one at the first update
+    that used the rate. The run stops there (not 5 logged steps later), ends diverged, and keeps checkpoint-1 (its
+    update ran at a warm-up rate of 0, and step 2's healthy loss vouched for it) while checkpoint-2 is withdrawn."""
+    run, out = runs["lr1000"]
+    assert run.termination["reason"] == "diverged", run.describe()
+    losses = {e["step"]: e["loss"] for e in run.named("step")}
+    assert sorted(losses) == [1, 2, 3] and losses[3] > 10 * losses[1]
+    stop = next(a for a in run.named("alert") if a["code"] == "loss_diverged")
+    assert stop["step"] == 3 and "the first logged loss" in stop["message"]
+    assert 'changes={"learning_rate": 0.0001}' in stop["fix"]
+    states = [(e["step"], e["state"]) for e in run.named("checkpoint")]
+    assert (1, "committed") in states and (2, "withdrawn") in states and (1, "withdrawn") not in states
+    assert (out / "checkpoint-1" / "JOBTRAIL_COMMITTED").exists()
+    assert not (out / "checkpoint-2" / "JOBTRAIL_COMMITTED").exists()
+    assert "Kept checkpoint-1 (step 1)" in run.termination["message"]
+    assert not (out / "final").exists()
+
+
+def test_a_loss_above_a_uniform_guess_stops_the_run_at_its_second_step(runs: dict[str, tuple[JobRun, Path]]) -> None:
+    """learning_rate=0.9 on full fine-tuning: 6.7 → ~36, not 10x the first loss but far above ln(800) = 6.7."""
+    run, out = runs["lr0.9"]
+    assert run.termination["reason"] == "diverged", run.describe()
+    stop = next(a for a in run.named("alert") if a["code"] in ("loss_diverged", "collapsed"))
+    assert stop["step"] == 2 and "ln(vocabulary)" in stop["message"]
+    assert run.steps() == [1, 2]
+    assert not list(out.glob("checkpoint-*/JOBTRAIL_COMMITTED"))
 
 
 def test_a_resumed_attempt_trains_at_its_own_learning_rate(

@@ -33,6 +33,8 @@ _STEP_FIELDS = ("step", "loss", "learning_rate", "grad_norm", "epoch", "tokens")
 # A `warning` event: something a job that may still succeed wants the agent to know (GRPO rewards
 # that never differ, completions cut short), with what to do about it.
 WARNING_FIELDS = ("code", "step", "message", "fix")
+# A checkpoint's states as the ledger keeps them (a job's `discarded` partial directories were never committed).
+CHECKPOINT_STATES = ("writing", "committed", "superseded", "withdrawn")
 ALERT_FIELDS = WARNING_FIELDS  # an `alert` event: what the job saw wrong in itself while it ran
 
 
@@ -81,9 +83,7 @@ def _fold(event: dict[str, Any], out: Digest) -> None:
         out.fields["last_metrics"] = step_metrics(payload)
     elif kind == "metrics":
         out.fields["summary"] = payload
-    elif (
-        kind == "checkpoint" and payload.get("path") and payload.get("state") in ("writing", "committed", "superseded")
-    ):
+    elif kind == "checkpoint" and payload.get("path") and payload.get("state") in CHECKPOINT_STATES:
         out.checkpoints.append(
             CheckpointRecord(
                 path=str(payload["path"]),
