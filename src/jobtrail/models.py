@@ -58,6 +58,9 @@ class TerminationReason(enum.StrEnum):
     HUB_ERROR = "hub_error"
     EVAL_FAILED = "eval_failed"
     INFRA_TRANSIENT = "infra_transient"
+    # The disk filled up (No space left on device): the same disk would fill again, so it is retried (once) only
+    # after space is freed or with a bigger disk (outcomes/retry.py).
+    DISK_FULL = "disk_full"
     LOST = "lost"
     UNKNOWN = "unknown"
     # A spending cap stopped it (its own max_cost_usd or the daily budget): jobtrail cancelled it, so it

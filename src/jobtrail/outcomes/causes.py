@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobtrail.models import TerminationReason as R
-from jobtrail.outcomes.tracebacks import Progress, RaisedError, last_chain, progress
+from jobtrail.outcomes import families
+from jobtrail.outcomes.tracebacks import Progress, RaisedError, last_chain, progress, went_on
 
 OOM = "The job ran out of memory."
 HUB_FAILED = "Training finished but pushing the results to the Hub failed."
@@ -243,12 +244,34 @@ def _bad_data(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if wrong else None
 
 
+def _unknown_model_type(error: RaisedError, _: Progress) -> str | None:
+    """transformers' table of model types has no entry for the checkpoint's: the installed release predates it."""
+    in_auto = any("configuration_auto" in frame.path for frame in error.frames)
+    return error.lines[0] if error.name == "KeyError" and in_auto else None
+
+
+def _signature(signature: families.Signature) -> CauseRule:
+    """A rule from a library's own wording (families), tried on every line of the exception's message."""
+
+    def test(error: RaisedError, _: Progress) -> str | None:
+        return _line(error, signature.pattern)
+
+    return CauseRule(signature.reason, signature.message, test)
+
+
+_DISK, *_LIBRARIES = [_signature(signature) for signature in families.SIGNATURES]
+
 # A table, one rule per cause (rows alike by design), in priority order; the first rule that matches any
 # exception of the chain (the fatal one first, then its causes) decides. Gated comes before not-found (a
 # GatedRepoError is a RepositoryNotFoundError), not-found before a bare 401 (the Hub answers 401 for a repo
 # it cannot find), the push after training before both.
+# A full disk comes first: its OSError or RuntimeError would otherwise read as whatever was being written. The
+# libraries' own sentences come before the rules by type, which they make precise.
 CAUSE_RULES: list[CauseRule] = [
+    _DISK,
     CauseRule(R.DIVERGED, DIVERGED, _diverged),
+    *_LIBRARIES,
+    CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _unknown_model_type),
     CauseRule(R.OOM, OOM, _oom),
     CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_failed),
     CauseRule(R.AUTH_ERROR, REFUSED, _gated),
@@ -264,15 +287,21 @@ CAUSE_RULES: list[CauseRule] = [
 ]
 
 
-def find(lines: list[str]) -> tuple[CauseRule, str] | None:
-    """The rule that names the cause of the tail's fatal exception, and the log line that decided."""
+def fatal_chain(lines: list[str]) -> list[RaisedError]:
+    """The chain of the traceback that ended the job, or [] (none, or training went on after it: handled)."""
     chain = last_chain(lines)
     if not chain:
-        return None
+        return []
     fatal = chain[-1].index
-    if progress(lines[fatal + 1 :]) > Progress.NONE:
-        return None  # training went on after this traceback: it was handled, not fatal
-    reached = progress(lines[:fatal])
+    return [] if went_on(lines[:fatal], lines[fatal + 1 :]) else chain
+
+
+def find(lines: list[str]) -> tuple[CauseRule, str] | None:
+    """The rule that names the cause of the tail's fatal exception, and the log line that decided."""
+    chain = fatal_chain(lines)
+    if not chain:
+        return None
+    reached = progress(lines[: chain[-1].index])
     for rule in CAUSE_RULES:
         for error in reversed(chain):
             if line := rule.test(error, reached):

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.models import ExitRecord, TerminationReason as R
-from jobtrail.outcomes import causes, events
+from jobtrail.outcomes import causes, events, exits, families
 from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
-from jobtrail.outcomes.tracebacks import since_progress, strip_prefix
+from jobtrail.outcomes.lines import clean
+from jobtrail.outcomes.tracebacks import last_chain, went_on
 
 TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
@@ -61,6 +62,8 @@ LOG_RULES: list[LogRule] = [
         r"\b40[13]\b.*(/commit/|/preupload/|upload|push)",
         r"Failed to push",
         r"push_to_hub.*(failed|error)",
+        r"The push command with PID \d+ failed",  # transformers' background push of a checkpoint
+        r"cannot lock ref 'refs/heads/",  # the Hub moved the branch under a concurrent push
     ),
     _rule(
         R.OOM,
@@ -82,6 +85,7 @@ LOG_RULES: list[LogRule] = [
         r"\b401\b.*Unauthorized",
         r"LocalTokenNotFoundError",
         r"Token is required",
+        r"DENIED update refs/\S+: forbidden",  # git push to the Hub with a read token
     ),
     # Case matters for the next two: their words are Python's and the installers' exact spelling.
     _rule(
@@ -145,30 +149,19 @@ def classify(
     if lost:
         return Verdict(R.LOST, "The backend no longer knows this attempt and left no exit record.")
     if termination and termination.get("reason") in R.__members__.values():
-        told = Verdict(
-            R(termination["reason"]),
-            str(termination.get("message") or termination["reason"]),
-            evidence="termination event",
-        )
-        # The job could not name the cause; its log may (a library's exception it does not know).
-        if told.reason is R.UNKNOWN:
-            return _from_log(log_tail) or told
-        if isinstance(termination.get("signal"), int):
-            # A worker died by a signal (its launcher's account, as a job's own exit by signal): OOM lines say why.
-            by_log = _from_log(log_tail)
-            return by_log if by_log and by_log.reason is R.OOM else told
-        return told
-    if exit_record and exit_record.exit_code == 0 and exit_record.signal is None:
+        return _from_termination(termination, log_tail)
+    status = exits.decode(exit_record.exit_code, exit_record.signal) if exit_record else exits.Exit(None, None)
+    if status.code == 0 and status.signal is None:
         return Verdict(R.SUCCEEDED, "Exited 0.")
-    by_log = _from_log(log_tail)
-    signum = _signal_of(exit_record)
-    if signum is not None:
-        return _from_signal(signum, by_log)
-    if by_log:
-        return by_log
-    if exit_record is None:
-        return Verdict(R.UNKNOWN, "No exit status and no recognisable cause in the log.")
-    return Verdict(R.UNKNOWN, f"Exited with code {exit_record.exit_code} and no recognisable cause in the log.")
+    reports = exits.read(log_tail)
+    return (
+        _from_scheduler(reports)
+        or _from_killed_child(reports)
+        or _from_cause(log_tail)
+        or _from_kill(status, log_tail)
+        or _from_patterns(log_tail)
+        or _unrecognised(status, reports, log_tail)
+    )
 
 
 def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Verdict:
@@ -181,52 +174,125 @@ def explain(log_text: str, exit_code: int | None = None, signal: int | None = No
     return classify(exit_record, termination, lines[-TAIL_LINES:])
 
 
-def _from_signal(signum: int, by_log: Verdict | None) -> Verdict:
-    name = _signal_name(signum)
+def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Verdict:
+    told = Verdict(
+        R(termination["reason"]), str(termination.get("message") or termination["reason"]), "termination event"
+    )
+    # The job could not name the cause; its log may (a library's exception it does not know).
+    if told.reason is R.UNKNOWN:
+        return _from_log(log_tail) or told
+    if isinstance(termination.get("signal"), int):
+        # A worker died by a signal (its launcher's account, as a job's own exit by signal): OOM lines say why.
+        by_log = _from_log(log_tail)
+        return by_log if by_log and by_log.reason is R.OOM else told
+    return told
+
+
+def _from_scheduler(reports: list[exits.Report]) -> Verdict | None:
+    """What a scheduler says it did outranks what the processes printed while it did it (SLURM's SIGTERM at the
+    time limit leaves tracebacks and 'Terminated' tasks behind)."""
+    for kind, reason, message in _SCHEDULER:
+        if report := next((r for r in reports if r.kind == kind), None):
+            return Verdict(reason, message, evidence=report.line[:500])
+    if evicted := next((r for r in reports if r.kind == "evicted" and r.disk), None):
+        return Verdict(R.DISK_FULL, families.disk_message([evicted.line]), evidence=evicted.line[:500])
+    return None
+
+
+_SCHEDULER = [
+    ("time_limit", R.TIMEOUT, "The scheduler stopped the job at its time limit."),
+    ("preempted", R.PREEMPTED, "The scheduler or platform took the machine back (preemption or node failure)."),
+    ("cancelled", R.CANCELLED, "The scheduler reports the job cancelled (not by jobtrail)."),
+]
+
+
+def _from_killed_child(reports: list[exits.Report]) -> Verdict | None:
+    """The kernel's OOM killer at work, in its own words or as the report of a parent that outlived its child.
+    It comes before the tracebacks: the other ranks' errors after a rank is killed are only its echo."""
+    if oom := next((r for r in reports if r.kind == "oom"), None):
+        return Verdict(R.OOM, OOM, evidence=oom.line[:500])
+    child = exits.child_exit(reports)
+    if child and child.exit and child.exit.signal == signals.SIGKILL:
+        # A launcher or shell that reports its child killed was alive: one process was taken, not the machine.
+        # The kernel's OOM killer takes the largest process; a preemption takes them all.
+        return Verdict(
+            R.OOM,
+            f"A process of the job was {child.exit.words} while its launcher lived on: the kernel's OOM killer "
+            "(host RAM, not GPU memory) is what kills one process, a preemption takes the whole machine. "
+            "Use less CPU memory (low_cpu_mem_usage, smaller dataset maps, fewer dataloader workers) or more RAM.",
+            evidence=child.line[:500],
+        )
+    return None
+
+
+def _from_kill(status: exits.Exit, lines: list[str]) -> Verdict | None:
+    """The job itself died by a signal (no process of it left to say more)."""
+    signum = status.signal
+    if signum is None:
+        return None
+    by_log = _from_patterns(lines)
     if by_log and by_log.reason is R.OOM:
         return by_log
     if signum in (signals.SIGKILL, signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
-        # Without OOM evidence in the log, a kill jobtrail did not send is the machine taking
-        # the job away (preemption, eviction, a reboot), which a resume can recover from.
+        # Without OOM evidence or a surviving parent's report, a kill jobtrail did not send is the machine
+        # taking the job away (preemption, eviction, a reboot), which a resume can recover from.
         return Verdict(
             R.PREEMPTED,
-            f"Stopped by {name}, which jobtrail did not send, with no sign of running out of memory.",
-            evidence=name,
+            f"Stopped by {exits.signal_name(signum)} ({status.words}), which jobtrail did not send, with no sign of "
+            "running out of memory and no process of the job left to report it.",
+            evidence=exits.signal_name(signum),
         )
-    return by_log or Verdict(R.UNKNOWN, f"Died by {name}.", evidence=name)
+    return by_log or Verdict(
+        R.UNKNOWN, f"Died by {exits.signal_name(signum)} ({status.words}).", evidence=exits.signal_name(signum)
+    )
 
 
-def _signal_of(exit_record: ExitRecord | None) -> int | None:
-    if exit_record is None:
-        return None
-    if exit_record.signal is not None:
-        return exit_record.signal
-    # Shells and containers report death by signal N as exit code 128 + N (137 = SIGKILL).
-    code = exit_record.exit_code
-    return code - 128 if code is not None and 128 < code < 160 else None
+def _unrecognised(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> Verdict:
+    """No rule knows it: say what was seen (the exit decoded, a child's exit, the last exception) all the same."""
+    seen = [status.words] if status.code is not None or status.signal is not None else []
+    child = exits.child_exit(reports)
+    if child and child.exit:
+        seen.append(f"a launcher reports its child's {child.exit.words}")
+    chain = causes.fatal_chain(lines) or last_chain(lines)
+    error = chain[-1].lines[0].strip()[:300] if chain else None
+    if error:
+        seen.append(f"the last exception: {error}")
+    if not seen:
+        return Verdict(R.UNKNOWN, "No exit status and no recognisable cause in the log.")
+    evidence = error or (child.line[:500] if child else None)
+    return Verdict(R.UNKNOWN, f"No rule recognises this failure; {'; '.join(seen)}.", evidence=evidence)
 
 
 def _from_cause(lines: list[str]) -> Verdict | None:
     found = causes.find(lines)
-    return Verdict(found[0].reason, found[0].message, evidence=found[1].strip()[:500]) if found else None
+    if not found:
+        return None
+    rule, line = found
+    message = families.disk_message(lines) if rule.reason is R.DISK_FULL else rule.message
+    return Verdict(rule.reason, message, evidence=line.strip()[:500])
 
 
 def _from_log(lines: list[str]) -> Verdict | None:
-    # A pattern seen before training went on did not end the job (an OOM that
-    # auto_find_batch_size recovered from, a download that was retried).
-    return _from_cause(lines) or _from_patterns(since_progress(lines))
+    return _from_cause(lines) or _from_patterns(lines)
 
 
 def _from_patterns(lines: list[str]) -> Verdict | None:
-    for line in reversed(lines):
-        for rule in LOG_RULES:
-            if rule.pattern.search(strip_prefix(line)):  # `^KeyError` holds under torchrun's `[rank0]: ` too
-                return Verdict(rule.reason, rule.message, evidence=line.strip()[:500])
+    """The newest line a rule knows, unless training went on after it (an OOM that auto_find_batch_size recovered
+    from, a download that was retried)."""
+    for index in range(len(lines) - 1, -1, -1):
+        line = clean(lines[index])
+        verdict = _pattern_verdict(line, lines)
+        if verdict is None:
+            continue
+        if went_on(lines[:index], lines[index + 1 :]):
+            return None
+        return Verdict(verdict.reason, verdict.message, evidence=lines[index].strip()[:500])
     return None
 
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signals.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+def _pattern_verdict(line: str, lines: list[str]) -> Verdict | None:
+    if signature := families.match(line):
+        message = families.disk_message(lines) if signature.reason is R.DISK_FULL else signature.message
+        return Verdict(signature.reason, message)
+    rule = next((rule for rule in LOG_RULES if rule.pattern.search(line)), None)
+    return Verdict(rule.reason, rule.message) if rule else None

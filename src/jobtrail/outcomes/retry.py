@@ -42,6 +42,9 @@ BUDGETS: dict[R, Budget] = {
     R.OOM: Budget(2),
     R.EVAL_FAILED: Budget(2),
     R.HUB_ERROR: Budget(2),
+    # A full disk fills again on the same disk: never retried automatically, but once by hand after space is freed
+    # (decide refuses the automatic retry; the person who freed it is the one who knows).
+    R.DISK_FULL: Budget(1),
 }
 NEVER = {
     R.BAD_INPUT: "Fix the data (validate_dataset shows what is wrong), then submit a new job.",
@@ -121,6 +124,13 @@ def decide(
         )
     if reason is R.BUDGET:
         return _after_budget(merged, automatic, job or {})
+    if reason is R.DISK_FULL and automatic and "flavor" not in real:
+        return Decision(
+            False,
+            "Not retried automatically: the disk filled up, and the same disk would fill again.",
+            "Free space (delete old checkpoints, set save_total_limit, clear the Hugging Face cache) or choose a "
+            "flavor with a bigger disk, then retry(job_id) once.",
+        )
     if reason is R.DIVERGED and not real:
         return Decision(
             False,
@@ -233,6 +243,8 @@ def propose_memory_change(hyperparameters: dict[str, Any], ran_with: dict[str, A
 _REMEDY = {
     R.TIMEOUT: "a longer timeout or a faster config (changes={'timeout': '4h'}, fewer max_steps) is still retried.",
     R.OOM: "a new memory shape (changes={'per_device_train_batch_size': 1}, or a flavor) is still retried.",
+    R.DISK_FULL: "free space on the disk first; a flavor with a bigger disk or a smaller save_total_limit is still "
+    "retried.",
 }
 
 
@@ -259,6 +271,8 @@ def _addresses(reason: R, changes: dict[str, Any], hyperparameters: dict[str, An
         return _changes_memory_shape(changes, hyperparameters)
     if reason is R.TIMEOUT:
         return any(_faster_or_longer(name, value, hyperparameters, job) for name, value in changes.items())
+    if reason is R.DISK_FULL:  # another machine (a bigger disk), or fewer checkpoints kept on this one
+        return "flavor" in changes or "save_total_limit" in changes
     return False
 
 

@@ -1,8 +1,12 @@
 """Python tracebacks read back from a log tail, and how far training got before them. Pure.
 
-A log tail is whatever the backend kept: it may start in the middle of a traceback, carry
-`[rank0]: ` prefixes from torchrun, or chain several exceptions ("The above exception was the
-direct cause ..."). `last_chain` returns the exceptions of the last traceback in the tail.
+A log tail is whatever the backend kept: it may start in the middle of a traceback, carry prefixes
+(`[rank0]: `, timestamps, colours: see `lines`), interleave the tracebacks of several ranks, or chain
+several exceptions ("The above exception was the direct cause ..."). `last_chain` returns the
+exceptions of the traceback that ended the job: each process's lines are read on their own, a
+launcher's own traceback (torchrun's ChildFailedError, accelerate's CalledProcessError) only reports
+its child's and is passed over for it, and so is a rank's collective error that only says another rank
+died first.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.outcomes import events
+from jobtrail.outcomes.lines import clean, source
 
-_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s?")
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 _CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception:",
@@ -79,31 +83,60 @@ class RaisedError:
         return self.module == package or (frame is not None and frame.in_package(package))
 
 
-def strip_prefix(line: str) -> str:
-    return _RANK_PREFIX.sub("", line.rstrip("\r"))
+# A launcher's traceback reports its child's failure; the child's own traceback says why.
+_LAUNCHER_TYPES = {"ChildFailedError", "SignalException", "CalledProcessError"}
+# Errors one rank raises because another died first: the peer's traceback, if the tail has it, is the cause.
+_COLLATERAL = re.compile(
+    r"Connection (?:closed|reset) by (?:peer|remote peer)|Broken pipe|NCCL communicator was aborted"
+    r"|ProcessGroupNCCL.*(?:aborted|abort)|\bremote process exited\b|Socket Timeout|recvValue failed",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class _Reading:
+    """One process's traceback being read: its frames so far, and whether the next exception continues a chain."""
+
+    frames: list[Frame]
+    linked: bool = False
+    chain: int | None = None  # the chain (index in `chains`) a linked exception joins
+
+
+def chains(lines: list[str]) -> list[list[RaisedError]]:
+    """Every traceback's exceptions, innermost cause first, in the order their fatal lines appear."""
+    clean_lines = [clean(line) for line in lines]
+    found: list[list[RaisedError]] = []
+    readings: dict[str | None, _Reading] = {}
+    for index, line in enumerate(clean_lines):
+        reading = readings.setdefault(source(lines[index]), _Reading([]))
+        if line.startswith(_TRACEBACK_HEAD):
+            reading.frames = []
+        elif line.strip() in _CHAIN_MARKERS:
+            reading.linked = True
+        elif frame := _FRAME.match(line):
+            reading.frames.append(Frame(frame["path"], frame["function"]))
+        elif (match := _EXCEPTION.match(line)) and (match["message"] is not None or reading.frames):
+            error = RaisedError(match["type"], _message(clean_lines, index), index, tuple(reading.frames))
+            if reading.linked and reading.chain is not None:
+                found[reading.chain].append(error)
+            else:
+                found.append([error])
+                reading.chain = len(found) - 1
+            reading.frames, reading.linked = [], False
+    return found
 
 
 def last_chain(lines: list[str]) -> list[RaisedError]:
-    """The last traceback's exceptions, innermost cause first and the fatal one last ([] if none)."""
-    clean = [strip_prefix(line) for line in lines]
-    chains: list[list[RaisedError]] = []
-    frames: list[Frame] = []
-    linked = False
-    for index, line in enumerate(clean):
-        if line.startswith(_TRACEBACK_HEAD):
-            frames = []
-        elif line.strip() in _CHAIN_MARKERS:
-            linked = True
-        elif frame := _FRAME.match(line):
-            frames.append(Frame(frame["path"], frame["function"]))
-        elif (match := _EXCEPTION.match(line)) and (match["message"] is not None or frames):
-            error = RaisedError(match["type"], _message(clean, index), index, tuple(frames))
-            if linked and chains:
-                chains[-1].append(error)
-            else:
-                chains.append([error])
-            frames, linked = [], False
-    return chains[-1] if chains else []
+    """The chain of the traceback that ended the job ([] if none): the last one, passing over launchers'
+    reports of a child's failure and ranks' collective errors when another traceback holds the cause."""
+    found = chains(lines)
+    workers = [chain for chain in found if chain[-1].name not in _LAUNCHER_TYPES] or found
+    causes = [chain for chain in workers if not any(_line_of(e, _COLLATERAL) for e in chain)] or workers
+    return causes[-1] if causes else []
+
+
+def _line_of(error: RaisedError, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.search(line) for line in error.lines)
 
 
 def _message(lines: list[str], start: int) -> tuple[str, ...]:
@@ -142,7 +175,7 @@ def progress(lines: list[str]) -> Progress:
     """The furthest stage the given lines show."""
     reached = Progress.NONE
     for raw in lines:
-        line = strip_prefix(raw)
+        line = clean(raw).split("\r")[-1]
         event = events.parse_line(line)
         stage = _event_stage(event) if event else _trainer_stage(line)
         reached = max(reached, stage)
@@ -158,10 +191,33 @@ def _event_stage(event: dict[str, Any]) -> Progress:
     return Progress.TRAINING if kind == "step" else Progress.NONE
 
 
-def since_progress(lines: list[str]) -> list[str]:
-    """The lines after the last sign of training progress: what came before it was not fatal."""
-    last = max((i for i, line in enumerate(lines) if progress([line]) > Progress.NONE), default=-1)
-    return lines[last + 1 :]
+_BAR_COUNT = re.compile(r"^\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/\d+ \[")
+_BAR_SLACK = 1  # tqdm redraws its bar when it closes, a step or so past the last drawing the log kept
+
+
+def went_on(before: list[str], after: list[str]) -> bool:
+    """Did training go on after a traceback (so that the traceback was handled, not fatal)? A new step is what
+    says so: a step event, a logged loss, a checkpoint or the final summary. A progress bar is only its
+    redrawing (tqdm closing as the exception unwinds, or another rank's bar) unless it counts past what was
+    drawn before."""
+    for raw in after:
+        line = clean(raw).split("\r")[-1]
+        event = events.parse_line(line)
+        if event:
+            if _event_stage(event) > Progress.NONE:
+                return True
+        elif _trainer_stage(line) > Progress.NONE and not _BAR_COUNT.search(line):
+            return True
+    drawn_before = _bar_count(before)
+    drawn_after = _bar_count(after)
+    if drawn_after is None:
+        return False
+    return drawn_before is None or drawn_after > drawn_before + _BAR_SLACK
+
+
+def _bar_count(lines: list[str]) -> int | None:
+    counts = [int(m["n"]) for raw in lines for part in clean(raw).split("\r") if (m := _BAR_COUNT.search(part))]
+    return max(counts) if counts else None
 
 
 def _trainer_stage(line: str) -> Progress:

@@ -1,0 +1,185 @@
+"""Exit codes decoded, and what launchers, schedulers and the kernel say about a process's end. Pure.
+
+An exit status arrives in many spellings of the same few facts. A shell or container reports death by
+signal N as 128 + N (137 = SIGKILL); Python's subprocess and torch's elastic agent report it as -N; a
+launcher that passes a child's -9 on through `sys.exit(-9)` leaves its own shell the code 256 - 9 = 247
+(DeepSpeed's launcher does). `decode` turns any of them into the signal or the plain code, with words.
+
+The log adds what the exit status cannot: which process died. `read` collects the reports of launchers
+(torchrun's `exitcode: -9`, its ChildFailedError summary, accelerate's CalledProcessError, DeepSpeed's
+`exits with return code = -9`, a shell's `Killed`), schedulers (SLURM's CANCELLED ... DUE TO TIME LIMIT,
+preemption, node failure and cgroup OOM; Kubernetes' OOMKilled and evictions) and the kernel's OOM killer.
+A launcher or shell that reports its child killed was itself alive: the kill took one process, not the
+machine, which is what the OOM killer does and what a preemption does not.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as signals
+from dataclasses import dataclass, replace
+
+from jobtrail.outcomes.lines import clean
+
+
+@dataclass(frozen=True)
+class Exit:
+    """One decoded exit: the signal that ended the process, or its plain exit code."""
+
+    code: int | None
+    signal: int | None
+
+    @property
+    def words(self) -> str:
+        """'exit 247 = killed by signal 9 (SIGKILL)', 'exit 1', 'killed by signal 15 (SIGTERM)'."""
+        killed = f"killed by signal {self.signal} ({signal_name(self.signal)})" if self.signal else ""
+        if self.code is None:
+            return killed or "no exit status"
+        return f"exit {self.code} = {killed}" if killed else f"exit {self.code}"
+
+
+def decode(code: int | None, signal: int | None = None) -> Exit:
+    """The signal behind an exit code, in each convention that encodes one (see the module's docstring)."""
+    if signal is not None:
+        return Exit(code, signal)
+    if code is None:
+        return Exit(None, None)
+    if code < 0:  # Python's subprocess / torch elastic: -N is death by signal N
+        return Exit(code, -code if -code < 65 else None)
+    if 128 < code < 128 + 65:  # a shell's 128 + N
+        return Exit(code, code - 128)
+    # 256 - N: a launcher's sys.exit(-N) for a child killed by N, truncated to a byte. Only the signals a
+    # process is killed by (KILL, TERM, ABRT, SEGV, BUS, INT, HUP): other codes near 256 are programs' own.
+    if 192 <= code <= 255 and 256 - code in _KILLING:
+        return Exit(code, 256 - code)
+    return Exit(code, None)
+
+
+_KILLING = {signals.SIGKILL, signals.SIGTERM, signals.SIGABRT, signals.SIGSEGV, signals.SIGBUS, signals.SIGINT, 1}
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signals.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+@dataclass(frozen=True)
+class Report:
+    """One fact a launcher, scheduler or the kernel logged about how a process ended."""
+
+    kind: str  # "child" (a launcher's report of its child), "oom", "time_limit", "preempted", "cancelled", "evicted"
+    line: str  # the log line that says it, as logged
+    exit: Exit | None = None  # a child's decoded exit, for "child"
+    disk: bool = False  # an eviction for want of disk (ephemeral storage), not of memory
+    root: bool = False  # the launcher names this child's failure the first one (torch elastic's "Root Cause")
+
+
+# A launcher's report of one child's end: the number is the child's exit code in Python's convention.
+_CHILD_CODE = [
+    re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: \d+"),  # torch elastic's agent
+    re.compile(r"^\s*exitcode\s*: (?P<code>-?\d+) \(pid: \d+\)"),  # its ChildFailedError summary
+    re.compile(r"exits with return code = (?P<code>-?\d+)"),  # DeepSpeed's launcher
+    re.compile(r"returned non-zero exit status (?P<code>-?\d+)"),  # subprocess.CalledProcessError (accelerate)
+    re.compile(r"Process \S+ exited with (?:code|status) (?P<code>-?\d+)"),
+]
+_CHILD_SIGNAL = [
+    re.compile(r"died with <Signals\.SIG\w+: (?P<signal>\d+)>"),  # subprocess.CalledProcessError
+    re.compile(r"Signal (?P<signal>\d+) \(SIG\w+\) received by PID \d+"),  # elastic's summary
+    re.compile(r"is killed by signal: (?P<name>\w+)"),  # a DataLoader worker
+    # A shell's word for its child's death: `bash: line 1:  27 Killed  python train.py` (or `./run.sh: line 28: ...`).
+    re.compile(r"^\S+: (?:line \d+: )?\s*\d+ (?P<name>Killed|Terminated|Aborted|Segmentation fault)\s"),
+    re.compile(r"^srun: error: \S+: tasks? [\d,-]+: (?P<name>Killed|Terminated|Aborted|Segmentation fault)"),
+    # An interactive shell's line for its foreground job killed by SIGKILL, alone on its line (as pasted, maybe in
+    # bold), in the locales people paste most: English, Chinese, German, French, Russian, Japanese.
+    re.compile(r"^\W*(?P<name>Killed|已杀死|Getötet|Processus arrêté|Убито|強制終了)\W*$"),
+]
+_ROOT_CAUSE = re.compile(r"^\s*Root Cause \(first observed failure\)")
+_KILLED_WORDS = ("已杀死", "Getötet", "Processus arrêté", "Убито", "強制終了")
+_SHELL_WORDS = {
+    **dict.fromkeys(_KILLED_WORDS, 9),
+    **{"Killed": 9, "Terminated": 15, "Aborted": 6, "Segmentation fault": 11, "Bus error": 7},
+}
+# The kernel, a cgroup, SLURM or Kubernetes taking memory back.
+_OOM = re.compile(
+    r"Out of memory: Kill(?:ed)? process"
+    r"|Memory cgroup out of memory"
+    r"|oom[-_]kill(?:er)?\b"
+    r"|\bOOMKilled\b"
+    r"|OUT_OF_MEMORY"
+    r"|task \d+: Out Of Memory"
+    r"|The node was low on resource: memory"
+    r"|Exceeded job memory limit",
+    re.IGNORECASE,
+)
+_SLURM_CANCELLED = re.compile(
+    r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+?))?(?: \*\*\*|$)"
+)
+_K8S_EVICTED = re.compile(r"The node was low on resource: (?P<what>[\w-]+)|\bEvicted\b")
+_PREEMPTED = re.compile(
+    r"DUE TO (?:PREEMPTION|NODE FAIL)"
+    r"|\bSpot (?:instance )?(?:interruption|termination)"
+    r"|instance (?:was )?preempted"
+    r"|\bpreempted by the (?:scheduler|platform|provider)",
+    re.IGNORECASE,
+)
+
+
+def read(lines: list[str]) -> list[Report]:
+    """Every launcher, scheduler and kernel report in the lines, oldest first."""
+    found: list[Report] = []
+    after_root = False
+    for raw in lines:
+        line = clean(raw)
+        if _ROOT_CAUSE.search(line):
+            after_root = True
+        elif report := _report(line, raw.strip()):
+            if after_root and report.kind == "child":
+                report, after_root = replace(report, root=True), False
+            found.append(report)
+    return found
+
+
+def _report(line: str, raw: str) -> Report | None:
+    if (slurm := _SLURM_CANCELLED.search(line)) and not _PREEMPTED.search(line):
+        why = (slurm["why"] or "").strip()
+        kind = "time_limit" if why == "TIME LIMIT" else "cancelled" if not why else "oom" if "MEMORY" in why else ""
+        return Report(kind, raw) if kind else None
+    if _PREEMPTED.search(line):
+        return Report("preempted", raw)
+    if _OOM.search(line):
+        return Report("oom", raw)
+    if (evicted := _K8S_EVICTED.search(line)) and evicted["what"] != "memory":
+        return Report("evicted", raw, disk=evicted["what"] == "ephemeral-storage")
+    for pattern in _CHILD_CODE:
+        if match := pattern.search(line):
+            return Report("child", raw, decode(int(match["code"])))
+    for pattern in _CHILD_SIGNAL:
+        if match := pattern.search(line):
+            if match.groupdict().get("signal"):
+                return Report("child", raw, Exit(None, int(match["signal"])))
+            name = match["name"]
+            number = _SHELL_WORDS.get(name) or _signal_number(name)
+            return Report("child", raw, Exit(None, number)) if number else None
+    return None
+
+
+def _signal_number(name: str) -> int | None:
+    try:
+        return int(signals.Signals[name if name.startswith("SIG") else f"SIG{name}"])
+    except KeyError:
+        return None
+
+
+def child_exit(reports: list[Report]) -> Report | None:
+    """The child whose end the launcher names first: its "Root Cause", else the first killed by a signal, else the
+    first that failed (the ranks that died after it were sent SIGTERM by the launcher: its cleanup, not the
+    cause)."""
+    children = [r for r in reports if r.kind == "child" and r.exit and (r.exit.signal or r.exit.code)]
+    if root := next((r for r in children if r.root), None):
+        return root
+    killed = [r for r in children if r.exit and r.exit.signal in (signals.SIGKILL, signals.SIGSEGV, signals.SIGBUS)]
+    failed = [r for r in children if r.exit and r.exit.signal is None]
+    ranked = killed or failed or children
+    return ranked[0] if ranked else None

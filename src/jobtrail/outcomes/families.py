@@ -1,0 +1,215 @@
+"""The libraries' own words for their failures, by family, and what each means for a retry. Pure.
+
+The rules in `causes` read an exception by its type and where it was raised; many failures of a
+fine-tuning stack are only told apart by the library's sentence (a ValueError from tokenization is a
+missing pad token or a bad value, a TemplateError is a broken template or data that does not fit it).
+Each signature below is the library's exact, stable wording for one failure, and holds for every job
+that fails that way: `causes` tries them on every exception of the fatal chain, `classify` on loose log
+lines when no traceback was kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from jobtrail.models import TerminationReason as R
+
+
+@dataclass(frozen=True)
+class Signature:
+    reason: R
+    message: str
+    pattern: re.Pattern[str]
+
+
+def _sig(reason: R, message: str, *alternatives: str) -> Signature:
+    return Signature(reason, message, re.compile("|".join(alternatives)))
+
+
+DISK = "The disk filled up (No space left on device)."
+# The disk: errno 28 as Python, pip, safetensors (Rust's StorageFull), torch.save (a short write reads back as
+# `unexpected pos`) and datasets/huggingface_hub (their check before a download) word it.
+DISK_FULL = _sig(
+    R.DISK_FULL,
+    DISK,
+    r"No space left on device",
+    r"\[Errno 28\]",
+    r"\bStorageFull\b",
+    r"Not enough disk space\. Needed:",
+    r"Not enough free disk space to download the file",
+    r"unexpected pos \d+ vs \d+",
+    r"PytorchStreamWriter failed writing file",
+    r"The node was low on resource: ephemeral-storage",
+    r"Disk quota exceeded",
+)
+
+SIGNATURES: list[Signature] = [
+    DISK_FULL,
+    _sig(
+        R.DIVERGED,
+        "The loss or the model's outputs became NaN/inf: training (or generation from it) cannot go on.",
+        r"Current loss scale already at minimum",  # DeepSpeed's fp16 loss scaler gave up
+        r"probability tensor contains either `?inf`?, `?nan`? or element < 0",  # sampling from NaN logits
+        r"Loss is (?:NaN|nan|inf)",
+        r"Detected (?:NaN|nan|inf) (?:loss|in loss)",
+    ),
+    _sig(
+        R.OOM,
+        "The GPU had too little memory for vLLM's model and KV cache (lower max_model_len or raise "
+        "gpu_memory_utilization, or use a bigger GPU).",
+        r"larger than the maximum number of tokens that can be stored in KV cache",
+        r"No available memory for the cache blocks",
+        r"Insufficient memory for (?:the )?KV cache",
+    ),
+    _sig(
+        R.OOM,
+        "The job ran out of memory.",
+        r"CUBLAS_STATUS_ALLOC_FAILED",
+        r"\bOut of memory\b.*\b(?:CUDA|GPU|device)\b",
+        r"HIP out of memory",
+        # A DataLoader worker killed from outside: the host's memory (or /dev/shm) ran out under it.
+        r"DataLoader worker \(pid.*\) is killed by signal: (?:Killed|Terminated|Bus error)",
+    ),
+    _sig(
+        R.AUTH_ERROR,
+        "The experiment tracker has no API key (set WANDB_API_KEY / log in, or report_to='none').",
+        r"api_key not configured",
+        r"wandb\.errors.*(?:AuthenticationError|UsageError).*(?:api[_ ]key|login|logged in)",
+        r"(?:W&B|wandb).*(?:not logged in|Invalid API key|API key must be)",
+        r"No API key configured",
+    ),
+    _sig(
+        R.INFRA_TRANSIENT,
+        "A collective operation between GPUs timed out (NCCL watchdog). If it recurs at the same step, one rank "
+        "is stuck in long work of its own (data preparation, evaluation, saving on rank 0): raise ddp_timeout.",
+        r"Watchdog caught collective operation timeout",
+        r"ProcessGroupNCCL.*(?:timed out|Timeout)",
+        r"NCCL (?:communicator|operation) .*timed? ?out",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "The tokenizer has no pad token: set tokenizer.pad_token (e.g. to its eos_token) before padding.",
+        r"Asking to pad but the tokenizer does not have a padding token",
+        r"tokenizer does not have a pad(?:ding)? token",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "PEFT's target_modules name no module of this model (print the model to see its layer names).",
+        r"Target modules? .* not found in the base model",
+        r"None of the target modules? .* (?:were|was) found",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "The chat template itself is broken (a Jinja syntax error): fix or replace tokenizer.chat_template.",
+        r"jinja2\.exceptions\.TemplateSyntaxError",
+        r"^TemplateSyntaxError:",
+    ),
+    _sig(
+        R.BAD_INPUT,
+        "The conversations do not fit the model's chat template (roles, a system message, missing fields).",
+        r"Conversation roles must alternate",
+        r"System role not supported",
+        r"jinja2\.exceptions\.(?:TemplateError|UndefinedError)",
+        r"^(?:TemplateError|UndefinedError): ",
+    ),
+    _sig(
+        R.BAD_INPUT,
+        "The data does not have the expected columns or types (a datasets cast failed).",
+        r"DatasetGenerationCastError",
+        r"\bCastError\b",
+        r"Couldn't cast (?:array of type|\S+)",
+        r"column names don't match",
+        r"TextEncodeInput must be Union",  # tokenizers: a value that is not text (None, a number)
+        r"TextInputSequence must be str",
+    ),
+    _sig(
+        R.BAD_INPUT,
+        "A label is outside the model's classes (negative, or not below num_labels): labels must be 0..n-1 "
+        "(-100 is ignored).",
+        r"Assertion `(?:cur_)?t(?:arget)? >= 0 && (?:cur_)?t(?:arget)? < n_classes[`'] failed",
+        r"Target -?\d+ is out of bounds",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "A token id is beyond the model's embedding table: the tokenizer and the model do not match (added "
+        "tokens need model.resize_token_embeddings).",
+        r"Assertion `srcIndex < srcSelectDimSize` failed",
+    ),
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "A package failed to build or install.",
+        r"metadata-generation-failed",
+        r"Failed building wheel for",
+        r"Could not build wheels for",
+        r"error: subprocess-exited-with-error",
+        r"CUDA_HOME does not exist",
+        r"MissingCUDAException",
+        r"Could not find a version that satisfies the requirement",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "llama.cpp's GGUF converter does not support this model's architecture or one of its tensors.",
+        r"Architecture '?[\w.]+'? not supported",
+        r"Model \S+ is not supported",
+        r"Can not map tensor",
+        r"Unsupported (?:model )?architecture",
+    ),
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "The installed package is older than the code using it (update it to the version the code expects).",
+        r"type object 'MODEL_(?:ARCH|TENSOR)' has no attribute",  # gguf-py older than convert_hf_to_gguf.py
+        r"module '[\w.]+' has no attribute '\w+'",
+        r"data did not match any variant of untagged enum",  # tokenizers older than the tokenizer.json
+        r"unknown model architecture: '",  # llama.cpp (quantize, load) older than the GGUF
+        r"no kernel image is available for execution on the device",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "llama.cpp's quantizer refused the model (the quant type does not fit its tensors, or the input is not "
+        "a GGUF it can read).",
+        r"failed to quantize",
+        r"llama_model_quantize: ",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "The model does not fit the device or precision it was given.",
+        r"Bfloat16 is only supported on GPUs with compute capability",
+        r"can't train a model that has been loaded in 8-bit precision on a different device",
+        r"Expected all tensors to be on the same device",
+        r"does not appear to have a file named (?:config\.json|pytorch_model\.bin|model\.safetensors)",
+    ),
+]
+
+
+def match(line: str) -> Signature | None:
+    """The first signature the line carries."""
+    return next((s for s in SIGNATURES if s.pattern.search(line)), None)
+
+
+_PATH = re.compile(r"No space left on device: '(?P<path>[^']+)'|(?:to|at|in) (?P<path2>/[\w./-]+)")
+_NEEDED = re.compile(
+    r"Needed: (?P<needed>[\d.]+ ?[KMGT]i?B)"
+    r"|expected file size is: (?P<size>[\d.]+ ?[KMGT]B)\. The target location (?P<where>\S+) only has "
+    r"(?P<free>[\d.]+ ?[KMGT]B) free"
+)
+
+
+def disk_message(lines: list[str]) -> str:
+    """DISK, with the path that filled and how much was needed, where the log says so."""
+    path = needed = free = None
+    for line in lines:
+        if not DISK_FULL.pattern.search(line) and not _NEEDED.search(line):
+            continue
+        if (found := _PATH.search(line)) and not path:
+            path = found["path"] or found["path2"]
+        if amount := _NEEDED.search(line):
+            needed = amount["needed"] or amount["size"]
+            path, free = path or amount["where"], amount["free"]
+    details = [f"writing to {path}" if path else "", f"{needed} needed" if needed else ""]
+    details.append(f"{free} free" if free else "")
+    said = ", ".join(d for d in details if d)
+    return (
+        f"The disk filled up (No space left on device{': ' + said if said else ''}). Free space (delete old "
+        "checkpoints, set save_total_limit, clear the cache) or use a bigger disk, then retry."
+    )

@@ -1,0 +1,60 @@
+"""Log lines without what the tools that relayed them put in front. Pure.
+
+A line a job printed reaches us wrapped: ANSI colours from a logger, a timestamp from the backend or
+`kubectl logs --timestamps`, `[rank0]: ` from torchrun, `[default0]:` from its --tee, `0: ` from
+`srun -l`, `[1,0]<stderr>:` from mpirun, `(VllmWorkerProcess pid=123) ERROR 05-01 10:00:00 file.py:12] `
+from vLLM's workers, `trainer-1  | ` from docker compose. The parsers downstream (tracebacks, patterns)
+read what the job wrote, so `clean` takes these off, and `source` keeps the one that tells apart the
+processes whose lines interleave (a traceback is one process's lines, never a mix of two ranks').
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# Prefixes that say which process wrote the line (kept by `source`).
+_PROCESS = re.compile(
+    r"^(?:"
+    r"\[(?:rank|default)\d+\]:\s?"  # torchrun: `[rank0]: ` (its log prefix) and `[default0]:` (--tee)
+    r"|\[\d+,\d+\]<std(?:out|err)>:\s?"  # mpirun --tag-output
+    r"|\((?:[A-Za-z_]\w*)\s+pid=\d+(?:,\s*ip=[\d.:a-f]+)?\)\s"  # vLLM and Ray workers
+    r"|rank\d+:\s"  # accelerate/DeepSpeed loggers' `rank0: `
+    r"|\d{1,4}:\s(?=\S|\s+File )"  # srun -l labels each line with its task number
+    r"|[\w.-]+\s+\|\s"  # docker compose: `service-1  | ` (v2), `service  | ` (v1)
+    r")"
+)
+# Timestamps and log-level headers that carry no content of their own.
+_STAMP = re.compile(
+    r"^(?:"
+    r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s?(?:\|\s)?"  # ISO-ish
+    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?\s"  # a clock alone
+    # vLLM's logger after its worker prefix: `ERROR 05-01 10:00:00 file.py:12] ` (also INFO/WARNING/DEBUG)
+    r"|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w./-]+:\d+\]?\]\s?"
+    r")"
+)
+_MAX_PREFIXES = 4  # a line is rarely wrapped more than thrice (stamp, rank, stamp); this bounds the loop
+
+
+def clean(line: str) -> str:
+    """The line as the job wrote it: colours, timestamps and process prefixes taken off, indentation kept."""
+    text = _ANSI.sub("", line).rstrip("\r\n")
+    for _ in range(_MAX_PREFIXES):
+        stripped = _PROCESS.sub("", _STAMP.sub("", text, count=1), count=1)
+        if stripped == text:
+            break
+        text = stripped
+    return text
+
+
+def source(line: str) -> str | None:
+    """Which process wrote the line, when a prefix says so (`[rank1]: ` → "[rank1]:"), else None."""
+    text = _ANSI.sub("", line)
+    for _ in range(_MAX_PREFIXES):
+        if match := _PROCESS.match(text):
+            return match.group(0).strip()
+        stripped = _STAMP.sub("", text, count=1)
+        if stripped == text:
+            return None
+        text = stripped
+    return None
