@@ -22,6 +22,7 @@ from jobtrail.preflight.architectures import is_causal_lm, is_known
 from jobtrail.preflight.caps import check_caps
 from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, requested_processes
+from jobtrail.preflight.learning_rate import check_learning_rate
 from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output
 from jobtrail.preflight.probes import ModelFacts
@@ -484,6 +485,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_lora_targets,
     check_dataset,
     check_hyperparameters,
+    check_learning_rate,
     check_method_rules,
     check_config,
     check_dependencies,
