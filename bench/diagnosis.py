@@ -87,15 +87,18 @@ def report(results: list[tuple[RealLog, str, str]], half: str) -> None:
         pct = 100.0 * right / len(rows) if rows else 0.0
         print(f"{h:8} {right}/{len(rows)} correct ({pct:.1f}%)")
     print()
-    totals: Counter[str] = Counter()
-    hits: Counter[str] = Counter()
+    halves = HALVES if half == "both" else (half,)
+    totals: Counter[tuple[str, str]] = Counter()
+    hits: Counter[tuple[str, str]] = Counter()
     for log, got, _ in results:
-        totals[log.expected] += 1
-        hits[log.expected] += got == log.expected
-    print(f"{'reason':18} {'correct':>7} {'total':>5}")
-    for reason in sorted(totals):
+        totals[log.expected, log.half] += 1
+        hits[log.expected, log.half] += got == log.expected
+    reasons = sorted({reason for reason, _ in totals})
+    print(f"{'reason':18}" + "".join(f" {h:>9}" for h in halves))
+    for reason in reasons:
+        cells = "".join(f" {f'{hits[reason, h]}/{totals[reason, h]}':>9}" for h in halves)
         note = "  (new reason)" if reason in NEW_REASONS else ""
-        print(f"{reason:18} {hits[reason]:>7} {totals[reason]:>5}{note}")
+        print(f"{reason:18}{cells}{note}")
     misses = [r for r in results if r[1] != r[0].expected]
     print(f"\nmisses ({len(misses)}):")
     for log, got, evidence in misses:
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         results = run(load(args.half))
-    except Exception as exc:  # a measurement: report, never fail the caller
+    except Exception as exc:  # noqa: BLE001 -- a measurement: report, never fail the caller
         print(f"could not run the classifier: {exc!r}", file=sys.stderr)
         return 0
     report(results, args.half)
