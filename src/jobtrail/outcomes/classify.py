@@ -3,16 +3,23 @@
 1. what jobtrail itself did (a cancel it sent, a timeout it enforced);
 2. the job's own termination event (its `unknown` is refined by the log when the log knows more; a
    worker killed by a signal, as a job of many workers' launcher reports it, yields to OOM lines);
-3. the exit code or signal, corrected by log evidence (a SIGKILL with OOM lines is oom);
-4. the log: first by cause, the last exception in the tail (its type, module, message and the
-   frames that raised it, see `tracebacks`), then by patterns, newest line first.
+3. what a scheduler says it did (SLURM's time limit, a preemption): the processes' noise while it did it
+   decides nothing;
+4. the kernel's OOM killer, in its own words or as a surviving parent's report of a child killed by SIGKILL
+   (a launcher's `exitcode: -9`, a shell's `Killed`, exit 247): one process taken, not the machine;
+5. the log's fatal exception (see `causes`: its chain, followed to the root, by type, module, frames and
+   the libraries' own words in `families`), unless training went on after it;
+6. the exit code or signal of the job itself (`exits.decode`): a SIGKILL or SIGTERM that jobtrail did not
+   send and that no process of the job outlived is the machine taken away (preempted) unless OOM lines say why;
+7. patterns in loose lines, newest first;
+8. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
 
-Before or after training is read from the log itself: jobtrail's own events (`step`, a
-`committed` checkpoint, `metrics`, the final model) or, in logs written without them, the
-trainer's output (`{'loss': ...}`, its progress bar, "Saving model checkpoint to", the
-`train_runtime` summary). A 401/403 before any checkpoint is an auth problem; the same refusal
-once a checkpoint is committed or training has finished is a hub_error: the work is kept and
-only the push needs repeating.
+Lines are read without their prefixes (`lines.clean`: ranks, timestamps, colours). Before or after
+training is read from the log itself: jobtrail's own events (`step`, a `committed` checkpoint, `metrics`,
+the final model) or, in logs written without them, the trainer's output (`{'loss': ...}`, its progress
+bar, "Saving model checkpoint to", the `train_runtime` summary). A 401/403 before any checkpoint is an
+auth problem; the same refusal once a checkpoint is committed or training has finished is a hub_error:
+the work is kept and only the push needs repeating.
 """
 
 from __future__ import annotations
@@ -156,7 +163,7 @@ def classify(
     reports = exits.read(log_tail)
     return (
         _from_scheduler(reports)
-        or _from_killed_child(reports)
+        or _from_killed_child(reports, status)
         or _from_cause(log_tail)
         or _from_kill(status, log_tail)
         or _from_patterns(log_tail)
@@ -206,20 +213,23 @@ _SCHEDULER = [
 ]
 
 
-def _from_killed_child(reports: list[exits.Report]) -> Verdict | None:
+def _from_killed_child(reports: list[exits.Report], status: exits.Exit) -> Verdict | None:
     """The kernel's OOM killer at work, in its own words or as the report of a parent that outlived its child.
     It comes before the tracebacks: the other ranks' errors after a rank is killed are only its echo."""
     if oom := next((r for r in reports if r.kind == "oom"), None):
         return Verdict(R.OOM, OOM, evidence=oom.line[:500])
     child = exits.child_exit(reports)
+    if status.relayed and status.signal == signals.SIGKILL and not (child and child.exit):
+        child = exits.Report("child", f"exit code {status.code}", status)
     if child and child.exit and child.exit.signal == signals.SIGKILL:
         # A launcher or shell that reports its child killed was alive: one process was taken, not the machine.
         # The kernel's OOM killer takes the largest process; a preemption takes them all.
         return Verdict(
             R.OOM,
-            f"A process of the job was {child.exit.words} while its launcher lived on: the kernel's OOM killer "
-            "(host RAM, not GPU memory) is what kills one process, a preemption takes the whole machine. "
-            "Use less CPU memory (low_cpu_mem_usage, smaller dataset maps, fewer dataloader workers) or more RAM.",
+            f"A process of the job was killed by SIGKILL ({child.exit.words}) while its launcher lived on: the "
+            "kernel's OOM killer (host RAM, not GPU memory) is what kills one process, a preemption takes the whole "
+            "machine. Use less CPU memory (low_cpu_mem_usage, smaller dataset maps, fewer dataloader workers) or "
+            "more RAM.",
             evidence=child.line[:500],
         )
     return None

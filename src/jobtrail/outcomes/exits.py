@@ -30,6 +30,12 @@ class Exit:
     signal: int | None
 
     @property
+    def relayed(self) -> bool:
+        """The code is a parent's report of its child's death by signal (-N, or 256 - N from sys.exit(-N)), so the
+        parent outlived the child: a shell's 128 + N or a bare signal says nothing of the kind."""
+        return self.signal is not None and self.code is not None and (self.code < 0 or self.code > 128 + 64)
+
+    @property
     def words(self) -> str:
         """'exit 247 = killed by signal 9 (SIGKILL)', 'exit 1', 'killed by signal 15 (SIGTERM)'."""
         killed = f"killed by signal {self.signal} ({signal_name(self.signal)})" if self.signal else ""
@@ -49,13 +55,14 @@ def decode(code: int | None, signal: int | None = None) -> Exit:
     if 128 < code < 128 + 65:  # a shell's 128 + N
         return Exit(code, code - 128)
     # 256 - N: a launcher's sys.exit(-N) for a child killed by N, truncated to a byte. Only the signals a
-    # process is killed by (KILL, TERM, ABRT, SEGV, BUS, INT, HUP): other codes near 256 are programs' own.
+    # process is killed by (KILL, TERM, ABRT, SEGV, BUS, INT): other codes near 256 are programs' own.
     if 192 <= code <= 255 and 256 - code in _KILLING:
         return Exit(code, 256 - code)
     return Exit(code, None)
 
 
-_KILLING = {signals.SIGKILL, signals.SIGTERM, signals.SIGABRT, signals.SIGSEGV, signals.SIGBUS, signals.SIGINT, 1}
+# Not SIGHUP: 255 (256 - 1) is far more often a program's exit(-1) or ssh's own failure.
+_KILLING = {signals.SIGKILL, signals.SIGTERM, signals.SIGABRT, signals.SIGSEGV, signals.SIGBUS, signals.SIGINT}
 
 
 def signal_name(signum: int) -> str:

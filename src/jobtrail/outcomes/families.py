@@ -105,13 +105,30 @@ SIGNATURES: list[Signature] = [
         r"jinja2\.exceptions\.TemplateSyntaxError",
         r"^TemplateSyntaxError:",
     ),
+    # A template's own raise_exception refusing the conversations' roles: the template (the tokenizer's config, which
+    # a stage before may have saved) is what to change, not data in the common chat format.
     _sig(
-        R.BAD_INPUT,
-        "The conversations do not fit the model's chat template (roles, a system message, missing fields).",
+        R.CONFIG_ERROR,
+        "The model's chat template refuses these conversations' roles (alternation, a system message): use a "
+        "template that accepts them (the base model's tokenizer_config, or chat_template=...), or merge the roles.",
         r"Conversation roles must alternate",
         r"System role not supported",
-        r"jinja2\.exceptions\.(?:TemplateError|UndefinedError)",
-        r"^(?:TemplateError|UndefinedError): ",
+        r"jinja2\.exceptions\.TemplateError",
+        r"^TemplateError: ",
+    ),
+    _sig(
+        R.BAD_INPUT,
+        "A conversation lacks a field the chat template reads (a message without 'role' or 'content').",
+        r"jinja2\.exceptions\.UndefinedError",
+        r"^UndefinedError: ",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "The processes of a distributed launch could not meet (rendezvous timed out): check MASTER_ADDR, "
+        "MASTER_PORT, the number of nodes and that every node started.",
+        r"DistStoreError",
+        r"Rendezvous(?:Timeout|Connection)Error",
+        r"The client socket has timed out after \d+",
     ),
     _sig(
         R.BAD_INPUT,

@@ -105,10 +105,11 @@ class _Reading:
 def chains(lines: list[str]) -> list[list[RaisedError]]:
     """Every traceback's exceptions, innermost cause first, in the order their fatal lines appear."""
     clean_lines = [clean(line) for line in lines]
+    sources = [source(line) for line in lines]
     found: list[list[RaisedError]] = []
     readings: dict[str | None, _Reading] = {}
     for index, line in enumerate(clean_lines):
-        reading = readings.setdefault(source(lines[index]), _Reading([]))
+        reading = readings.setdefault(sources[index], _Reading([]))
         if line.startswith(_TRACEBACK_HEAD):
             reading.frames = []
         elif line.strip() in _CHAIN_MARKERS:
@@ -116,7 +117,8 @@ def chains(lines: list[str]) -> list[list[RaisedError]]:
         elif frame := _FRAME.match(line):
             reading.frames.append(Frame(frame["path"], frame["function"]))
         elif (match := _EXCEPTION.match(line)) and (match["message"] is not None or reading.frames):
-            error = RaisedError(match["type"], _message(clean_lines, index), index, tuple(reading.frames))
+            own = [line if sources[i] == sources[index] else None for i, line in enumerate(clean_lines)]
+            error = RaisedError(match["type"], _message(own, index), index, tuple(reading.frames))
             if reading.linked and reading.chain is not None:
                 found[reading.chain].append(error)
             else:
@@ -139,10 +141,13 @@ def _line_of(error: RaisedError, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(line) for line in error.lines)
 
 
-def _message(lines: list[str], start: int) -> tuple[str, ...]:
-    """The exception line and what follows it up to the next traceback, chain marker or event."""
-    taken = [lines[start]]
+def _message(lines: list[str | None], start: int) -> tuple[str, ...]:
+    """The exception line and what its process printed after it, up to the next traceback, chain marker or
+    event (None: a line another process printed, skipped)."""
+    taken = [str(lines[start])]
     for line in lines[start + 1 : start + _MESSAGE_LINES]:
+        if line is None:
+            continue
         if line.startswith(_TRACEBACK_HEAD) or line.strip() in _CHAIN_MARKERS or events.PREFIX in line:
             break
         taken.append(line)
@@ -212,7 +217,7 @@ def went_on(before: list[str], after: list[str]) -> bool:
     drawn_after = _bar_count(after)
     if drawn_after is None:
         return False
-    return drawn_before is None or drawn_after > drawn_before + _BAR_SLACK
+    return drawn_after > (drawn_before or 0) + _BAR_SLACK
 
 
 def _bar_count(lines: list[str]) -> int | None:

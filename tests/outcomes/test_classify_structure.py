@@ -1,0 +1,323 @@
+"""The classifier's structural pieces: exit codes, line prefixes, launcher and scheduler reports,
+progress after a traceback, the chain's root, disk_full and an unrecognised log's message."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobtrail.models import ExitRecord, TerminationReason as R
+from jobtrail.outcomes.classify import classify, explain
+from jobtrail.outcomes.exits import child_exit, decode, read
+from jobtrail.outcomes.lines import clean, source
+from jobtrail.outcomes.retry import AttemptFacts, decide
+from jobtrail.outcomes.tracebacks import last_chain
+
+
+def _exit(code=None, signal=None) -> ExitRecord:
+    return ExitRecord(exit_code=code, signal=signal, ended_at=1.0)
+
+
+@pytest.mark.parametrize(
+    ("code", "signal", "decoded", "words"),
+    [
+        (137, None, 9, "exit 137 = killed by signal 9 (SIGKILL)"),
+        (143, None, 15, "exit 143 = killed by signal 15 (SIGTERM)"),
+        (-9, None, 9, "exit -9 = killed by signal 9 (SIGKILL)"),
+        (247, None, 9, "exit 247 = killed by signal 9 (SIGKILL)"),  # a launcher's sys.exit(-9), as a byte
+        (1, None, None, "exit 1"),
+        (255, None, None, "exit 255"),  # a program's own code, not 256 - 1 (SIGHUP kills are reported as 129)
+        (None, 9, 9, "killed by signal 9 (SIGKILL)"),
+    ],
+)
+def test_exit_codes_are_decoded_in_each_convention(code, signal, decoded, words):
+    status = decode(code, signal)
+    assert status.signal == decoded
+    assert status.words == words
+
+
+def test_only_a_parents_report_of_a_childs_signal_is_relayed():
+    assert decode(247).relayed and decode(-9).relayed
+    assert not decode(137).relayed and not decode(None, 9).relayed and not decode(1).relayed
+
+
+@pytest.mark.parametrize(
+    ("raw", "cleaned", "process"),
+    [
+        ("[rank1]: KeyError: 'prompt'", "KeyError: 'prompt'", "[rank1]:"),
+        ("[default0]:Traceback (most recent call last):", "Traceback (most recent call last):", "[default0]:"),
+        (
+            "(VllmWorkerProcess pid=4242) ERROR 05-01 10:00:00 multiproc_worker_utils.py:116] ValueError: boom",
+            "ValueError: boom",
+            "(VllmWorkerProcess pid=4242)",
+        ),
+        ('2024-05-01T10:00:00.123456789Z   File "/x.py", line 3, in f', '  File "/x.py", line 3, in f', None),
+        ("\x1b[31mRuntimeError: red\x1b[0m", "RuntimeError: red", None),
+        ("[2024-05-01 10:00:00,123] [rank0]: ValueError: x", "ValueError: x", "[rank0]:"),
+        (
+            "trainer-1  | OSError: [Errno 28] No space left on device",
+            "OSError: [Errno 28] No space left on device",
+            None,
+        ),
+        ("[1,3]<stderr>:RuntimeError: y", "RuntimeError: y", "[1,3]<stderr>:"),
+        ("  3%|▎         | 12/400 [00:41<22:10,  3.43s/it]", "  3%|▎         | 12/400 [00:41<22:10,  3.43s/it]", None),
+    ],
+)
+def test_line_prefixes_are_stripped_and_the_process_kept(raw, cleaned, process):
+    assert clean(raw) == cleaned
+    if process:
+        assert source(raw) == process
+
+
+def test_interleaved_ranks_are_read_as_separate_tracebacks():
+    tail = [
+        "[rank0]: Traceback (most recent call last):",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank0]:   File "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1, in forward',
+        '[rank1]:   File "/usr/lib/python3.11/site-packages/torch/distributed/c10d.py", line 1, in all_reduce',
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "[rank1]: torch.distributed.DistBackendError: NCCL error: remote process exited or there was a network error",
+        "[rank1]: ... Connection reset by peer",
+    ]
+    chain = last_chain(tail)
+    assert [e.name for e in chain] == ["OutOfMemoryError"]
+    assert [f.function for f in chain[0].frames] == ["forward"]
+    assert classify(_exit(1), None, tail).reason is R.OOM
+
+
+TORCHRUN_KILLED = [
+    "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 1235 closing signal SIGTERM",
+    "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 1234) of binary: "
+    "/usr/bin/python3",
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/run.py", line 806, in main',
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "============================================================",
+    "train.py FAILED",
+    "------------------------------------------------------------",
+    "Failures:",
+    "[1]:",
+    "  rank      : 1 (local_rank: 1)",
+    "  exitcode  : -15 (pid: 1235)",
+    "  traceback : Signal 15 (SIGTERM) received by PID 1235",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  rank      : 0 (local_rank: 0)",
+    "  exitcode  : -9 (pid: 1234)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 9 (SIGKILL) received by PID 1234",
+    "============================================================",
+]
+
+
+def test_torchrun_reports_a_child_killed_so_the_machine_was_not_taken_away():
+    root = child_exit(read(TORCHRUN_KILLED))
+    assert root is not None and root.exit is not None and root.exit.signal == 9 and "-9" in root.line
+    verdict = classify(_exit(1), None, TORCHRUN_KILLED)
+    assert verdict.reason is R.OOM and "launcher lived on" in verdict.message
+
+
+def test_torchrun_root_cause_with_an_exit_code_defers_to_the_workers_traceback():
+    worker = [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/job/train.py", line 3, in <module>',
+        "[rank0]: ModuleNotFoundError: No module named 'peft'",
+    ]
+    summary = [line.replace("-9 (pid: 1234)", "1 (pid: 1234)") for line in TORCHRUN_KILLED if "SIGKILL" not in line]
+    summary = [line.replace("failed (exitcode: -9)", "failed (exitcode: 1)") for line in summary]
+    assert classify(_exit(1), None, worker + summary).reason is R.DEPENDENCY_ERROR
+
+
+@pytest.mark.parametrize(
+    ("tail", "code", "expected"),
+    [
+        # DeepSpeed's launcher: the child's -9, then its own sys.exit(-9) leaves the shell 247.
+        (
+            [
+                "[INFO] [launch.py:316:sigkill_handler] Killing subprocess 4242",
+                "[ERROR] [launch.py:322:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=0'] "
+                "exits with return code = -9",
+            ],
+            247,
+            R.OOM,
+        ),
+        (["some output"], 247, R.OOM),  # 247 alone: a parent passed on its child's SIGKILL
+        (
+            [
+                "subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' died with "
+                "<Signals.SIGKILL: 9>."
+            ],
+            1,
+            R.OOM,
+        ),  # accelerate launch
+        (["/bin/bash: line 1:    27 Killed                  python train.py"], 137, R.OOM),
+        (["{'loss': 1.2, 'grad_norm': 0.4, 'learning_rate': 0.0002, 'epoch': 0.1}"], 137, R.PREEMPTED),
+        (
+            [
+                "Traceback (most recent call last):",
+                "KeyboardInterrupt",
+                "slurmstepd: error: *** JOB 4242 ON gpu-01 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***",
+            ],
+            None,
+            R.TIMEOUT,
+        ),
+        (
+            ["slurmstepd: error: *** JOB 4242 ON gpu-01 CANCELLED AT 2024-04-20T09:09:37 DUE TO PREEMPTION ***"],
+            1,
+            R.PREEMPTED,
+        ),
+        (["    Last State:  Terminated", "      Reason:    OOMKilled", "      Exit Code: 137"], 137, R.OOM),
+        (["The node was low on resource: ephemeral-storage."], 1, R.DISK_FULL),
+    ],
+)
+def test_launchers_and_schedulers_reports(tail, code, expected):
+    assert explain("\n".join(tail), code).reason is expected
+
+
+TRACEBACK = [
+    "{'loss': 1.1, 'grad_norm': 0.3, 'learning_rate': 0.0002, 'epoch': 0.1}",
+    " 11%|█         | 44/400 [02:13<17:58,  3.03s/it]",
+    "Traceback (most recent call last):",
+    '  File "/job/train.py", line 9, in <module>',
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+]
+
+
+def test_a_progress_bar_redrawn_after_a_traceback_is_not_training_going_on():
+    redrawn = [*TRACEBACK, " 11%|█         | 45/400 [02:16<17:58,  3.03s/it]"]
+    assert classify(_exit(1), None, redrawn).reason is R.OOM
+    # Another rank's bar at its start, after a traceback with no bar before it: no step either.
+    early = [*TRACEBACK[2:], "  0%|          | 0/400 [00:00<?, ?it/s]"]
+    assert classify(_exit(1), None, early).reason is R.OOM
+    # A bar that counts well past the traceback, or a logged loss, is training that went on: handled.
+    went_on = [*TRACEBACK, " 20%|██        | 80/400 [04:00<16:00,  3.00s/it]"]
+    assert classify(_exit(1), None, went_on).reason is R.UNKNOWN
+    logged = [*TRACEBACK, "{'loss': 1.0, 'grad_norm': 0.3, 'learning_rate': 0.0002, 'epoch': 0.2}"]
+    assert classify(_exit(1), None, logged).reason is R.UNKNOWN
+
+
+def test_the_chain_is_followed_to_its_root():
+    tail = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/site-packages/safetensors/torch.py", line 286, in save_file',
+        'OSError: [Errno 28] No space left on device: "/data/out/checkpoint-500/model.safetensors"',
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/site-packages/transformers/trainer.py", line 3000, in _save_checkpoint',
+        "RuntimeError: Error while saving the checkpoint",
+    ]
+    verdict = classify(_exit(1), None, tail)
+    assert verdict.reason is R.DISK_FULL
+    assert verdict.evidence and "Errno 28" in verdict.evidence
+
+
+def test_disk_full_says_which_path_and_how_much_was_needed():
+    datasets = explain(
+        "OSError: Not enough disk space. Needed: 3.73 GiB (download: 1.22 GiB, generated: 2.51 GiB, "
+        "post-processed: Unknown size)",
+        1,
+    )
+    assert datasets.reason is R.DISK_FULL and "3.73 GiB needed" in datasets.message
+    written = explain("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/tmpx'", 1)
+    assert written.reason is R.DISK_FULL and "/root/.cache/huggingface/hub/tmpx" in written.message
+    pip = explain("ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device", 1)
+    assert pip.reason is R.DISK_FULL  # not a dependency problem: the packages were fine, the disk was not
+
+
+def _attempt(n: int, reason: R) -> AttemptFacts:
+    return AttemptFacts(number=n, reason=reason, config_sha256="A", last_step=10, start_step=None)
+
+
+def test_disk_full_is_retried_once_by_hand_after_space_is_freed_never_automatically():
+    automatic = decide([_attempt(1, R.DISK_FULL)], {}, None, automatic=True)
+    assert not automatic.retry and automatic.fix and "Free space" in automatic.fix
+    by_hand = decide([_attempt(1, R.DISK_FULL)], {}, None)
+    assert by_hand.retry and "1 of 1" in by_hand.message
+    again = decide([_attempt(1, R.DISK_FULL), _attempt(2, R.DISK_FULL)], {}, None)
+    assert not again.retry and "budget for disk_full is spent" in again.message
+    bigger = decide([_attempt(1, R.DISK_FULL), _attempt(2, R.DISK_FULL)], {}, {"flavor": "a100-large"}, automatic=True)
+    assert bigger.retry  # another machine, another disk
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "says"),
+    [
+        (
+            'Traceback (most recent call last):\n  File "/job/x.py", line 1, in f\n'
+            "FrobnicationError: the widget broke\n",
+            1,
+            ["exit 1", "FrobnicationError: the widget broke"],
+        ),
+        ("nothing useful\n", 134, ["exit 134 = killed by signal 6 (SIGABRT)"]),
+        (
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 3) local_rank: 0 (pid: 1) of "
+            "binary: x\n",
+            1,
+            ["exit 1", "child's exit 3"],
+        ),
+    ],
+)
+def test_an_unrecognised_log_says_what_it_saw(text, code, says):
+    verdict = explain(text, code)
+    assert verdict.reason is R.UNKNOWN
+    for part in says:
+        assert part in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token",
+            R.CONFIG_ERROR,
+        ),
+        (
+            "ValueError: Target modules {'q_proj'} not found in the base model. Please check the target modules",
+            R.CONFIG_ERROR,
+        ),
+        (
+            "jinja2.exceptions.TemplateError: Conversation roles must alternate user/assistant/user/assistant/...",
+            R.CONFIG_ERROR,
+        ),
+        ("jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'content'", R.BAD_INPUT),
+        ("torch.distributed.DistStoreError: Socket Timeout", R.CONFIG_ERROR),
+        ("OSError: [Errno 28] No space left on device", R.DISK_FULL),
+        ("jinja2.exceptions.TemplateSyntaxError: unexpected '}'", R.CONFIG_ERROR),
+        (
+            "datasets.table.CastError: Couldn't cast\ntext: string\nto\n{'messages': ...}\n"
+            "because column names don't match",
+            R.BAD_INPUT,
+        ),
+        (
+            "TypeError: TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]",
+            R.BAD_INPUT,
+        ),
+        ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", R.DIVERGED),
+        ("RuntimeError: probability tensor contains either `inf`, `nan` or element < 0", R.DIVERGED),
+        (
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+            "Timeout(ms)=1800000) ran for 1800324 milliseconds before timing out.",
+            R.INFRA_TRANSIENT,
+        ),
+        (
+            "wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[your_api_key])",
+            R.AUTH_ERROR,
+        ),
+        (
+            "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be "
+            "stored in KV cache (3664).",
+            R.OOM,
+        ),
+        ("NotImplementedError: Architecture 'FooForCausalLM' not supported!", R.CONFIG_ERROR),
+        ("AttributeError: type object 'MODEL_ARCH' has no attribute 'ARCEE'", R.DEPENDENCY_ERROR),
+        (
+            "Exception: data did not match any variant of untagged enum ModelWrapper at line 1 column 1",
+            R.DEPENDENCY_ERROR,
+        ),
+        ("llama_model_quantize: failed to quantize: tensor cols 2880 x 2880 are not divisible by 256", R.CONFIG_ERROR),
+    ],
+)
+def test_library_families_by_their_own_words(line, expected):
+    assert explain(line, 1).reason is expected
