@@ -5,7 +5,6 @@ Only its shape is checked here; how well the classifier does on it is bench/diag
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
@@ -34,10 +33,9 @@ def _thread(path: Path) -> str:
 
 
 def test_corpus_size() -> None:
-    logs = _logs()
-    assert len(logs) >= 64
-    for half in HALVES:
-        assert len(list((CORPUS / half).glob("*.log"))) >= 32, half
+    """At least 64 real logs; the held-out folder (a fresh set each round, README.md) is filled while it is
+    gathered, so its size is bench/diagnosis.py's to report, not a bound here."""
+    assert len(_logs()) >= 64
 
 
 @pytest.mark.parametrize("path", _logs(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -50,13 +48,6 @@ def test_log_header(path: Path) -> None:
         assert re.fullmatch(r"#(exit_code|signal): -?\d+", line), f"{path.name}: unexpected header {line!r}"
     body = path.read_text(encoding="utf-8").splitlines()[len(header) :]
     assert any(line.strip() for line in body), f"{path.name}: no log lines"
-
-
-@pytest.mark.parametrize("path", _logs(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_log_sits_in_its_half(path: Path) -> None:
-    url = _thread(path)
-    half = "dev" if int(hashlib.sha256(url.encode()).hexdigest(), 16) % 2 == 0 else "heldout"
-    assert path.parent.name == half
 
 
 @pytest.mark.parametrize("path", _logs(), ids=lambda p: f"{p.parent.name}/{p.name}")
