@@ -168,6 +168,30 @@ def test_torchrun_root_cause_with_an_exit_code_defers_to_the_workers_traceback()
         ),
         (["    Last State:  Terminated", "      Reason:    OOMKilled", "      Exit Code: 137"], 137, R.OOM),
         (["The node was low on resource: ephemeral-storage."], 1, R.DISK_FULL),
+        # The shell's `Killed` (bash) or job report (zsh) lands on the line of the progress bar it interrupted.
+        (["Loading weights:  40%|████      | 2/5 [00:03<00:04,  1.50s/it]Killed"], None, R.OOM),
+        (
+            ["Tokenizing:  10%|█         | 10/100 [00:01<00:09, 9.80it/s][2]    4242 killed     python tune.py"],
+            None,
+            R.OOM,
+        ),
+        (["zsh: killed     python tune.py"], None, R.OOM),
+        # torch elastic's agent names the signal it was itself sent: its terminal closed, or Ctrl-C.
+        (
+            ["torchrun/agent: torch.distributed.elastic.multiprocessing.api.SignalException: Process 42 got signal: 1"],
+            None,
+            R.PREEMPTED,
+        ),
+        (
+            ["WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers"],
+            1,
+            R.CANCELLED,
+        ),
+        (
+            ["torch.distributed.elastic.multiprocessing.api.SignalException: Process 42 got signal: 15"],
+            None,
+            R.PREEMPTED,
+        ),
     ],
 )
 def test_launchers_and_schedulers_reports(tail, code, expected):
@@ -317,7 +341,29 @@ def test_an_unrecognised_log_says_what_it_saw(text, code, says):
             R.DEPENDENCY_ERROR,
         ),
         ("llama_model_quantize: failed to quantize: tensor cols 2880 x 2880 are not divisible by 256", R.CONFIG_ERROR),
+        # argparse rejecting a command line, whatever the program.
+        ("tune.py: error: argument --dtype: invalid choice: 'fp12' (choose from 'fp16', 'bf16')", R.CONFIG_ERROR),
+        ("My Tool CLI: error: unrecognized arguments: --epoch 3", R.CONFIG_ERROR),
+        ("ValueError: Some specified arguments are not used by the HfArgumentParser: ['--lr', '1']", R.CONFIG_ERROR),
+        # An empty dataset reaching the sampler or a split.
+        ("ValueError: num_samples should be a positive integer value, but got num_samples=0", R.BAD_INPUT),
+        (
+            "ValueError: With n_samples=0, test_size=0.2 and train_size=None, the resulting train set will be empty",
+            R.BAD_INPUT,
+        ),
+        # The last logged loss is NaN or inf, in a trainer's dict or a plain log line.
+        ("{'loss': 3.2, 'epoch': 0.1}\n{'loss': nan, 'learning_rate': 1e-05, 'epoch': 0.2}", R.DIVERGED),
+        ("iter 300: loss: inf, lr 0.001", R.DIVERGED),
     ],
 )
 def test_library_families_by_their_own_words(line, expected):
     assert explain(line, 1).reason is expected
+
+
+def test_a_nan_loss_that_training_recovered_from_decides_nothing():
+    text = "{'loss': 3.2, 'epoch': 0.1}\n{'loss': nan, 'epoch': 0.2}\n{'loss': 3.1, 'epoch': 0.3}"
+    assert explain(text).reason is R.UNKNOWN
+
+
+def test_a_shells_crash_report_is_a_childs_signal():
+    assert [r.exit.signal for r in read(["Segmentation fault (core dumped)"]) if r.exit] == [11]

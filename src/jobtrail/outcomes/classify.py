@@ -11,6 +11,7 @@
    the libraries' own words in `families`), unless training went on after it;
 6. the exit code or signal of the job itself (`exits.decode`): a SIGKILL or SIGTERM that jobtrail did not
    send and that no process of the job outlived is the machine taken away (preempted) unless OOM lines say why;
+   without one, a launcher's report of the signal it was itself sent (SIGHUP: its terminal closed; SIGINT: Ctrl-C);
 7. patterns in loose lines, newest first;
 8. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
 
@@ -165,6 +166,7 @@ def classify(
         _from_scheduler(reports)
         or _from_killed_child(reports, status)
         or _from_cause(log_tail)
+        or _from_launcher_signal(reports, status, log_tail)
         or _from_kill(status, log_tail)
         or _from_patterns(log_tail)
         or _unrecognised(status, reports, log_tail)
@@ -233,6 +235,36 @@ def _from_killed_child(reports: list[exits.Report], status: exits.Exit) -> Verdi
             evidence=child.line[:500],
         )
     return None
+
+
+def _from_launcher_signal(reports: list[exits.Report], status: exits.Exit, lines: list[str]) -> Verdict | None:
+    """The launcher says which signal it was itself sent (torch elastic's SignalException): the job was stopped from
+    outside, as by a signal to the job, with the sender told apart by the signal. An exit status's own signal decides
+    first (`_from_kill`)."""
+    received = next((r for r in reports if r.kind == "received" and r.exit and r.exit.signal), None)
+    if status.signal is not None or received is None or received.exit is None:
+        return None
+    by_log = _from_patterns(lines)
+    if by_log and by_log.reason is R.OOM:
+        return by_log
+    signum, evidence = received.exit.signal, received.line[:500]
+    if signum == signals.SIGHUP:
+        # The terminal or SSH session the launcher ran in closed: nothing was wrong with the job, and it resumes.
+        return Verdict(
+            R.PREEMPTED,
+            "The launcher got SIGHUP: the terminal or SSH session that started it closed. Run it detached (nohup "
+            "and disown, tmux, or a scheduler) so that a disconnect does not end it, and resume from its checkpoint.",
+            evidence=evidence,
+        )
+    if signum == signals.SIGINT:
+        # Ctrl-C: a person stopped it on purpose, which is no failure to retry.
+        return Verdict(R.CANCELLED, "The launcher got SIGINT (Ctrl-C): someone stopped the job.", evidence=evidence)
+    return Verdict(
+        R.PREEMPTED,
+        f"The launcher was sent {exits.signal_name(signum or 0)} from outside the job (the platform or a scheduler "
+        "taking the machine back, or someone stopping it), with no sign of running out of memory.",
+        evidence=evidence,
+    )
 
 
 def _from_kill(status: exits.Exit, lines: list[str]) -> Verdict | None:

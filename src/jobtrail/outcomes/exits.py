@@ -7,8 +7,10 @@ launcher that passes a child's -9 on through `sys.exit(-9)` leaves its own shell
 
 The log adds what the exit status cannot: which process died. `read` collects the reports of launchers
 (torchrun's `exitcode: -9`, its ChildFailedError summary, accelerate's CalledProcessError, DeepSpeed's
-`exits with return code = -9`, a shell's `Killed`), schedulers (SLURM's CANCELLED ... DUE TO TIME LIMIT,
-preemption, node failure and cgroup OOM; Kubernetes' OOMKilled and evictions) and the kernel's OOM killer.
+`exits with return code = -9`, a shell's `Killed` or zsh's `killed`, even on the line of the progress bar it
+interrupted), the signal a launcher was itself sent (torch elastic's SignalException), schedulers (SLURM's
+CANCELLED ... DUE TO TIME LIMIT, preemption, node failure and cgroup OOM; Kubernetes' OOMKilled and evictions)
+and the kernel's OOM killer.
 A launcher or shell that reports its child killed was itself alive: the kill took one process, not the
 machine, which is what the OOM killer does and what a preemption does not.
 """
@@ -76,7 +78,9 @@ def signal_name(signum: int) -> str:
 class Report:
     """One fact a launcher, scheduler or the kernel logged about how a process ended."""
 
-    kind: str  # "child" (a launcher's report of its child), "oom", "time_limit", "preempted", "cancelled", "evicted"
+    # "child" (a launcher's report of its child), "received" (a signal the launcher itself was sent), "oom",
+    # "time_limit", "preempted", "cancelled", "evicted"
+    kind: str
     line: str  # the log line that says it, as logged
     exit: Exit | None = None  # a child's decoded exit, for "child"
     disk: bool = False  # an eviction for want of disk (ephemeral storage), not of memory
@@ -96,18 +100,30 @@ _CHILD_SIGNAL = [
     re.compile(r"Signal (?P<signal>\d+) \(SIG\w+\) received by PID \d+"),  # elastic's summary
     re.compile(r"is killed by signal: (?P<name>\w+)"),  # a DataLoader worker
     # A shell's word for its child's death: `bash: line 1:  27 Killed  python train.py` (or `./run.sh: line 28: ...`).
-    re.compile(r"^\S+: (?:line \d+: )?\s*\d+ (?P<name>Killed|Terminated|Aborted|Segmentation fault)\s"),
+    re.compile(r"^\S+: (?:line \d+: )?\s*\d+ (?P<name>Killed|Terminated|Aborted|Segmentation fault|Hangup)\s"),
+    # zsh's: `zsh: killed     python train.py`, or `[1]    26478 killed     python train.py` for a job.
+    re.compile(r"^(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?\d+ )(?P<name>killed|terminated|abort|segmentation fault|hangup)\s"),
     re.compile(r"^srun: error: \S+: tasks? [\d,-]+: (?P<name>Killed|Terminated|Aborted|Segmentation fault)"),
     # An interactive shell's line for its foreground job killed by SIGKILL, alone on its line (as pasted, maybe in
     # bold), in the locales people paste most: English, Chinese, German, French, Russian, Japanese.
     re.compile(r"^\W*(?P<name>Killed|已杀死|Getötet|Processus arrêté|Убито|強制終了)\W*$"),
+    # Its line for a foreground job that crashed: `Segmentation fault (core dumped)` (a bare `Aborted!` is click's
+    # word for a Ctrl-C, so Aborted counts only with its core dump).
+    re.compile(r"^\W*(?P<name>Segmentation fault|Bus error|Aborted(?= \(core))(?: \(core dumped\))?\W*$"),
 ]
 _ROOT_CAUSE = re.compile(r"^\s*Root Cause \(first observed failure\)")
 _KILLED_WORDS = ("已杀死", "Getötet", "Processus arrêté", "Убито", "強制終了")
 _SHELL_WORDS = {
     **dict.fromkeys(_KILLED_WORDS, 9),
-    **{"Killed": 9, "Terminated": 15, "Aborted": 6, "Segmentation fault": 11, "Bus error": 7},
+    **{"Killed": 9, "Terminated": 15, "Aborted": 6, "Abort": 6, "Segmentation fault": 11, "Bus error": 7, "Hangup": 1},
 }
+# A progress bar (tqdm's `n/total [elapsed<left, rate]`) ends without a newline, so the shell's report of the process
+# killed while it was drawn lands on the bar's line, as pasted: `... 3/8 [00:02<00:03,  1.28it/s]Killed`.
+_BAR = re.compile(r"[\d.]+[kMGTP]?i?B?/[\d.]+[kMGTP]?i?B? \[[^\]]*\]")
+# The launcher itself was sent a signal (torch elastic's agent: it then stops its workers with the same signal).
+_RECEIVED = re.compile(
+    r"SignalException: Process \d+ got signal: (?P<signal>\d+)|Received (?P<received>\d+) death signal, shutting down"
+)
 # The kernel, a cgroup, SLURM or Kubernetes taking memory back.
 _OOM = re.compile(
     r"Out of memory: Kill(?:ed)? process"
@@ -162,12 +178,15 @@ def _report(line: str, raw: str) -> Report | None:
     for pattern in _CHILD_CODE:
         if match := pattern.search(line):
             return Report("child", raw, decode(int(match["code"])))
+    if received := _RECEIVED.search(line):
+        return Report("received", raw, Exit(None, int(received["signal"] or received["received"])))
+    after_bar = _BAR.split(line.split("\r")[-1])[-1]
     for pattern in _CHILD_SIGNAL:
-        if match := pattern.search(line):
+        if match := pattern.search(line) or pattern.search(after_bar):
             if match.groupdict().get("signal"):
                 return Report("child", raw, Exit(None, int(match["signal"])))
             name = match["name"]
-            number = _SHELL_WORDS.get(name) or _signal_number(name)
+            number = _SHELL_WORDS.get(name.capitalize()) or _signal_number(name)
             return Report("child", raw, Exit(None, number)) if number else None
     return None
 

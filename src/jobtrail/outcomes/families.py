@@ -54,6 +54,14 @@ SIGNATURES: list[Signature] = [
         r"Loss is (?:NaN|nan|inf)",
         r"Detected (?:NaN|nan|inf) (?:loss|in loss)",
     ),
+    # A trainer's own log of its loss (`{'loss': nan, ...}`, `loss=nan` in a progress bar, `loss: inf`): as a loose line
+    # it decides only when it is the newest step the log shows (`classify` passes over it when training went on).
+    _sig(
+        R.DIVERGED,
+        "The loss was NaN/inf at the last step the log shows: training diverged (lower the learning rate, train in "
+        "bf16 or fp32 rather than fp16, clip gradients).",
+        r"(?:^|[{,\s])['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?-?(?:nan|NaN|inf|Infinity)\b",
+    ),
     _sig(
         R.OOM,
         "The GPU had too little memory for vLLM's model and KV cache (lower max_model_len or raise "
@@ -152,6 +160,26 @@ SIGNATURES: list[Signature] = [
         "A token id is beyond the model's embedding table: the tokenizer and the model do not match (added "
         "tokens need model.resize_token_embeddings).",
         r"Assertion `srcIndex < srcSelectDimSize` failed",
+    ),
+    # argparse's report of a rejected command line, `<prog>: error: <why>` (any CLI: a training script,
+    # HfArgumentParser, llama.cpp's converter), and HfArgumentParser's own for options no dataclass declares.
+    _sig(
+        R.CONFIG_ERROR,
+        "The command line was rejected (an unknown option, a value outside its choices, a required argument "
+        "missing): fix the arguments; the usage line lists what the program accepts.",
+        r"^[^:]{1,80}: error: (?:argument [^:]+: (?:invalid |expected |not allowed |ignored )"
+        r"|unrecognized arguments: |the following arguments are required: |one of the arguments .* is required"
+        r"|ambiguous option: )",
+        r"Some specified arguments are not used by the HfArgumentParser",
+    ),
+    # The data reached the trainer empty (a wrong path or split, or filters that dropped every sample): torch's
+    # RandomSampler, and the train/test split of datasets and scikit-learn, say so in these words.
+    _sig(
+        R.BAD_INPUT,
+        "The dataset is empty (no sample found, or every sample filtered out): check the data path and split, and "
+        "the filters (length limits, formatting) that drop samples.",
+        r"num_samples should be a positive integer value, but got num_samples=0\b",
+        r"With n_samples=0, test_size=",
     ),
     _sig(
         R.DEPENDENCY_ERROR,
