@@ -367,3 +367,147 @@ def test_a_nan_loss_that_training_recovered_from_decides_nothing():
 
 def test_a_shells_crash_report_is_a_childs_signal():
     assert [r.exit.signal for r in read(["Segmentation fault (core dumped)"]) if r.exit] == [11]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # llama.cpp's tools checking their own arguments.
+        ("Error quantizing: b\"main: invalid nthread 'Q8_0' (stoi)\\n\"", R.CONFIG_ERROR),
+        ("error: invalid argument: --ctx", R.CONFIG_ERROR),
+        # torch's grad scaler given fp16 trainable weights (as retyped in a report, too).
+        ("ValueError: Attempting to unscale FP16 gradients.", R.CONFIG_ERROR),
+        ("ValueError : Attemting to unscale fp16 Gradients", R.CONFIG_ERROR),
+        # PEFT: the modules named are not there (printed with or without a space), or it has no default for the model.
+        ("ValueError: Target modules(['q_proj'])not found in the base model.", R.CONFIG_ERROR),
+        ("ValueError: Please specify `target_modules` in `peft_config`", R.CONFIG_ERROR),
+        # The driver, the CUDA runtime and native packages out of step.
+        (
+            "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 11000).",
+            R.DEPENDENCY_ERROR,
+        ),
+        ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", R.DEPENDENCY_ERROR),
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", R.DEPENDENCY_ERROR),
+        (
+            "RuntimeError: merge_sort: failed to synchronize: cudaErrorIllegalAddress: an illegal memory access",
+            R.DEPENDENCY_ERROR,
+        ),
+        ("UserWarning: The installed version of bitsandbytes was compiled without GPU support.", R.DEPENDENCY_ERROR),
+        ("'NoneType' object has no attribute 'cadam32bit_grad_fp32'", R.DEPENDENCY_ERROR),
+        ("RuntimeError: Failed to find C compiler. Please specify via CC environment variable.", R.DEPENDENCY_ERROR),
+        # GPU memory in the CUDA runtime's words; a GPU too old for flash-attn.
+        ("RuntimeError: CUDA error: out of memory", R.OOM),
+        ("CUDA error: out of memorySearch for `cudaErrorMemoryAllocation' in https://docs.nvidia.com/cuda/", R.OOM),
+        ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", R.CONFIG_ERROR),
+        # NCCL's own failures and the GPU's hardware: the machine, not the job.
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1333, unhandled system error",
+            R.INFRA_TRANSIENT,
+        ),
+        ("ncclInternalError: Internal check failed.", R.INFRA_TRANSIENT),
+        ("RuntimeError: CUDA error: uncorrectable ECC error encountered", R.INFRA_TRANSIENT),
+        # DeepSpeed's batch sizes that do not add up.
+        (
+            "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+            "gradient_acc_step * world_size 256 != 4 * 8 * 1",
+            R.CONFIG_ERROR,
+        ),
+        # pyarrow reading data files, without a module prefix.
+        ("ArrowInvalid: Could not convert '-0.2' with type str: tried to convert to double", R.BAD_INPUT),
+        # The gradient norm NaN at the newest logged step.
+        ("{'loss': 1.04, 'grad_norm': nan, 'learning_rate': 1e-08, 'epoch': 0.0}", R.DIVERGED),
+    ],
+)
+def test_more_library_families_by_their_own_words(line, expected):
+    assert explain(line, 1).reason is expected
+
+
+def test_an_inf_grad_norm_is_fp16s_skipped_step_not_divergence():
+    assert explain("{'loss': 1.2, 'grad_norm': inf, 'epoch': 0.1}").reason is R.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '== Error ==  system call for: "spades" finished abnormally, OS return value: -9',
+        "CompletedProcess(returncode=-9)",
+    ],
+)
+def test_any_parents_negative_return_value_is_a_child_killed(line):
+    assert explain(line).reason is R.OOM
+
+
+def test_a_slurm_requeue_is_a_preemption():
+    line = "slurmstepd: error: *** JOB 608 ON node1 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***"
+    assert explain(line, 1).reason is R.PREEMPTED
+
+
+NCCL_WAITED = (
+    "Running tokenizer on dataset:   9%|█         | 280000/2969526 [29:55<4:48:08, 155.57 examples/s]"
+    "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800328 milliseconds before timing out."
+)
+
+
+def test_a_collective_that_waited_for_data_preparation_is_a_timeout():
+    verdict = explain(NCCL_WAITED, 1)
+    assert verdict.reason is R.TIMEOUT and "30 minutes, the default" in verdict.message
+
+
+def test_a_collective_timeout_during_training_stays_a_transient_failure():
+    assert explain("{'loss': 1.0, 'epoch': 0.1}\n" + NCCL_WAITED, 1).reason is R.INFRA_TRANSIENT
+
+
+def _raised(frames: list[tuple[str, str]], error: str) -> str:
+    lines = ["Traceback (most recent call last):"]
+    lines += [f'  File "{path}", line 1, in {function}\n    x()' for path, function in frames]
+    return "\n".join([*lines, error])
+
+
+USER = ("/job/train.py", "<module>")
+SITE = "/usr/lib/python3.11/site-packages"
+
+
+@pytest.mark.parametrize(
+    ("frames", "error", "expected"),
+    [
+        # One package calls another's function with a signature its installed release does not have.
+        (
+            [USER, (f"{SITE}/unsloth/models/llama.py", "_fast_inner_training_loop")],
+            "TypeError: _get_batch_samples() takes 3 positional arguments but 4 were given",
+            R.DEPENDENCY_ERROR,
+        ),
+        (
+            [USER, (f"{SITE}/trl/trainer/grpo_trainer.py", "__init__")],
+            "AttributeError: 'TrainingArguments' object has no attribute 'model_init_kwargs'",
+            R.DEPENDENCY_ERROR,
+        ),
+        # The same in the user's own script is the user's call (torch's __getattr__ only forwards the lookup).
+        (
+            [USER, (f"{SITE}/torch/nn/modules/module.py", "__getattr__")],
+            "AttributeError: 'LlamaForCausalLM' object has no attribute 'module'",
+            R.UNKNOWN,
+        ),
+        ([USER], "TypeError: Trainer.__init__() missing 1 required positional argument: 'model'", R.CONFIG_ERROR),
+        # A library calling the user's own function (a datasets map function) with other arguments than it takes:
+        # no version mismatch (datasets' own rule reads it).
+        (
+            [USER, (f"{SITE}/datasets/arrow_dataset.py", "apply_function_on_filtered_inputs")],
+            "TypeError: preprocess() takes 1 positional argument but 2 were given",
+            R.BAD_INPUT,
+        ),
+    ],
+)
+def test_a_call_between_packages_out_of_step_is_a_dependency_error(frames, error, expected):
+    assert explain(_raised(frames, error), 1).reason is expected
+
+
+def test_ipython_frames_are_read():
+    tail = [
+        "TypeError                                 Traceback (most recent call last)",
+        "/usr/local/lib/python3.10/dist-packages/unsloth/models/llama.py in _fast_inner_training_loop(self, batch)",
+        "File ~/venv/lib/python3.11/site-packages/transformers/trainer.py:1539, in Trainer.train(self, **kwargs)",
+        "TypeError: f() takes 3 positional arguments but 4 were given",
+    ]
+    chain = last_chain(tail)
+    assert [f.function for f in chain[0].frames] == ["_fast_inner_training_loop", "Trainer.train"]

@@ -28,6 +28,10 @@ DATASET_MISSING = "The dataset (or one of its files) does not exist, or is not v
 MODEL_MISSING = "The model (or revision) does not exist on the Hub, or is not visible to this token."
 OFFLINE = "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it."
 DIVERGED = "The loss became NaN or infinite: the job stopped training (its nan_loss alert says why)."
+MISMATCH = (
+    "One installed package calls another with arguments its installed release does not take: their versions do not "
+    "match (pin the versions the calling package supports, or update it)."
+)
 NATIVE = "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or does not match this machine."
 
 # Each test looks at one exception of the fatal chain and returns the line that decides, or None.
@@ -148,6 +152,22 @@ _BAD_CALL = _text(
     r"missing \d+ required (positional|keyword-only) arguments?",
 )
 _CONFIG_PACKAGES = ("trl", "transformers", "accelerate")
+# A call with the wrong number of arguments (Python raises it in the caller's frame). Not an unexpected or repeated
+# keyword: the libraries pass the user's keywords on through **kwargs, so those are most often the user's own.
+_WRONG_ARGUMENTS = _text(
+    r"\(\) takes (?:from )?\d+ (?:to \d+ )?(?:positional )?arguments? but \d+ (?:were|was) given",
+    r"\(\) missing \d+ required (?:positional|keyword-only) arguments?",
+)
+# An attribute a library class lacks (not None's, not a builtin's: those are a value that is not what was expected).
+_MISSING_ATTRIBUTE = re.compile(r"'(?!NoneType')[A-Z]\w*' object has no attribute '\w+'")
+# Packages that call the user's own functions (a datasets map function, a DataLoader's collate_fn): a wrong signature
+# there is the user's code, not two packages out of step.
+_CALLS_USER_CODE = ("datasets", "utils/data", "multiprocess")
+# Frames that only pass their caller's arguments on (torch's module call, decorators' wrappers): the call was made
+# further out.
+_FORWARDERS = re.compile(
+    r"(?:^|\.)(?:_call_impl|_wrapped_call_impl|wrapper|wrapped_func|inner_f|_inner_fn|decorate_\w+|__getattr__)$"
+)
 _DATA_TYPES = {
     "JSONDecodeError",
     "DatasetGenerationError",
@@ -224,6 +244,28 @@ def _package(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name in ("ImportError", "ModuleNotFoundError") else _line(error, _PACKAGES)
 
 
+def _packages_out_of_step(error: RaisedError, _: Progress) -> str | None:
+    """A call with the wrong number of arguments (TypeError), or a read of an attribute a library class lacks
+    (AttributeError), made inside installed packages: one package uses another's API as a release it was not written
+    for has it, a version mismatch between them. The traceback's last frame (past the frames that only forward a call)
+    is the caller, since Python checks arguments before the callee runs; in the user's script it is the user's code."""
+    if error.name == "TypeError":
+        line = _line(error, _WRONG_ARGUMENTS)
+    elif error.name == "AttributeError":  # a library reads an attribute another's release does not have
+        line = _line(error, _MISSING_ATTRIBUTE)
+    else:
+        return None
+    if line is None:
+        return None
+    callers = [frame for frame in error.frames if not _FORWARDERS.search(frame.function)]
+    if not callers:
+        return None
+    caller = callers[-1]
+    if not caller.is_library or any(map(caller.in_package, _CALLS_USER_CODE)):
+        return None
+    return line
+
+
 def _rejected_config(error: RaisedError, _: Progress) -> str | None:
     """ValueError/TypeError raised while a TRL/transformers/accelerate config or trainer was built, or by PEFT."""
     if error.name not in ("ValueError", "TypeError"):
@@ -282,6 +324,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.INFRA_TRANSIENT, TRANSIENT, _network),
     CauseRule(R.DEPENDENCY_ERROR, NATIVE, _native),
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
+    CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _packages_out_of_step),
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
 ]

@@ -34,7 +34,7 @@ from jobtrail.models import ExitRecord, TerminationReason as R
 from jobtrail.outcomes import causes, events, exits, families
 from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
 from jobtrail.outcomes.lines import clean
-from jobtrail.outcomes.tracebacks import last_chain, went_on
+from jobtrail.outcomes.tracebacks import Progress, last_chain, progress, went_on
 
 TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
@@ -124,6 +124,7 @@ LOG_RULES: list[LogRule] = [
         r"JSON parse error",
         r"^KeyError: '",
         r"Column '.*' not in the dataset",
+        r"\bArrow(?:Invalid|TypeError)\b",  # pyarrow reading the data files (a value of another type, a bad row)
     ),
     _rule(
         R.INFRA_TRANSIENT,
@@ -162,7 +163,7 @@ def classify(
     if status.code == 0 and status.signal is None:
         return Verdict(R.SUCCEEDED, "Exited 0.")
     reports = exits.read(log_tail)
-    return (
+    verdict = (
         _from_scheduler(reports)
         or _from_killed_child(reports, status)
         or _from_cause(log_tail)
@@ -171,6 +172,7 @@ def classify(
         or _from_patterns(log_tail)
         or _unrecognised(status, reports, log_tail)
     )
+    return _waited_for_data(verdict, log_tail)
 
 
 def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Verdict:
@@ -181,6 +183,37 @@ def explain(log_text: str, exit_code: int | None = None, signal: int | None = No
     if exit_code is not None or signal is not None:
         exit_record = ExitRecord(exit_code=exit_code, signal=signal, ended_at=0.0)
     return classify(exit_record, termination, lines[-TAIL_LINES:])
+
+
+# A labelled progress bar of data preparation (`Running tokenizer on dataset:  9%|`, `Map (num_proc=8): 40%|`,
+# `Filter:`, `Grouping texts in chunks of 2048:`), as datasets and the trainers' scripts label them.
+_PREPARING = re.compile(
+    r"^\s*[^|%]*(?:tokeniz|\bMap\b|\bmap\b|Filter|preprocess|Preprocess|format|Format|[Pp]ack|Group|[Ee]ncod)"
+    r"[^|%]*:\s*\d{1,3}%\|"
+)
+_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(?P<ms>\d+)")
+
+
+def _waited_for_data(verdict: Verdict, lines: list[str]) -> Verdict:
+    """A collective that timed out before any training step while a rank was still preparing data: the other ranks
+    waited at the barrier for it. That is no network hiccup: a retry does the same work under the same limit and
+    times out again, so it is the collective's timeout that was too short for the data preparation."""
+    said = clean(verdict.evidence or "")
+    timed_out = verdict.reason is R.INFRA_TRANSIENT and families.COLLECTIVE_TIMEOUT.pattern.search(said) is not None
+    if not timed_out or progress(lines) > Progress.NONE:
+        return verdict
+    if not any(_PREPARING.search(part) for line in lines for part in clean(line).split("\r")):
+        return verdict
+    limit = next((int(m["ms"]) for line in lines if (m := _TIMEOUT_MS.search(line))), None)
+    waited = f" ({limit // 60000} minutes{', the default' if limit == 1_800_000 else ''})" if limit else ""
+    return Verdict(
+        R.TIMEOUT,
+        f"A collective between GPUs hit its timeout{waited} before the first training step, while a rank was still "
+        "preparing the data (tokenizing, mapping): the other ranks waited for it. A retry would wait the same way: "
+        "preprocess the data before launching (and cache it), or raise the timeout (ddp_timeout, "
+        "init_process_group(timeout=...)).",
+        evidence=verdict.evidence,
+    )
 
 
 def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Verdict:

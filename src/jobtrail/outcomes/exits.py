@@ -94,6 +94,10 @@ _CHILD_CODE = [
     re.compile(r"exits with return code = (?P<code>-?\d+)"),  # DeepSpeed's launcher
     re.compile(r"returned non-zero exit status (?P<code>-?\d+)"),  # subprocess.CalledProcessError (accelerate)
     re.compile(r"Process \S+ exited with (?:code|status) (?P<code>-?\d+)"),
+    # Any other parent's words for a child's status, when negative: only a parent that outlived its child reports a
+    # death by signal as -N (Python's subprocess `returncode=-9`, a pipeline's `OS return value: -9`).
+    re.compile(r"\b(?:return|exit) ?(?:value|code|status)\s*[:=]?\s*(?P<code>-\d{1,2})\b", re.IGNORECASE),
+    re.compile(r"\breturncode=(?P<code>-\d{1,2})\b"),
 ]
 _CHILD_SIGNAL = [
     re.compile(r"died with <Signals\.SIG\w+: (?P<signal>\d+)>"),  # subprocess.CalledProcessError
@@ -141,7 +145,7 @@ _SLURM_CANCELLED = re.compile(
 )
 _K8S_EVICTED = re.compile(r"The node was low on resource: (?P<what>[\w-]+)|\bEvicted\b")
 _PREEMPTED = re.compile(
-    r"DUE TO (?:PREEMPTION|NODE FAIL)"
+    r"DUE TO (?:PREEMPTION|NODE FAIL|JOB REQUEUE)"  # a requeue: SLURM gives the node to another job, this one resumes
     r"|\bSpot (?:instance )?(?:interruption|termination)"
     r"|instance (?:was )?preempted"
     r"|\bpreempted by the (?:scheduler|platform|provider)",

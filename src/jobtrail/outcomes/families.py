@@ -44,6 +44,17 @@ DISK_FULL = _sig(
     r"Disk quota exceeded",
 )
 
+# A collective between GPUs that waited past its timeout. Alone it reads as a network or peer hiccup; `classify`
+# makes it a timeout when the log shows one rank still preparing data before any step (the others waited for it).
+COLLECTIVE_TIMEOUT = _sig(
+    R.INFRA_TRANSIENT,
+    "A collective operation between GPUs timed out (NCCL watchdog). If it recurs at the same step, one rank "
+    "is stuck in long work of its own (data preparation, evaluation, saving on rank 0): raise ddp_timeout.",
+    r"Watchdog caught collective operation timeout",
+    r"ProcessGroupNCCL.*(?:timed out|Timeout)",
+    r"NCCL (?:communicator|operation) .*timed? ?out",
+)
+
 SIGNATURES: list[Signature] = [
     DISK_FULL,
     _sig(
@@ -61,6 +72,9 @@ SIGNATURES: list[Signature] = [
         "The loss was NaN/inf at the last step the log shows: training diverged (lower the learning rate, train in "
         "bf16 or fp32 rather than fp16, clip gradients).",
         r"(?:^|[{,\s])['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?-?(?:nan|NaN|inf|Infinity)\b",
+        # The trainer's gradient norm, NaN at the newest step: the weights are being poisoned whatever the loss shows
+        # (a loss of 0.0 follows). Not inf: fp16's grad scaler logs an inf norm for each step it skips and recovers.
+        r"['\"]grad_norm['\"]\s*:\s*['\"]?(?:nan|NaN)\b",
     ),
     _sig(
         R.OOM,
@@ -74,6 +88,8 @@ SIGNATURES: list[Signature] = [
         R.OOM,
         "The job ran out of memory.",
         r"CUBLAS_STATUS_ALLOC_FAILED",
+        r"CUDA error: out of memory",  # the CUDA runtime's own wording (not the caching allocator's)
+        r"cudaErrorMemoryAllocation",
         r"\bOut of memory\b.*\b(?:CUDA|GPU|device)\b",
         r"HIP out of memory",
         # A DataLoader worker killed from outside: the host's memory (or /dev/shm) ran out under it.
@@ -87,13 +103,25 @@ SIGNATURES: list[Signature] = [
         r"(?:W&B|wandb).*(?:not logged in|Invalid API key|API key must be)",
         r"No API key configured",
     ),
+    COLLECTIVE_TIMEOUT,
+    # The GPU's hardware failed (its memory's ECC, or the card dropped off the bus): the job was fine, the machine was
+    # not; another machine (or a reset of this one) runs it.
     _sig(
         R.INFRA_TRANSIENT,
-        "A collective operation between GPUs timed out (NCCL watchdog). If it recurs at the same step, one rank "
-        "is stuck in long work of its own (data preparation, evaluation, saving on rank 0): raise ddp_timeout.",
-        r"Watchdog caught collective operation timeout",
-        r"ProcessGroupNCCL.*(?:timed out|Timeout)",
-        r"NCCL (?:communicator|operation) .*timed? ?out",
+        "The GPU had a hardware fault (an uncorrectable ECC error, or it fell off the bus): retry on another machine; "
+        "if it recurs on this one, the GPU needs a reset or replacing.",
+        r"uncorrectable ECC error",
+        r"cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE",
+        r"GPU has fallen off the bus",
+    ),
+    # NCCL's own failure codes. Not "remote process exited": that is a rank's echo of a peer that died first.
+    _sig(
+        R.INFRA_TRANSIENT,
+        "NCCL (the GPUs' communication) failed. Once, it is the network or a peer; if it recurs at start-up it is the "
+        "machine's setup: shared memory (a container's --shm-size), the network interface (NCCL_SOCKET_IFNAME), "
+        "peer-to-peer between GPUs (NCCL_P2P_DISABLE=1). NCCL_DEBUG=INFO says which.",
+        r"NCCL error.*unhandled (?:system|cuda) error",
+        r"\bnccl(?:SystemError|InternalError|UnhandledCudaError)\b",
     ),
     _sig(
         R.CONFIG_ERROR,
@@ -104,8 +132,16 @@ SIGNATURES: list[Signature] = [
     _sig(
         R.CONFIG_ERROR,
         "PEFT's target_modules name no module of this model (print the model to see its layer names).",
-        r"Target modules? .* not found in the base model",
+        r"Target modules?\b.*not found in the base model",  # PEFT prints the set with or without a space
         r"None of the target modules? .* (?:were|was) found",
+    ),
+    # PEFT's table of default LoRA targets has no entry for this model type (a remote-code or newer model): naming them
+    # is the fix in the config; a newer PEFT may know the model too, which no log line can tell.
+    _sig(
+        R.CONFIG_ERROR,
+        "PEFT has no default target_modules for this model type: name them in the LoRA config (print the model for "
+        "its layer names), or use a PEFT release that knows the model.",
+        r"Please specify `target_modules` in `peft_config`",
     ),
     _sig(
         R.CONFIG_ERROR,
@@ -172,6 +208,30 @@ SIGNATURES: list[Signature] = [
         r"|ambiguous option: )",
         r"Some specified arguments are not used by the HfArgumentParser",
     ),
+    # llama.cpp's tools check their own positional arguments (`main: invalid nthread 'Q8_0' (stoi)`, `main: invalid
+    # ftype`), and its common parser its options (`error: invalid argument: --foo`): a command line out of order.
+    _sig(
+        R.CONFIG_ERROR,
+        "A llama.cpp tool rejected its command line (an argument out of order, an unknown option or a bad value): "
+        "check the tool's usage (quantize: model-in model-out type [nthreads]).",
+        r"\bmain: invalid (?:nthread|ftype|type|argument|parameter|option)s? '",
+        r"^error: (?:unknown|invalid) argument: ",
+    ),
+    # torch's GradScaler refuses parameters that are themselves fp16: the trainable weights were cast to half under
+    # fp16 mixed precision (load them in fp32, or train in bf16).
+    _sig(
+        R.CONFIG_ERROR,
+        "fp16 mixed precision was given fp16 trainable weights (the grad scaler cannot unscale them): keep the "
+        "trainable parameters in fp32 (torch_dtype=float32 for what trains, or LoRA on a half base), or use bf16.",
+        r"(?i)Att?emp?ting to unscale FP16 gradients",
+    ),
+    # DeepSpeed checks its batch sizes against each other and the world size: a config that does not add up.
+    _sig(
+        R.CONFIG_ERROR,
+        "DeepSpeed's batch sizes do not add up (train_batch_size must equal micro batch x gradient accumulation x "
+        "GPUs): set them to 'auto' in the DeepSpeed config, or make them agree.",
+        r"Check batch related parameters\. train_batch_size is not equal to",
+    ),
     # The data reached the trainer empty (a wrong path or split, or filters that dropped every sample): torch's
     # RandomSampler, and the train/test split of datasets and scikit-learn, say so in these words.
     _sig(
@@ -189,6 +249,7 @@ SIGNATURES: list[Signature] = [
         r"Could not build wheels for",
         r"error: subprocess-exited-with-error",
         r"CUDA_HOME does not exist",
+        r"Failed to find C compiler",  # triton compiles its kernels at run time: no gcc/cc on the machine
         r"MissingCUDAException",
         r"Could not find a version that satisfies the requirement",
     ),
@@ -209,6 +270,39 @@ SIGNATURES: list[Signature] = [
         r"unknown model architecture: '",  # llama.cpp (quantize, load) older than the GGUF
         r"no kernel image is available for execution on the device",
     ),
+    # bitsandbytes that loaded its CPU-only library (no CUDA found, or a build for another CUDA): its GPU functions are
+    # missing, which it says in a warning and then as an AttributeError or undefined symbol.
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "bitsandbytes has no GPU library for this machine (it loaded its CPU build): install a bitsandbytes built for "
+        "this CUDA, or check that CUDA is visible (torch.cuda.is_available()).",
+        r"bitsandbytes was compiled without GPU support",
+        r"(?:has no attribute|undefined symbol:?|function) '?c\w+32bit_grad_fp32",
+        r"CUDA Setup failed despite GPU being available",
+    ),
+    # The GPU driver predates the CUDA runtime torch (or a container) was built with: torch says so at its first CUDA
+    # call, often only as a warning before the job fails (or runs on the CPU).
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "The GPU driver is older than the CUDA runtime this build of torch (or the container) needs: update the "
+        "driver, or install a torch built for the CUDA version the driver supports (nvidia-smi shows it).",
+        r"NVIDIA driver on your system is too old",
+        r"CUDA driver version is insufficient for CUDA runtime version",
+        r"cudaErrorInsufficientDriver",
+        r"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|system has unsupported display driver / cuda driver combination",
+    ),
+    # A CUDA kernel read or wrote outside its memory. Within a fine-tuning stack that is a native package's bug or a
+    # build for another CUDA/torch (flash-attn, bitsandbytes, a custom extension, an old toolkit): the fixes that close
+    # these threads are versions. (An out-of-range index is reported as a device-side assert instead.)
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "A CUDA kernel crashed (illegal memory access): most often a native package (flash-attn, bitsandbytes, a "
+        "custom CUDA extension, the CUDA toolkit) with a bug or built for another torch/CUDA; update or match the "
+        "versions. CUDA_LAUNCH_BLOCKING=1 shows which kernel.",
+        r"an illegal memory access was encountered",
+        r"cudaErrorIllegalAddress",
+        r"CUDA_ERROR_ILLEGAL_ADDRESS",
+    ),
     _sig(
         R.CONFIG_ERROR,
         "llama.cpp's quantizer refused the model (the quant type does not fit its tensors, or the input is not "
@@ -220,6 +314,7 @@ SIGNATURES: list[Signature] = [
         R.CONFIG_ERROR,
         "The model does not fit the device or precision it was given.",
         r"Bfloat16 is only supported on GPUs with compute capability",
+        r"FlashAttention only supports (?:Ampere|Turing)",  # flash-attn on an older GPU: use sdpa attention
         r"can't train a model that has been loaded in 8-bit precision on a different device",
         r"Expected all tensors to be on the same device",
         r"does not appear to have a file named (?:config\.json|pytorch_model\.bin|model\.safetensors)",

@@ -24,7 +24,14 @@ _CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
 )
-_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line \d+, in (?P<function>\S+)')
+_FRAME = re.compile(
+    r'^\s+File "(?P<path>[^"]+)", line \d+, in (?P<function>\S+)'
+    # IPython and Jupyter (Colab, Kaggle: where many fine-tuning runs live) print a frame as `/path/x.py in f(args)`
+    # or, since IPython 8, `File /path/x.py:123, in Class.f(args)`.
+    r"|^(?:File )?(?P<ipath>(?:/|[A-Za-z]:\\|~)[^\s:]+\.py)(?::\d+)?,? in (?P<ifunction>[\w.<>]+)\("
+)
+# IPython's header: `TypeError                                 Traceback (most recent call last)`.
+_IPYTHON_HEAD = re.compile(r"^\w+\s{2,}Traceback \(most recent call last\)")
 # `pkg.module.SomeError: message` at the start of a line. The class name must look like an
 # exception's (warnings are printed the same way but end nothing), unless a module qualifies
 # it and a message follows (huggingface_hub.errors.OfflineModeIsEnabled: ...).
@@ -110,12 +117,12 @@ def chains(lines: list[str]) -> list[list[RaisedError]]:
     readings: dict[str | None, _Reading] = {}
     for index, line in enumerate(clean_lines):
         reading = readings.setdefault(sources[index], _Reading([]))
-        if line.startswith(_TRACEBACK_HEAD):
+        if line.startswith(_TRACEBACK_HEAD) or _IPYTHON_HEAD.match(line):
             reading.frames = []
         elif line.strip() in _CHAIN_MARKERS:
             reading.linked = True
         elif frame := _FRAME.match(line):
-            reading.frames.append(Frame(frame["path"], frame["function"]))
+            reading.frames.append(Frame(frame["path"] or frame["ipath"], frame["function"] or frame["ifunction"]))
         elif (match := _EXCEPTION.match(line)) and (match["message"] is not None or reading.frames):
             own = [line if sources[i] == sources[index] else None for i, line in enumerate(clean_lines)]
             error = RaisedError(match["type"], _message(own, index), index, tuple(reading.frames))
