@@ -130,6 +130,8 @@ class JobSpec(BaseModel):
     after: str | None = None
     smoke_steps: int | None = None  # a first attempt of this many steps; the full job starts if it succeeds
     dependency_versions: DependencyVersions = DEFAULT_DEPENDENCY_VERSIONS
+    # A follower held because the job it follows raised a blocking alert, told to go on anyway (release(job_id)).
+    released: bool = False
 
 
 class Speedup(BaseModel):

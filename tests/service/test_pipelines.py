@@ -99,7 +99,7 @@ def test_sft_then_dpo_then_gguf_and_evaluation_run_in_order(tmp_path, tiny_model
     assert any(e["eval_job_id"] == evaluation.job_id for e in links.evaluations)
 
 
-def test_a_failed_smoke_run_ends_the_run_and_its_followers_never_start(tmp_path, tiny_model, chat_dataset):
+def test_a_diverged_smoke_run_ends_the_run_and_holds_its_followers(tmp_path, tiny_model, chat_dataset):
     service = build_service(tmp_path / "home")
     # 1e20 diverges at step 2: preflight refuses it, force submits it anyway, and the smoke run catches it.
     parent = service.submit(
@@ -118,15 +118,18 @@ def test_a_failed_smoke_run_ends_the_run_and_its_followers_never_start(tmp_path,
     assert (done.status, done.termination_reason) == ("failed", "diverged"), done.summary
     (smoke,) = done.attempts  # never the full job, never an automatic retry
     assert smoke.smoke_steps == 3 and "smoke" in (done.retries_stopped or "")
+    # Held, not cancelled (issue 25): a retry of the parent with a lower learning rate can still give them a model.
     for job_id in followers:
-        ended = wait_for(
-            lambda job_id=job_id: (r := service.inspect(job_id)).status == "cancelled" and r, 30, f"{job_id} cancelled"
+        held = wait_for(
+            lambda job_id=job_id: (r := service.inspect(job_id)).waiting_for and r.waiting_for.startswith("held") and r,
+            30,
+            f"{job_id} held",
         )
-        (attempt,) = ended.attempts
-        assert attempt.placement is None and attempt.started_at is None  # it never ran
-        assert ended.termination_reason == "cancelled"
-        assert f"it waited for {parent.job_id}, which ended failed (diverged)" in (ended.termination_message or "")
-        assert ended.after and ended.after.termination_reason == "diverged"
+        (attempt,) = held.attempts
+        assert held.status == "queued" and attempt.placement is None and attempt.started_at is None  # never ran
+        assert f"held: {parent.job_id} ended diverged" in held.waiting_for
+        assert held.after and held.after.termination_reason == "diverged"
+        assert service.cancel(job_id).status == "cancelled"  # the call the hold names drops it
 
     with pytest.raises(InvalidRequestError, match=r"already ended failed \(diverged\)") as refused:
         service.submit(job_spec("sft", parent.job_id, chat_dataset))

@@ -72,3 +72,20 @@ def test_trends():
     assert trend([(s, 0.0) for s in steps]) == "stable"
     assert trend([(s, 2.0 + (1.0 if s % 2 else -1.0) - 0.01 * s) for s in steps]) == "noisy"
     assert trend([(1, 1.0), (2, 0.5)]) == "too_few_points"
+
+
+def test_a_trend_word_says_what_it_compares():
+    """ "falling" judged over the latter half, beside a loss three times its first value, says both."""
+    from jobtrail.service.watch_results import MetricsResult
+
+    points = [(1, 6.674), (2, 36.3), (3, 31.0), (4, 27.0), (5, 24.0), (6, 22.0), (7, 20.2)]
+    result = MetricsResult(
+        job_id="jt-1",
+        status="succeeded",
+        series={"loss": points},
+        last={"loss": 20.2},
+        trends={"loss": trend(points)},
+        available=["loss"],
+    )
+    assert result.trends["loss"] == "falling"
+    assert "loss 6.674 → 20.2, falling over the last half (31 → 20.2); 3.03× its first value" in result.summary

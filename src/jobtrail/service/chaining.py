@@ -21,7 +21,8 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from jobtrail.errors import InvalidRequestError, NotFoundError
-from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord
+from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
+from jobtrail.outcomes import alerts, events
 from jobtrail.outcomes.evals import HubWeights
 from jobtrail.preflight import plan as preflight
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, PlanEnv
@@ -150,6 +151,37 @@ def task_of(attempt: AttemptRecord) -> Evaluation | Conversion | None:
         )
     if config.get("template") == "convert_gguf":
         return Conversion(list(config["quantizations"]), config.get("pre_tokenizer"))
+    return None
+
+
+def hold_reason(context: ServiceContext, attempt: AttemptRecord) -> str | None:
+    """Why a queued follower is held rather than started or cancelled: the job it follows succeeded with a
+    blocking alert (its result is not usable as it is), or ended diverged (a retry with the fix its alert names
+    can still give it a result). None when it is not held (or was released)."""
+    spec = attempt.spec
+    if attempt.status is not JobStatus.QUEUED or spec is None or spec.after is None or spec.released:
+        return None
+    parent = context.ledger.get_run(spec.after)
+    if parent is None:
+        return None
+    latest = context.latest(parent.run_id)
+    cancel = f'cancel(job_id="{attempt.run_id}") drops it'
+    if latest.status is JobStatus.SUCCEEDED:
+        stops = alerts.blocking(events.alerts(context.ledger.events(latest.attempt_id, "alert")))
+        if not stops:
+            return None
+        stop = stops[0]
+        return (
+            f"held: {parent.run_id} succeeded, but {stop['code']} at step {stop['step']}: {stop['message']} "
+            f'release(job_id="{attempt.run_id}") starts it on that result anyway; {cancel}'
+        )
+    if latest.termination_reason is TerminationReason.DIVERGED:
+        stops = alerts.blocking(events.alerts(context.ledger.events(latest.attempt_id, "alert")))
+        fix = f" ({stops[0]['fix']})" if stops and stops[0].get("fix") else ""
+        return (
+            f"held: {parent.run_id} ended diverged, so there is no model to start from. Retry it with the fix its "
+            f"alert names{fix}: this job starts once it succeeds; {cancel}"
+        )
     return None
 
 

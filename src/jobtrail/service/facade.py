@@ -83,6 +83,11 @@ class JobService:
     def cancel(self, job_id: str) -> CancelResult:
         return self._runs.cancel(job_id)
 
+    def release(self, job_id: str) -> InspectResult:
+        """Start a follower held by its parent's blocking alert; answers with its receipt as it now stands."""
+        self._runs.release(job_id)
+        return self._queries.inspect(job_id)
+
     def refresh(self) -> None:
         self._tracker.refresh()
 

@@ -23,11 +23,14 @@ class Followers:
         self.ledger = context.ledger
 
     def may_start(self, attempt: AttemptRecord) -> bool:
-        """A queued attempt of a job with `after` starts once that job has succeeded; if it has ended any other
-        way for good, the attempt is cancelled now, saying so, and never runs."""
+        """A queued attempt of a job with `after` starts once that job has succeeded; it is held while that job's
+        result is not usable (chaining.hold_reason); if that job has ended any other way for good, the attempt is
+        cancelled now, saying so, and never runs."""
         spec = attempt.spec
         if spec is None or spec.after is None:
             return True
+        if chaining.hold_reason(self.context, attempt):  # stays queued, saying why (waiting_for)
+            return False
         parent = self.context.run(spec.after)
         state = chaining.parent_state(self.context, parent)
         if state == "ended":

@@ -70,6 +70,7 @@ class Queries(UseCase):
                     after=run.spec.after,
                     children=children.get(run.run_id, []),
                     host=attempt.host,
+                    alerts=[str(a["code"]) for a in events.alerts(logged.get(attempt.attempt_id, []))],
                     **_run_fields(run),
                 )
             )
@@ -211,7 +212,7 @@ class Queries(UseCase):
         its backend's slots."""
         if attempt.status is not JobStatus.QUEUED:
             return None
-        parent = chaining.waiting_on_parent(self.context, attempt)
+        parent = chaining.hold_reason(self.context, attempt) or chaining.waiting_on_parent(self.context, attempt)
         if parent:
             return parent
         now = time.time()

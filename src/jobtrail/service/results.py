@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult
+from jobtrail.outcomes.alerts import BLOCKING, verdict
 from jobtrail.outcomes.budget import usd
 from jobtrail.outcomes.retry import NEVER
 from jobtrail.service.next_steps import NextStep
@@ -100,15 +101,25 @@ class JobRow(BaseModel):
     after: str | None = Field(default=None, description="The job this one waits for (or waited for): after=...")
     children: list[str] = Field(default_factory=list, description="The jobs that wait for this one.")
     host: str | None = Field(None, description=HOST)
+    alerts: list[str] = Field(
+        default_factory=list,
+        description="The codes of the alerts the latest attempt raised; a blocking one (loss_diverged, collapsed, "
+        "nan_loss, grpo_reward_std_zero) on a succeeded job: its result is not usable as it is (inspect says why).",
+    )
+
+    @property
+    def blocked(self) -> list[str]:
+        return [code for code in self.alerts if code in BLOCKING]
 
     def cells(self) -> list[str]:
         loss = f"{self.loss:.4f}" if self.loss is not None else "-"
         step = str(self.step if self.step is not None else "-")
         if self.progress and self.progress.max_steps:
             step += f"/{self.progress.max_steps}"
+        status = f"{self.status}, but {self.blocked[0]}" if self.status == "succeeded" and self.blocked else self.status
         return [
             self.job_id,
-            self.status,
+            status,
             self.termination_reason or "-",
             self.method,
             _short(self.model),
@@ -131,6 +142,8 @@ class PsResult(ToolResult):
         counts: dict[str, int] = {}
         for job in self.jobs:
             label = f"{job.status} ({job.termination_reason})" if job.status == "failed" else job.status
+            if job.status == "succeeded" and job.blocked:
+                label = f"succeeded, but {job.blocked[0]}"
             counts[label] = counts.get(label, 0) + 1
         states = ", ".join(f"{n} {label}" for label, n in counts.items())
         return f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}, newest first: {states}."
@@ -331,8 +344,11 @@ class InspectResult(ToolResult):
     def headline(self) -> str:
         """The state and why, progress, warnings and the result that matters (an evaluation's metrics, files)."""
         latest = self.attempts[-1]
-        reason = f" ({self.termination_reason})" if self.termination_reason else ""
-        lines = [f"**{self.job_id}**: {self.status}{reason}; {self.method} of {_short(self.model)} on {self.backend}."]
+        state = verdict(self.status, self.termination_reason, [])
+        lines = [f"**{self.job_id}**: {state}; {self.method} of {_short(self.model)} on {self.backend}."]
+        stops = [a for a in self.alerts if a.get("code") in BLOCKING]
+        if self.status == "succeeded" and stops:
+            lines.append(f"But: {verdict(self.status, None, stops)} Fix: {stops[0].get('fix')}")
         if self.waiting_for:
             lines.append(f"Waiting for {self.waiting_for}.")
         if not self.followed_here:

@@ -336,6 +336,28 @@ class Runs(UseCase):
 
     # --- cancel -----------------------------------------------------------------------
 
+    def release(self, job_id: str) -> None:
+        """Start a follower held by the blocking alert of the job it follows, on that job's result anyway. The
+        attempt's spec records it (released), so the receipt says the alert was overruled."""
+        run = self.context.run(job_id)
+        self.tracker.refresh()
+        attempt = self.context.latest(run.run_id)
+        held = chaining.hold_reason(self.context, attempt)
+        if held is None or attempt.spec is None or attempt.spec.after is None:
+            raise InvalidRequestError(
+                f"{run.run_id} is not held (it is {attempt.status.value}): there is nothing to release.",
+                fix=f'inspect(job_id="{run.run_id}") says what it waits for, if anything.',
+            )
+        parent = self.context.latest(attempt.spec.after)
+        if parent.status is not JobStatus.SUCCEEDED:
+            raise InvalidRequestError(f"Not released: {run.run_id} is {held}", fix="Make the retry it names.")
+        self.ledger.update_attempt(
+            attempt.attempt_id,
+            expect_status=[JobStatus.QUEUED.value],
+            spec=attempt.spec.model_copy(update={"released": True}),
+        )
+        self.tracker.refresh()
+
     def cancel(self, job_id: str) -> CancelResult:
         run = self.context.run(job_id)
         self.tracker.refresh()

@@ -83,6 +83,11 @@ def join(attempts: Sequence[AttemptSeries]) -> dict[str, list[Point]]:
     return {name: points for name, points in joined.items() if points}
 
 
+def recent_half(values: Sequence[float]) -> list[float]:
+    """The points a trend is judged over: the latter half (at least MIN_TREND_POINTS)."""
+    return list(values[-max(MIN_TREND_POINTS, len(values) // 2) :])
+
+
 def trend(points: Sequence[Point]) -> str:
     """How a series moves over its recent points: falling, rising, stable, noisy, not_finite (its last value is
     NaN or inf) or too_few_points."""
@@ -91,7 +96,7 @@ def trend(points: Sequence[Point]) -> str:
     values = [v for _, v in points if v is not None]
     if len(values) < MIN_TREND_POINTS:
         return "too_few_points"
-    recent = values[-max(MIN_TREND_POINTS, len(values) // 2) :]  # the latter half
+    recent = recent_half(values)
     third = max(2, len(recent) // 3)
     first, last = recent[:third], recent[-third:]
     move, level = fmean(last) - fmean(first), abs(fmean(recent))

@@ -31,6 +31,7 @@ from typing import Protocol
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
+from jobtrail.estimate.hardware import LOCAL
 from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES
 from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, LogChunk, NewAttempt, Placement, TerminationReason
@@ -224,7 +225,6 @@ class Tracker:
         except JobtrailError as exc:  # calibration is a bonus: never fail the attempt over it
             log.info("no calibration for %s: %s", attempt.attempt_id, exc)
             return
-        device = (attempt.environment or {}).get("device") or "cpu"
         args = config.get("training_args", {})
         record_measurement(
             self.ledger,
@@ -232,7 +232,9 @@ class Tracker:
             params=shape.params,
             method=config.get("template", "sft"),
             peft=(config.get("peft") or {}).get("method", "lora"),
-            flavor=attempt.flavor or f"local-{device}",
+            # The estimator reads this machine's measurements under the local flavor's name (estimate.LOCAL): a local
+            # attempt records under the same one, whatever its device.
+            flavor=attempt.flavor or LOCAL,
             tokens_per_second=summary.get("tokens_per_second"),
             peak_memory_bytes=summary.get("peak_memory_bytes"),
             max_length=args.get("max_length"),

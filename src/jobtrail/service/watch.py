@@ -14,6 +14,7 @@ from pathlib import Path
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, RunRecord
+from jobtrail.outcomes import events
 from jobtrail.service import series as metric_series
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.progress import timeout_warning
@@ -79,6 +80,7 @@ class Watch(UseCase):
             waited_s=round(waited, 1),
             timed_out=not latest.status.is_terminal,
             warnings=[late] if late else [],
+            alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
             note=note,
             waiting_for=self.queries.waiting_for(latest),
         )

@@ -7,7 +7,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from jobtrail.models import ToolResult
+from jobtrail.outcomes.alerts import blocking, verdict
 from jobtrail.service.results import Progress
+from jobtrail.service.series import recent_half
 from jobtrail.util.timefmt import human_duration
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -44,6 +46,11 @@ class WaitResult(ToolResult):
     warnings: list[dict[str, Any]] = Field(
         default_factory=list, description="E.g. timeout.before_max_steps: the ETA passes the job's timeout (fix)."
     )
+    alerts: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="What the job saw wrong in itself (code, step, message, fix), the latest attempt's: a blocking "
+        "one (loss_diverged, collapsed, nan_loss, grpo_reward_std_zero) means the result is not usable as it is.",
+    )
     note: str | None = Field(None, description="timeout_s was more than a call may wait: what was waited instead.")
     waiting_for: str | None = Field(
         default=None, description="A queued job: what it waits for (the job it follows, the backend's slots)."
@@ -58,12 +65,13 @@ class WaitResult(ToolResult):
             if self.waiting_for:
                 line += f" It waits for {self.waiting_for}."
         extra = [f"Warning ({w['code']}): {w['message']} {w['fix']}" for w in self.warnings]
+        extra += [f"Alert ({a['code']}, step {a['step']}): {a['message']} Fix: {a['fix']}" for a in self.alerts]
         return "\n".join([line, *extra, *([self.note] if self.note else [])])
 
     def _ended(self) -> str:
         """ "**jt-x**: failed (oom) at step 40/100, while training. Loss 6.7 → 5.8." and why."""
-        p, reason = self.progress, self.termination_reason
-        line = f"**{self.job_id}**: {self.status}" + (f" ({reason})" if reason and reason != self.status else "")
+        p = self.progress
+        line = f"**{self.job_id}**: " + verdict(self.status, self.termination_reason, [])
         if p.step is not None:
             line += f" at step {p.step}" + (f"/{p.max_steps}" if p.max_steps else "")
         if self.status != "succeeded" and p.phase:
@@ -71,6 +79,9 @@ class WaitResult(ToolResult):
         line += "."
         if p.first_loss is not None and p.last_loss is not None:
             line += f" Loss {p.first_loss:.4g} → {p.last_loss:.4g}."
+        stops = blocking(self.alerts)
+        if self.status == "succeeded" and stops:
+            line += f" But: {stops[0]['code']} at step {stops[0]['step']}, so its result is not usable as it is."
         if self.termination_message and self.status != "succeeded":
             line += f"\nWhy: {self.termination_message}"
         return line
@@ -79,6 +90,8 @@ class WaitResult(ToolResult):
         job = f'job_id="{self.job_id}"'
         if not self.terminal:
             return [f"wait({job}) to keep waiting", f"metrics({job}) for the loss so far"]
+        if self.status == "succeeded" and blocking(self.alerts):
+            return [f"metrics({job}) for the numbers behind the alert", f"inspect({job}) for the receipt"]
         if self.status == "succeeded":
             return [f"inspect({job}) for the receipt and the output", f"plot({job}) for the curves"]
         return [f"inspect({job}) for the diagnosis", f"logs({job}) for the output", f"retry({job}) to try again"]
@@ -135,7 +148,14 @@ class MetricsResult(ToolResult):
             word = "still falling"
         word = word.replace("_", " ")
         if name in ("loss", "eval_loss", "reward") and points:
-            return f"{name} {points[0]:.4g} → {points[-1]:.4g}, {word}"
+            # A trend word says what it compares: it judges the latter half, which may move against the whole run.
+            phrase = f"{name} {points[0]:.4g} → {points[-1]:.4g}, {word}"
+            if word.endswith(("falling", "rising")):
+                half = recent_half(points)
+                phrase += f" over the last half ({half[0]:.4g} → {half[-1]:.4g})"
+            if name != "reward" and points[0] > 0 and points[-1] >= 1.5 * points[0]:
+                phrase += f"; {points[-1] / points[0]:.3g}× its first value"
+            return phrase
         return f"{name} {word}"
 
     def next_calls(self) -> list[str]:

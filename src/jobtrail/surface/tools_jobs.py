@@ -97,6 +97,17 @@ class JobTools(ToolArea):
         return self.service.cancel(job_id)
 
     @tool(
+        "Release a held job",
+        "Start a job that waits, held, behind a job whose run raised a blocking alert (succeeded, but its loss "
+        "collapsed, its rewards never varied ...): it starts on that job's result anyway, and its receipt records "
+        "that the alert was overruled. inspect's waiting_for says when a job is held and why. A job held behind one "
+        "that ended diverged cannot be released: retry that job first.",
+        STARTS_JOB,
+    )
+    def release(self, job_id: p.JobId) -> InspectResult:
+        return self.service.release(job_id)
+
+    @tool(
         "Retry a job",
         "Start a new attempt of a failed, timed-out or cancelled job. It continues from the last committed "
         "checkpoint and spends from the budget for the last failure's reason: preempted/lost/timeout resume; "
