@@ -277,6 +277,27 @@ def test_a_new_backend_in_a_new_process_finds_the_attempt(jobs: Jobs) -> None:
     assert probe.exit is not None and probe.exit.exit_code == 5
 
 
+def test_a_launch_that_was_never_recorded_is_found_by_its_workdir(jobs: Jobs, tmp_path: Path) -> None:
+    placement = jobs.start(WAIT_FOR_RELEASE + "wait_for_release()\nprint('done')\n")
+    # A restarted server knows only the attempt's workdir: the placement its launcher got was never recorded.
+    fresh = LocalBackend(grace_s=0.5)
+    found = fresh.find({}, placement.workdir, [])
+    assert found is not None
+    assert (found.pid, found.pgid, found.workdir, found.host) == (
+        placement.pid,
+        placement.pgid,
+        placement.workdir,
+        placement.host,
+    )
+    assert fresh.probe(found).phase == "running"
+    (Path(placement.workdir) / "release").touch()
+    probe = wait_for(lambda: ended(fresh.probe(found)), timeout=20, what="the job to end")
+    assert probe.phase == "exited" and probe.exit is not None and probe.exit.exit_code == 0
+    (tmp_path / "claimed-only").mkdir()  # its claimant died before launching anything there
+    assert fresh.find({}, str(tmp_path / "claimed-only"), []) is None
+    assert fresh.find({}, str(tmp_path / "never-made"), []) is None
+
+
 def test_lost_when_supervisor_and_job_are_killed_and_leftovers_are_stopped(jobs: Jobs, backend: LocalBackend) -> None:
     placement = jobs.start(WITH_GRANDCHILD)
     grandchild = int(jobs.wait_line(placement, "grandchild ").split()[1])

@@ -45,7 +45,7 @@ class Backend(Protocol):
         ...
 
     def find(self, labels: dict[str, str], workdir: str, secret_sources: list[str]) -> Placement | None:
-        """The attempt launched with these labels, when the process that launched it died before recording
-        where it runs; None when the backend knows no such attempt (or cannot search by labels). Raises
-        BackendError when the backend cannot be asked."""
+        """The attempt launched with these labels (a remote backend) or into this workdir (the local one), when
+        the process that launched it died before recording where it runs; None when the backend knows no such
+        attempt. Raises BackendError when the backend cannot be asked."""
         ...

@@ -172,8 +172,30 @@ class LocalBackend:
         timer.start()
 
     def find(self, labels: dict[str, str], workdir: str, secret_sources: list[str]) -> Placement | None:
-        """Local attempts carry no labels: a launch that was never recorded is not found (it ends lost)."""
-        return None
+        """A launch whose record was lost (its server died between `launch` and the ledger write), found by what
+        its supervisor left in the attempt's own workdir: supervisor.json names the supervisor and the job's
+        group, exit.json says how it ended. The workdir is the attempt's alone (runs/<job_id>/attempt-<n>/, and
+        _prepare_workdir refuses a second launch into one that holds these files), so they are this attempt's.
+        None: nothing was started there (the claimant died before launching). Labels play no part locally."""
+        path = Path(workdir).expanduser().resolve()
+        try:
+            state: dict[str, Any] = json.loads((path / sv.STATE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            state = {}  # no job started; an exit.json alone says why it could not
+        except (OSError, ValueError) as exc:  # written atomically: unreadable means damaged, not half-written
+            raise BackendError(f"Cannot read {path / sv.STATE}: {exc}", fix="Treat the attempt as lost.") from exc
+        record = _read_exit(path)
+        if not state and record is None:
+            return None
+        started = state.get("started_at") or (record.ended_at if record else time.time())
+        return Placement(
+            backend=self.name,
+            host=self.host,
+            pid=state.get("supervisor_pid"),
+            pgid=state.get("child_pgid"),
+            workdir=str(path),
+            started_at=started,
+        )
 
     def _resolve_python(self) -> str:
         found = shutil.which(self.python)

@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from jobtrail.ledger import eventlog
+from jobtrail.ledger import claims, eventlog
 from jobtrail.ledger.blobs import CorruptBlobError, hex_of, key, put_blobs, put_script, read_blobs, read_script
 from jobtrail.ledger.checkpoint_rows import full_path, manifest_hex, manifest_key, stored_path
 from jobtrail.ledger.compact_receipts import json_bytes
@@ -313,30 +313,29 @@ class Ledger:
                 self._insert_attempt(conn, then_add)
             return updated
 
-    def claim_slot(
-        self, attempt_id: str, backend: str, limit: int | None, host: str | None = None
-    ) -> Literal["claimed", "full", "taken"]:
-        """Move a queued attempt to starting if its backend has fewer than `limit` attempts starting or
-        running: on `host` alone when given (a local backend's slots are one machine's), else across every
-        server. The count and the claim are one transaction (one writer at a time), so any number of
-        processes dispatching at once never start more than `limit`. The claim records `host` (an attempt
-        queued before hosts were recorded has none). "taken": another process claimed (or cancelled) this
-        attempt first."""
+    def claim_slot(self, attempt_id: str, backend: str, limit: int | None, host: str | None = None) -> claims.Claim:
+        """Move a queued attempt to starting if its backend has fewer than `limit` attempts starting or running (on
+        `host` alone when given: a local backend's slots are one machine's) and no other attempt of its run is
+        starting or running ("busy"). The checks and the claim are one transaction, so processes dispatching at
+        once never start more than `limit`, nor two attempts of a run. The claim records `host` and is stamped
+        with the ledger's clock (claims.py). "taken": another process claimed (or cancelled) it first."""
         with self.transaction() as conn:
-            if limit is not None:
-                marks = ", ".join("?" for _ in ACTIVE_STATUSES)
-                sql = f"SELECT COUNT(*) AS active FROM attempts WHERE backend = ? AND status IN ({marks})"
-                params: list[Any] = [backend, *ACTIVE_STATUSES]
-                if host is not None:
-                    sql += " AND host = ?"
-                    params.append(host)
-                if conn.execute(sql, params).fetchone()["active"] >= limit:
-                    return "full"
-            # started_at marks the claim until the launch records the process's own start.
-            fields: dict[str, Any] = {"status": JobStatus.STARTING, "started_at": time.time()}
-            if host is not None:
-                fields["host"] = host
-            return "claimed" if self._update(conn, attempt_id, [JobStatus.QUEUED.value], fields) else "taken"
+            return claims.claim(conn, attempt_id, backend, limit, host)
+
+    def now(self) -> float:
+        """The ledger's clock (claims.py): what claims are stamped with and aged by, on every server alike."""
+        return claims.now(self._conn())
+
+    def expire_claim(self, attempt_id: str, older_than_s: float, **fields: Any) -> bool:
+        """Set fields (an ending) on a claim that is still unlaunched `older_than_s` after it was made, by the
+        ledger's clock (claims.stale), in the transaction that checks it: a launch recorded meanwhile wins."""
+        with self.transaction() as conn:
+            if not claims.stale(conn, attempt_id, older_than_s):
+                return False
+            updated = self._update(conn, attempt_id, [JobStatus.STARTING.value], fields)
+            if updated:
+                eventlog.merge(conn, attempt_id)
+            return updated
 
     def _update(
         self, conn: LedgerConnection, attempt_id: str, expect_status: Sequence[str] | None, fields: dict[str, Any]

@@ -155,9 +155,12 @@ def classify(
         return Verdict(R.CANCELLED, "Cancelled on request.")
     if exit_record and exit_record.timed_out:
         return Verdict(R.TIMEOUT, "Stopped at the job's timeout.")
-    if lost:
+    reported = termination is not None and termination.get("reason") in R.__members__.values()
+    # A job that reported how it ended decided its outcome before its supervisor (or the server) vanished: its
+    # own termination event says what happened, and `lost` is only for an attempt that left no word at all.
+    if lost and not reported:
         return Verdict(R.LOST, "The backend no longer knows this attempt and left no exit record.")
-    if termination and termination.get("reason") in R.__members__.values():
+    if termination is not None and reported:
         return _from_termination(termination, log_tail)
     status = exits.decode(exit_record.exit_code, exit_record.signal) if exit_record else exits.Exit(None, None)
     if status.code == 0 and status.signal is None:

@@ -45,7 +45,8 @@ from jobtrail.util.refs import looks_local
 log = logging.getLogger("jobtrail.service.tracker")
 _LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
 # A launch takes at most the local backend's STATE_WAIT_S (15 s) or an HF API call: a claim older than
-# this with no placement was abandoned by a process that died.
+# this with no placement was abandoned by a process that died. Its age is read on the ledger's clock
+# (ledger/claims.py), never a server's own: a server whose clock runs ahead must not find a live claim stale.
 STALE_CLAIM_S = 120.0
 
 AttemptEnded = Callable[[AttemptRecord, TerminationReason], None]
@@ -265,7 +266,8 @@ class Tracker:
         """Start queued attempts while their backend has room.
 
         The room is counted in the ledger, in the same transaction that claims the attempt, so the
-        limit holds across every server and CLI process sharing this ledger."""
+        limit holds across every server and CLI process sharing this ledger; and so are the run's other
+        attempts (a claim is "busy" while one is starting or running): two attempts of a run never run at once."""
         for name, backend in self.context.backends.items():
             now = time.time()
             for attempt in self.ledger.attempts_in([JobStatus.QUEUED.value], name):
@@ -330,14 +332,25 @@ class Tracker:
                 ended_at=time.time(),
             )
             return
-        self.ledger.update_attempt(
+        recorded = self.ledger.update_attempt(
             attempt.attempt_id,
+            expect_status=ACTIVE_STATUSES,
             status=JobStatus.STARTING,
             placement=placement,
             started_at=placement.started_at,
             timeout_s=request.timeout_s,  # the receipt says the timeout it runs with, a cap's included
         )
         launched = self.context.attempt(attempt.attempt_id)
+        if not recorded and launched.placement is None:
+            # The claim was expired while this launch took longer than STALE_CLAIM_S (the attempt ended `lost`,
+            # and a retry may already run): this job is nobody's, and two attempts of a run must not train at
+            # once, so it is stopped. (Adopted meanwhile, it has this placement and is followed as usual.)
+            log.warning("stopping %s: its claim expired while it was being launched", attempt.attempt_id)
+            try:
+                backend.cancel(placement)
+            except BackendError as exc:
+                log.warning("could not stop %s: %s", attempt.attempt_id, exc)
+            return
         if launched.cancel_requested_at is not None:
             # Cancelled while it was being launched: the canceller had no placement to signal yet.
             self.send_cancel(backend, launched)
@@ -367,10 +380,12 @@ class Tracker:
 
     def _expire_stale_claim(self, attempt: AttemptRecord) -> None:
         """A claimed attempt that never got a placement: the process that claimed it stopped before (or
-        while) launching it. Past STALE_CLAIM_S, a remote one launched all the same is found by its labels
-        and followed from then on; otherwise it frees its slot as `lost`, which a retry resumes."""
+        while) launching it. Past STALE_CLAIM_S, one launched all the same is found (a remote one by its labels,
+        a local one by the supervisor files in its workdir) and followed from then on; otherwise it frees its
+        slot as `lost`, which a retry resumes."""
         claimed_at = attempt.started_at or attempt.created_at
-        if attempt.status is not JobStatus.STARTING or time.time() - claimed_at < STALE_CLAIM_S:
+        # The claim was stamped on the ledger's clock, so its age is read there too (ledger/claims.py).
+        if attempt.status is not JobStatus.STARTING or self.ledger.now() - claimed_at < STALE_CLAIM_S:
             return
         try:
             placement = self.context.backend(attempt.backend).find(
@@ -379,21 +394,26 @@ class Tracker:
         except BackendError as exc:  # asked again at the next refresh
             log.warning("could not look for %s on its backend: %s", attempt.attempt_id, exc)
             return
-        if placement is not None:  # launched, then its launcher died: adopt it, as its labels say it is this one
-            self.ledger.update_attempt(
+        if placement is not None:
+            # Launched, then its launcher died: adopt it, as its labels (remote) or its own workdir's supervisor
+            # files (local) say it is this one. Probed and its log read at once, a job that has ended meanwhile
+            # ends as its exit and termination event say, never `lost`.
+            if self.ledger.update_attempt(
                 attempt.attempt_id,
                 expect_status=[JobStatus.STARTING.value],
                 placement=placement,
                 started_at=placement.started_at,
-            )
+            ):
+                self.refresh_attempt(self.context.attempt(attempt.attempt_id))
             return
-        if self.ledger.update_attempt(
+        # Re-checked in the transaction that ends it: a launch recorded since the check above wins.
+        if self.ledger.expire_claim(
             attempt.attempt_id,
-            expect_status=[JobStatus.STARTING.value],
+            STALE_CLAIM_S,
             status=TerminationReason.LOST.status,
             termination_reason=TerminationReason.LOST,
             termination_message="The process that claimed this attempt stopped before it was launched.",
-            ended_at=time.time(),
+            ended_at=self.ledger.now(),
         ):
             self._on_ended(self.context.attempt(attempt.attempt_id), TerminationReason.LOST)
 
