@@ -116,3 +116,14 @@ def test_a_job_that_will_pass_its_timeout_is_warned_with_the_stop_step_and_the_c
     assert timeout_warning("jt-abc", job_progress(steps, steps, roomy, 1010.0), roomy, 1010.0) is None
     no_limit = _facts(max_steps=100)
     assert timeout_warning("jt-abc", p, no_limit, 1010.0) is None
+
+
+def test_a_new_attempt_is_where_it_is_itself_never_where_the_attempt_before_it_died():
+    first = _steps(30, every_s=0.1)  # attempt 1 reached step 30, then it died
+    queued = job_progress(first, [], _facts(status="queued"), 5000.0)
+    assert queued.step is None and queued.fraction is None and queued.phase == "queued"
+    assert queued.last_loss == first[-1]["loss"]  # the losses still span the attempts it continues
+    resumed = [{"event": "resume", "checkpoint": "/runs/x/output/checkpoint-28", "step": 28, "time": 5001.0}]
+    assert job_progress(first, resumed, _facts(), 5002.0).step == 28
+    scratch = [{"event": "resume", "checkpoint": None, "step": None, "time": 5001.0}]
+    assert job_progress(first, scratch, _facts(), 5002.0).step is None

@@ -1,6 +1,11 @@
 """A job's progress from the events it printed: where it is, what it is doing, how fast, and when it
 will end; and the warning when that end lies past its timeout.
 
+Where it is is the current (latest) attempt's own: a retry that resumes at step 10 is at step 10 and on,
+never at the step the attempt before it died at, and a queued or starting attempt has no step yet (its phase
+says so; attempt_note.py says what it follows and where it starts). Only the losses span the attempts the
+current one continues.
+
 Pure: the caller hands in the events the ledger holds (each stamped with the job's `time`) and the
 attempt's facts, and the clock reading `now`.
 """
@@ -11,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobtrail.service.results import Progress
+from pydantic import BaseModel, Field
+
 from jobtrail.util.timefmt import human_duration
 
 # The rate is measured over the last this-many step intervals: recent enough to follow a change of pace
@@ -20,6 +26,34 @@ RATE_WINDOW = 10
 ACTIVE = ("queued", "starting", "running")
 TIMEOUT_MARGIN = 1.3  # a longer timeout proposed for a run that will not make it: its need + 30%
 WARNING_CODE = "timeout.before_max_steps"
+
+
+class Progress(BaseModel):
+    """Where a job's current attempt is and how fast it goes, from its events (job_progress computes it)."""
+
+    step: int | None = Field(
+        None,
+        description="The furthest step the current attempt has reached (a resumed one starts at its checkpoint's "
+        "step); None while it is queued or starting, never an earlier attempt's step.",
+    )
+    max_steps: int | None = Field(
+        None,
+        description="The steps the run trains for: its max_steps, or the trainer's total when it trains by epochs.",
+    )
+    first_loss: float | None = Field(
+        None, description="Over the attempts the current one continues (not a smoke run's)."
+    )
+    last_loss: float | None = None
+    steps_logged: int = Field(0, description="Step events of those attempts.")
+    fraction: float | None = Field(None, description="step / max_steps, 0 to 1.")
+    steps_per_second: float | None = Field(None, description="Over the latest attempt's recent steps.")
+    tokens_per_second: float | None = Field(None, description="Input tokens trained per second, recent steps.")
+    eta_seconds: float | None = Field(None, description="Seconds until max_steps at the recent rate (running only).")
+    phase: str | None = Field(
+        None,
+        description="What the job is doing: queued, starting, installing, loading_model, tokenizing, training, "
+        "saving, pushing, evaluating; for an ended job, the last phase it reached.",
+    )
 
 
 @dataclass(frozen=True)
@@ -36,10 +70,11 @@ class AttemptFacts:
 def job_progress(
     all_steps: Sequence[dict[str, Any]], latest_events: Sequence[dict[str, Any]], facts: AttemptFacts, now: float
 ) -> Progress:
-    """`all_steps`: the step events of every attempt, in order; `latest_events`: all events of the latest."""
+    """`all_steps`: the step events of the attempts the latest continues, in order (for the losses);
+    `latest_events`: all events of the latest, the only ones where it is comes from."""
     steps = [e for e in latest_events if e.get("event") == "step"]
     losses = [e["loss"] for e in all_steps if isinstance(e.get("loss"), int | float)]
-    step = reached_step(all_steps, latest_events)
+    step = reached_step(latest_events)
     max_steps = total_steps(latest_events, steps, facts)
     steps_per_second, tokens_per_second = rates(steps)
     running = facts.status in ACTIVE
@@ -61,14 +96,16 @@ def job_progress(
     )
 
 
-def reached_step(all_steps: Sequence[dict[str, Any]], latest_events: Sequence[dict[str, Any]]) -> int | None:
-    """The furthest step the job is known to have reached: its last step event, or a committed checkpoint's or
-    the final metrics' step when further (a job that logs every 10 steps and trained 3 printed no step event)."""
-    known = [all_steps[-1].get("step")] if all_steps else []
-    for event in latest_events:
-        if event.get("event") == "checkpoint" and event.get("state") == "committed":
+def reached_step(events: Sequence[dict[str, Any]]) -> int | None:
+    """The furthest step an attempt is known to have reached: its last step event, or a committed checkpoint's,
+    the final metrics' or the checkpoint it resumed from when further (a job that logs every 10 steps and trained 3
+    printed no step event; a resumed attempt is at its checkpoint's step before its first new one)."""
+    known = []
+    for event in events:
+        kind = event.get("event")
+        if kind == "step" or kind == "resume" or (kind == "checkpoint" and event.get("state") == "committed"):
             known.append(event.get("step"))
-        elif event.get("event") == "metrics":
+        elif kind == "metrics":
             known.append(event.get("global_step"))
     steps = [s for s in known if isinstance(s, int) and not isinstance(s, bool)]
     return max(steps) if steps else None

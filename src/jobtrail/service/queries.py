@@ -15,6 +15,7 @@ from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service import chaining
+from jobtrail.service.attempt_note import attempt_note, lineage
 from jobtrail.service.context import local_path
 from jobtrail.service.next_steps import NextStep, next_steps
 from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
@@ -84,9 +85,11 @@ class Queries(UseCase):
         latest = attempts[-1]
         views = [self._attempt_view(a) for a in attempts]
         now = time.time()
-        progress = self.progress(attempts, now)
+        logged = self.ledger.events_of([a.attempt_id for a in attempts])
+        progress = self.progress(attempts, now, logged)
         late = timeout_warning(run.run_id, progress, attempt_facts(latest), now)
         evaluations = self.ledger.evals_of(run.run_id)
+        committed = self.ledger.committed_checkpoints(run.run_id)  # never a smoke run's
         trackio = next((v.trackio for v in reversed(views) if v.trackio), None)
         return InspectResult(
             job_id=run.run_id,
@@ -94,8 +97,10 @@ class Queries(UseCase):
             termination_message=latest.termination_message,
             hyperparameters=run.spec.hyperparameters,
             progress=progress,
+            attempt_note=self.attempt_note(attempts, logged),
             last_metrics=latest.last_metrics,
             checkpoints=[c for v in views for c in v.checkpoints],
+            last_committed_checkpoint=committed[-1] if committed else None,
             attempts=views,
             artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
             # "warning" events: what jobs printed before alerts replaced them (a ledger keeps old receipts).
@@ -131,13 +136,23 @@ class Queries(UseCase):
     def progress(
         self, attempts: list[AttemptRecord], now: float, logged: dict[str, list[dict[str, Any]]] | None = None
     ) -> Progress:
-        """The run's progress: steps and losses of every attempt, rate, phase and ETA of the latest. `logged`:
-        the attempts' events when the caller read them already."""
+        """The run's progress: step, rate, phase and ETA of the latest attempt alone, losses of the attempts it
+        continues. `logged`: the attempts' events when the caller read them already."""
         logged = logged if logged is not None else self.ledger.events_of([a.attempt_id for a in attempts])
         latest = attempts[-1]
         latest_events = logged[latest.attempt_id]
-        steps = [e for a in attempts for e in logged[a.attempt_id] if e.get("event") == "step"]
+        steps = [e for a in lineage(attempts) for e in logged[a.attempt_id] if e.get("event") == "step"]
         return job_progress(steps, latest_events, attempt_facts(latest), now)
+
+    def attempt_note(
+        self, attempts: list[AttemptRecord], logged: dict[str, list[dict[str, Any]]] | None = None
+    ) -> str | None:
+        """The line announcing the latest attempt when it is not the first (attempt_note.py)."""
+        if len(attempts) < 2:
+            return None
+        logged = logged if logged is not None else self.ledger.events_of([a.attempt_id for a in attempts])
+        earlier = [c for a in lineage(attempts)[:-1] for c in self.ledger.checkpoints(a.attempt_id)]
+        return attempt_note(attempts, logged, earlier)
 
     def _own_evaluation(self, run: RunRecord) -> dict[str, Any] | None:
         """An evaluation job's own result: what it evaluated (a job, or a model alone) and its metrics."""

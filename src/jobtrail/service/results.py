@@ -12,7 +12,9 @@ from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Spee
 from jobtrail.outcomes.alerts import BLOCKING, verdict
 from jobtrail.outcomes.budget import usd
 from jobtrail.outcomes.retry import NEVER
+from jobtrail.service.attempt_note import AttemptNote
 from jobtrail.service.next_steps import NextStep
+from jobtrail.service.progress import Progress
 from jobtrail.service.tracking import TrackioRun
 from jobtrail.util.timefmt import ago, human_duration
 
@@ -229,28 +231,6 @@ def _eval_outcome(evaluation: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v:.4g}" for k, v in evaluation["metrics"].items()) or evaluation["state"]
 
 
-class Progress(BaseModel):
-    """Where a job is and how fast it goes, from its step events (service/progress.py computes it)."""
-
-    step: int | None = None
-    max_steps: int | None = Field(
-        None,
-        description="The steps the run trains for: its max_steps, or the trainer's total when it trains by epochs.",
-    )
-    first_loss: float | None = None
-    last_loss: float | None = None
-    steps_logged: int = 0
-    fraction: float | None = Field(None, description="step / max_steps, 0 to 1.")
-    steps_per_second: float | None = Field(None, description="Over the latest attempt's recent steps.")
-    tokens_per_second: float | None = Field(None, description="Input tokens trained per second, recent steps.")
-    eta_seconds: float | None = Field(None, description="Seconds until max_steps at the recent rate (running only).")
-    phase: str | None = Field(
-        None,
-        description="What the job is doing: queued, starting, installing, loading_model, tokenizing, training, "
-        "saving, pushing, evaluating; for an ended job, the last phase it reached.",
-    )
-
-
 class InspectResult(ToolResult):
     job_id: str
     status: str
@@ -263,8 +243,14 @@ class InspectResult(ToolResult):
     created_at: float
     hyperparameters: dict[str, Any]
     progress: Progress
+    attempt_note: AttemptNote = None
     last_metrics: dict[str, Any] | None
-    checkpoints: list[CheckpointRecord]
+    checkpoints: list[CheckpointRecord] = Field(description="Every attempt's, a smoke run's (its own) included.")
+    last_committed_checkpoint: CheckpointRecord | None = Field(
+        None,
+        description="The job's newest committed checkpoint (or final model), never a smoke run's: retry resumes "
+        "from the newest checkpoint-N, evaluate and convert_gguf take checkpoint= among these.",
+    )
     attempts: list[AttemptView]
     evaluations: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -346,6 +332,7 @@ class InspectResult(ToolResult):
         latest = self.attempts[-1]
         state = verdict(self.status, self.termination_reason, [])
         lines = [f"**{self.job_id}**: {state}; {self.method} of {_short(self.model)} on {self.backend}."]
+        lines += [self.attempt_note] if self.attempt_note else []
         stops = [a for a in self.alerts if a.get("code") in BLOCKING]
         if self.status == "succeeded" and stops:
             lines.append(f"But: {verdict(self.status, None, stops)} Fix: {stops[0].get('fix')}")
@@ -386,9 +373,8 @@ class InspectResult(ToolResult):
             lines.append(f"Warning ({warning['code']}, step {warning['step']}): {warning['message']} {warning['fix']}")
         for alert in self.alerts:
             lines.append(f"Alert ({alert['code']}, step {alert['step']}): {alert['message']} {alert['fix']}")
-        committed = [c for c in self.checkpoints if c.state == "committed"]
-        if committed:
-            lines.append(f"Last committed checkpoint: {committed[-1].path} (step {committed[-1].step}).")
+        if last := self.last_committed_checkpoint:
+            lines.append(f"Last committed checkpoint: {last.path} (step {last.step}).")
         if self.evaluation:
             ev = self.evaluation
             lines.append(f"Evaluates {ev['evaluates']} at {ev['checkpoint']}: {_eval_outcome(ev)}.")

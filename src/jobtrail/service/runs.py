@@ -18,6 +18,7 @@ from jobtrail.outcomes import budget
 from jobtrail.preflight import caps, plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.service import chaining, idempotency, retry_state, secrets
+from jobtrail.service.attempt_note import resume_point
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.results import CancelResult, RetryResult
 from jobtrail.service.submit_result import SubmitResult
@@ -327,12 +328,8 @@ class Runs(UseCase):
         )
 
     def _last_committed(self, run_id: str) -> str | None:
-        committed = [
-            c
-            for c in self.ledger.committed_checkpoints(run_id)
-            if c.step is not None and Path(c.path).name.startswith("checkpoint-")
-        ]
-        return max(committed, key=lambda c: c.step or 0).path if committed else None
+        point = resume_point(self.ledger.committed_checkpoints(run_id))
+        return point.path if point else None
 
     # --- cancel -----------------------------------------------------------------------
 

@@ -49,25 +49,31 @@ class Watch(UseCase):
         run = self.context.run(job_id)
         limit = min(float(timeout_s), MAX_WAIT_S)
         began = time.monotonic()
+        first_seen: int | None = None  # the attempt this wait began on: a later one is announced as it comes
         while True:
             self.tracker.refresh()
             attempts = self.ledger.attempts(run.run_id)
             now, waited = time.time(), time.monotonic() - began
-            progress = self.queries.progress(attempts, now)
+            logged = self.ledger.events_of([a.attempt_id for a in attempts])
+            progress = self.queries.progress(attempts, now, logged)
+            note = self.queries.attempt_note(attempts, logged)
             latest = attempts[-1]
+            first_seen = latest.number if first_seen is None else first_seen
             if latest.status.is_terminal or waited >= limit:
                 break
             if on_progress is not None:
-                on_progress(round(waited, 1), limit, f"{latest.status.value}: {progress_line(progress)}")
+                message = f"{latest.status.value}: {progress_line(progress)}"
+                changed = latest.number != first_seen and note
+                on_progress(round(waited, 1), limit, f"{note} {message}" if changed else message)
             time.sleep(min(WAIT_INTERVAL_S, max(0.0, limit - waited)))
-        note = None
+        clamped = None
         if timeout_s > MAX_WAIT_S:
-            note = (
+            clamped = (
                 f"timeout_s={timeout_s:g} is more than one call may wait (clients cut tool calls near 60 s): "
                 f"a call waits at most {MAX_WAIT_S:g} s."
             )
             if not latest.status.is_terminal:  # an ended job has nothing left to wait for
-                note += " Call wait again to keep waiting."
+                clamped += " Call wait again to keep waiting."
         late = timeout_warning(run.run_id, progress, attempt_facts(latest), now)
         return WaitResult(
             job_id=run.run_id,
@@ -77,11 +83,12 @@ class Watch(UseCase):
             termination_message=latest.termination_message,
             attempts=latest.number,
             progress=progress,
+            attempt_note=note,
             waited_s=round(waited, 1),
             timed_out=not latest.status.is_terminal,
             warnings=[late] if late else [],
             alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
-            note=note,
+            note=clamped,
             waiting_for=self.queries.waiting_for(latest),
         )
 

@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 
 from jobtrail.models import ToolResult
 from jobtrail.outcomes.alerts import blocking, verdict
-from jobtrail.service.results import Progress
+from jobtrail.service.attempt_note import AttemptNote
+from jobtrail.service.progress import Progress
 from jobtrail.service.series import recent_half
 from jobtrail.util.timefmt import human_duration
 
@@ -41,6 +42,7 @@ class WaitResult(ToolResult):
     termination_message: str | None = None
     attempts: int
     progress: Progress
+    attempt_note: AttemptNote = None
     waited_s: float = Field(description="How long this call waited.")
     timed_out: bool = Field(description="True when timeout_s ran out before the job ended: call wait again.")
     warnings: list[dict[str, Any]] = Field(
@@ -64,7 +66,8 @@ class WaitResult(ToolResult):
             line = f"**{self.job_id}**: still {self.status} after waiting {waited}: {progress_line(self.progress)}."
             if self.waiting_for:
                 line += f" It waits for {self.waiting_for}."
-        extra = [f"Warning ({w['code']}): {w['message']} {w['fix']}" for w in self.warnings]
+        extra = [self.attempt_note] if self.attempt_note else []
+        extra += [f"Warning ({w['code']}): {w['message']} {w['fix']}" for w in self.warnings]
         extra += [f"Alert ({a['code']}, step {a['step']}): {a['message']} Fix: {a['fix']}" for a in self.alerts]
         return "\n".join([line, *extra, *([self.note] if self.note else [])])
 

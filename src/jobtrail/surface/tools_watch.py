@@ -13,8 +13,9 @@ class WatchTools(ToolArea):
     @tool(
         "Wait for a job",
         "Wait until the job ends, or at most timeout_s seconds (at most 55: a larger value waits 55 s and says so in "
-        "`note`, since clients cut tool calls near 60 s), then return its status and progress (step, rate, ETA, "
-        "phase). Reports MCP progress while it waits. Call it again while `terminal` is false: no polling loop of "
+        "`note`, since clients cut tool calls near 60 s), then return its status and the current attempt's progress "
+        "(step, rate, ETA, phase); after a retry or a smoke run, `attempt_note` says which attempt it is and where it "
+        "started. Reports MCP progress while it waits. Call it again while `terminal` is false: no polling loop of "
         "your own is needed.",
         READ_ONLY,
     )
