@@ -21,7 +21,13 @@ Several of the estimator's constants were measured with this script and with the
 that estimate/cost.py cites, so on those machines agreement is partly by construction; the
 script's job is to catch drift (a new TRL, another machine) and to show the gaps it cannot fit.
 
-Usage: python bench/estimate_vs_measured.py [--steps N] [--only NAME]
+`--local` measures what an agent sees instead (issue 25 item 8): the whole run's wall time against
+estimate_cost's answer through the service, for the demo model on this machine. The estimate for a
+job on 256 chat rows is taken before any run (a guess from FLOPs), then a first job on the 64-row
+demo data calibrates, then the estimate is taken again and that 256-row job runs: its wall time
+(attempt start to end) is printed next to both estimates, with the ratios. Target: within 2×.
+
+Usage: python bench/estimate_vs_measured.py [--steps N] [--only NAME] [--local]
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import torch
 
 from jobtrail.app import build_service
 from jobtrail.demo.run import prepare
-from jobtrail.demo.tinymodel import build_tiny_model
+from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset
 from jobtrail.estimate import EstimateResult, Flavor, estimate_cost
 from jobtrail.estimate.hardware import gpu_facts
 from jobtrail.models import JobSpec
@@ -215,11 +221,77 @@ def compare(shape: Shape, est: EstimateResult, measured: dict[str, Any], cuda: b
     return misses
 
 
+LOCAL_SHAPE = {"max_length": 128, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}
+LOCAL_TARGET = 2.0
+
+
+def run_local(home: Path, model: Path, dataset: Path) -> float:
+    """One epoch of the demo SFT job through the service; its wall time, attempt start to end."""
+    service = build_service(home)
+    hyperparameters = {**LOCAL_SHAPE, "num_train_epochs": 1, "logging_steps": 10}
+    job = service.submit(JobSpec(method="sft", model=str(model), dataset=str(dataset), hyperparameters=hyperparameters))
+    if not job.job_id:
+        raise SystemExit(f"not submitted: {[f.message for f in job.findings]}")
+    deadline = time.monotonic() + DEADLINE_S
+    while (result := service.inspect(job.job_id)).status not in ("succeeded", "failed", "cancelled"):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{job.job_id} still {result.status} after {DEADLINE_S}s")
+        time.sleep(POLL_S)
+    attempt = result.attempts[-1]
+    if result.status != "succeeded" or attempt.started_at is None or attempt.ended_at is None:
+        raise SystemExit(f"{job.job_id}: {result.status}: {result.termination_message}")
+    summary = attempt.summary or {}
+    wall = attempt.ended_at - attempt.started_at
+    print(
+        f"  ran {dataset.name}: {wall:.1f}s wall, train() {summary.get('train_runtime')}s, "
+        f"{summary.get('tokens_per_second')} tokens/s"
+    )
+    return wall
+
+
+def local_estimate(home: Path, model: Path, dataset: Path) -> EstimateResult:
+    est = build_service(home).estimate_cost(str(model), dataset=str(dataset), num_train_epochs=1, **LOCAL_SHAPE)
+    print(
+        f"  estimate {dataset.name}: {est.hours * 3600 if est.hours else 0:.1f}s, {est.tokens} tokens "
+        f"({est.tokens_counted}), {est.tokens_per_second} tokens/s; {est.speed_source}; "
+        f"timeout {est.recommended_timeout}"
+    )
+    return est
+
+
+def main_local() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        os.environ.update(HF_HOME=str(home / "hf"), TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+        model, small = prepare(home)
+        big = write_chat_dataset(home / "chat256.jsonl", rows=256, seed=1)
+        print(f"load average before: {os.getloadavg()[0]:.2f}")
+        guess = local_estimate(home / "jobtrail", model, big)
+        run_local(home / "jobtrail", model, small)  # calibrates
+        calibrated = local_estimate(home / "jobtrail", model, big)
+        measured = run_local(home / "jobtrail", model, big)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        misses = 0
+        for label, est in (("guess (no run)", guess), ("calibrated", calibrated)):
+            seconds = (est.hours or 0) * 3600
+            ratio = seconds / measured
+            ok = 1 / LOCAL_TARGET <= ratio <= LOCAL_TARGET
+            misses += label == "calibrated" and not ok
+            print(
+                f"{label:<15} estimate {seconds:7.1f}s  measured {measured:7.1f}s  ratio {ratio:5.2f}  "
+                f"{'within 2x' if ok else 'OUTSIDE 2x'}"
+            )
+    return 1 if misses else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--only", help="run only the shape with this name")
+    parser.add_argument("--local", action="store_true", help="whole-run wall time vs estimate_cost, calibrated")
     args = parser.parse_args()
+    if args.local:
+        return main_local()
     cuda = torch.cuda.is_available()
     shapes = [
         s for s in (GPU_SHAPES if cuda else CPU_SHAPES) if args.only == s.name or (args.only is None and s.default)

@@ -495,7 +495,8 @@ def test_cpu_host_flavor_counts_the_runtime_and_uses_the_given_speed():
     assert result.memory.overhead_gb > 0.3  # the Python + torch runtime, not a CUDA context
     assert result.fits == {"this-cpu": True}
     assert result.steps == 10 and result.step_time_s > 0
-    assert "startup" not in result.assumptions  # nothing to rent, nothing to download
+    # Nothing to rent, nothing to download: only this machine's Python start-up, imports and saving.
+    assert "container" not in result.assumptions["startup"] and "importing" in result.assumptions["startup"]
 
 
 # --- data -------------------------------------------------------------------------------------

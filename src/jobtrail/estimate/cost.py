@@ -70,6 +70,12 @@ GPU_SERIAL_SHARE = 0.25
 STARTUP_S = 180.0
 DOWNLOAD_GB_PER_S = 0.2
 UPLOAD_GB_PER_S = 0.1
+# Around a LOCAL job's training loop, until one run is measured (calibration's overhead_s replaces
+# it): starting Python, importing torch/transformers/trl, tokenizing, saving. The demo model's jobs
+# spent ~10.5 s outside train() on this project's 2-vCPU VM, most of it imports; a bigger model adds
+# reading its weights (fp32 on a CPU) from local disk at ~1 GB/s.
+LOCAL_STARTUP_S = 10.0
+LOCAL_LOAD_GB_PER_S = 1.0
 # Timeouts: at least 30% above the estimate, whole hours, never below one.
 TIMEOUT_BUFFER = 1.3
 
@@ -126,6 +132,7 @@ def estimate_time(
     processes: int = 1,
     remote: bool = True,
     measured_tokens_per_second: float | None = None,
+    measured_startup_s: float | None = None,
 ) -> TimeEstimate:
     """Steps, throughput and wall time of the whole job on one flavor.
 
@@ -133,7 +140,8 @@ def estimate_time(
     takes `processes` micro-batches per accumulation step); `gpu_count`: how many of them compute on a
     GPU of their own (CPU workers share the machine's cores: no faster together).
     `measured_tokens_per_second` (calibration; TRL's count: non-padding tokens over the
-    train() runtime) replaces the FLOPs model, overheads and generation included."""
+    train() runtime) replaces the FLOPs model, overheads and generation included;
+    `measured_startup_s` (calibration: wall time less train_runtime) replaces the start-up model."""
     devices = max(gpu_count, 1)
     rule = method_spec(method).flops
     sequences, completion = rule.sequences, rule.completion_tokens
@@ -166,7 +174,10 @@ def estimate_time(
         host_s = micro_batches * _host_seconds(shape, device, peft, examples_per_micro * sequences * seq)
         generate_s = generated * 2.0 * shape.matmul_params / (peak_tflops * 1e12 * GENERATION_EFFICIENCY * devices)
         train_s = _combine(compute_s, host_s, device) + generate_s
-    startup = _startup_seconds(shape, peft) if remote else 0.0
+    if measured_startup_s is not None:
+        startup = measured_startup_s
+    else:
+        startup = _startup_seconds(shape, peft) if remote else local_startup_seconds(shape)
     return TimeEstimate(
         flops_per_token=fpt,
         tokens=tokens,
@@ -201,6 +212,11 @@ def _startup_seconds(shape: ModelShape, peft: Peft) -> float:
     download = (shape.params + shape.vision_params) * 2 / 1e9 / DOWNLOAD_GB_PER_S  # bf16 checkpoint
     upload = (shape.params * 2 / 1e9 / UPLOAD_GB_PER_S) if peft == "none" else 0.0  # adapters are small
     return STARTUP_S + download + upload
+
+
+def local_startup_seconds(shape: ModelShape) -> float:
+    """A local job's time outside train() before any is measured (LOCAL_STARTUP_S)."""
+    return LOCAL_STARTUP_S + (shape.params + shape.vision_params) * 4 / 1e9 / LOCAL_LOAD_GB_PER_S
 
 
 def cost_usd(hours: float, price_per_hour: float) -> float:

@@ -4,25 +4,14 @@ data statistics, calibration measurements), run the pure models, pick a flavor."
 from __future__ import annotations
 
 import difflib
-import math
 import random
 import statistics
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import calibration as calib
-from jobtrail.estimate.cost import (
-    DATA_PARALLEL_SCALING,
-    EFFICIENCY,
-    QLORA_SLOWDOWN,
-    TimeEstimate,
-    Workload,
-    cost_usd,
-    estimate_time,
-    recommended_timeout_s,
-)
+from jobtrail.estimate.cost import Workload, cost_usd, estimate_time, recommended_timeout_s
 from jobtrail.estimate.hardware import LOCAL, Flavor, catalog, find_flavor, local_flavor
 from jobtrail.estimate.inputs import DataStats, dataset_stats, load_model_config
 from jobtrail.estimate.memory import (
@@ -31,23 +20,20 @@ from jobtrail.estimate.memory import (
     HEADROOM,
     OPTIMIZER_ALIASES,
     OPTIMIZER_BYTES,
-    Device,
-    MemoryBreakdown,
     Peft,
     device_for,
     estimate_memory,
-    precision,
 )
-from jobtrail.estimate.microbatch import MicroBatch, choose_micro_batch, tunable
-from jobtrail.estimate.parallel import choose_launcher, describe, per_gpu_memory, too_many_processes
+from jobtrail.estimate.microbatch import choose_micro_batch, tunable
+from jobtrail.estimate.parallel import choose_launcher, per_gpu_memory
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
+from jobtrail.estimate.rates import rescaled_rate
 from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
+from jobtrail.estimate.verdict import Request, Verdict, assumptions, notes, positive, speed_source
 from jobtrail.methods import METHODS
 from jobtrail.methods.hyperparameters import PEFT_DEFAULTS
 from jobtrail.methods.registry import TRL_DEFAULTS, method_spec
-from jobtrail.models import Launcher
 from jobtrail.util.refs import looks_local
-from jobtrail.util.timefmt import human_duration
 
 if TYPE_CHECKING:
     from jobtrail.ledger.store import Ledger
@@ -69,59 +55,6 @@ def hardware_report(api: Any = None) -> HardwareResult:
     """The flavor catalog: live from the Hub when it answers, else the bundled snapshot."""
     flavors, source, snapshot_date, note = catalog(api)
     return HardwareResult(flavors=flavors, source=source, snapshot_date=snapshot_date, note=note, local=local_flavor())
-
-
-@dataclass(frozen=True)
-class _Request:
-    """estimate_cost's description of the job, checked: names normalised, sizes positive."""
-
-    method: str
-    peft: Peft
-    optimizer: str
-    max_length: int
-    per_device_train_batch_size: int
-    gradient_accumulation_steps: int
-    num_train_epochs: float
-    max_steps: int | None
-    gradient_checkpointing: bool
-    lora_r: int
-    num_processes: int | None = None  # None: one per GPU
-    # Choose the split per flavor (estimate/microbatch.py) but for these names, which the caller gave; None: don't.
-    tune: frozenset[str] | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("max_length", "per_device_train_batch_size", "gradient_accumulation_steps", "lora_r"):
-            _positive(name, getattr(self, name), optional=False, integer=True)
-        _positive("num_train_epochs", self.num_train_epochs, optional=False, integer=False)
-        _positive("max_steps", self.max_steps, optional=True, integer=True)
-        _positive("num_processes", self.num_processes, optional=True, integer=True)
-
-    @property
-    def epochs(self) -> int:
-        return 1 if self.max_steps else math.ceil(self.num_train_epochs)
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    """One flavor's memory, time and cost for this job."""
-
-    flavor: Flavor
-    device: Device
-    launcher: Launcher
-    split: MicroBatch | None  # the micro-batch chosen for this flavor; None: the request's values
-    batch: int  # the micro-batch memory and time are estimated with (the split's, else the request's)
-    checkpointing: bool
-    memory: MemoryBreakdown  # one device's, under the launcher
-    alone_gb: float  # what one device would need holding the whole job by itself
-    usable_gb: float
-    time: TimeEstimate | None  # None: the data's size is unknown
-    cost_usd: float | None
-    measurement: calib.Measurement | None
-    measured_memory: bool
-
-    @property
-    def fits(self) -> bool:
-        return self.memory.total_gb <= self.usable_gb
 
 
 def estimate_cost(
@@ -146,6 +79,7 @@ def estimate_cost(
     config: dict[str, Any] | None = None,
     calibration: Ledger | None = None,
     api: Any = None,
+    data: DataStats | None = None,
 ) -> EstimateResult:
     """Memory, time and money of a fine-tuning job before any GPU is rented.
 
@@ -158,7 +92,9 @@ def estimate_cost(
     job's processes (None: one per GPU); each flavor's launcher (parallel.choose_launcher) decides
     the memory per GPU and the time. `tune_micro_batch`: choose the micro-batch and checkpointing the caller
     left out, as submit does (estimate/microbatch.py; `micro_batch`). `calibration` is the ledger whose
-    measurements replace the model where they exist; `api` an HfApi for live prices.
+    measurements replace the model where they exist; `api` an HfApi for live prices. `data`: the rows
+    already measured (preflight/data_size.py: with the model's tokenizer where it can be read), in
+    place of reading `dataset` here, which can only count characters/4.
     """
     method = _choice("method", method, METHODS)
     given = {
@@ -172,7 +108,7 @@ def estimate_cost(
         "optim": optim,
     }
     values = {**submit_defaults(method), **{k: v for k, v in given.items() if v is not None}}
-    request = _Request(
+    request = Request(
         method=method,
         peft=cast(Peft, _choice("peft", values["peft"], PEFTS)),
         optimizer=_optimizer(values["optim"]),
@@ -186,9 +122,10 @@ def estimate_cost(
         num_processes=num_processes,
         tune=frozenset(k for k, v in given.items() if v is not None) if tune_micro_batch else None,
     )
-    _positive("num_examples", num_examples, optional=True, integer=True)
-    _positive("avg_tokens", avg_tokens, optional=True, integer=False)
-    work, memory_seq, data_note = _workload(dataset, num_examples, avg_tokens, request)
+    positive("num_examples", num_examples, optional=True, integer=True)
+    positive("avg_tokens", avg_tokens, optional=True, integer=False)
+    stats = data if data is not None else dataset_stats(dataset) if dataset else None
+    work, memory_seq, data_note = _workload(dataset, stats, num_examples, avg_tokens, request)
     local_model = config is None and looks_local(model)
     flavors, source, catalog_note = _candidates(LOCAL if local_model and flavor is None else flavor, api)
     if local_model:
@@ -242,10 +179,12 @@ def estimate_cost(
         recommended_timeout_s=timeout_s,
         time_unknown=None if work else data_note,
         calibrated=target.measurement is not None,
+        speed_source=speed_source(target),
+        tokens_counted=(stats.counted if stats and avg_tokens is None else "given") if work else None,
         catalog_source=source,
         options=[_option(v) for v in choices[:MAX_OPTIONS]],
-        notes=_notes(target, shape, request, catalog_note),
-        assumptions=_assumptions(shape, request, memory_seq, target, data_note),
+        notes=notes(target, shape, request, catalog_note),
+        assumptions=assumptions(shape, request, memory_seq, target, data_note),
     )
 
 
@@ -268,25 +207,12 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     )
 
 
-def _positive(name: str, value: Any, *, optional: bool, integer: bool) -> None:
-    if value is None and optional:
-        return
-    kind = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-        example = {"avg_tokens": "512", "num_examples": "10000"}.get(name, "1")
-        raise InvalidRequestError(
-            f"{name}={value!r} must be a positive {'integer' if integer else 'number'}.",
-            fix=f"Pass {name}={example} (or another positive value).",
-        )
-
-
 def _workload(
-    dataset: str | None, num_examples: int | None, avg_tokens: float | None, request: _Request
+    dataset: str | None, stats: DataStats | None, num_examples: int | None, avg_tokens: float | None, request: Request
 ) -> tuple[Workload | None, int, str]:
     """(workload, sequence length for the memory peak, where the numbers came from, or why the
     size is unknown). max_steps fixes the rows trained on; explicit num_examples / avg_tokens win
     over the dataset's own statistics. No workload when the size is unknown: memory still is."""
-    stats = dataset_stats(dataset) if dataset else None
     if stats is not None and stats.rows == 0:
         raise InvalidRequestError(f"{dataset!r} has no rows.", fix="Pass a dataset with at least one row.")
     batch, accumulation = request.per_device_train_batch_size, request.gradient_accumulation_steps
@@ -365,7 +291,7 @@ def _require_speed(flavor: Flavor) -> None:
         )
 
 
-def _measurement(ledger: Ledger | None, shape: ModelShape, request: _Request, flavor: str) -> calib.Measurement | None:
+def _measurement(ledger: Ledger | None, shape: ModelShape, request: Request, flavor: str) -> calib.Measurement | None:
     if ledger is None:
         return None
     return calib.lookup(
@@ -375,12 +301,14 @@ def _measurement(ledger: Ledger | None, shape: ModelShape, request: _Request, fl
         method=request.method,
         peft=request.peft,
         flavor=flavor,
+        max_length=request.max_length,
+        batch=request.per_device_train_batch_size,
     )
 
 
 def _judge(
     shape: ModelShape,
-    request: _Request,
+    request: Request,
     work: Workload | None,
     memory_seq: int,
     trainable: int,
@@ -388,7 +316,7 @@ def _judge(
     measurement: calib.Measurement | None,
     *,
     remote: bool,
-) -> _Verdict:
+) -> Verdict:
     device = device_for(gpu_count=flavor.gpu_count, bf16=flavor.bf16)
     device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
     usable_gb = device_gb * HEADROOM
@@ -421,30 +349,32 @@ def _judge(
     memory = per_gpu_memory(alone, launcher)
     if work is not None and request.max_steps:  # every step trains a micro-batch on each worker
         work = work.model_copy(update={"examples": work.examples * launcher.num_processes})
-    measured_peak = measurement.peak_memory_bytes if measurement and _same_shape(measurement, request, batch) else None
+    same_shape = measurement is not None and _same_shape(measurement, request, batch)
+    measured_peak = measurement.peak_memory_bytes if measurement and same_shape else None
     if measured_peak is not None:
         # A GPU's max_memory_allocated leaves out the CUDA context; a CPU's ru_maxrss has it all.
         context = 0.0 if device == "cpu" else CUDA_CONTEXT_GB
         memory = memory.model_copy(update={"total_gb": round(measured_peak / GB + context, 3)})
-    time = (
-        None
-        if work is None
-        else estimate_time(
-            shape,
-            work,
-            device=device,
-            peft=request.peft,
-            method=request.method,
-            gradient_checkpointing=checkpointing,
-            lora_trainable=trainable if request.peft != "none" else 0,
-            peak_tflops=flavor.peak_tflops,
-            gpu_count=launcher.num_processes if flavor.gpu_count else 0,  # CPU workers share the same cores
-            processes=launcher.num_processes,
-            remote=remote,
-            measured_tokens_per_second=measurement.tokens_per_second if measurement else None,
-        )
+    time_of = partial(
+        estimate_time,
+        shape,
+        device=device,
+        peft=request.peft,
+        method=request.method,
+        gradient_checkpointing=checkpointing,
+        lora_trainable=trainable if request.peft != "none" else 0,
+        peak_tflops=flavor.peak_tflops,
+        gpu_count=launcher.num_processes if flavor.gpu_count else 0,  # CPU workers share the same cores
+        processes=launcher.num_processes,
+        remote=remote,
     )
-    return _Verdict(
+    time = None
+    if work is not None:
+        rate = rescaled_rate(measurement, work, time_of, same_shape=same_shape) if measurement else None
+        time = time_of(
+            work, measured_tokens_per_second=rate, measured_startup_s=measurement.overhead_s if measurement else None
+        )
+    return Verdict(
         flavor=flavor,
         device=device,
         launcher=launcher,
@@ -458,14 +388,16 @@ def _judge(
         cost_usd=cost_usd(time.hours, flavor.price_per_hour) if time else None,
         measurement=measurement,
         measured_memory=measured_peak is not None,
+        same_shape=same_shape,
+        remote=remote,
     )
 
 
-def _same_shape(m: calib.Measurement, request: _Request, batch: int) -> bool:
+def _same_shape(m: calib.Measurement, request: Request, batch: int) -> bool:
     return m.max_length == request.max_length and m.batch == batch
 
 
-def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
+def _ranked(verdicts: list[Verdict]) -> list[Verdict]:
     """Flavors that fit, cheapest overall first. CPU flavors only when nothing else is offered:
     nobody should fine-tune a language model on cpu-basic because it costs cents an hour."""
     rented = [v for v in verdicts if v.flavor.name != LOCAL] or verdicts  # this machine only when asked for
@@ -477,7 +409,7 @@ def _ranked(verdicts: list[_Verdict]) -> list[_Verdict]:
     )
 
 
-def _target(verdicts: list[_Verdict], name: str | None, recommended: _Verdict | None) -> _Verdict:
+def _target(verdicts: list[Verdict], name: str | None, recommended: Verdict | None) -> Verdict:
     if name is not None:
         return next(v for v in verdicts if v.flavor.name == name)
     if recommended is not None:
@@ -489,7 +421,7 @@ def _target(verdicts: list[_Verdict], name: str | None, recommended: _Verdict | 
     )
 
 
-def _option(v: _Verdict) -> FlavorOption:
+def _option(v: Verdict) -> FlavorOption:
     return FlavorOption(
         flavor=v.flavor.name,
         fits=v.fits,
@@ -500,101 +432,3 @@ def _option(v: _Verdict) -> FlavorOption:
         calibrated=v.measurement is not None,
         timeout=f"{recommended_timeout_s(v.time.hours) // 3600}h" if v.time else None,
     )
-
-
-def _notes(target: _Verdict, shape: ModelShape, request: _Request, catalog_note: str | None) -> list[str]:
-    notes = [catalog_note] if catalog_note else []
-    if not target.fits:
-        notes.append("To need less memory: " + "; ".join(_shrink_options(request)) + ".")
-    if not shape.known:
-        notes.append(
-            f"model_type {shape.architecture!r} is not one the estimator knows; it was counted as a generic "
-            "decoder (check params against the model card)."
-        )
-    if target.device == "cuda_fp16":
-        notes.append(f"{target.flavor.gpu} has no bf16: the job trains in fp16 autocast over fp32 weights.")
-    flavor = target.flavor
-    if too_many_processes(flavor.gpu_count, request.num_processes):
-        notes.append(
-            f"num_processes={request.num_processes} is more than {flavor.name}'s {flavor.gpu_count} GPUs (one worker "
-            f"per GPU): counted as {flavor.gpu_count}; submit refuses it."
-        )
-    if target.launcher.num_processes > 1 or flavor.gpu_count > 1:
-        notes.append(describe(target.launcher, flavor.gpu_count, flavor.name) + _per_gpu(target))
-    return notes
-
-
-def _per_gpu(target: _Verdict) -> str:
-    """What the memory above counts, on a flavor of many GPUs."""
-    if target.launcher.strategy == "fsdp":
-        return (
-            f" Memory is per GPU: one alone would need {target.alone_gb:.1f} GB; activations and logits are "
-            "not sharded."
-        )
-    if target.launcher.strategy == "ddp" and target.flavor.gpu_count:
-        return " Memory is per GPU, DDP's gradient buckets included."
-    return ""
-
-
-def _shrink_options(request: _Request) -> list[str]:
-    """The changes that lower this job's memory, as arguments to pass back."""
-    options = {"none": ['peft="lora"', 'peft="qlora"'], "lora": ['peft="qlora"'], "qlora": []}[request.peft]
-    if request.per_device_train_batch_size > 1:
-        accumulation = request.per_device_train_batch_size * request.gradient_accumulation_steps
-        options.append(f"per_device_train_batch_size=1 with gradient_accumulation_steps={accumulation}")
-    if not request.gradient_checkpointing:
-        options.append("gradient_checkpointing=True")
-    if request.optimizer == "adamw" and request.peft == "none":
-        options.append('optim="adamw_8bit"')
-    options.append(f"max_length={request.max_length // 2}")
-    return options
-
-
-def _assumptions(
-    shape: ModelShape, request: _Request, memory_seq: int, target: _Verdict, data_note: str
-) -> dict[str, Any]:
-    t = target.time
-    flavor = target.flavor
-    if target.measurement is not None and target.measurement.tokens_per_second:
-        m = target.measurement
-        throughput = (
-            f"measured {m.tokens_per_second:,.0f} tokens/s (median of {m.samples} earlier attempt(s) on {flavor.name})"
-        )
-    else:
-        n = target.launcher.num_processes
-        devices = f" × {n} GPUs × {DATA_PARALLEL_SCALING:g} data-parallel scaling" if flavor.gpu_count and n > 1 else ""
-        slow = f", ÷{QLORA_SLOWDOWN} for 4-bit dequantisation" if request.peft == "qlora" else ""
-        throughput = f"{EFFICIENCY[target.device]:.0%} of {flavor.peak_tflops:g} peak TFLOPS{devices}{slow}"
-    rule = method_spec(request.method).flops
-    terms = ["6N" if request.peft == "none" else "4N", "attention"]
-    terms += ["recompute 2N"] if target.checkpointing else []
-    terms += [f"{rule.why} {2 * rule.extra_forwards}N"] if rule.extra_forwards else []
-    assumptions: dict[str, Any] = {
-        "throughput": throughput,
-        "data": data_note,
-        "memory_sequence": f"{target.batch} × {memory_seq} tokens per micro-batch",
-        "precision": precision(target.device, request.peft),
-        "optimizer": f"{request.optimizer} ({OPTIMIZER_BYTES[request.optimizer]:g} bytes per trainable parameter)",
-        "gradient_checkpointing": target.checkpointing,
-        "headroom": f"{1 - HEADROOM:.0%} of device memory kept free",
-    }
-    if t is not None:
-        flops = f"{t.flops_per_token:.3g} ({' + '.join(terms)}, N={shape.matmul_params:,})"
-        assumptions["flops_per_token"] = flops
-    if request.peft != "none":
-        assumptions["lora"] = f"r={request.lora_r} on every decoder Linear (all-linear), dropout > 0"
-    if rule.completion_tokens and t is not None:
-        assumptions["generation"] = (
-            f"{t.generated_tokens:,} tokens generated ({rule.sequences} completions × "
-            f"{rule.completion_tokens} tokens per prompt, jobtrail's defaults)"
-        )
-    if rule.sequences > 1 and not rule.completion_tokens:
-        assumptions["sequences"] = f"{rule.sequences} sequences trained per row (chosen and rejected)"
-    if t is not None and t.startup_s:
-        assumptions["startup"] = f"{human_duration(t.startup_s)} for container, install, weights download (and upload)"
-    if target.measured_memory and target.measurement is not None:
-        attempt = target.measurement.attempt_id
-        assumptions["memory_total"] = f"measured peak of attempt {attempt} (same max_length and batch)"
-    if shape.vision_params:
-        assumptions["vision_tower"] = f"{shape.vision_params:,} frozen params loaded, not adapted, not in params"
-    return assumptions

@@ -10,7 +10,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,9 +19,10 @@ from jobtrail.util.hub import hub_unreachable
 from jobtrail.util.values import text_chars
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$|^[A-Za-z0-9][\w.-]*$")
-# Rough tokens per character for English text with a modern BPE vocabulary (OpenAI's and
-# Hugging Face's rule of thumb: ~4 characters per token). The integrator replaces this with
-# tokenizer-based statistics from jobtrail.preflight.dataset.validate_dataset.
+# Rough characters per token for English text with a modern BPE vocabulary (OpenAI's and
+# Hugging Face's rule of thumb). Only a fallback: where the model's tokenizer can be read, the
+# caller passes the rows it measured (preflight/data_size.py), and the estimate says which it used.
+# It is often far off: the demo model's chat rows are ~2.3× longer in tokens once chat-templated.
 CHARS_PER_TOKEN = 4
 _OFFLINE_FIX = (
     "Retry when the Hub is reachable, or pass a local model directory that holds config.json "
@@ -39,6 +40,9 @@ class DataStats(BaseModel):
     rows: int
     token_lengths: list[int] = Field(description="Tokens per row, before truncation to max_length.")
     source: str = Field(description="How the lengths were obtained, for the estimate's assumptions.")
+    counted: Literal["tokenizer", "characters"] = Field(
+        "characters", description="tokenizer: the model's own; characters: characters/CHARS_PER_TOKEN."
+    )
 
 
 def load_model_config(model: str) -> dict[str, Any]:
@@ -145,7 +149,10 @@ def dataset_stats(dataset: str) -> DataStats | None:
                 ) from exc
             lengths.append(max(1, math.ceil(text_chars(row) / CHARS_PER_TOKEN)))
     return DataStats(
-        rows=len(lengths), token_lengths=lengths, source=f"{path.name}: characters/{CHARS_PER_TOKEN} per row"
+        rows=len(lengths),
+        token_lengths=lengths,
+        source=f"{path.name}: characters/{CHARS_PER_TOKEN} per row",
+        counted="characters",
     )
 
 

@@ -107,6 +107,16 @@ class EstimateResult(ToolResult):
     recommended_timeout_s: int | None
     time_unknown: str | None = Field(None, description="Why time and cost are None (the data's size is unknown).")
     calibrated: bool = Field(description="True when measurements of earlier attempts replaced the model.")
+    speed_source: str = Field(
+        "",
+        description='Where the speed came from: "calibrated from N run(s) on this machine" (or "on <flavor>"), '
+        "or a guess from the model's FLOPs and the device's peak.",
+    )
+    tokens_counted: Literal["tokenizer", "characters", "given"] | None = Field(
+        None,
+        description="How the data's tokens were counted: the model's tokenizer, characters/4 (no tokenizer could "
+        "be read), or as given (avg_tokens, max_steps); None without a data size.",
+    )
     catalog_source: Literal["live", "bundled", "given"]
     options: list[FlavorOption] = Field(description="The cheapest flavors that fit, cheapest first (at most 5).")
     notes: list[str] = Field(default_factory=list)
@@ -130,8 +140,8 @@ class EstimateResult(ToolResult):
 
     def details(self) -> list[str]:
         size = (
-            f"{self.tokens:,} tokens in {self.steps:,} steps of ~{self.step_time_s:.2f}s"
-            + (" (calibrated from earlier attempts)." if self.calibrated else ".")
+            f"{self.tokens:,} tokens{_counted(self.tokens_counted)} in {self.steps:,} steps of "
+            f"~{self.step_time_s:.2f}s; speed: {self.speed_source}."
             if self.tokens is not None and self.steps is not None and self.step_time_s is not None
             else f"no time or cost: {self.time_unknown}."
         )
@@ -161,6 +171,7 @@ class EstimateResult(ToolResult):
     def _verdict(self) -> str:
         cost = (
             f"{_time(self.hours)}, {_usd(self.cost_usd)}; timeout {self.recommended_timeout}"
+            + (f" (speed {self.speed_source})" if self.speed_source else "")
             if self.hours is not None
             else "time and cost unknown without the data's size"
         )
@@ -174,6 +185,12 @@ class EstimateResult(ToolResult):
                 f"Cheapest that fits: {best.flavor} ({_time(best.hours)}, {_usd(best.cost_usd)})."
             )
         return f"Fits no flavor: {need} per device, {self.usable_gb:.1f} GB usable on the roomiest ({self.flavor})."
+
+
+def _counted(how: str | None) -> str:
+    return {"tokenizer": " (counted with the model's tokenizer)", "characters": " (characters/4: no tokenizer)"}.get(
+        how or "", ""
+    )
 
 
 def _time(hours: float | None) -> str:

@@ -18,12 +18,12 @@ from typing import Any
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
 from jobtrail.estimate.hardware import BUNDLED, LOCAL, flavor_gpu_count, gpu_facts, local_flavor
-from jobtrail.estimate.inputs import CHARS_PER_TOKEN
 from jobtrail.estimate.parallel import choose_launcher
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
 from jobtrail.outcomes.evals import Evaluation
 from jobtrail.preflight import probes
 from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
+from jobtrail.preflight.data_size import data_stats
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.outputs import OutputFacts, probe_output
 from jobtrail.preflight.probes import HubIdentity, ModelFacts, PushedModelFacts, SpaceFacts, UntestedVersion
@@ -243,7 +243,8 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
     else:
         rows = (report.rows or report.rows_checked) if report else 0
         examples, epochs = rows, math.ceil(float(args["num_train_epochs"]))
-    chars = report.mean_chars_per_row if report else None
+    # The rows as validate_dataset measured them, with the model's tokenizer where it could be read.
+    data = data_stats(report)
     try:
         given = values.given  # left out: the estimate chooses the micro-batch as submit does (estimate/microbatch.py)
         estimate = estimate_cost(
@@ -251,7 +252,8 @@ def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | Non
             spec.method,
             peft=values.peft_method,
             num_examples=max(1, examples),
-            avg_tokens=max(1.0, chars / CHARS_PER_TOKEN) if chars else float(max_length),
+            avg_tokens=None if data else float(max_length),
+            data=data,
             max_length=max_length,
             per_device_train_batch_size=batch if "per_device_train_batch_size" in given else None,
             gradient_accumulation_steps=accumulation if "gradient_accumulation_steps" in given else None,

@@ -13,6 +13,7 @@ from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS
 from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
+from jobtrail.preflight.data_size import measured_data
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.service import chaining
 from jobtrail.service.attempt_note import attempt_note, lineage
@@ -308,9 +309,13 @@ class Queries(UseCase):
 
     def estimate_cost(self, model: str, **arguments: Any) -> EstimateResult:
         dataset = arguments.pop("dataset", None)
+        model, dataset = local_path(model), local_path(dataset) if dataset else None
+        # A local data file is counted with the model's tokenizer (validate_dataset's pass), not characters/4.
+        measured = measured_data(dataset, arguments.get("method") or "sft", model) if dataset else None
         return estimate_cost(
-            local_path(model),
-            dataset=local_path(dataset) if dataset else None,
+            model,
+            dataset=dataset,
+            data=measured,
             calibration=self.ledger,
             api=self.context.hub_api(),
             tune_micro_batch=True,  # as submit does: the tool estimates the job submit would run

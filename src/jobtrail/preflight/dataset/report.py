@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from jobtrail.models import Finding, ToolResult
 
@@ -49,6 +49,18 @@ class TokenStats(BaseModel):
     max_length: int | None
     tokenizer: str
     chat_template: bool = Field(description="Whether conversational rows were measured chat-templated.")
+    mean: float | None = Field(None, description="Mean tokens per row measured, before truncation.")
+    # Every measured row's length, for the estimate's padding and truncation (preflight.data_size): kept in
+    # the process, out of the tool's result, which would otherwise carry up to 10,000 numbers.
+    _lengths: list[int] = PrivateAttr(default_factory=list)
+
+    def with_lengths(self, lengths: list[int]) -> TokenStats:
+        self._lengths = list(lengths)
+        return self
+
+    @property
+    def lengths(self) -> list[int]:
+        return self._lengths
 
 
 class DatasetReport(ToolResult):

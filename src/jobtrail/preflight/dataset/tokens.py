@@ -157,7 +157,7 @@ def _stats(lengths: list[int], max_length: int | None, model: str, templated: bo
     def rank(q: float) -> int:  # nearest-rank percentile
         return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
-    return TokenStats(
+    stats = TokenStats(
         p50=rank(50),
         p90=rank(90),
         p95=rank(95),
@@ -168,4 +168,6 @@ def _stats(lengths: list[int], max_length: int | None, model: str, templated: bo
         max_length=max_length,
         tokenizer=model,
         chat_template=templated,
+        mean=round(sum(ordered) / len(ordered), 2),
     )
+    return stats.with_lengths(lengths)
