@@ -33,8 +33,8 @@ def test_a_local_estimate_after_a_run_is_calibrated_from_it_on_the_tokenizers_co
     assert done.status == "succeeded", done.to_markdown()
     summary = done.attempts[-1].summary or {}
     after = service.estimate_cost(str(tiny_model), **ask)
-    assert after.calibrated and after.speed_source == "calibrated from 1 run(s) on this machine", after.to_markdown()
-    assert "calibrated from 1 run(s) on this machine" in after.to_markdown()
+    assert after.calibrated and after.speed_source == "calibrated from 1 run on this machine", after.to_markdown()
+    assert "calibrated from 1 run on this machine" in after.to_markdown()
     assert after.tokens_counted == "tokenizer" and "counted with" in after.assumptions["data"]
     # The tokenizer's count is the trainer's: the run's own non-padding tokens, to within a few %.
     trained = summary["tokens_per_second"] * summary["train_runtime"]

@@ -129,7 +129,7 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     done = wait_until_terminal(lambda: agent.call("inspect", job_id=job), 240, "the tiny job")
     summary = done["summary"]
     assert done["status"] == "succeeded", summary
-    assert summary.startswith(f"**{job}**: succeeded (succeeded); sft of ")
+    assert summary.startswith(f"**{job}**: succeeded; sft of ")  # never "succeeded (succeeded)"
     loss = done["progress"]
     assert f"Step 4/4; loss {loss['first_loss']:.4f} → {loss['last_loss']:.4f}" in summary
     assert "Last committed checkpoint:" in summary
@@ -179,6 +179,10 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     summary, cancelled = agent.summary("cancel", job_id=failed_job)
     assert cancelled["status"] == "cancelled" and summary.startswith(f"**{failed_job}**: cancelled")
     assert f'retry(job_id="{failed_job}")' in agent.next_part(summary)
+
+    summary, release = agent.summary("release", job_id=failed_job)  # nothing holds it: nothing to release
+    assert not release["released"] and summary.startswith(f"Not released: {failed_job} is not held (it is cancelled)")
+    assert f'inspect(job_id="{failed_job}")' in agent.next_part(summary)
 
     summary, _ = agent.summary("ps")
     assert summary.startswith("2 jobs, newest first: 1 cancelled, 1 succeeded."), summary

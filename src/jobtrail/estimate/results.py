@@ -109,7 +109,7 @@ class EstimateResult(ToolResult):
     calibrated: bool = Field(description="True when measurements of earlier attempts replaced the model.")
     speed_source: str = Field(
         "",
-        description='Where the speed came from: "calibrated from N run(s) on this machine" (or "on <flavor>"), '
+        description='Where the speed came from: "calibrated from N runs on this machine" (or "on <flavor>"), '
         "or a guess from the model's FLOPs and the device's peak.",
     )
     tokens_counted: Literal["tokenizer", "characters", "given"] | None = Field(

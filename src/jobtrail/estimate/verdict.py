@@ -194,7 +194,8 @@ def speed_source(target: Verdict) -> str:
         return GUESSED
     where = "this machine" if target.flavor.name == LOCAL else target.flavor.name
     shape = "" if target.same_shape else f", rescaled from batch {m.batch} × max_length {m.max_length}"
-    return f"calibrated from {m.samples} run(s) on {where}{shape}"
+    runs = "1 run" if m.samples == 1 else f"{m.samples} runs"
+    return f"calibrated from {runs} on {where}{shape}"
 
 
 def _startup(target: Verdict, seconds: float) -> str:

@@ -22,6 +22,7 @@ from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.followers import Followers
 from jobtrail.service.queries import Queries
+from jobtrail.service.release_result import ReleaseResult
 from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
 from jobtrail.service.runs import Runs
 from jobtrail.service.spending import Caps
@@ -83,10 +84,8 @@ class JobService:
     def cancel(self, job_id: str) -> CancelResult:
         return self._runs.cancel(job_id)
 
-    def release(self, job_id: str) -> InspectResult:
-        """Start a follower held by its parent's blocking alert; answers with its receipt as it now stands."""
-        self._runs.release(job_id)
-        return self._queries.inspect(job_id)
+    def release(self, job_id: str) -> ReleaseResult:
+        return self._runs.release(job_id)
 
     def refresh(self) -> None:
         self._tracker.refresh()

@@ -20,6 +20,7 @@ from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.service import chaining, idempotency, retry_state, secrets
 from jobtrail.service.attempt_note import resume_point
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
+from jobtrail.service.release_result import ReleaseResult
 from jobtrail.service.results import CancelResult, RetryResult
 from jobtrail.service.submit_result import SubmitResult
 from jobtrail.service.tasks import Tasks
@@ -333,27 +334,39 @@ class Runs(UseCase):
 
     # --- cancel -----------------------------------------------------------------------
 
-    def release(self, job_id: str) -> None:
+    def release(self, job_id: str) -> ReleaseResult:
         """Start a follower held by the blocking alert of the job it follows, on that job's result anyway. The
         attempt's spec records it (released), so the receipt says the alert was overruled."""
         run = self.context.run(job_id)
         self.tracker.refresh()
         attempt = self.context.latest(run.run_id)
         held = chaining.hold_reason(self.context, attempt)
+        status = attempt.status.value
         if held is None or attempt.spec is None or attempt.spec.after is None:
-            raise InvalidRequestError(
-                f"{run.run_id} is not held (it is {attempt.status.value}): there is nothing to release.",
-                fix=f'inspect(job_id="{run.run_id}") says what it waits for, if anything.',
-            )
+            message = f"{run.run_id} is not held (it is {status}): there is nothing to release."
+            return ReleaseResult(job_id=run.run_id, released=False, status=status, message=message, fix=None)
         parent = self.context.latest(attempt.spec.after)
         if parent.status is not JobStatus.SUCCEEDED:
-            raise InvalidRequestError(f"Not released: {run.run_id} is {held}", fix="Make the retry it names.")
+            return ReleaseResult(
+                job_id=run.run_id,
+                released=False,
+                status=status,
+                message=f"{run.run_id} is {held}",
+                fix=f"Retry {attempt.spec.after} with the change its alert names; then {run.run_id} starts.",
+            )
         self.ledger.update_attempt(
             attempt.attempt_id,
             expect_status=[JobStatus.QUEUED.value],
             spec=attempt.spec.model_copy(update={"released": True}),
         )
         self.tracker.refresh()
+        return ReleaseResult(
+            job_id=run.run_id,
+            released=True,
+            status=self.context.latest(run.run_id).status.value,
+            message=f"it starts on {attempt.spec.after}'s result despite its alert (its receipt records the release).",
+            fix=None,
+        )
 
     def cancel(self, job_id: str) -> CancelResult:
         run = self.context.run(job_id)

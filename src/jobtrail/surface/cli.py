@@ -82,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     _tool_command(sub, WatchTools, "metrics", positional=("job_id",))
     _tool_command(sub, WatchTools, "plot", positional=("job_id",), handler=_plot)
     _tool_command(sub, JobTools, "cancel", positional=("job_id",))
+    _tool_command(sub, JobTools, "release", positional=("job_id",))
     _tool_command(sub, JobTools, "retry", positional=("job_id",), handler=_retry, overrides="changes")
     _tool_command(sub, TaskTools, "evaluate", positional=("dataset",), one_of=("job_id", "model"))
     _tool_command(sub, TaskTools, "convert_gguf", positional=("source",))

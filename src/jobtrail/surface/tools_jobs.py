@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobtrail.models import JobSpec
+from jobtrail.service.release_result import ReleaseResult
 from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
 from jobtrail.service.submit_result import SubmitResult
 from jobtrail.surface import params as p
@@ -104,7 +105,7 @@ class JobTools(ToolArea):
         "that ended diverged cannot be released: retry that job first.",
         STARTS_JOB,
     )
-    def release(self, job_id: p.JobId) -> InspectResult:
+    def release(self, job_id: p.JobId) -> ReleaseResult:
         return self.service.release(job_id)
 
     @tool(
