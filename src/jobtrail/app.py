@@ -6,6 +6,8 @@ Settings come from the environment so the MCP client config can set them:
                            a team's servers (default: SQLite, $JOBTRAIL_HOME/ledger.sqlite)
   JOBTRAIL_MAX_CONCURRENT  local jobs running at once on this host (default 1; others wait queued)
   JOBTRAIL_PYTHON          interpreter that runs local jobs (default: this one)
+  JOBTRAIL_LOG_MAX_BYTES   a local job's job.log at most: its head and a rolling tail, the middle dropped and
+                           marked (default 64 MiB, at least 64 KiB); its events are kept apart, never capped
   JOBTRAIL_HOST_ID         this machine's name in a shared ledger (default: its hostname): a server starts,
                            follows and stops only its own host's local jobs
   HF_TOKEN                 Hugging Face token: Hub checks, HF Jobs, pushing results
@@ -21,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 
+from jobtrail.backends import logpump
 from jobtrail.backends.hf_jobs import HfJobsBackend
 from jobtrail.backends.local import LocalBackend
 from jobtrail.errors import InvalidRequestError
@@ -44,7 +47,10 @@ def build_service(home_dir: Path | None = None) -> JobService:
     python = os.environ.get("JOBTRAIL_PYTHON") or sys.executable
     token = os.environ.get("HF_TOKEN") or None
     local = LocalBackend(
-        python=python, max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1), host=_host_id(HOST_ID_ENV)
+        python=python,
+        max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1),
+        host=_host_id(HOST_ID_ENV),
+        log_max_bytes=_positive_int(logpump.MAX_BYTES_ENV, logpump.DEFAULT_MAX_BYTES),
     )
     hf_jobs = HfJobsBackend(token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None)
     return JobService(

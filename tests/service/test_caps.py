@@ -235,6 +235,12 @@ class _TimedOutOnHfJobs:
     def read_log(self, placement, offset=0, max_lines=None):
         return LogChunk(lines=[], offset=offset)
 
+    def read_events(self, placement, offset=0):
+        return LogChunk(lines=[], offset=offset)
+
+    def read_tail(self, placement, count):
+        return LogChunk(lines=[], offset=0)
+
     def cancel(self, placement):
         raise AssertionError("an ended job is never cancelled")
 

@@ -36,8 +36,19 @@ class Backend(Protocol):
     def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
         """Complete log lines from byte `offset` on (at most `max_lines`); never blocks.
 
-        The returned offset points just past the last returned line.
+        The returned offset points just past the last returned line. A log may be capped (its middle dropped
+        and marked); a cursor into the dropped part reads the marker line and goes on after it.
         """
+        ...
+
+    def read_events(self, placement: Placement, offset: int = 0) -> LogChunk:
+        """Lines carrying the job's events, from `offset` (the ledger's log_offset) on; never capped, so the
+        receipt has every event however much else the job printed. Lines without an event may come too."""
+        ...
+
+    def read_tail(self, placement: Placement, count: int) -> LogChunk:
+        """The log's last `count` lines (or fewer), read from its end without reading the rest; the offset is
+        the cursor of the line that follows them."""
         ...
 
     def cancel(self, placement: Placement) -> None:

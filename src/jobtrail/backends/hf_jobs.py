@@ -177,6 +177,15 @@ class HfJobsBackend:
         chunk = lines[offset:] if max_lines is None else lines[offset : offset + max_lines]
         return LogChunk(lines=chunk, offset=offset + len(chunk), end=len(lines))
 
+    def read_events(self, placement: Placement, offset: int = 0) -> LogChunk:
+        """HF Jobs has one stream for everything, so events travel in the log: every line from `offset` on, in
+        one read and never stopped at a size (job.log here is the stream's copy, which is not capped)."""
+        return self.read_log(placement, offset)
+
+    def read_tail(self, placement: Placement, count: int) -> LogChunk:
+        lines = self.read_log(placement, 0).lines
+        return LogChunk(lines=lines[-count:], offset=len(lines), end=len(lines))
+
     def cancel(self, placement: Placement) -> None:
         try:
             self.api().cancel_job(job_id=_remote(placement), namespace=placement.namespace)

@@ -28,12 +28,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobtrail.backends import supervisor as sv
+from jobtrail.backends import joblog, logpump, supervisor as sv
+from jobtrail.backends.joblog import MAX_LOG_CHUNK as MAX_LOG_CHUNK  # where tests and callers have found it
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
 from jobtrail.util.files import private_dir, private_open, write_private
 
-MAX_LOG_CHUNK = 1 << 20
 # A supervisor normally writes its state file within a fraction of a second; this only
 # bounds how long launch waits on a machine that is badly overloaded.
 STATE_WAIT_S = 15.0
@@ -49,9 +49,16 @@ class LocalBackend:
     name = "local"
 
     def __init__(
-        self, python: str = sys.executable, max_concurrent: int = 1, grace_s: float = 10.0, host: str | None = None
+        self,
+        python: str = sys.executable,
+        max_concurrent: int = 1,
+        grace_s: float = 10.0,
+        host: str | None = None,
+        log_max_bytes: int = logpump.DEFAULT_MAX_BYTES,
     ) -> None:
         self.python = python
+        # job.log's cap (JOBTRAIL_LOG_MAX_BYTES): head and rolling tail; events are kept apart, uncapped.
+        self.log_max_bytes = log_max_bytes
         # Enforced by the service's queue, on this host, not here.
         self.max_concurrent: int | None = max_concurrent
         self.grace_s = grace_s
@@ -69,7 +76,7 @@ class LocalBackend:
         if request.output_dir:
             env[OUTPUT_DIR_ENV] = request.output_dir
         argv = [sys.executable, "-I", sv.__file__, "--workdir", str(workdir), "--python", python]
-        argv += ["--grace", str(self.grace_s)]
+        argv += ["--grace", str(self.grace_s), "--log-max-bytes", str(self.log_max_bytes)]
         if request.secrets:  # names only: the supervisor redacts their values from job.log
             argv += ["--redact-env", ",".join(sorted(request.secrets))]
         if request.timeout_s:
@@ -123,30 +130,19 @@ class LocalBackend:
         return Probe(phase="lost")
 
     def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
+        """Cursors are positions in all the job printed; past the cap, one in the dropped middle reads the marker."""
         if offset < 0:
             raise InvalidRequestError(
                 f"Log offset {offset} is negative.", fix="Pass 0, or the offset a previous read returned."
             )
-        workdir = Path(placement.workdir)
-        # Looked at before reading: once exit.json exists nothing writes to the log any more,
-        # so a trailing line without a newline is final, not half-written.
-        finished = (workdir / sv.EXIT).exists()
-        try:
-            with open(workdir / sv.LOG, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(offset)
-                data = f.read(MAX_LOG_CHUNK)
-        except FileNotFoundError:
-            return LogChunk(lines=[], offset=offset)
-        take = _complete_prefix(data, final=finished and offset + len(data) >= size)
-        if max_lines is not None:
-            take = _first_lines(data, take, max_lines)
-        if take == 0:
-            return LogChunk(lines=[], offset=offset, end=size)
-        lines = data[:take].decode("utf-8", errors="replace").split("\n")
-        if data[take - 1 : take] == b"\n":
-            lines.pop()
-        return LogChunk(lines=lines, offset=offset + take, end=size)
+        return joblog.read(Path(placement.workdir), offset, max_lines, _finished(placement))
+
+    def read_events(self, placement: Placement, offset: int = 0) -> LogChunk:
+        """The event lines from job.events, never capped (offsets are its bytes)."""
+        return joblog.read_events(Path(placement.workdir), offset, _finished(placement))
+
+    def read_tail(self, placement: Placement, count: int) -> LogChunk:
+        return joblog.tail(Path(placement.workdir), count, _finished(placement))
 
     def cancel(self, placement: Placement) -> None:
         workdir = Path(placement.workdir)
@@ -218,7 +214,7 @@ def _prepare_workdir(raw: str, script: str) -> Path:
     workdir = Path(raw).expanduser().resolve()
     try:
         private_dir(workdir)
-        leftovers = [name for name in (sv.STATE, sv.EXIT, sv.LOG) if (workdir / name).exists()]
+        leftovers = [name for name in (sv.STATE, sv.EXIT, sv.LOG, logpump.EVENTS) if (workdir / name).exists()]
         if not leftovers:
             write_private(workdir / sv.SCRIPT, script)
     except OSError as exc:
@@ -276,33 +272,17 @@ def _mark_cancel(workdir: Path) -> None:
         write_private(workdir / sv.CANCEL_MARKER, f"{time.time()}\n")
 
 
+def _finished(placement: Placement) -> bool:
+    # Looked at before reading: once exit.json exists nothing writes to the log any more (the supervisor
+    # writes it after the pump is done), so a trailing line without a newline is final, not half-written.
+    return (Path(placement.workdir) / sv.EXIT).exists()
+
+
 def _tail(path: Path, limit: int = 2000) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")[-limit:].strip() or "(no output)"
     except OSError:
         return "(no output)"
-
-
-def _first_lines(data: bytes, take: int, max_lines: int) -> int:
-    """Shorten `take` to end right after the first `max_lines` lines, counted in bytes."""
-    end = 0
-    for _ in range(max_lines):
-        newline = data.find(b"\n", end, take)
-        if newline < 0:
-            return take
-        end = newline + 1
-    return end
-
-
-def _complete_prefix(data: bytes, final: bool) -> int:
-    """How many bytes of `data` to hand out: whole lines only, unless nothing more will come."""
-    if final:
-        return len(data)
-    cut = data.rfind(b"\n")
-    if cut >= 0:
-        return cut + 1
-    # A line longer than a whole chunk is handed out in pieces rather than never.
-    return len(data) if len(data) >= MAX_LOG_CHUNK else 0
 
 
 # --- processes --------------------------------------------------------------------------

@@ -1,22 +1,26 @@
 """The local runner's supervisor: one detached process per attempt, standard library only.
 
-It runs `python <workdir>/script.py` in a process group of its own, appends the job's output
-to job.log, enforces the timeout, turns its own SIGTERM (a cancel) into SIGTERM-then-SIGKILL
-for the job's whole group, and always leaves exit.json behind. Every fact the server needs
-lives in files in the workdir, so any later server process can pick the attempt up again.
+It runs `python <workdir>/script.py` in a process group of its own, pumps the job's output into
+job.log (capped) and job.events (its event lines, never capped; see logpump.py), enforces the
+timeout, turns its own SIGTERM (a cancel) into SIGTERM-then-SIGKILL for the job's whole group,
+and always leaves exit.json behind. Every fact the server needs lives in files in the workdir,
+so any later server process can pick the attempt up again.
 
 It is started by path with `python -I`, so it runs even where jobtrail is not importable and
 nothing in the job's environment or workdir can shadow a module it imports. Secrets reach the
 job only through the environment this process inherits; argv carries no secret, only the
-names of the variables holding them (--redact-env): when there are any, the job's output
-goes through a pipe and every secret value, in every form it can be printed in, is replaced
-before a byte reaches job.log (util/redaction.py, loaded by path).
+names of the variables holding them (--redact-env): when there are any, every secret value, in
+every form it can be printed in, is replaced before a byte reaches job.log or job.events
+(util/redaction.py, loaded by path).
 
 Everything the supervisor and the job create is private to the user (umask 077): the workdir
 and the job's outputs sit under $JOBTRAIL_HOME, which nobody else may read.
 
 Files (all in the workdir):
-    job.log           the job's stdout and stderr, appended
+    job.log           the job's stdout and stderr: head, marker, tail once over the cap (logpump.py)
+    job.events        every line of it that carries a JOBTRAIL event, never capped
+    job.log.layout    where job.log's head ends and its tail resumes, once it reached the cap
+    job.log.part-N    the rolling tail while the job runs (joined into job.log at its end)
     supervisor.json   {supervisor_pid, child_pid, child_pgid, started_at}
     exit.json         {exit_code, signal, timed_out, cancelled, ended_at}
     cancel-requested  written by the server before it sends SIGTERM; tells a cancel from a
@@ -54,7 +58,10 @@ KILL_WAIT_S = 2.0
 _PR_SET_CHILD_SUBREAPER = 36
 PRIVATE_FILE = 0o600
 PRIVATE_UMASK = 0o077  # files 0600, folders 0700, for this process and the job
-_LINE_CAP = 1 << 20  # bytes of one line held back while waiting for its newline
+# How long the pump may take, after the job's group is gone, to drain the pipe and join the log's tail into
+# job.log (tens of MB at most): exit.json is written only after, so whoever sees it ended finds every event
+# in job.events. Bounded, because a process that left the job's group may hold the pipe open for ever.
+PUMP_WAIT_S = 60.0
 # Signal dispositions the job must start with, whatever this process inherited or set.
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
 
@@ -102,21 +109,26 @@ def _become_subreaper() -> None:
         pass
 
 
-def _load_redaction() -> ModuleType:
+def _load(name: str, *parts: str) -> ModuleType:
     # By path: this process runs isolated (-I), where jobtrail itself may not be importable.
-    path = Path(__file__).resolve().parent.parent / "util" / "redaction.py"
-    spec = importlib.util.spec_from_file_location("jobtrail_supervisor_redaction", path)
+    path = Path(__file__).resolve().parent.joinpath(*parts)
+    spec = importlib.util.spec_from_file_location(f"jobtrail_supervisor_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def _spawn(python: str, workdir: Path, secrets: list[str]) -> tuple[int, threading.Thread | None]:
-    """Start the job; with secrets to hide, its output is piped through a redacting copier."""
-    redact = _load_redaction().Redactor(secrets) if secrets else None
-    log_fd = os.open(workdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE)
-    read_fd, out_fd = os.pipe() if redact else (None, log_fd)
+def _spawn(python: str, workdir: Path, secrets: list[str], log_max_bytes: int) -> tuple[int, threading.Thread]:
+    """Start the job with its output on a pipe, and the pump (logpump.py) that copies it out.
+
+    Always a pipe, never job.log itself as the job's stdout: the pump splits event lines onto their own uncapped
+    channel and caps job.log, so a job that prints gigabytes neither fills the disk nor loses its receipt."""
+    redact = _load("redaction", "..", "util", "redaction.py").Redactor(secrets) if secrets else None
+    logpump = _load("logpump", "logpump.py")
+    logpump.prepare(workdir)  # before the state file exists, so no reader ever finds a job without job.events
+    read_fd, out_fd = os.pipe()
+    logpump.widen_pipe(out_fd)
     try:
         child = os.posix_spawn(
             python,
@@ -131,55 +143,15 @@ def _spawn(python: str, workdir: Path, secrets: list[str]) -> tuple[int, threadi
             setsigdef=_DEFAULT_SIGNALS,
         )
     except BaseException:
-        os.close(log_fd)
-        if read_fd is not None:
-            os.close(read_fd)
-            os.close(out_fd)
+        os.close(read_fd)
+        os.close(out_fd)
         raise
-    if read_fd is None:
-        os.close(log_fd)
-        return child, None
     os.close(out_fd)  # the job holds the only write end: EOF arrives when its group is gone
-    copier = threading.Thread(target=_copy_redacted, args=(read_fd, log_fd, redact), daemon=True)
+    copier = threading.Thread(
+        target=logpump.pump, args=(read_fd, workdir, log_max_bytes, redact), name="jobtrail-pump", daemon=True
+    )
     copier.start()
     return child, copier
-
-
-def _copy_redacted(read_fd: int, log_fd: int, redact: Any) -> None:
-    # Whole lines, so a secret split across two reads is still caught and an event line is
-    # redacted inside its JSON. A line longer than the cap goes out in pieces, redacted as text,
-    # each holding back what could be the start of a secret.
-    hold = max(redact.longest() - 1, 0)
-    pending = b""
-    try:
-        while chunk := os.read(read_fd, 65536):
-            pending += chunk
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                os.write(log_fd, _redact(pending[:cut], redact))
-                pending = pending[cut:]
-            elif len(pending) >= _LINE_CAP:
-                text = redact.text(_decode(pending))
-                os.write(log_fd, _encode(text[: len(text) - hold]))
-                pending = _encode(text[len(text) - hold :])
-        if pending:
-            os.write(log_fd, _redact(pending, redact))
-    finally:
-        os.close(read_fd)
-        os.close(log_fd)
-
-
-def _redact(data: bytes, redact: Any) -> bytes:
-    return _encode("\n".join(redact(line) for line in _decode(data).split("\n")))
-
-
-# Bytes that are not UTF-8 pass through unchanged.
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8", "surrogateescape")
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -262,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None, help="seconds; none means no limit")
     parser.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("--redact-env", default="", help="comma-separated names of variables holding secrets")
+    parser.add_argument("--log-max-bytes", type=int, default=64 << 20, help="job.log's cap (logpump.py)")
     args = parser.parse_args(argv)
     secrets = [os.environ.get(name, "") for name in args.redact_env.split(",") if name]
     workdir = Path(args.workdir)
@@ -274,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     _become_subreaper()
 
     try:
-        child, copier = _spawn(args.python, workdir, [s for s in secrets if s])
+        child, copier = _spawn(args.python, workdir, [s for s in secrets if s], args.log_max_bytes)
     except OSError as exc:
         with open(workdir / LOG, "a", encoding="utf-8") as log:
             log.write(f"jobtrail supervisor: could not start {args.python}: {exc}\n")
@@ -287,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     outcome = _supervise(child, args.timeout, args.grace, stop)
-    if copier is not None:
-        copier.join(timeout=KILL_WAIT_S)  # the log is complete before exit.json says it ended
+    copier.join(timeout=PUMP_WAIT_S)  # the log and the events are complete before exit.json says it ended
     # Only a SIGTERM the server announced is a cancel; any other is the machine taking the
     # job away (the service reads that as preemption).
     cancelled = outcome.stopped_by_request and (workdir / CANCEL_MARKER).exists()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -43,7 +42,12 @@ from jobtrail.service.spending import Spending
 from jobtrail.util.refs import looks_local
 
 log = logging.getLogger("jobtrail.service.tracker")
-_LOG_READ_LIMIT = 64  # chunks per refresh, so one huge log cannot stall a tool call
+# Ingestion is bounded per refresh, so a backlog of events cannot stall a tool call, and resumes at the next refresh
+# where it stopped (the ledger's log_offset): it never stops for good at a size. An attempt that has ended is
+# classified only once every event is in (a termination event decides its reason, its steps and checkpoints are
+# its receipt), so its ending waits a refresh or two rather than being judged on part of its events.
+_INGEST_CHUNKS = 64
+_INGEST_BUDGET_S = 2.0
 # A launch takes at most the local backend's STATE_WAIT_S (15 s) or an HF API call: a claim older than
 # this with no placement was abandoned by a process that died. Its age is read on the ledger's clock
 # (ledger/claims.py), never a server's own: a server whose clock runs ahead must not find a live claim stale.
@@ -93,8 +97,10 @@ class Tracker:
         except BackendError as exc:  # the backend cannot be asked now: keep what the ledger knows
             log.warning("could not probe %s: %s", attempt.attempt_id, exc)
             return
-        # Read the log after probing: an attempt that exited has written all of it by now.
-        self._ingest(backend, attempt, placement)
+        # Read the events after probing: an attempt that exited has written all of them by now.
+        caught_up = self._ingest(backend, attempt, placement)
+        if probe.phase not in ("starting", "running") and not caught_up:
+            return  # ended, but events remain to be read: the next refresh reads on, then classifies
         if probe.phase in ("starting", "running"):
             status = JobStatus.STARTING if probe.phase == "starting" else JobStatus.RUNNING
             if status is not attempt.status:
@@ -115,7 +121,7 @@ class Tracker:
             return
         attempt = self.context.attempt(attempt.attempt_id)
         termination = events.termination_event(self.ledger.events(attempt.attempt_id, "termination"))
-        tail = self.read_lines(backend, placement, None, classify.TAIL_LINES).lines
+        tail = backend.read_tail(placement, classify.TAIL_LINES).lines  # the log's real end, however long it is
         tail = [self.context.redactor(attempt)(line) for line in tail]
         verdict = classify.classify(
             probe.exit,
@@ -243,13 +249,15 @@ class Tracker:
             attempt_id=attempt.attempt_id,
         )
 
-    def _ingest(self, backend: Backend, attempt: AttemptRecord, placement: Placement) -> None:
+    def _ingest(self, backend: Backend, attempt: AttemptRecord, placement: Placement) -> bool:
+        """Read the attempt's new events into the ledger; True once none are left to read (see _INGEST_CHUNKS)."""
         redact = self.context.redactor(attempt)
         offset = attempt.log_offset
-        for _ in range(_LOG_READ_LIMIT):
-            chunk = backend.read_log(placement, offset)
+        deadline = time.monotonic() + _INGEST_BUDGET_S
+        for _ in range(_INGEST_CHUNKS):
+            chunk = backend.read_events(placement, offset)
             if not chunk.lines:
-                return
+                return True
             digest = events.digest([redact(line) for line in chunk.lines])
             if not self.ledger.ingest(
                 attempt.attempt_id,
@@ -259,8 +267,11 @@ class Tracker:
                 fields=digest.fields,
                 checkpoints=digest.checkpoints,
             ):
-                return  # another process is ingesting this attempt
+                return False  # another process is ingesting this attempt: it classifies it once it is done
             offset = chunk.offset
+            if time.monotonic() > deadline:
+                break
+        return False
 
     def dispatch(self) -> None:
         """Start queued attempts while their backend has room.
@@ -438,15 +449,7 @@ class Tracker:
                     "last lines.",
                 )
             return chunk
-        keep: deque[str] = deque(maxlen=count)
-        offset = 0
-        for _ in range(_LOG_READ_LIMIT):
-            chunk = backend.read_log(placement, offset)
-            if not chunk.lines:
-                break
-            keep.extend(chunk.lines)
-            offset = chunk.offset
-        return LogChunk(lines=list(keep), offset=offset)
+        return backend.read_tail(placement, count)  # from the end: never the whole log to find its last lines
 
 
 def _secret_sources(attempt: AttemptRecord) -> list[str]:
