@@ -25,7 +25,8 @@ from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.reward_file import check_reward_file
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import rewards_config
-from jobtrail.templates.render import render_script, scripts_dir
+from jobtrail.templates.render import QLORA_REQUIREMENT, render_script, scripts_dir
+from jobtrail.templates.versions import job_lock, pin
 from support.jobs import (
     JobRun,
     assert_templates_import_light,
@@ -333,7 +334,10 @@ def test_templates_render_self_contained_without_shadowing_the_runtime(method: s
 
 def test_qlora_jobs_ask_for_bitsandbytes(tmp_path: Path) -> None:
     config = method_config("kto", Path("/m"), Path("/d.jsonl"), tmp_path, {"peft": "qlora"})
-    assert pep723.read_metadata(render_script("kto", config))["dependencies"][-1] == "bitsandbytes>=0.46.1"
+    header = pep723.read_metadata(render_script("kto", config))["dependencies"]
+    assert header[-1] == pin(QLORA_REQUIREMENT, job_lock())  # as tested (templates/versions.py)
+    newest = pep723.read_metadata(render_script("kto", config, dependency_versions="newest"))["dependencies"]
+    assert newest[-1] == QLORA_REQUIREMENT == "bitsandbytes>=0.46.1"
 
 
 def test_templates_import_without_heavy_packages(job_env: dict[str, str]) -> None:

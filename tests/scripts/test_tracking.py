@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from jobtrail.templates.render import render_script
+from jobtrail.templates.versions import job_lock, pin
 from jobtrail.util.digest import config_json, sha256_text
 from support.jobs import JobKit, JobRun, load_script_module, run_jobs, succeeded
 
@@ -263,8 +264,11 @@ def test_every_training_template_lists_trackio_with_the_train_extras_bound() -> 
     for template in ("sft", "dpo", "kto", "reward", "grpo"):
         header = pep723.read_metadata((scripts_dir() / f"{template}.py").read_text())
         assert bound in header["dependencies"], template
-    qlora = pep723.read_metadata(render_script("sft", {**_example(), "peft": {"method": "qlora"}}))
-    assert qlora["dependencies"][-2:] == [bound, "bitsandbytes>=0.46.1"]
+    qlora = {**_example(), "peft": {"method": "qlora"}}
+    newest = pep723.read_metadata(render_script("sft", qlora, dependency_versions="newest"))
+    assert newest["dependencies"][-2:] == [bound, "bitsandbytes>=0.46.1"]
+    tested = pep723.read_metadata(render_script("sft", qlora))  # the same entries, pinned as tested
+    assert tested["dependencies"][-2:] == [pin(r, job_lock()) for r in (bound, "bitsandbytes>=0.46.1")]
 
 
 def _example() -> dict[str, Any]:
