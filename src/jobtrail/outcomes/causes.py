@@ -244,6 +244,14 @@ def _package(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name in ("ImportError", "ModuleNotFoundError") else _line(error, _PACKAGES)
 
 
+def _library_name_error(error: RaisedError, _: Progress) -> str | None:
+    """A NameError raised inside an installed package: a library's own code names something it imports only when an
+    optional package is installed (`if is_peft_available(): from peft import PeftModel`), so the package is missing
+    or of another version. In the user's script it is the user's own typo, which this does not claim."""
+    frame = error.frames[-1] if error.frames else None
+    return error.lines[0] if error.name == "NameError" and frame is not None and frame.is_library else None
+
+
 def _packages_out_of_step(error: RaisedError, _: Progress) -> str | None:
     """A call with the wrong number of arguments (TypeError), or a read of an attribute a library class lacks
     (AttributeError), made inside installed packages: one package uses another's API as a release it was not written
@@ -325,6 +333,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.DEPENDENCY_ERROR, NATIVE, _native),
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
     CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _packages_out_of_step),
+    CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _library_name_error),
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
 ]

@@ -140,15 +140,36 @@ _OOM = re.compile(
     r"|Exceeded job memory limit",
     re.IGNORECASE,
 )
+# slurmstepd's banner (`*** JOB 1 ON node CANCELLED AT <time> DUE TO TIME LIMIT ***`; some releases put the node
+# last, `... DUE TO TIME LIMIT on node ***`), and sacct's State column for a job someone cancelled (`CANCELLED by
+# <uid>`, the uid of whoever ran scancel).
 _SLURM_CANCELLED = re.compile(
-    r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+?))?(?: \*\*\*|$)"
+    r"\*\*\* (?:JOB|STEP) [\d.]+ (?:ON \S+ )?CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+?))?(?: on \S+)?(?: \*\*\*|$)"
+    r"|(?:^|[|\s])CANCELLED by \d+\b"
 )
 _K8S_EVICTED = re.compile(r"The node was low on resource: (?P<what>[\w-]+)|\bEvicted\b")
 _PREEMPTED = re.compile(
     r"DUE TO (?:PREEMPTION|NODE FAIL|JOB REQUEUE)"  # a requeue: SLURM gives the node to another job, this one resumes
     r"|\bSpot (?:instance )?(?:interruption|termination)"
     r"|instance (?:was )?preempted"
-    r"|\bpreempted by the (?:scheduler|platform|provider)",
+    r"|\bpreempted by the (?:scheduler|platform|provider)"
+    r"|this job is preempted"  # submitit's handler of SLURM's preemption signal (it requeues the job)
+    r"|(?-i:\|PREEMPTED\||\sPREEMPTED\s+\d+:\d+\b)"  # sacct's State column (then its ExitCode), -P or aligned
+    r"|\bPreempted by (?:pod \S+|\S+/\S+) on node",  # Kubernetes' scheduler making room for a pod of higher priority
+    re.IGNORECASE,
+)
+
+
+# Other schedulers' words for a job stopped at its wall-clock limit: sacct's State column, PBS/Torque, LSF, SGE, and
+# Kubernetes' activeDeadlineSeconds.
+_TIME_LIMIT = re.compile(
+    r"(?-i:\|TIMEOUT\||\sTIMEOUT\s+\d+:\d+\b)"
+    r"|PBS: job killed: walltime \d+ exceeded limit"
+    r"|\bTERM_RUNLIMIT\b|job killed after reaching LSF run time limit"
+    r"|exceeded hard wallclock time"
+    r"|Job was active longer than specified deadline|\bDeadlineExceeded\b"
+    r"|this job is timed-out"  # submitit's handler of SLURM's signal before the time limit
+    r"|^timeout: sending signal \w+ to command",  # coreutils' timeout --verbose, at the limit it was given
     re.IGNORECASE,
 )
 
@@ -175,6 +196,8 @@ def _report(line: str, raw: str) -> Report | None:
         return Report(kind, raw) if kind else None
     if _PREEMPTED.search(line):
         return Report("preempted", raw)
+    if _TIME_LIMIT.search(line):
+        return Report("time_limit", raw)
     if _OOM.search(line):
         return Report("oom", raw)
     if (evicted := _K8S_EVICTED.search(line)) and evicted["what"] != "memory":

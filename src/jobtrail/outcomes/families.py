@@ -42,6 +42,7 @@ DISK_FULL = _sig(
     r"PytorchStreamWriter failed writing file",
     r"The node was low on resource: ephemeral-storage",
     r"Disk quota exceeded",
+    r"ephemeral local storage usage exceeds",  # Kubernetes: the pod's own limit on its scratch disk
 )
 
 # A collective between GPUs that waited past its timeout. Alone it reads as a network or peer hiccup; `classify`
@@ -64,6 +65,7 @@ SIGNATURES: list[Signature] = [
         r"probability tensor contains either `?inf`?, `?nan`? or element < 0",  # sampling from NaN logits
         r"Loss is (?:NaN|nan|inf)",
         r"Detected (?:NaN|nan|inf) (?:loss|in loss)",
+        r"Function '\w+' returned nan values in its \d+th output",  # torch's anomaly detection, in the backward
     ),
     # A trainer's own log of its loss (`{'loss': nan, ...}`, `loss=nan` in a progress bar, `loss: inf`): as a loose line
     # it decides only when it is the newest step the log shows (`classify` passes over it when training went on).
@@ -71,7 +73,8 @@ SIGNATURES: list[Signature] = [
         R.DIVERGED,
         "The loss was NaN/inf at the last step the log shows: training diverged (lower the learning rate, train in "
         "bf16 or fp32 rather than fp16, clip gradients).",
-        r"(?:^|[{,\s])['\"]?(?:train_|eval_)?loss['\"]?\s*[:=]\s*['\"]?-?(?:nan|NaN|inf|Infinity)\b",
+        # `'loss': nan`, `loss=nan`, `train_loss = inf`, litgpt's `loss nan,`, a printed `Loss: tensor(nan, ...)`.
+        r"(?i:(?:^|[{,\s|])['\"]?(?:train[_/]|eval[_/])?loss['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?-?(?:nan|inf|infinity)\b)",
         # The trainer's gradient norm, NaN at the newest step: the weights are being poisoned whatever the loss shows
         # (a loss of 0.0 follows). Not inf: fp16's grad scaler logs an inf norm for each step it skips and recovers.
         r"['\"]grad_norm['\"]\s*:\s*['\"]?(?:nan|NaN)\b",
@@ -88,7 +91,10 @@ SIGNATURES: list[Signature] = [
         R.OOM,
         "The job ran out of memory.",
         r"CUBLAS_STATUS_ALLOC_FAILED",
-        r"CUDA error: out of memory",  # the CUDA runtime's own wording (not the caching allocator's)
+        r"(?i:CUDA error: out of memory)",  # the CUDA runtime's own wording (not the caching allocator's)
+        r"cumem_allocator\.cpp",  # vLLM's sleep-mode allocator (its only failure there is an allocation)
+        r"Some modules are dispatched on the CPU or the disk",  # a quantized model that does not fit the GPU
+        r"Free memory on device .* is less than desired GPU memory utilization",  # vLLM: the GPU is already in use
         r"cudaErrorMemoryAllocation",
         r"\bOut of memory\b.*\b(?:CUDA|GPU|device)\b",
         r"HIP out of memory",
@@ -102,6 +108,7 @@ SIGNATURES: list[Signature] = [
         r"wandb\.errors.*(?:AuthenticationError|UsageError).*(?:api[_ ]key|login|logged in)",
         r"(?:W&B|wandb).*(?:not logged in|Invalid API key|API key must be)",
         r"No API key configured",
+        r"Error while calling W&B API: permission denied",  # a key without rights on the entity or project
     ),
     COLLECTIVE_TIMEOUT,
     # The GPU's hardware failed (its memory's ECC, or the card dropped off the bus): the job was fine, the machine was
@@ -196,6 +203,91 @@ SIGNATURES: list[Signature] = [
         "A token id is beyond the model's embedding table: the tokenizer and the model do not match (added "
         "tokens need model.resize_token_embeddings).",
         r"Assertion `srcIndex < srcSelectDimSize` failed",
+    ),
+    # A push that failed once the Hub had the files' upload started: S3's multipart refusal, git-lfs's, the Hub's answer
+    # to a commit or preupload (not 401/403, which `causes` tells apart by progress; not 429, a rate limit).
+    _sig(
+        R.HUB_ERROR,
+        "Uploading to the Hub failed (an LFS upload or the commit was refused); the saved files are intact: repeat "
+        "the push (upload_folder / push_to_hub), in smaller commits for a large model.",
+        r"Your proposed upload is smaller than the minimum allowed size",
+        r"\bEntityTooSmall\b",
+        r"\bLFS: (?:Authorization|Client) error\b",
+        r"Error while uploading '[^']+' to the Hub",
+        r"\b4(?!01|03|29)\d\d Client Error.*huggingface\.co/api/\S+/(?:commit|preupload)/",
+        r"complete_multipart",
+    ),
+    # A class from an optional dependency that a library imports only when the package is there (`if
+    # is_peft_available(): from peft import PeftModel`): a NameError for it is the package missing or out of step.
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "A library used a class of an optional package that is not installed (or not the version it expects): "
+        "install the package (peft, bitsandbytes, deepspeed, flash-attn...) at a version the library supports.",
+        r"name ['\"\u2018\u2019](?:Peft\w*|Lora\w*|get_peft_model|prepare_model_for_\w+|bnb|deepspeed|amp|xm|wandb"
+        r"|flash_attn\w*|unpad_input|pad_input)['\"\u2018\u2019] is not defined",
+        r"the package flash_attn seems to be not installed",
+        r"Loading a dataset cached in a LocalFileSystem is not supported",  # datasets older than its fsspec
+        r"Error building extension '",  # a JIT-compiled op (DeepSpeed's, a kernel): compiler or CUDA toolkit mismatch
+        r"Model architectures \[[^\]]*\] (?:are not supported for now|failed to be inspected)",  # vLLM too old
+    ),
+    # DDP's reducer: parameters unused in the loss, or used twice (gradient checkpointing's reentrant variant under
+    # DDP); and autograd finding nothing to train (a frozen base under gradient checkpointing, no adapter attached).
+    _sig(
+        R.CONFIG_ERROR,
+        "The backward pass does not fit the training setup: DDP found parameters unused (or marked ready twice, as "
+        "reentrant gradient checkpointing does), or nothing in the loss requires grad. Set ddp_find_unused_parameters, "
+        "gradient_checkpointing_kwargs={'use_reentrant': False}, or model.enable_input_require_grads() for adapters.",
+        r"Expected to mark a variable ready only once",
+        r"Expected to have finished reduction in the prior iteration",
+        r"element 0 of tensors does not require grad and does not have a grad_fn",
+    ),
+    # The training setup asks for what the model, trainer or machine does not allow.
+    _sig(
+        R.CONFIG_ERROR,
+        "The training arguments ask for something the model, trainer or machine does not allow; the message says "
+        "which (match save and eval strategies, attach adapters to a quantized model, fp16 only on a GPU...).",
+        r"You cannot perform fine-tuning on purely quantized models",
+        r"load_best_model_at_end requires the save and eval strategy to match",
+        r"fp16 mixed precision requires a GPU",
+        r"Unable to create tensor, you should probably activate truncation and/or padding",
+        r"Config name is missing\.",  # datasets: a dataset of several configs loaded without naming one
+        r"^IndexError: index out of range in self",  # an embedding lookup past its table: a token id or position
+    ),
+    # The weights named are not there (a wrong path, a folder without the files) or do not fit the model.
+    _sig(
+        R.CONFIG_ERROR,
+        "The model's files are not where the job looks, or do not fit the model (a wrong path or repo, a checkpoint "
+        "for another base or vocabulary size): check the path and the base model.",
+        r"Error no file named \S+.* found in directory",
+        r"Can't load tokenizer for '",
+        r"Can't find '(?:adapter_config|config)\.json' at '",
+        r"Error\(s\) in loading state_dict for \w+",
+        r"size mismatch for \S+: copying a param with shape",
+    ),
+    # safetensors reading a file that is not one: a Git LFS pointer, an HTML page or a cut download saved as weights.
+    _sig(
+        R.CONFIG_ERROR,
+        "The weights file is not a complete safetensors file (a Git LFS pointer, an error page or a partial "
+        "download): download it again (git lfs pull, or from the Hub) and check its size.",
+        r"Error while deserializing header: (?:HeaderTooLarge|HeaderTooSmall|MetadataIncompleteBuffer"
+        r"|InvalidHeader\w*|header too large)",
+    ),
+    # A distributed launch whose rendezvous port is taken (another job on the node, a launch that did not exit).
+    _sig(
+        R.CONFIG_ERROR,
+        "The launcher's port is taken (Address already in use): another job uses MASTER_PORT on this node; pick "
+        "another port (--main_process_port / --master_port) or end the old launch.",
+        r"The server socket has failed to (?:listen|bind).*Address already in use",
+        r"\bEADDRINUSE\b",
+    ),
+    # A scheduler that refused the job at submission (its QOS, account or limits): nothing ran.
+    _sig(
+        R.CONFIG_ERROR,
+        "The scheduler refused the job at submission (its QOS, account, partition or limits): change the request "
+        "(time, GPUs, partition, account) to what the policy allows.",
+        r"Job violates accounting/QOS policy",
+        r"Batch job submission failed",
+        r"Unable to allocate resources: (?:Invalid|Requested|Job violates)",
     ),
     # argparse's report of a rejected command line, `<prog>: error: <why>` (any CLI: a training script,
     # HfArgumentParser, llama.cpp's converter), and HfArgumentParser's own for options no dataclass declares.

@@ -92,9 +92,11 @@ class RaisedError:
 
 # A launcher's traceback reports its child's failure; the child's own traceback says why.
 _LAUNCHER_TYPES = {"ChildFailedError", "SignalException", "CalledProcessError"}
-# Errors one rank raises because another died first: the peer's traceback, if the tail has it, is the cause.
+# Errors one rank raises because another died first: the peer's traceback, if the tail has it, is the cause. A
+# collective's watchdog timeout is one: the ranks still alive wait in the collective for the one that died.
 _COLLATERAL = re.compile(
     r"Connection (?:closed|reset) by (?:peer|remote peer)|Broken pipe|NCCL communicator was aborted"
+    r"|Watchdog caught collective operation timeout"
     r"|ProcessGroupNCCL.*(?:aborted|abort)|\bremote process exited\b|Socket Timeout|recvValue failed",
     re.IGNORECASE,
 )
@@ -220,16 +222,19 @@ def went_on(before: list[str], after: list[str]) -> bool:
                 return True
         elif _trainer_stage(line) > Progress.NONE and not _BAR_COUNT.search(line):
             return True
-    drawn_before = _bar_count(before)
-    drawn_after = _bar_count(after)
-    if drawn_after is None:
+    after_counts = _bar_counts(after)
+    if not after_counts:
         return False
-    return drawn_after > (drawn_before or 0) + _BAR_SLACK
+    # With no bar before the traceback (a tail that starts inside it), the first bar after is where the bar stood
+    # when it closed (tqdm redraws it as the exception unwinds, at whatever step it had reached): only a count
+    # past that one is a step taken after the traceback.
+    before_counts = _bar_counts(before)
+    drawn_before = max(before_counts) if before_counts else after_counts[0]
+    return max(after_counts) > drawn_before + _BAR_SLACK
 
 
-def _bar_count(lines: list[str]) -> int | None:
-    counts = [int(m["n"]) for raw in lines for part in clean(raw).split("\r") if (m := _BAR_COUNT.search(part))]
-    return max(counts) if counts else None
+def _bar_counts(lines: list[str]) -> list[int]:
+    return [int(m["n"]) for raw in lines for part in clean(raw).split("\r") if (m := _BAR_COUNT.search(part))]
 
 
 def _trainer_stage(line: str) -> Progress:

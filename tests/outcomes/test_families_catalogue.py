@@ -1,0 +1,529 @@
+"""A catalogue of the fatal wordings of the libraries and schedulers a fine-tuning job runs, each named.
+
+Rules written against the logs in real_logs/ named 72-78% of fresh logs right: a fresh log's misses were mostly
+families no rule knew yet. This catalogue goes the other way: library by library (transformers, trl, peft,
+accelerate, datasets, tokenizers, huggingface_hub, bitsandbytes, deepspeed, torch and NCCL, vLLM, llama.cpp, wandb,
+safetensors, jinja2 chat templates) and scheduler by scheduler (SLURM, Kubernetes, shells, HF Jobs), the errors users
+commonly hit, in the shape each is printed (a made-up minimal line, or a short traceback where the frames decide),
+with the reason each must get. A wording the classifier does not name fails here, not on a user's job.
+"""
+
+# The wordings are quoted whole, as the libraries print them: a line is as long as its message.
+# ruff: noqa: E501
+from __future__ import annotations
+
+import pytest
+
+from jobtrail.models import TerminationReason as R
+from jobtrail.outcomes.classify import explain
+
+SITE = "/usr/lib/python3.11/site-packages"
+
+
+def _tb(error: str, *frames: str) -> str:
+    """A traceback ending in `error`, raised through `frames` (paths under site-packages, or the user's script)."""
+    lines = ["Traceback (most recent call last):", '  File "/job/train.py", line 10, in <module>']
+    for frame in frames:
+        path, _, function = frame.partition(":")
+        lines.append(f'  File "{SITE}/{path}", line 1, in {function or "f"}')
+    return "\n".join([*lines, error])
+
+
+# (library or scheduler, the log as printed, the reason) - rows alike by design.
+CATALOGUE: list[tuple[str, str, R]] = [
+    # transformers
+    (
+        "transformers",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has 1 GiB free",
+        R.OOM,
+    ),
+    (
+        "transformers",
+        "ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "OSError: acme/llama-x is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: The checkpoint you are trying to load has model type `qwen9` but Transformers does not recognize this architecture.",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "transformers",
+        _tb("KeyError: 'qwen9'", "transformers/models/auto/configuration_auto.py:__getitem__"),
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "ImportError: Using `bitsandbytes` 4-bit quantization requires the latest version of bitsandbytes: `pip install -U bitsandbytes`",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "transformers",
+        "ImportError: Using the `Trainer` with `PyTorch` requires `accelerate>=0.26.0`: Please run `pip install transformers[torch]`",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: the package flash_attn seems to be not installed.",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "transformers",
+        "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for lm_head.weight: copying a param with shape torch.Size([32001, 4096])",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "OSError: Error no file named pytorch_model.bin, model.safetensors, tf_model.h5, model.ckpt.index or flax_model.msgpack found in directory /out/ckpt.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: You cannot perform fine-tuning on purely quantized models. Please attach trainable adapters on top of the quantized model",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: --load_best_model_at_end requires the save and eval strategy to match, but found\n- Evaluation strategy: IntervalStrategy.NO",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "OSError: Can't load tokenizer for 'acme/llama-x'. If you were trying to load it from 'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: Unable to create tensor, you should probably activate truncation and/or padding with 'padding=True' 'truncation=True' to have batched tensors with the same length.",
+        R.CONFIG_ERROR,
+    ),
+    ("transformers", "IndexError: index out of range in self", R.CONFIG_ERROR),
+    # trl
+    ("trl", "TypeError: SFTTrainer.__init__() got an unexpected keyword argument 'dataset_text_field'", R.CONFIG_ERROR),
+    (
+        "trl",
+        _tb("NameError: name 'PeftModel' is not defined", "trl/trainer/sft_trainer.py:__init__"),
+        R.DEPENDENCY_ERROR,
+    ),
+    ("trl", "name 'PeftModel' is not defined", R.DEPENDENCY_ERROR),
+    ("trl", _tb("KeyError: 'prompt'", "datasets/arrow_dataset.py:map"), R.BAD_INPUT),
+    # peft
+    (
+        "peft",
+        "ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model. Please check the target modules and try again.",
+        R.CONFIG_ERROR,
+    ),
+    ("peft", "ValueError: Please specify `target_modules` in `peft_config`", R.CONFIG_ERROR),
+    ("peft", "ValueError: Can't find 'adapter_config.json' at 'out/lora'", R.CONFIG_ERROR),
+    # accelerate
+    ("accelerate", "ValueError: fp16 mixed precision requires a GPU (not 'mps').", R.CONFIG_ERROR),
+    (
+        "accelerate",
+        "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "accelerate",
+        "subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>.",
+        R.OOM,
+    ),
+    (
+        "accelerate",
+        "RuntimeError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+        R.CONFIG_ERROR,
+    ),
+    # datasets
+    (
+        "datasets",
+        "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/chats' doesn't exist on the Hub or cannot be accessed.",
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        "datasets.exceptions.DatasetGenerationError: An error occurred while generating the dataset",
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        _tb("FileNotFoundError: Unable to find '/data/train.jsonl'", "datasets/data_files.py:resolve_pattern"),
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        "pyarrow.lib.ArrowInvalid: JSON parse error: Missing a comma or '}' after an object member. in row 12",
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        "datasets.table.CastError: Couldn't cast\ntext: string\nto\n{'messages': Value(dtype='string')}",
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        "ValueError: Config name is missing.\nPlease pick one among the available configs: ['en', 'fr']",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "datasets",
+        "NotImplementedError: Loading a dataset cached in a LocalFileSystem is not supported.",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("datasets", "ValueError: num_samples should be a positive integer value, but got num_samples=0", R.BAD_INPUT),
+    # tokenizers
+    (
+        "tokenizers",
+        "Exception: data did not match any variant of untagged enum ModelWrapper at line 250373 column 3",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "tokenizers",
+        "TypeError: TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]",
+        R.BAD_INPUT,
+    ),
+    # huggingface_hub
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. (Request ID: Root=1)\nRepository Not Found for url: https://huggingface.co/api/models/acme/x",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.GatedRepoError: 403 Client Error. Cannot access gated repo for url https://huggingface.co/meta-llama/x/resolve/main/config.json.",
+        R.AUTH_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: https://huggingface.co/api/models/acme/x",
+        R.INFRA_TRANSIENT,
+    ),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache.",
+        R.INFRA_TRANSIENT,
+    ),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/x: offline mode is enabled.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.HfHubHTTPError: 401 Client Error: Unauthorized for url: https://huggingface.co/api/whoami-v2\nInvalid user token.",
+        R.AUTH_ERROR,
+    ),
+    ("huggingface_hub", "Your proposed upload is smaller than the minimum allowed size", R.HUB_ERROR),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.HfHubHTTPError: 413 Client Error: Payload Too Large for url: https://huggingface.co/api/models/u/m/preupload/main",
+        R.HUB_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "requests.exceptions.HTTPError: 400 Client Error: Bad Request for url: https://huggingface.co/api/models/u/m/commit/main",
+        R.HUB_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "LFS: Authorization error: https://s3.us-east-1.amazonaws.com/lfs.huggingface.co/u/m/abc\nCheck that you have proper access to the repository",
+        R.HUB_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "RuntimeError: Error while uploading 'model-00001-of-00002.safetensors' to the Hub.",
+        R.HUB_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "{'train_runtime': 120.0, 'train_loss': 1.2}\n"
+        + _tb(
+            "huggingface_hub.errors.HfHubHTTPError: 500 Server Error: Internal Server Error for url: https://huggingface.co/api/models/u/m/commit/main",
+            "transformers/trainer.py:push_to_hub",
+            "huggingface_hub/hf_api.py:create_commit",
+        ),
+        R.HUB_ERROR,
+    ),
+    # bitsandbytes
+    (
+        "bitsandbytes",
+        "RuntimeError: CUDA Setup failed despite GPU being available. Please run the following command to get more information:",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "bitsandbytes",
+        "The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers and GPU quantization are unavailable.\nAttributeError: 'NoneType' object has no attribute 'cadam32bit_grad_fp32'",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "bitsandbytes",
+        "ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the quantized model.",
+        R.OOM,
+    ),
+    # deepspeed
+    (
+        "deepspeed",
+        _tb(
+            "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+            "deepspeed/runtime/fp16/loss_scaler.py:update_scale",
+        )
+        + "\n  4%|▍         | 17/387 [05:25<1:57:56, 19.13s/it]",
+        R.DIVERGED,
+    ),
+    (
+        "deepspeed",
+        "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 16 != 4 * 1 * 2",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "deepspeed",
+        "deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, unable to compile CUDA op(s)",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("deepspeed", "RuntimeError: Error building extension 'fused_adam'", R.DEPENDENCY_ERROR),
+    # torch, torchrun, NCCL
+    (
+        "torch",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3",
+        R.INFRA_TRANSIENT,
+    ),
+    (
+        "torch",
+        "RuntimeError: Expected to mark a variable ready only once. This error is caused by one of the following reasons: 1) Use of a module parameter outside the `forward` function.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "torch",
+        "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This error indicates that your module has parameters that were not used in producing loss.",
+        R.CONFIG_ERROR,
+    ),
+    ("torch", "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn", R.CONFIG_ERROR),
+    ("torch", "RuntimeError: CUDA error: an illegal memory access was encountered", R.DEPENDENCY_ERROR),
+    ("torch", "RuntimeError: FlashAttention only supports Ampere GPUs or newer.", R.CONFIG_ERROR),
+    (
+        "torch",
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried to allocate 4294967296 bytes.",
+        R.OOM,
+    ),
+    (
+        "torch",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 4242) of binary: /usr/bin/python",
+        R.OOM,
+    ),
+    ("torch", "RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.", R.DIVERGED),
+    ("torch", "RuntimeError: CUDA error: uncorrectable ECC error encountered", R.INFRA_TRANSIENT),
+    ("torch", "RuntimeError: Attempting to unscale FP16 gradients.", R.CONFIG_ERROR),
+    # vLLM
+    (
+        "vllm",
+        "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in KV cache (3664). Try increasing `gpu_memory_utilization`",
+        R.OOM,
+    ),
+    (
+        "vllm",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+        R.OOM,
+    ),
+    ("vllm", "Runtime Error: Cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp: 62", R.OOM),
+    (
+        "vllm",
+        "ValueError: Free memory on device (10.5/79.1 GiB) on startup is less than desired GPU memory utilization (0.9, 71.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        R.OOM,
+    ),
+    (
+        "vllm",
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "vllm",
+        "ValueError: Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: dict_keys(['LlamaForCausalLM'])",
+        R.DEPENDENCY_ERROR,
+    ),
+    # llama.cpp
+    ("llama.cpp", "NotImplementedError: Architecture 'FooForCausalLM' not supported!", R.CONFIG_ERROR),
+    ("llama.cpp", "ValueError: Can not map tensor 'model.layers.0.mlp.gate.weight'", R.CONFIG_ERROR),
+    (
+        "llama.cpp",
+        "llama_model_load: error loading model: error loading model architecture: unknown model architecture: 'qwen9'",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("llama.cpp", "main: failed to quantize model from 'model-f16.gguf'", R.CONFIG_ERROR),
+    ("llama.cpp", "AttributeError: type object 'MODEL_ARCH' has no attribute 'QWEN9'", R.DEPENDENCY_ERROR),
+    # wandb, trackio
+    (
+        "wandb",
+        "wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[your_api_key])",
+        R.AUTH_ERROR,
+    ),
+    ("wandb", "wandb: ERROR Error while calling W&B API: permission denied (<Response [403]>)", R.AUTH_ERROR),
+    (
+        "wandb",
+        "wandb.errors.CommError: Run initialization has timed out after 90.0 sec. Please refer to the documentation for additional information",
+        R.INFRA_TRANSIENT,
+    ),
+    ("trackio", "ModuleNotFoundError: No module named 'trackio'", R.DEPENDENCY_ERROR),
+    # safetensors
+    (
+        "safetensors",
+        "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "safetensors",
+        "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "safetensors",
+        'safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })',
+        R.DISK_FULL,
+    ),
+    # jinja2 chat templates
+    ("jinja2", "jinja2.exceptions.TemplateSyntaxError: unexpected '}'", R.CONFIG_ERROR),
+    ("jinja2", "jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'content'", R.BAD_INPUT),
+    ("jinja2", "jinja2.exceptions.TemplateError: System role not supported", R.CONFIG_ERROR),
+    (
+        "jinja2",
+        "ValueError: Cannot use chat template functions because tokenizer.chat_template is not set and no template argument was passed!",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "jinja2",
+        "ImportError: apply_chat_template requires jinja2>=3.1.0 to be installed. Your version is 3.0.3.",
+        R.DEPENDENCY_ERROR,
+    ),
+    # the loss itself, as trainers log it
+    ("loss", "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.5}", R.DIVERGED),
+    ("loss", "iter 600 step 600: loss nan, iter time: 65.33ms (optimizer.step)", R.DIVERGED),
+    ("loss", "Epoch 1:  10%|█         | 10/100 [00:10<01:30, loss=nan, v_num=0]", R.DIVERGED),
+    ("loss", "step 120 | train_loss = inf | lr 2e-5", R.DIVERGED),
+    ("loss", "Loss: tensor(nan, device='cuda:0', grad_fn=<NllLossBackward0>)", R.DIVERGED),
+    ("loss", "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0", R.DIVERGED),
+    # SLURM
+    ("slurm", "slurmstepd: error: *** JOB 8 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***", R.TIMEOUT),
+    ("slurm", "slurmstepd: *** JOB 830329 CANCELLED AT 2018-08-06T17:21:44 DUE TO TIME LIMIT on n447 ***", R.TIMEOUT),
+    ("slurm", "slurmstepd: error: *** STEP 8.0 ON n1 CANCELLED AT 2024-01-01T00:00:00 ***", R.CANCELLED),
+    (
+        "slurm",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=8.batch. Some of the step tasks have been OOM Killed.",
+        R.OOM,
+    ),
+    ("slurm", "slurmstepd: error: *** JOB 8 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO PREEMPTION ***", R.PREEMPTED),
+    (
+        "slurm",
+        "slurmstepd: error: *** JOB 8 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO NODE FAILURE ***",
+        R.PREEMPTED,
+    ),
+    ("slurm", "8|train|gpu|None|2024-01-01T00:00:00|CANCELLED by 1000|0:0", R.CANCELLED),
+    ("slurm", "8            train        gpu          8    TIMEOUT      0:0", R.TIMEOUT),
+    ("slurm", "8|train|gpu|PREEMPTED|0:0", R.PREEMPTED),
+    ("slurm", "srun: error: n1: task 0: Out Of Memory", R.OOM),
+    (
+        "slurm",
+        "submitit WARNING (2024-01-01 00:00:00,000) - Caught signal SIGHUP on n1: this job is preempted.",
+        R.PREEMPTED,
+    ),
+    (
+        "slurm",
+        "submitit WARNING (2024-01-01 00:00:00,000) - Caught signal SIGUSR2 on n1: this job is timed-out.",
+        R.TIMEOUT,
+    ),
+    (
+        "slurm",
+        "srun: error: Unable to allocate resources: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "slurm",
+        "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
+        R.CONFIG_ERROR,
+    ),
+    ("pbs", "=>> PBS: job killed: walltime 3615 exceeded limit 3600", R.TIMEOUT),
+    ("lsf", "TERM_RUNLIMIT: job killed after reaching LSF run time limit.", R.TIMEOUT),
+    # Kubernetes
+    ("kubernetes", "    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137", R.OOM),
+    (
+        "kubernetes",
+        "Status: Failed\nReason: Evicted\nMessage: The node was low on resource: ephemeral-storage.",
+        R.DISK_FULL,
+    ),
+    ("kubernetes", "Pod ephemeral local storage usage exceeds the total limit of containers 10Gi.", R.DISK_FULL),
+    ("kubernetes", "Warning  DeadlineExceeded  job/train  Job was active longer than specified deadline", R.TIMEOUT),
+    ("kubernetes", "Normal  Preempted  pod/train-0  Preempted by pod 1b2c-3d on node gpu-7", R.PREEMPTED),
+    (
+        "kubernetes",
+        "Message: The node was low on resource: memory. Container trainer was using 60Gi, which exceeds its request of 32Gi.",
+        R.OOM,
+    ),
+    # shells
+    ("shell", "bash: line 1:  4242 Killed                  python train.py", R.OOM),
+    ("shell", "zsh: killed     python train.py", R.OOM),
+    ("shell", "Killed", R.OOM),
+    ("shell", "timeout: sending signal TERM to command 'python'", R.TIMEOUT),
+    # HF Jobs
+    ("hf_jobs", "Job timed out after 2h", R.TIMEOUT),
+]
+
+
+@pytest.mark.parametrize(
+    ("family", "log", "expected"), CATALOGUE, ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(CATALOGUE)]
+)
+def test_each_wording_is_named(family: str, log: str, expected: R) -> None:
+    assert explain(log, exit_code=1).reason is expected
+
+
+def test_the_catalogue_is_broad() -> None:
+    families = {family for family, _, _ in CATALOGUE}
+    assert len(CATALOGUE) >= 60 and len(families) >= 15
+
+
+RANK_OOM = [
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "/job/train.py", line 9, in <module>',
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+]
+WATCHDOG = [
+    "[rank0]:[E ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+    "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.",
+    "[rank0]: Traceback (most recent call last):",
+    f'[rank0]:   File "{SITE}/torch/distributed/distributed_c10d.py", line 1, in all_reduce',
+    "[rank0]: torch.distributed.DistBackendError: [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.",
+]
+CHILD_FAILED = [
+    "Traceback (most recent call last):",
+    f'  File "{SITE}/torch/distributed/run.py", line 1, in main',
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    "train.py FAILED",
+    "  exitcode  : 1 (pid: 4242)",
+]
+RANK_CONFIG = [
+    "[rank1]: Traceback (most recent call last):",
+    f'[rank1]:   File "{SITE}/peft/tuners/tuners_utils.py", line 1, in inject_adapter',
+    "[rank1]: ValueError: Target modules {'q_proj'} not found in the base model.",
+]
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        # One rank's error, then another's NCCL watchdog (it waited for the dead rank), then torchrun's summary.
+        ([*RANK_OOM, *WATCHDOG, *CHILD_FAILED], R.OOM),
+        ([*RANK_CONFIG, *WATCHDOG, *CHILD_FAILED], R.CONFIG_ERROR),
+        # The watchdog's own line printed last, after the root cause's traceback.
+        ([*RANK_OOM, WATCHDOG[0]], R.OOM),
+        # The watchdog alone: a collective that timed out, with nothing before it to blame.
+        (WATCHDOG, R.INFRA_TRANSIENT),
+    ],
+)
+def test_a_later_generic_line_does_not_override_the_root_cause(tail: list[str], expected: R) -> None:
+    assert explain("\n".join(tail), exit_code=1).reason is expected
