@@ -470,7 +470,302 @@ CATALOGUE: list[tuple[str, str, R]] = [
     ("shell", "Killed", R.OOM),
     ("shell", "timeout: sending signal TERM to command 'python'", R.TIMEOUT),
     # HF Jobs
-    ("hf_jobs", "Job timed out after 2h", R.TIMEOUT),
+    (
+        "hf_jobs",
+        "Job timed out after 2h",
+        R.TIMEOUT,
+    ),  # Round 5's sweep, library by library: the fatal errors users report most (issue threads) in each library's own
+    # raise statements' words. transformers
+    ("transformers", "ValueError: Trainer: evaluation requires an eval_dataset.", R.CONFIG_ERROR),
+    ("transformers", "ValueError: Can't find a valid checkpoint at /out/checkpoint-500", R.CONFIG_ERROR),
+    (
+        "transformers",
+        "ValueError: The model did not return a loss from the inputs, only the following keys: logits. For reference, the inputs it received are input_ids,attention_mask.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: Input length of input_ids is 5000, but `max_length` is set to 20. This can lead to unexpected behavior.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: Unknown quantization type, got fp8 - supported types are: ['awq', 'bitsandbytes_4bit', 'bitsandbytes_8bit', 'gptq']",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: Tokenizer class Qwen9Tokenizer does not exist or is not currently imported.",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "transformers",
+        "ValueError: Flash Attention 2 only supports torch.float16 and torch.bfloat16 dtypes, but the current dype in LlamaForCausalLM is torch.float32.",
+        R.CONFIG_ERROR,
+    ),
+    ("transformers", "RuntimeError: expected scalar type Half but found Float", R.CONFIG_ERROR),
+    # trl
+    (
+        "trl",
+        "ValueError: You passed packing=False to the SFTTrainer/SFTConfig, but you didn't pass a `dataset_text_field` or `formatting_func` argument.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "trl",
+        "ValueError: The global train batch size (1 x 8) must be evenly divisible by the number of generations per prompt (6).",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "trl",
+        "ValueError: PEFT is not installed and you passed a `peft_config` in the trainer's kwargs, please install it to use the PEFT models",
+        R.DEPENDENCY_ERROR,
+    ),
+    # peft
+    (
+        "peft",
+        "ValueError: Target module Qwen2VLVisionBlock() is not supported. Currently, only the following modules are supported: `torch.nn.Linear`, `torch.nn.Embedding`, `torch.nn.Conv2d`, `transformers.pytorch_utils.Conv1D`.",
+        R.CONFIG_ERROR,
+    ),
+    ("peft", "ImportError: cannot import name 'prepare_model_for_int8_training' from 'peft'", R.DEPENDENCY_ERROR),
+    # accelerate
+    (
+        "accelerate",
+        "ValueError: You can't train a model that has been loaded with `device_map='auto'` in any distributed mode. Please rerun your script specifying `--num_processes=1`",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "accelerate",
+        "ValueError: You can't use same `Accelerator()` instance with multiple models when using DeepSpeed",
+        R.CONFIG_ERROR,
+    ),
+    ("accelerate", "RuntimeError: CUDA error: invalid device ordinal", R.CONFIG_ERROR),
+    (
+        "accelerate",
+        "ImportError: DeepSpeed is not installed => run `pip install deepspeed` or build it from source.",
+        R.DEPENDENCY_ERROR,
+    ),
+    # datasets
+    (
+        "datasets",
+        "[rank1]: KeyError: 'Column length not in the dataset. Current columns in the dataset: []'",
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        "ValueError: Column lengths mismatch: columns ['input_ids', 'labels'] have length [10, 10] while prompt has length 50.",
+        R.BAD_INPUT,
+    ),
+    ("datasets", "ValueError: Unknown split \"validation\". Should be one of ['train'].", R.BAD_INPUT),
+    (
+        "datasets",
+        "ValueError: Couldn't infer the same data file format for all splits. Got {'train': ('json', {}), 'test': ('csv', {})}",
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        "datasets.utils.info_utils.NonMatchingSplitsSizesError: [{'expected': SplitInfo(name='train', num_bytes=10), 'recorded': SplitInfo(name='train', num_bytes=5)}]",
+        R.BAD_INPUT,
+    ),
+    (
+        "datasets",
+        "datasets.exceptions.DatasetGenerationCastError: An error occurred while generating the dataset\n\nAll the data files must have the same columns, but at some point there are 2 new columns ({'split', 'index'})",
+        R.BAD_INPUT,
+    ),
+    # huggingface_hub
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/data/models/qwen-7b'. Use `repo_type` argument if needed.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.EntryNotFoundError: 404 Client Error. Entry Not Found for url: https://huggingface.co/acme/x/resolve/main/adapter_config.json.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "huggingface_hub",
+        "huggingface_hub.errors.HfHubHTTPError: 504 Server Error: Gateway Time-out for url: https://huggingface.co/api/models/acme/x",
+        R.INFRA_TRANSIENT,
+    ),
+    (
+        "huggingface_hub",
+        'huggingface_hub.errors.HfHubHTTPError: 403 Forbidden: You don\'t have the rights to create a model under the namespace "acme".',
+        R.AUTH_ERROR,
+    ),
+    # bitsandbytes
+    (
+        "bitsandbytes",
+        "CUDA SETUP: Something unexpected happened. Please compile from source:\nCUDA SETUP: Setup Failed!",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "bitsandbytes",
+        "CUDA SETUP: Required library version not found: libbitsandbytes_cuda118.so. Maybe you need to compile it from source?\nCUDA SETUP: Defaulting to libbitsandbytes_cpu.so...\nCUDA SETUP: CUDA detection failed! Possible reasons:",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "bitsandbytes",
+        "Could not load bitsandbytes native library: /x/bitsandbytes/libbitsandbytes_cpu.so: cannot open shared object file: No such file or directory",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "bitsandbytes",
+        "RuntimeError: CUDA Setup failed despite CUDA being available. Please run the following command to get more information:",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("bitsandbytes", "Error invalid configuration argument at line 119 in file /src/csrc/ops.cu", R.DEPENDENCY_ERROR),
+    # deepspeed and extension builds
+    (
+        "deepspeed",
+        "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: Installed CUDA version 12.2 does not match the version torch was compiled with 11.7, unable to compile cuda/cpp extensions without a matching cuda version.",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("deepspeed", "nvcc fatal   : Value 'c++17' is not defined for option 'std'", R.DEPENDENCY_ERROR),
+    (
+        "deepspeed",
+        "[2/3] c++ -MMD -MF fused_adam_frontend.o.d -c fused_adam_frontend.cpp\nninja: build stopped: subcommand failed.",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "deepspeed",
+        "/x/torch/include/torch/csrc/python_headers.h:12:10: fatal error: Python.h: No such file or directory",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "deepspeed",
+        "AssertionError: no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage 3",
+        R.CONFIG_ERROR,
+    ),
+    ("build", "error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1", R.DEPENDENCY_ERROR),
+    ("build", "#error -- unsupported GNU version! gcc versions later than 12 are not supported!", R.DEPENDENCY_ERROR),
+    (
+        "pip",
+        "ERROR: Cannot install trl==0.9.6 and transformers==4.30.0 because these package versions have conflicting dependencies.\nERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/",
+        R.DEPENDENCY_ERROR,
+    ),
+    # torch and NCCL
+    (
+        "torch",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5\nncclInvalidUsage: This usually reflects invalid usage of NCCL library.\nLast error:\nDuplicate GPU detected : rank 1 and rank 0 both on CUDA device 10",
+        R.CONFIG_ERROR,
+    ),
+    ("torch", "AssertionError: Torch not compiled with CUDA enabled", R.DEPENDENCY_ERROR),
+    (
+        "torch",
+        "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "torch",
+        "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "torch",
+        "RuntimeError: expected mat1 and mat2 to have the same dtype, but got: c10::BFloat16 != c10::Half",
+        R.CONFIG_ERROR,
+    ),
+    ("torch", "RuntimeError: Input type (float) and bias type (c10::Half) should be the same", R.CONFIG_ERROR),
+    ("torch", "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'", R.CONFIG_ERROR),
+    (
+        "torch",
+        "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method",
+        R.CONFIG_ERROR,
+    ),
+    ("torch", _tb("KeyboardInterrupt", "torch/utils/data/dataloader.py:__next__"), R.CANCELLED),
+    (
+        "xformers",
+        "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:",
+        R.DEPENDENCY_ERROR,
+    ),
+    # vllm
+    (
+        "vllm",
+        "ValueError: User-specified max_model_len (131072) is greater than the derived max_model_len (max_position_embeddings=8192 or model_max_length=None in model's config.json).",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "vllm",
+        "ValueError: Total number of attention heads (40) must be divisible by tensor parallel size (3).",
+        R.CONFIG_ERROR,
+    ),
+    # llama.cpp
+    (
+        "llama.cpp",
+        "error loading model: unknown (magic, version) combination: 67676a74, 00000003; is this really a GGML file?",
+        R.CONFIG_ERROR,
+    ),
+    ("llama.cpp", "gguf_init_from_file: invalid magic characters 'lmgg', expected 'GGUF'", R.CONFIG_ERROR),
+    (
+        "llama.cpp",
+        "FileNotFoundError: [Errno 2] No such file or directory: 'llama-3-8B-Instruct/config.json'",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "llama.cpp",
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 8192.00 MiB on device 0: cudaMalloc failed: out of memory",
+        R.OOM,
+    ),
+    # unsloth
+    (
+        "unsloth",
+        "NotImplementedError: Unsloth: No NVIDIA GPU found? Unsloth currently only supports GPUs!",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "unsloth",
+        "NotImplementedError: Unsloth: meta-llama/Llama-3.1-8B is not supported in your current Unsloth version! Please update Unsloth",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("unsloth", "ImportError: Unsloth: Please install unsloth_zoo via `pip install unsloth_zoo`", R.DEPENDENCY_ERROR),
+    (
+        "unsloth",
+        "ValueError: Unsloth: Untrained tokens of [[128011, 128012]] found, but embed_tokens & lm_head not trainable, causing NaNs.",
+        R.CONFIG_ERROR,
+    ),
+    # axolotl
+    (
+        "axolotl",
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for AxolotlConfigWCapabilities\npretraining_dataset\n  Input should be a valid list [type=list_type, input_value={'path': 'c4'}, input_type=dict]",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "axolotl",
+        "ValueError: Please set lora_modules_to_save to [`embed_tokens`, `lm_head`] when using an adapter and changing the special tokens.",
+        R.CONFIG_ERROR,
+    ),
+    ("axolotl", "ValueError: unhandled prompt tokenization strategy: alpaca_x", R.CONFIG_ERROR),
+    # LLaMA-Factory
+    (
+        "llamafactory",
+        "RuntimeError: Cannot find valid samples, check `data/README.md` for the data format.",
+        R.BAD_INPUT,
+    ),
+    ("llamafactory", "ValueError: Undefined dataset my_data in dataset_info.json.", R.CONFIG_ERROR),
+    (
+        "llamafactory",
+        "ValueError: Cannot open data/dataset_info.json due to [Errno 2] No such file or directory.",
+        R.CONFIG_ERROR,
+    ),
+    ("llamafactory", "ValueError: Template qwen9 does not exist.", R.CONFIG_ERROR),
+    (
+        "llamafactory",
+        "ValueError: Please launch distributed training with `llamafactory-cli` or `torchrun`.",
+        R.CONFIG_ERROR,
+    ),
+    # notebooks and clouds
+    ("colab", "Your session crashed after using all available RAM", R.OOM),
+    ("gcp", "start-worker 2024/12/17 16:03:58 GCP Metadata Service says termination is imminent", R.PREEMPTED),
+    (
+        "gcp",
+        "INFO:tensorflow:ShutdownHook: lame workers found: HeartbeatManager(/job:worker/replica:0/task:0/device:CPU:0)",
+        R.PREEMPTED,
+    ),
+    ("gcp", "ERROR: the TPU node v3-8 has been preempted", R.PREEMPTED),
+    ("aws", "Spot Instance interruption notice: the instance will be stopped at 2024-01-01T00:02:00Z", R.PREEMPTED),
+    ("azure", "Scheduled event: EventType: Preempt, ResourceType: VirtualMachine", R.PREEMPTED),
+    ("cloud", "The spot VM was stopped by the provider", R.PREEMPTED),
+    ("julia", "Train Epoch 6:  81%|█████     | ETA: 0:00:00\nERROR: InterruptException:", R.CANCELLED),
 ]
 
 
@@ -526,4 +821,34 @@ RANK_CONFIG = [
     ],
 )
 def test_a_later_generic_line_does_not_override_the_root_cause(tail: list[str], expected: R) -> None:
+    assert explain("\n".join(tail), exit_code=1).reason is expected
+
+
+ENGINE_ECHO = [
+    "Traceback (most recent call last):",
+    f'  File "{SITE}/vllm/v1/engine/core_client.py", line 1, in __init__',
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+]
+BNB_BANNER = ["CUDA SETUP: CUDA detection failed! Possible reasons:", "CUDA SETUP: Setup Failed!"]
+CTRL_C = ["Traceback (most recent call last):", '  File "/job/train.py", line 3, in <module>', "KeyboardInterrupt"]
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        # vLLM's engine client only points back at its engine process's error.
+        ([*RANK_OOM, *ENGINE_ECHO], R.OOM),
+        # bitsandbytes' setup banner is printed on import; the job then failed for a reason of its own.
+        ([*BNB_BANNER, *RANK_CONFIG], R.CONFIG_ERROR),
+        # Ctrl-C on a job hung after a rank's OOM: the OOM ended it, the interrupt only stopped the wait.
+        ([*RANK_OOM, *CTRL_C], R.OOM),
+        # Ctrl-C alone is someone stopping the job.
+        (CTRL_C, R.CANCELLED),
+        # The cloud's notice outranks the interrupt its SIGTERM/SIGINT raised in the job.
+        (["GCP Metadata Service says termination is imminent", *CTRL_C], R.PREEMPTED),
+        # A failed extension build the job recovered from (a fallback kernel) is not why a later OOM ended it.
+        (["ninja: build stopped: subcommand failed.", *RANK_OOM], R.OOM),
+    ],
+)
+def test_a_sweep_wording_does_not_override_the_root_cause(tail: list[str], expected: R) -> None:
     assert explain("\n".join(tail), exit_code=1).reason is expected

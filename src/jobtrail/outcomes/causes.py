@@ -300,6 +300,17 @@ def _unknown_model_type(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name == "KeyError" and in_auto else None
 
 
+def _interrupted(error: RaisedError, _: Progress) -> str | None:
+    """Ctrl-C (SIGINT) raised in the job itself: someone stopped it. Last of the rules, so that an exception the
+    interrupt was handling (or one it caused while saving) is read first."""
+    return error.lines[0] if error.name == "KeyboardInterrupt" else None
+
+
+_INTERRUPTED = CauseRule(
+    R.CANCELLED, "The job was interrupted (Ctrl-C, SIGINT): someone stopped it; nothing failed.", _interrupted
+)
+
+
 def _signature(signature: families.Signature) -> CauseRule:
     """A rule from a library's own wording (families), tried on every line of the exception's message."""
 
@@ -336,6 +347,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _library_name_error),
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
+    _INTERRUPTED,
 ]
 
 
@@ -357,5 +369,9 @@ def find(lines: list[str]) -> tuple[CauseRule, str] | None:
     for rule in CAUSE_RULES:
         for error in reversed(chain):
             if line := rule.test(error, reached):
+                if rule.reason is R.CANCELLED:
+                    # Ctrl-C after another process's fatal error (a rank's OOM, then the others hung at a collective
+                    # until someone stopped them): that error is why the job ended, the interrupt only its end.
+                    return find(lines[: chain[0].index]) or (rule, lines[error.index + error.lines.index(line)])
                 return rule, lines[error.index + error.lines.index(line)]  # as logged, prefix and all
     return None

@@ -137,7 +137,8 @@ _OOM = re.compile(
     r"|OUT_OF_MEMORY"
     r"|task \d+: Out Of Memory"
     r"|The node was low on resource: memory"
-    r"|Exceeded job memory limit",
+    r"|Exceeded job memory limit"
+    r"|Your session crashed after using all available RAM",  # Colab (or Kaggle) restarting the notebook's runtime
     re.IGNORECASE,
 )
 # slurmstepd's banner (`*** JOB 1 ON node CANCELLED AT <time> DUE TO TIME LIMIT ***`; some releases put the node
@@ -155,7 +156,13 @@ _PREEMPTED = re.compile(
     r"|\bpreempted by the (?:scheduler|platform|provider)"
     r"|this job is preempted"  # submitit's handler of SLURM's preemption signal (it requeues the job)
     r"|(?-i:\|PREEMPTED\||\sPREEMPTED\s+\d+:\d+\b)"  # sacct's State column (then its ExitCode), -P or aligned
-    r"|\bPreempted by (?:pod \S+|\S+/\S+) on node",  # Kubernetes' scheduler making room for a pod of higher priority
+    r"|\bPreempted by (?:pod \S+|\S+/\S+) on node"  # Kubernetes' scheduler making room for a pod of higher priority
+    # Clouds reclaiming spot/preemptible machines: GCP's metadata notice (and its audit log's event), Azure's scheduled
+    # event, a spot VM stopped by the provider, a TPU preempted. TensorFlow's TPU ShutdownHook names the workers that
+    # vanished with it "lame".
+    r"|termination is imminent|compute\.instances\.preempted|\bEventType\W+Preempt\b"
+    r"|(?:spot|preemptible) (?:VM |instance |node )?(?:was|has been) (?:stopped|terminated|reclaimed)"
+    r"|\bTPU\b[^.]{0,80}\b(?:was|is|has been|got) preempted|\blame workers found",
     re.IGNORECASE,
 )
 

@@ -11,20 +11,12 @@ lines when no traceback was kept.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from jobtrail.models import TerminationReason as R
+from jobtrail.outcomes import libraries
+from jobtrail.outcomes.signature import Signature, sig as _sig
 
-
-@dataclass(frozen=True)
-class Signature:
-    reason: R
-    message: str
-    pattern: re.Pattern[str]
-
-
-def _sig(reason: R, message: str, *alternatives: str) -> Signature:
-    return Signature(reason, message, re.compile("|".join(alternatives)))
+__all__ = ["COLLECTIVE_TIMEOUT", "DISK_FULL", "SIGNATURES", "Signature", "disk_message", "match"]
 
 
 DISK = "The disk filled up (No space left on device)."
@@ -411,6 +403,8 @@ SIGNATURES: list[Signature] = [
         r"Expected all tensors to be on the same device",
         r"does not appear to have a file named (?:config\.json|pytorch_model\.bin|model\.safetensors)",
     ),
+    # The wider sweep of the stack's wordings, after these (which stay first where both match).
+    *libraries.SIGNATURES,
 ]
 
 

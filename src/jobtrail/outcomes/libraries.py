@@ -1,0 +1,173 @@
+"""More of the libraries' own words for their failures, by family: the fatal errors users of each library report most
+(transformers, trl, peft, accelerate, datasets, huggingface_hub, bitsandbytes, deepspeed, torch and NCCL, vLLM,
+llama.cpp, unsloth, axolotl, LLaMA-Factory, pip, extension builds). Pure.
+
+`families` tries these after its own signatures, on every exception of the fatal chain and on loose lines. Each is a
+stable fragment of a library's raise statement (not one job's message), with the reason it means for every job that
+prints it; tests/outcomes/test_families_catalogue.py holds a line in the shape of each.
+"""
+
+from __future__ import annotations
+
+from jobtrail.models import TerminationReason as R
+from jobtrail.outcomes.signature import Signature, sig as _sig
+
+SIGNATURES: list[Signature] = [
+    # Tensors of two precisions meeting in one op: bf16 asked of a GPU without it (a T4 computes in fp16, the adapter in
+    # bf16), fp16 weights on the CPU, an input left in fp32. The fix is the precision setting, not a package.
+    _sig(
+        R.CONFIG_ERROR,
+        "Tensors of different precisions met in one operation (bf16 and fp16, or half precision on the CPU): make "
+        "the dtype settings agree (bf16 only on GPUs that support it, else fp16=True/bf16=False; fp32 on the CPU).",
+        r"expected mat1 and mat2 to have the same dtype",
+        r"expected scalar type (?:Half|BFloat16|Float) but found (?:Half|BFloat16|Float)",
+        r"Input type \(\S+\) and (?:bias|weight) type \(\S+\) should be the same",
+        r"\"\w+\" not implemented for '(?:Half|BFloat16)'",  # `"addmm_impl_cpu_" not implemented for 'Half'`
+        r"Flash ?Attention(?: 2(?:\.0)?)? only supports? torch\.float16 and torch\.bfloat16",
+    ),
+    # The processes of a launch and the GPUs do not match: two ranks on one GPU, a GPU index past those visible.
+    _sig(
+        R.CONFIG_ERROR,
+        "The launch does not match the GPUs visible: two ranks were put on one GPU, or a rank asked for a GPU index "
+        "that is not there. Match --num_processes / --nproc_per_node to the GPUs, and check CUDA_VISIBLE_DEVICES.",
+        r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device",
+        r"CUDA error: invalid device ordinal",
+        r"Cannot re-initialize CUDA in forked subprocess",
+    ),
+    # A setting the trainer or framework refuses before training starts: its own message says which one.
+    _sig(
+        R.CONFIG_ERROR,
+        "The trainer refused a combination of settings before training started; its message names the setting "
+        "(an eval dataset for evaluation, a text field or formatting function, batch sizes that divide, a checkpoint "
+        "path that exists, device_map under distributed training...).",
+        r"Trainer: evaluation requires an eval_dataset",
+        r"but you didn't pass a `?dataset_text_field`? or `?formatting_func`? argument",
+        r"must be evenly divisible by the number of generations per prompt",  # TRL's GRPO
+        r"Can't find a valid checkpoint at ",
+        r"You can't train a model that has been loaded with `device_map='auto'` in any distributed mode",
+        r"You can't use same `Accelerator\(\)` instance with multiple models when using DeepSpeed",
+        r"no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage",
+        r"The model did not return a loss from the inputs, only the following keys",
+        r"Input length of input_ids is \d+, but `max_length` is set to \d+",
+        r"Untrained tokens of .* found, but embed_tokens & lm_head not trainable",  # unsloth
+        r"Please set lora_modules_to_save to",  # axolotl: new special tokens need trainable embeddings
+        r"unhandled prompt tokenization strategy",  # axolotl
+        r"Target module \S+ is not supported\. Currently, only the following modules are supported",  # PEFT
+        r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",  # vLLM
+        r"Total number of attention heads \(\d+\) must be divisible by tensor parallel size",  # vLLM
+        r"Please launch distributed training with `llamafactory-cli` or `torchrun`",
+        r"Undefined dataset \S+ in dataset_info\.json",  # LLaMA-Factory
+        r"Cannot open \S*dataset_info\.json",
+        r"^ValueError: Template \S+ does not exist",
+        r"Unsloth: Your GPU is too old",
+    ),
+    # A config file or object validated by pydantic (axolotl's, and other trainers' YAML): a field of a wrong type or
+    # name. Only for classes named as configs or arguments: pydantic validating data rows is the data's problem.
+    _sig(
+        R.CONFIG_ERROR,
+        "The training config failed validation (a field of the wrong type, a missing or unknown field): the error "
+        "lists each field and what it expects.",
+        r"\d+ validation errors? for \w*(?:Config|Args|Arguments|Settings|Capabilities)\w*\b",
+    ),
+    # A model or file named that is not there: a local path that does not exist (huggingface_hub then reads it as a
+    # repo id and refuses it), a file the repo does not have, a model folder without its config.
+    _sig(
+        R.CONFIG_ERROR,
+        "The model path or file named does not exist (a local path that is not there is read as a Hub repo id), or "
+        "the repo lacks the file: check the path, and that the folder holds the model's files.",
+        r"Repo id must be in the form 'repo_name' or 'namespace/repo_name'",
+        r"\bEntryNotFoundError\b",
+        r"No such file or directory: '[^']*/config\.json'",
+    ),
+    # A model file that is not in the format the tool reads (an old GGML file given to a GGUF llama.cpp).
+    _sig(
+        R.CONFIG_ERROR,
+        "The model file is not in a format llama.cpp reads (an old GGML file, or not a GGUF at all): convert it to "
+        "GGUF with the current converter.",
+        r"unknown \(magic, version\) combination",
+        r"gguf_init_from_file: invalid magic",
+    ),
+    # llama.cpp's backends allocating the model or its context on the GPU.
+    _sig(
+        R.OOM,
+        "The GPU had too little memory for the model and its context (offload fewer layers, use a smaller context or "
+        "quantization).",
+        r"cudaMalloc failed: out of memory",
+        r"failed to allocate \w+ buffer of size",
+    ),
+    # The data reached the trainer empty or without the columns it needs: every row filtered out, a split that is
+    # not there, a preprocessing that kept no sample.
+    _sig(
+        R.BAD_INPUT,
+        "The dataset is empty or lacks what the trainer reads (every sample filtered out, no columns left, no valid "
+        "sample in the expected format): check the data's format, path and split, and the filters that drop samples.",
+        r"Current columns in the dataset: \[\]",
+        r"Cannot find valid samples, check `?data/README\.md`? for the data format",  # LLaMA-Factory
+        r"Column lengths mismatch: columns",
+        r"^ValueError: Unknown split \"\w+\"\. Should be one of",
+        r"Couldn't infer the same data file format for all splits",
+        r"\bNonMatchingSplitsSizesError\b",
+    ),
+    # Builds of native code (a JIT-compiled op, a wheel from source): the compiler, the CUDA toolkit or the headers do
+    # not fit torch; no setting of the job changes that.
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "Compiling a native extension failed (a DeepSpeed op, a CUDA kernel, a wheel from source): the CUDA toolkit, "
+        "compiler or headers do not fit this torch. Install a prebuilt wheel, or a toolkit and compiler matching "
+        "torch's CUDA version.",
+        r"ninja: build stopped: subcommand failed",
+        r"^nvcc fatal\s*:",
+        r"DeepSpeed Op Builder: Installed CUDA version \S+ does not match the version torch was compiled with",
+        r"\bCUDAMismatchException\b",
+        r"The detected CUDA version \(\S+\) mismatches the version that was used to compile",
+        r"fatal error: (?:Python|cuda_runtime|cuda_fp16|cublas_v2)\.h: No such file or directory",
+        r"unsupported GNU version! gcc versions later than",
+        r"error: command '[^']*(?:nvcc|gcc|g\+\+|c\+\+|cl\.exe)' failed with exit (?:code|status)",
+    ),
+    # bitsandbytes finding no library for this CUDA (its setup's own banner), and the native errors of its kernels.
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "bitsandbytes could not load a GPU library for this machine's CUDA: install a bitsandbytes built for this CUDA "
+        "version (or set BNB_CUDA_VERSION / LD_LIBRARY_PATH to the toolkit it needs).",
+        r"CUDA SETUP: Setup Failed!",
+        r"CUDA SETUP: CUDA detection failed",
+        r"CUDA SETUP: Required library version not found",
+        r"Could not load bitsandbytes native library",
+        r"CUDA Setup failed despite (?:GPU|CUDA) being available",
+        r"Error invalid (?:configuration argument|device function) at line \d+ in file \S*csrc/ops\.cu",
+    ),
+    # torch (or a library on it) that cannot reach CUDA: a CPU-only wheel, no driver, a kernel built for another
+    # toolchain. The GPU is the machine's; the software installed does not use it.
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "The installed torch cannot use the GPU (a CPU-only build, no NVIDIA driver, or a build for another CUDA "
+        "toolchain): install a torch wheel built for this machine's CUDA and driver.",
+        r"Torch not compiled with CUDA enabled",
+        r"Found no NVIDIA driver on your system",
+        r"the provided PTX was compiled with an unsupported toolchain",
+        r"Unsloth: No NVIDIA GPU found\? Unsloth currently only supports GPUs",
+        r"Unsloth currently only works on NVIDIA",
+        r"No operator found for `memory_efficient_attention_\w+`",  # xformers built for another torch/CUDA
+    ),
+    # A library, model or format newer than the installed release of what reads it; and pip's resolver giving up.
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "The installed packages are too old for what the job asks, or cannot be installed together: update the "
+        "package the message names (or pin versions that resolve).",
+        r"Unknown quantization type, got \S+ - supported types are",  # transformers older than the checkpoint
+        r"Tokenizer class \w+ does not exist or is not currently imported",
+        r"is not supported in your current Unsloth version",
+        r"PEFT is not installed and you passed a `peft_config`",
+        r"DeepSpeed is not installed => run `pip install deepspeed`",
+        r"\bResolutionImpossible\b",
+        r"because these package versions have conflicting dependencies",
+    ),
+    # A person stopped the job with Ctrl-C (Python's KeyboardInterrupt alone on its line, Julia's InterruptException):
+    # no failure of the job, and nothing to retry. `causes` reads Python's as the fatal exception itself.
+    _sig(
+        R.CANCELLED,
+        "The job was interrupted (Ctrl-C, SIGINT): someone stopped it; nothing failed.",
+        r"^KeyboardInterrupt\s*$",
+        r"^(?:ERROR: )?InterruptException:",
+    ),
+]
