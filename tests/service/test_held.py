@@ -5,6 +5,8 @@ which the follower starts by itself."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from jobtrail.app import build_service
@@ -64,7 +66,11 @@ def test_a_blown_up_parent_holds_its_follower_until_a_retry_succeeds(
     refused = service.release(follower)
     assert not refused.released and refused.summary.startswith("Not released:") and parent in (refused.fix or "")
 
-    retried = service.retry(parent, {"learning_rate": 1e-3, "warmup_steps": 0})
+    # The fix the alert names, sent as written (the hold's text names it too).
+    stop = next(a for a in done.alerts if a["code"] == "loss_diverged")
+    call = re.search(r"retry\(job_id=\"(jt-\w+)\", changes=(\{[^}]*\})\)", stop["fix"])
+    assert call and call[1] == parent and call[2] in held.waiting_for
+    retried = service.retry(parent, json.loads(call[2]))
     assert retried.retried, retried.to_markdown()
     healed = wait_until_terminal(lambda: service.inspect(parent), 240, "the retry", attempts=2)
     assert healed.status == "succeeded", healed.to_markdown()
