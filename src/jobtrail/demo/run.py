@@ -13,6 +13,7 @@ import anyio
 
 from jobtrail.app import build_service, home
 from jobtrail.errors import JobtrailError
+from jobtrail.outcomes.alerts import verdict
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -121,7 +122,7 @@ def _receipt_text(r: dict[str, Any]) -> str:
     lines = [
         "",
         f"Receipt for {r['job_id']}",
-        f"  status              {r['status']} ({r['termination_reason']})",
+        f"  status              {verdict(r['status'], r['termination_reason'], r.get('alerts') or [])}",
         f"  steps               {progress['step']}",
         f"  loss                {progress['first_loss']:.4f} → {progress['last_loss']:.4f}"
         if progress["first_loss"] is not None
