@@ -27,21 +27,10 @@ from jobtrail.backends.local import MAX_LOG_CHUNK, OUTPUT_DIR_ENV, LocalBackend
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
 from jobtrail.templates.render import scripts_dir
+from support.jobs import WAIT_FOR_RELEASE
 from support.processes import alive, live_group_members
 from support.waiting import wait_for
 
-# Prepended to job scripts that must wait for the test before going on.
-WAIT_FOR_RELEASE = textwrap.dedent(
-    """\
-    import os, time
-    def wait_for_release():
-        deadline = time.monotonic() + 30
-        while not os.path.exists("release"):
-            if time.monotonic() > deadline:
-                raise SystemExit("the test never released this job")
-            time.sleep(0.01)
-    """
-)
 # A job that starts a grandchild (in its own process group) and then idles.
 WITH_GRANDCHILD = textwrap.dedent(
     """\

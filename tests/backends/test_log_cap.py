@@ -17,23 +17,13 @@ from jobtrail.backends import logpump
 from jobtrail.backends.local import LocalBackend
 from jobtrail.models import ExitRecord, LaunchRequest, Placement
 from jobtrail.outcomes import events
+from support.jobs import WAIT_FOR_RELEASE
 from support.waiting import wait_for
 
 CAP = 256 << 10
-RELEASE = textwrap.dedent(
-    """\
-    import os, time
-    def wait_for_release():
-        deadline = time.monotonic() + 30
-        while not os.path.exists("release"):
-            if time.monotonic() > deadline:
-                raise SystemExit("the test never released this job")
-            time.sleep(0.01)
-    """
-)
 # 20,000 numbered lines of 100 bytes (2 MB: eight times the cap), an event every 1,000, then a pause while the
 # test reads the running job, then 10 more lines and a last event without its newline.
-NUMBERED = RELEASE + textwrap.dedent(
+NUMBERED = WAIT_FOR_RELEASE + textwrap.dedent(
     """\
     import json, sys
     for i in range(20000):

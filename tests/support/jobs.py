@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -217,3 +218,17 @@ def assert_templates_import_light(templates: list[str], env: dict[str, str]) -> 
         "wrong = [n for n, m in zip(names, mods) if m.CONFIG['template'] != n]; assert not wrong, wrong"
     )
     subprocess.run([sys.executable, "-c", code, str(SCRIPTS), ",".join(templates)], env=env, check=True, timeout=60)
+
+
+# Prepended to job scripts that must wait for the test before going on.
+WAIT_FOR_RELEASE = textwrap.dedent(
+    """\
+    import os, time
+    def wait_for_release():
+        deadline = time.monotonic() + 30
+        while not os.path.exists("release"):
+            if time.monotonic() > deadline:
+                raise SystemExit("the test never released this job")
+            time.sleep(0.01)
+    """
+)
