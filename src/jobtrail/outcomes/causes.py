@@ -20,7 +20,10 @@ OOM = "The job ran out of memory."
 HUB_FAILED = "Training finished but pushing the results to the Hub failed."
 REFUSED = "The Hub refused access (token or gated repo)."
 DEPENDENCY = "A dependency is missing or failed to install."
-CONFIG = "A configuration argument was rejected."
+CONFIG = (
+    "A configuration argument was rejected: the installed library does not take it (renamed or removed between "
+    "releases) or its value is invalid. Fix the argument, or run the library version the code was written for."
+)
 DATA = "The data did not have the expected shape."
 TRANSIENT = "A transient network or service failure."
 PUSH_FAILED = "Pushing to the Hub failed after the training had saved its work; only the push needs repeating."

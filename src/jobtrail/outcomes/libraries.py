@@ -51,6 +51,7 @@ SIGNATURES: list[Signature] = [
         r"Input length of input_ids is \d+, but `max_length` is set to \d+",
         r"Untrained tokens of .* found, but embed_tokens & lm_head not trainable",  # unsloth
         r"Please set lora_modules_to_save to",  # axolotl: new special tokens need trainable embeddings
+        r"Please set --\w+ <",  # ms-swift's CLI: a required argument missing (2.x names on 3.x)
         r"unhandled prompt tokenization strategy",  # axolotl
         r"Target module \S+ is not supported\. Currently, only the following modules are supported",  # PEFT
         r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",  # vLLM
@@ -157,6 +158,9 @@ SIGNATURES: list[Signature] = [
         r"Unknown quantization type, got \S+ - supported types are",  # transformers older than the checkpoint
         r"Tokenizer class \w+ does not exist or is not currently imported",
         r"is not supported in your current Unsloth version",
+        r"Unsloth: \S+ not supported yet!",
+        r"model_type: '[^']+' is not registered",  # ms-swift older than the model
+        r"BPE pre-tokenizer was not recognized",  # llama.cpp's converter older than the model's tokenizer
         r"PEFT is not installed and you passed a `peft_config`",
         r"DeepSpeed is not installed => run `pip install deepspeed`",
         r"\bResolutionImpossible\b",
