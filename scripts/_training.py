@@ -565,6 +565,7 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             self.watchdog.stop()
             if state.is_world_process_zero:
                 self.alert(*self.watch.new(method.check_steps(self.steps, job.config)))
+                self.alert(*self.watch.on_train_end(self.steps, job.config, self.start_step))
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
             # The final summary is no step. Every worker logs the same numbers (gathered) and watches

@@ -14,6 +14,7 @@ without `from __future__` imports); the tests load it as it is.
 """
 
 import contextlib
+import json
 import math
 import threading
 import time
@@ -38,6 +39,12 @@ COLLAPSE_LOGS = 2  # consecutive logged steps of a gradient norm of exactly 0, o
 PINNED = 0.005  # within this share of ln(vocabulary), a loss reads as pinned there
 # The alerts that stop the run (its weights are gone): the job ends `diverged`.
 STOPPING = ("nan_loss", "nan_weights", "loss_diverged", "collapsed")
+# Logged steps that must all show no change before a run that ended on its own is sure to have learned nothing.
+STILL_LOGS = 3
+# Logged steps before a loss that did not fall at all is worth a word (a judgment: a warning, not blocking).
+FLAT_LOGS = 10
+# DPO's (and KTO's) step metric: 0 while the policy still equals its reference model.
+MARGINS = "rewards/margins"
 
 
 class TrainingDivergedError(RuntimeError):
@@ -239,6 +246,81 @@ def overfitting_alert(evals: list[tuple[int, float]], train: list[tuple[int, flo
     )
 
 
+def resubmit_call(config: dict[str, Any]) -> str:
+    """The submit that trains the job's model on its data again, at the method's default learning rate."""
+    dataset = config.get("dataset") or {}
+    fields = {"method": config.get("template"), "model": config.get("model"), "dataset": dataset.get("source")}
+    if dataset.get("mapping"):
+        fields["dataset_mapping"] = dataset["mapping"]
+    return "submit(" + ", ".join(f"{name}={json.dumps(value)}" for name, value in fields.items()) + ")"
+
+
+def nothing_learned_alert(
+    step: int,
+    losses: list[float],
+    grad_norms: list[Any],
+    margins: list[float],
+    learning_rate: float | None,
+    *,
+    token_loss: bool,
+    start_step: int,
+    config: dict[str, Any],
+) -> dict[str, Any] | None:
+    """A run that ended on its own and surely changed nothing: a learning rate of 0, or (over STILL_LOGS logged
+    steps or more) a gradient norm of exactly 0 at every one, a loss identical at every one (`token_loss`: a loss
+    that is a scale, not GRPO's), or preference margins of exactly 0 at every one (the policy never left its
+    reference). Blocking: the verdict reads "succeeded, but nothing_learned"."""
+    resubmit = resubmit_call(config)
+    since = f"the checkpoint it resumed from (step {start_step})" if start_step else "the model it started from"
+    n = len(losses)
+    if learning_rate == 0:
+        why = "the learning rate was 0, so no update moved a weight"
+        fix = (
+            f"{resubmit} trains it again at the method's default learning rate (add the other hyperparameters you "
+            "gave it, without learning_rate 0)."
+        )
+    else:
+        if len(grad_norms) >= STILL_LOGS and all(g == 0 for g in grad_norms):
+            why = f"the gradient norm was exactly 0 at every one of the {len(grad_norms)} logged steps"
+        elif token_loss and n >= STILL_LOGS and len(set(losses)) == 1:
+            why = f"the loss was {losses[0]:.6g} at every one of the {n} logged steps"
+        elif len(margins) >= STILL_LOGS and all(m == 0 for m in margins):
+            why = f"{MARGINS} was exactly 0 at every one of the {len(margins)} logged steps"
+            why += ": the policy never left its reference model"
+        else:
+            return None
+        data, method = json.dumps((config.get("dataset") or {}).get("source")), json.dumps(config.get("template"))
+        fix = (
+            f"Find what held the weights still: validate_dataset(dataset={data}, method={method}) "
+            "checks the rows (a row whose trained part is empty or cut off by max_length teaches nothing), and the "
+            f"learning rate ({learning_rate:g}) may be too small to move them; then {resubmit} with "
+            'hyperparameters={"learning_rate": ...} trains it again.'
+        )
+    return make_alert(
+        "nothing_learned", step, f"The run ended without learning anything: {why}. Its final model is {since}.", fix
+    )
+
+
+def loss_not_falling_alert(step: int, losses: list[float], job_id: str, learning_rate: float | None) -> dict | None:
+    """A judgment, not a certainty (a warning): over FLAT_LOGS logged steps or more, the loss's last third was no
+    lower on average than its first third. A run trained from its start only (a resumed one may start at its floor)."""
+    if len(losses) < FLAT_LOGS:
+        return None
+    third = len(losses) // 3
+    first, last = sum(losses[:third]) / third, sum(losses[-third:]) / third
+    if last < first:
+        return None
+    rate = f" (learning_rate {learning_rate:g})" if learning_rate else ""
+    return make_alert(
+        "loss_not_falling",
+        step,
+        f"The loss did not fall over {len(losses)} logged steps: {first:.4g} on average over the first {third}, "
+        f"{last:.4g} over the last {third}. The run may have learned little{rate}.",
+        f'evaluate(job_id="{job_id}", dataset=<held-out data>) compares the final model with the base model; if it '
+        "did not improve, train again with a higher learning_rate or on more data.",
+    )
+
+
 class RunWatch:
     """The numbers an attempt has logged, and the alerts they raised (each code once)."""
 
@@ -290,6 +372,27 @@ class RunWatch:
             self.grad_norms.append(float(grad_norm))
         self.healthy_step = step
         return self.new(found)
+
+    def on_train_end(self, steps: list[dict[str, Any]], config: dict[str, Any], start_step: int) -> list[dict]:
+        """What the whole attempt says once it ended on its own: nothing learned (sure), or a loss that never fell
+        (a judgment). `steps` are the method's metrics step by step; `start_step` the step it resumed at."""
+        if self.diverged is not None or not self.losses:
+            return []
+        step, losses = self.losses[-1][0], [v for _, v in self.losses]
+        margins = [s[MARGINS] for s in steps if is_finite(s.get(MARGINS))]
+        found = nothing_learned_alert(
+            step,
+            losses,
+            self.logged_grads,
+            margins,
+            self.learning_rate,
+            token_loss=self.spikes,
+            start_step=start_step,
+            config=config,
+        )
+        if found is None and self.spikes and not start_step:
+            found = loss_not_falling_alert(step, losses, self.job_id, self.learning_rate)
+        return self.new([found])
 
     def know_vocabulary(self, vocab_size: int | None) -> None:
         """The model's vocabulary, once it is loaded: a token loss's ceiling is ln(vocabulary)."""
