@@ -59,6 +59,10 @@ def test_only_a_parents_report_of_a_childs_signal_is_relayed():
             None,
         ),
         ("[1,3]<stderr>:RuntimeError: y", "RuntimeError: y", "[1,3]<stderr>:"),
+        ("E                   RuntimeError: Dataset scripts", "RuntimeError: Dataset scripts", None),  # pytest's report
+        ("`[rank15]: RuntimeError: nan`", "RuntimeError: nan", None),  # a markdown code span around a pasted line
+        ("`a` and `b`", "`a` and `b`", None),
+        ("E0501 10:00:00.123 glog line", "E0501 10:00:00.123 glog line", None),
         ("  3%|▎         | 12/400 [00:41<22:10,  3.43s/it]", "  3%|▎         | 12/400 [00:41<22:10,  3.43s/it]", None),
     ],
 )

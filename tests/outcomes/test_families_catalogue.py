@@ -766,6 +766,32 @@ CATALOGUE: list[tuple[str, str, R]] = [
     ("azure", "Scheduled event: EventType: Preempt, ResourceType: VirtualMachine", R.PREEMPTED),
     ("cloud", "The spot VM was stopped by the provider", R.PREEMPTED),
     ("julia", "Train Epoch 6:  81%|█████     | ETA: 0:00:00\nERROR: InterruptException:", R.CANCELLED),
+    # round 6 of the real-log corpus: families it showed first
+    (
+        "datasets",
+        "An error occurred while generating the dataset All the data files must have the same columns, but at some point there are 1 missing columns ({'label'})",
+        R.BAD_INPUT,
+    ),
+    ("pillow", "OSError: image file is truncated (54 bytes not processed)", R.BAD_INPUT),
+    ("pillow", "PIL.UnidentifiedImageError: cannot identify image file 'data/images/2335991.jpg'", R.BAD_INPUT),
+    ("datasets", "RuntimeError: Dataset scripts are no longer supported, but found logiqa.py", R.CONFIG_ERROR),
+    ("huggingface_hub", '{"error":"You don\'t have the rights to create a model under this namespace"}', R.AUTH_ERROR),
+    (
+        "transformers",
+        "org/llama-7b-hf is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "megatron",
+        "RuntimeError: Rank 15, node n1, device 15, iteration -1: Unexpected result nan (message='found NaN in local grad norm for bucket #0 in backward pass')",
+        R.DIVERGED,
+    ),
+    (
+        "unsloth",
+        "RuntimeError: Unsloth: The file 'llama.cpp/llama-quantize' or 'llama.cpp/quantize' does not exist.",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("torch", "RuntimeError: write(): fd 29 failed with Input/output error", R.DISK_FULL),
 ]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobtrail.models import TerminationReason as R
-from jobtrail.outcomes import families
+from jobtrail.outcomes import families, libraries
 from jobtrail.outcomes.tracebacks import Progress, RaisedError, last_chain, progress, went_on
 
 OOM = "The job ran out of memory."
@@ -28,7 +28,6 @@ DATA = "The data did not have the expected shape."
 TRANSIENT = "A transient network or service failure."
 PUSH_FAILED = "Pushing to the Hub failed after the training had saved its work; only the push needs repeating."
 DATASET_MISSING = "The dataset (or one of its files) does not exist, or is not visible to this token."
-MODEL_MISSING = "The model (or revision) does not exist on the Hub, or is not visible to this token."
 OFFLINE = "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it."
 DIVERGED = "The loss became NaN or infinite: the job stopped training (its nan_loss alert says why)."
 MISMATCH = (
@@ -86,7 +85,6 @@ _NOT_FOUND = {
 }
 _DATASET_REF = _text(r"\bdataset\b", r"huggingface\.co/(api/)?datasets/")
 _DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow)['\"]")
-_MODEL_MISSING = _text(r"is not a local folder and is not a valid model identifier", r"is not a valid git identifier")
 # Transport failures (DNS, connect, read), rate limits and server errors: worth a retry.
 _NETWORK_TYPES = {
     "ConnectionError",
@@ -229,7 +227,7 @@ def _dataset_missing(error: RaisedError, _: Progress) -> str | None:
 
 
 def _model_missing(error: RaisedError, _: Progress) -> str | None:
-    return error.lines[0] if _missing(error) else _line(error, _MODEL_MISSING)
+    return error.lines[0] if _missing(error) else None
 
 
 def _offline(error: RaisedError, _: Progress) -> str | None:
@@ -340,7 +338,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_failed),
     CauseRule(R.AUTH_ERROR, REFUSED, _gated),
     CauseRule(R.BAD_INPUT, DATASET_MISSING, _dataset_missing),
-    CauseRule(R.CONFIG_ERROR, MODEL_MISSING, _model_missing),
+    CauseRule(R.CONFIG_ERROR, libraries.MODEL_MISSING, _model_missing),
     CauseRule(R.AUTH_ERROR, REFUSED, _refused),
     CauseRule(R.CONFIG_ERROR, OFFLINE, _offline),
     CauseRule(R.INFRA_TRANSIENT, TRANSIENT, _network),

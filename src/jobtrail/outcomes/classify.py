@@ -94,6 +94,7 @@ LOG_RULES: list[LogRule] = [
         r"LocalTokenNotFoundError",
         r"Token is required",
         r"DENIED update refs/\S+: forbidden",  # git push to the Hub with a read token
+        r"You don't have the rights to",  # the Hub's refusal to create or write in a namespace (its JSON body)
     ),
     # Case matters for the next two: their words are Python's and the installers' exact spelling.
     _rule(

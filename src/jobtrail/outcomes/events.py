@@ -11,8 +11,9 @@ watcher reads while the job runs (scripts/_runtime.py and _training.py print the
         starts from (a resumed attempt's). latest_phase() reads the current one.
     {"event": "alert", "code": "nan_loss", "step": 3, "message": "...", "fix": "..."}
         the job saw something wrong in itself, as soon as it saw it; one per code per attempt.
-        Codes: nan_loss and nan_weights (the job then stops, ending `diverged`), loss_spike,
-        grad_norm_exploding, stalled, overfitting, grpo_reward_std_zero, grpo_completions_clipped
+        Codes: nan_loss, nan_weights, loss_diverged and collapsed (the job then stops, ending
+        `diverged`), loss_spike, grad_norm_exploding, stalled, overfitting, grpo_reward_std_zero,
+        grpo_completions_clipped, and as training ends nothing_learned and loss_not_falling
         (the trackio callback adds its own warnings). alerts() reads them.
     {"event": "eval", "step": 20, "epoch": 0.5, "metrics": {"eval_loss": 1.93, "eval_runtime": 0.4}}
         an evaluation during training (eval_dataset or eval_split_ratio), every eval_steps, with

@@ -35,6 +35,9 @@ DISK_FULL = _sig(
     r"The node was low on resource: ephemeral-storage",
     r"Disk quota exceeded",
     r"ephemeral local storage usage exceeds",  # Kubernetes: the pod's own limit on its scratch disk
+    # torch.save's writer reports the failed write(2) itself; an I/O error while writing a checkpoint is a full (or
+    # failing) disk far more often than anything the job did.
+    r"write\(\): fd \d+ failed with (?:No space left|Input/output error)",
 )
 
 # A collective between GPUs that waited past its timeout. Alone it reads as a network or peer hiccup; `classify`

@@ -12,7 +12,17 @@ from __future__ import annotations
 from jobtrail.models import TerminationReason as R
 from jobtrail.outcomes.signature import Signature, sig as _sig
 
+MODEL_MISSING = "The model (or revision) does not exist on the Hub, or is not visible to this token."
+
 SIGNATURES: list[Signature] = [
+    # transformers' and huggingface_hub's words for a model name or revision the Hub does not have: a wrong argument
+    # (config_error), whether a traceback came with them or not.
+    _sig(
+        R.CONFIG_ERROR,
+        MODEL_MISSING,
+        r"is not a local folder and is not a valid model identifier",
+        r"is not a valid git identifier",
+    ),
     # Tensors of two precisions meeting in one op: bf16 asked of a GPU without it (a T4 computes in fp16, the adapter in
     # bf16), fp16 weights on the CPU, an input left in fp32. The fix is the precision setting, not a package.
     _sig(
@@ -165,6 +175,38 @@ SIGNATURES: list[Signature] = [
         r"DeepSpeed is not installed => run `pip install deepspeed`",
         r"\bResolutionImpossible\b",
         r"because these package versions have conflicting dependencies",
+    ),
+    # Data the loader cannot read: one data file with other columns than the rest, an image file cut short or not an
+    # image at all (PIL, under datasets' Image feature or a torchvision ImageFolder).
+    _sig(
+        R.BAD_INPUT,
+        "A data file cannot be read as the rest are: its columns differ from the other files', or an image in it is "
+        "truncated or not an image. Fix or drop that file (the message names it).",
+        r"All the data files must have the same columns",
+        r"image file is truncated",
+        r"cannot identify image file",
+    ),
+    # datasets 4 dropped loading scripts: the call is of an API the installed release no longer has.
+    _sig(
+        R.CONFIG_ERROR,
+        "The dataset is a loading script, which datasets 4 no longer runs: use a version of the dataset in data "
+        "files (Parquet/JSON, often on the repo's refs/convert/parquet branch), or a datasets release before 4.0.",
+        r"Dataset scripts are no longer supported",
+    ),
+    # Megatron's check of the gradients before they are reduced across ranks.
+    _sig(
+        R.DIVERGED,
+        "A gradient norm became NaN/inf in the backward pass: training diverged (lower the learning rate, clip "
+        "gradients, train in bf16 rather than fp16).",
+        r"found NaN in (?:local )?grad norm",
+        r"Unexpected result nan",
+    ),
+    # unsloth's GGUF export runs llama.cpp's binaries from a clone it expects to be built.
+    _sig(
+        R.DEPENDENCY_ERROR,
+        "llama.cpp's quantize tool is not there: the llama.cpp checkout was not built (run its build: cmake/make), "
+        "or the binary's name changed in that release.",
+        r"The file '\S*quantize' or '\S*quantize' does not exist",
     ),
     # A person stopped the job with Ctrl-C (Python's KeyboardInterrupt alone on its line, Julia's InterruptException):
     # no failure of the job, and nothing to retry. `causes` reads Python's as the fatal exception itself.

@@ -24,6 +24,9 @@ _PROCESS = re.compile(
     r"|[\w.-]+\s+\|\s"  # docker compose: `service-1  | ` (v2), `service  | ` (v1)
     r")"
 )
+# What a reader of the log put around it: pytest's `E   ` before the lines of a failure it reports, and a markdown
+# code span around a line pasted into a thread (`` `RuntimeError: ...` ``). Neither tells processes apart.
+_QUOTING = re.compile(r"^E {3,}(?=\S)|^`([^`]+)`\s*$")
 # Timestamps and log-level headers that carry no content of their own.
 _STAMP = re.compile(
     r"^(?:"
@@ -36,11 +39,15 @@ _STAMP = re.compile(
 _MAX_PREFIXES = 4  # a line is rarely wrapped more than thrice (stamp, rank, stamp); this bounds the loop
 
 
+def _unquoted(match: re.Match[str]) -> str:
+    return match.group(1) or ""
+
+
 def clean(line: str) -> str:
     """The line as the job wrote it: colours, timestamps and process prefixes taken off, indentation kept."""
     text = _ANSI.sub("", line).rstrip("\r\n")
     for _ in range(_MAX_PREFIXES):
-        stripped = _PROCESS.sub("", _STAMP.sub("", text, count=1), count=1)
+        stripped = _PROCESS.sub("", _STAMP.sub("", _QUOTING.sub(_unquoted, text, count=1), count=1), count=1)
         if stripped == text:
             break
         text = stripped
