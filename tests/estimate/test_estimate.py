@@ -772,7 +772,8 @@ def test_arguments_are_submits_with_submits_defaults_and_max_steps_sizes_the_job
     result = estimate_cost("m", "dpo", config=QWEN25_05B, api=OFFLINE, flavor="a10g-small", max_steps=10)
     batch, accumulation = args["per_device_train_batch_size"], args["gradient_accumulation_steps"]
     assert result.steps == 10 and f"{10 * batch * accumulation:,} rows" in result.assumptions["data"]
-    assert result.assumptions["memory_sequence"].startswith(f"{batch} × {args['max_length']}")
+    # A DPO row is a pair: chosen and rejected run as one batch of twice the rows.
+    assert result.assumptions["memory_sequence"].startswith(f"{batch} pairs × 2 × {args['max_length']}")
     memory_hint = estimate_cost(
         "m", config=LLAMA_31_8B, api=OFFLINE, peft="none", flavor="t4-small", per_device_train_batch_size=4
     )

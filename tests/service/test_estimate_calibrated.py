@@ -1,5 +1,6 @@
-"""A local estimate after a real run uses what that run measured (issue 25 item 8): its tokens/s and its
-time outside train(), on rows counted with the model's own tokenizer."""
+"""A local estimate after a real run uses what that run measured (issue 25 item 8): the tokens/s of its steady steps
+(issue 29 item 5: its step events, warm-up left out) and its time outside them, on rows counted with the model's own
+tokenizer."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobtrail.app import build_service
+from jobtrail.estimate.steady import steady_rate
 from jobtrail.models import JobSpec
 from support.waiting import wait_until_terminal
 
@@ -33,11 +35,15 @@ def test_a_local_estimate_after_a_run_is_calibrated_from_it_on_the_tokenizers_co
     assert done.status == "succeeded", done.to_markdown()
     summary = done.attempts[-1].summary or {}
     after = service.estimate_cost(str(tiny_model), **ask)
-    assert after.calibrated and after.speed_source == "calibrated from 1 run on this machine", after.to_markdown()
-    assert "calibrated from 1 run on this machine" in after.to_markdown()
+    speed = "calibrated from 1 run on this machine (steady-state steps)"
+    assert after.calibrated and after.speed_source == speed, after.to_markdown()
+    assert speed in after.to_markdown()
     assert after.tokens_counted == "tokenizer" and "counted with" in after.assumptions["data"]
     # The tokenizer's count is the trainer's: the run's own non-padding tokens, to within a few %.
     trained = summary["tokens_per_second"] * summary["train_runtime"]
     assert after.tokens == pytest.approx(trained, rel=0.05)
-    assert after.tokens_per_second == pytest.approx(summary["tokens_per_second"], rel=1e-3)
+    # 16 steps logged every 4: the intervals after step 4 are its steady steps, the first one's warm-up is not.
+    steady = steady_rate(service.ledger.events(done.attempts[-1].attempt_id))
+    assert steady is not None and steady.steps == 12
+    assert after.tokens_per_second == pytest.approx(steady.tokens_per_second, rel=1e-3)
     assert "measured" in after.assumptions["startup"]

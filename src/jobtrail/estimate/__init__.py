@@ -3,7 +3,8 @@
     hardware_report(api=None) -> HardwareResult          the flavor catalog (live or bundled)
     estimate_cost(model, ...) -> EstimateResult          peak memory, fits, time, cost, timeout
     load_model_config(model) -> dict                     config.json of a directory or Hub id
-    record_measurement(ledger, ...) / lookup(ledger, ...) calibration from finished attempts
+    record_measurement(ledger, ...) / lookup(ledger, ...) calibration from finished attempts' steady steps
+    record_measured_rate(ledger, ...) -> str              a bench's steady-state tokens/s as a calibration
 
 The models are pure (params, memory, cost); hardware, inputs and calibration do the I/O.
 Nothing here imports torch or transformers.
@@ -11,7 +12,7 @@ Nothing here imports torch or transformers.
 
 from __future__ import annotations
 
-from jobtrail.estimate.calibration import Measurement, lookup, record_measurement
+from jobtrail.estimate.calibration import Measurement, lookup, record_measured_rate, record_measurement
 from jobtrail.estimate.estimator import estimate_cost, hardware_report
 from jobtrail.estimate.hardware import Flavor, catalog
 from jobtrail.estimate.inputs import DataStats, dataset_stats, load_model_config
@@ -32,5 +33,6 @@ __all__ = [
     "hardware_report",
     "load_model_config",
     "lookup",
+    "record_measured_rate",
     "record_measurement",
 ]

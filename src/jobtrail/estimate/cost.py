@@ -156,9 +156,10 @@ def estimate_time(
     )
     rows = work.examples * work.epochs
     tokens = int(rows * sequences * (work.real_tokens_per_example + completion))
-    # A micro-batch holds `batch` examples (a pair: two sequences); a generating method's batch
-    # counts completions, `sequences` of them per prompt.
-    examples_per_micro = work.batch / sequences if completion else work.batch
+    # A micro-batch runs `batch` rows of `batch_sequences` sequences each (a pair: two); a generating method's
+    # batch counts completions, `sequences` of them per prompt.
+    sequences_per_micro = work.batch * rule.batch_sequences
+    examples_per_micro = sequences_per_micro / sequences
     micro_per_epoch = math.ceil(work.examples / (examples_per_micro * max(processes, devices)))  # per worker
     micro_batches = micro_per_epoch * work.epochs
     steps = math.ceil(micro_per_epoch / work.gradient_accumulation_steps) * work.epochs
@@ -171,7 +172,7 @@ def estimate_time(
         if peft == "qlora":
             flops_per_s /= QLORA_SLOWDOWN
         compute_s = rows * sequences * seq * fpt / flops_per_s  # padded tokens: what actually runs
-        host_s = micro_batches * _host_seconds(shape, device, peft, examples_per_micro * sequences * seq)
+        host_s = micro_batches * _host_seconds(shape, device, peft, sequences_per_micro * seq)
         generate_s = generated * 2.0 * shape.matmul_params / (peak_tflops * 1e12 * GENERATION_EFFICIENCY * devices)
         train_s = _combine(compute_s, host_s, device) + generate_s
     if measured_startup_s is not None:

@@ -137,16 +137,7 @@ def estimate_cost(
     trainable = shape.params if request.peft == "none" else lora_params(shape, request.lora_r)
     remote = source != "given"  # a catalog flavor is rented: start-up and upload count
     verdicts = [
-        _judge(
-            shape,
-            request,
-            work,
-            memory_seq,
-            trainable,
-            f,
-            _measurement(calibration, shape, request, f.name),
-            remote=remote and f.name != LOCAL,
-        )
+        _judge(shape, request, work, memory_seq, trainable, f, calibration, remote=remote and f.name != LOCAL)
         for f in flavors
     ]
     choices = _ranked(verdicts)
@@ -291,7 +282,10 @@ def _require_speed(flavor: Flavor) -> None:
         )
 
 
-def _measurement(ledger: Ledger | None, shape: ModelShape, request: Request, flavor: str) -> calib.Measurement | None:
+def _measurement(
+    ledger: Ledger | None, shape: ModelShape, request: Request, flavor: str, batch: int, checkpointing: bool
+) -> calib.Measurement | None:
+    """This flavor's measurements of the job, preferring those at the micro-batch and checkpointing it runs with."""
     if ledger is None:
         return None
     return calib.lookup(
@@ -302,7 +296,8 @@ def _measurement(ledger: Ledger | None, shape: ModelShape, request: Request, fla
         peft=request.peft,
         flavor=flavor,
         max_length=request.max_length,
-        batch=request.per_device_train_batch_size,
+        batch=batch,
+        gradient_checkpointing=checkpointing,
     )
 
 
@@ -313,13 +308,14 @@ def _judge(
     memory_seq: int,
     trainable: int,
     flavor: Flavor,
-    measurement: calib.Measurement | None,
+    calibration: Ledger | None,
     *,
     remote: bool,
 ) -> Verdict:
     device = device_for(gpu_count=flavor.gpu_count, bf16=flavor.bf16)
     device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
     usable_gb = device_gb * HEADROOM
+    spec = method_spec(request.method)
     memory_at = partial(
         estimate_memory,
         shape,
@@ -328,7 +324,9 @@ def _judge(
         trainable_params=trainable,
         optimizer=request.optimizer,
         seq_len=memory_seq,
-        head=method_spec(request.method).lm_head,
+        head=spec.lm_head,
+        sequences=spec.flops.batch_sequences,
+        reference=spec.reference_model,
     )
     asked = memory_at(batch=request.per_device_train_batch_size, gradient_checkpointing=request.gradient_checkpointing)
     launcher = choose_launcher(flavor.gpu_count, request.num_processes, asked.total_gb <= usable_gb)
@@ -345,11 +343,12 @@ def _judge(
         work = work.model_copy(update=split.workload()) if work is not None else None
     batch = split.per_device_train_batch_size if split else request.per_device_train_batch_size
     checkpointing = split.gradient_checkpointing if split else request.gradient_checkpointing
+    measurement = _measurement(calibration, shape, request, flavor.name, batch, checkpointing)
     alone = memory_at(batch=batch, gradient_checkpointing=checkpointing)
     memory = per_gpu_memory(alone, launcher)
     if work is not None and request.max_steps:  # every step trains a micro-batch on each worker
         work = work.model_copy(update={"examples": work.examples * launcher.num_processes})
-    same_shape = measurement is not None and _same_shape(measurement, request, batch)
+    same_shape = measurement is not None and _same_shape(measurement, request, batch, checkpointing)
     measured_peak = measurement.peak_memory_bytes if measurement and same_shape else None
     if measured_peak is not None:
         # A GPU's max_memory_allocated leaves out the CUDA context; a CPU's ru_maxrss has it all.
@@ -393,8 +392,9 @@ def _judge(
     )
 
 
-def _same_shape(m: calib.Measurement, request: Request, batch: int) -> bool:
-    return m.max_length == request.max_length and m.batch == batch
+def _same_shape(m: calib.Measurement, request: Request, batch: int, checkpointing: bool) -> bool:
+    recomputed = m.gradient_checkpointing is None or m.gradient_checkpointing == checkpointing
+    return m.max_length == request.max_length and m.batch == batch and recomputed
 
 
 def _ranked(verdicts: list[Verdict]) -> list[Verdict]:

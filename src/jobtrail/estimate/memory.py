@@ -92,6 +92,12 @@ class MemoryBreakdown(BaseModel):
         "4 bytes) where the trainer builds them; TRL's fused LM head (SFT, DPO, KTO, GRPO) holds one tile of them."
     )
     overhead_gb: float = Field(description="CUDA context on a GPU; the Python/torch runtime on a CPU.")
+    reference_gb: float = Field(
+        0.0,
+        description="The frozen reference model DPO and KTO score against, under full fine-tuning: its fp32 weights "
+        "and, on a GPU, the half-precision copies autocast caches through its forward (under PEFT the base with the "
+        "adapter off serves: nothing here).",
+    )
     total_gb: float = Field(description="Peak memory of the device: the sum of the above.")
 
 
@@ -117,8 +123,16 @@ def estimate_memory(
     batch: int,
     gradient_checkpointing: bool,
     head: Head = "logits",
+    sequences: int = 1,
+    reference: bool = False,
 ) -> MemoryBreakdown:
-    """Peak memory of one device training one micro-batch of `batch` × `seq_len` tokens.
+    """Peak memory of one device training one micro-batch of `batch` rows of `seq_len` tokens.
+
+    `sequences`: what the model runs per row (the method registry's FlopsRule.batch_sequences): a
+    preference pair is two, chosen and rejected, concatenated into one batch of 2 × `batch` rows (TRL
+    1.16's DPO and reward collators), so activations and the head hold twice an SFT row's.
+    `reference`: the trainer also runs a frozen reference model's forward each step, under no_grad
+    (MethodSpec.reference_model: DPO, KTO); see reference_bytes.
 
     The total is the sum of the components, which bounds the peak from above: the head's work
     peaks at the loss, the recomputed layer and the gradients later in backward. `head` is how
@@ -131,15 +145,21 @@ def estimate_memory(
     over). The logits were most of that gap: SFT's fused head never builds them. With the fused
     head counted as it works (head_bytes) the sum is 1.01× the LoRA peak and 1.06× the full one.
     """
-    tokens = batch * seq_len
+    tokens = batch * sequences * seq_len
+    activations = activation_total_bytes(shape, device, peft, tokens, gradient_checkpointing)
+    if reference and not gradient_checkpointing:
+        # The reference forward runs while the policy's activations are held, one layer's intermediates at a time
+        # (no_grad saves nothing). With checkpointing the recomputed layer already counted is as large.
+        activations += layer_activation_bytes(shape, activation_bytes(device), lora=False) * tokens
     parts = {
         "weights_gb": frozen_weight_bytes(shape, device, peft),
         "trainable_gb": trainable_params * FP32,
         "gradients_gb": trainable_params * FP32,  # gradients match their fp32 parameters
         "optimizer_gb": trainable_params * OPTIMIZER_BYTES[optimizer],
-        "activations_gb": activation_total_bytes(shape, device, peft, tokens, gradient_checkpointing),
+        "activations_gb": activations,
         "logits_gb": head_bytes(shape, device, tokens, head),
         "overhead_gb": (CPU_RUNTIME_GB if device == "cpu" else CUDA_CONTEXT_GB) * GB,
+        "reference_gb": reference_bytes(shape, device, peft) if reference else 0.0,
     }
     gb = {name: value / GB for name, value in parts.items()}
     return MemoryBreakdown(**{k: round(v, 3) for k, v in gb.items()}, total_gb=round(sum(gb.values()), 3))
@@ -170,6 +190,17 @@ def precision(device: Device, peft: str) -> str:
         return "fp16 autocast over fp32 weights (the GPU has no bf16)"
     base = {"none": "fp32 master weights", "lora": "bf16 base", "qlora": "NF4 base, bf16 embeddings"}[peft]
     return f"bf16 autocast, {base}" + (", fp32 adapters" if peft != "none" else "")
+
+
+def reference_bytes(shape: ModelShape, device: Device, peft: Peft) -> float:
+    """A separate reference model's memory: TRL 1.16 loads one (DPOTrainer/KTOTrainer with ref_model=None and
+    precompute_ref_log_probs=False) only without PEFT, in the policy's dtype, which full fine-tuning keeps in fp32,
+    vision tower included. Its weights still require grad, so on a GPU autocast caches a half-precision copy of
+    each weight it casts until the forward returns: the same copies the policy's matmuls save (_autocast_copies)."""
+    if peft != "none":
+        return 0.0
+    cast_layer, cast_head = _autocast_copies(shape, device, peft)
+    return (shape.params + shape.vision_params) * FP32 + shape.num_layers * cast_layer + cast_head
 
 
 def frozen_weight_bytes(shape: ModelShape, device: Device, peft: Peft) -> float:

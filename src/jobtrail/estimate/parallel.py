@@ -19,8 +19,8 @@ from __future__ import annotations
 from jobtrail.estimate.memory import MemoryBreakdown
 from jobtrail.models import SINGLE_PROCESS, Launcher
 
-# The parts of a device's memory that FSDP shards across the job's GPUs.
-SHARDED_PARTS = ("weights_gb", "trainable_gb", "gradients_gb", "optimizer_gb")
+# The parts of a device's memory that FSDP shards across the job's GPUs (TRL prepares a reference model with FSDP too).
+SHARDED_PARTS = ("weights_gb", "trainable_gb", "gradients_gb", "optimizer_gb", "reference_gb")
 
 
 def choose_launcher(gpus: int, requested: int | None = None, fits_one_gpu: bool | None = None) -> Launcher:

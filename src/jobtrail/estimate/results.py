@@ -20,6 +20,7 @@ _MEMORY_ROWS = [
     ("optimizer_gb", "optimizer state"),
     ("activations_gb", "activations"),
     ("logits_gb", "output head (logits)"),
+    ("reference_gb", "reference model"),
     ("overhead_gb", "overhead"),
 ]
 
@@ -150,7 +151,11 @@ class EstimateResult(ToolResult):
             f"{_billions(self.trainable_params)} trainable ({self.method}, peft={self.peft}); {size}"
         ]
         lines += ["", f"| memory on {self.flavor} | GB |", "|---|---|"]
-        lines += [f"| {label} | {getattr(self.memory, key):.2f} |" for key, label in _MEMORY_ROWS]
+        lines += [
+            f"| {label} | {getattr(self.memory, key):.2f} |"
+            for key, label in _MEMORY_ROWS
+            if key != "reference_gb" or self.memory.reference_gb  # only the methods that load one
+        ]
         lines.append(f"| **total** | **{self.memory.total_gb:.2f}** of {self.usable_gb:.1f} usable |")
         if self.micro_batch and self.micro_batch.changed:
             mb = self.micro_batch

@@ -144,8 +144,10 @@ def assumptions(
     flavor = target.flavor
     if target.measurement is not None and target.measurement.tokens_per_second:
         m = target.measurement
+        pace = "steady-state steps" if m.steady else "whole train_runtime"
         throughput = (
-            f"measured {m.tokens_per_second:,.0f} tokens/s (median of {m.samples} earlier attempt(s) on {flavor.name})"
+            f"measured {m.tokens_per_second:,.0f} tokens/s ({pace}, median of {m.samples} earlier measurement(s) on "
+            f"{flavor.name})"
         )
     else:
         n = target.launcher.num_processes
@@ -159,7 +161,7 @@ def assumptions(
     assumptions: dict[str, Any] = {
         "throughput": throughput,
         "data": data_note,
-        "memory_sequence": f"{target.batch} × {memory_seq} tokens per micro-batch",
+        "memory_sequence": _memory_sequence(request, target.batch, memory_seq),
         "precision": precision(target.device, request.peft),
         "optimizer": f"{request.optimizer} ({OPTIMIZER_BYTES[request.optimizer]:g} bytes per trainable parameter)",
         "gradient_checkpointing": target.checkpointing,
@@ -177,6 +179,12 @@ def assumptions(
         )
     if rule.sequences > 1 and not rule.completion_tokens:
         assumptions["sequences"] = f"{rule.sequences} sequences trained per row (chosen and rejected)"
+    if method_spec(request.method).reference_model:
+        assumptions["reference_model"] = (
+            "a frozen fp32 copy of the model beside it, scored every step (TRL's precompute_ref_log_probs=False)"
+            if request.peft == "none"
+            else "the base with the adapter switched off, scored every step: no second copy"
+        )
     if t is not None and t.startup_s:
         assumptions["startup"] = _startup(target, t.startup_s)
     if target.measured_memory and target.measurement is not None:
@@ -187,22 +195,43 @@ def assumptions(
     return assumptions
 
 
+def _memory_sequence(request: Request, batch: int, memory_seq: int) -> str:
+    """What one micro-batch holds, as the memory peak counts it."""
+    sequences = method_spec(request.method).flops.batch_sequences
+    if sequences == 1:
+        return f"{batch} × {memory_seq} tokens per micro-batch"
+    return (
+        f"{batch} pairs × {sequences} × {memory_seq} tokens per micro-batch (chosen and rejected run as one batch of "
+        f"{batch * sequences} rows)"
+    )
+
+
 def speed_source(target: Verdict) -> str:
     """Where the estimate's speed came from, in the words the result shows."""
     m = target.measurement
     if m is None or not m.tokens_per_second:
         return GUESSED
     where = "this machine" if target.flavor.name == LOCAL else target.flavor.name
-    shape = "" if target.same_shape else f", rescaled from batch {m.batch} × max_length {m.max_length}"
-    runs = "1 run" if m.samples == 1 else f"{m.samples} runs"
-    return f"calibrated from {runs} on {where}{shape}"
+    shape = "" if target.same_shape else f", rescaled from {_measured_shape(m)}"
+    what = "bench run" if m.sources == ["bench"] else "run"
+    runs = f"1 {what}" if m.samples == 1 else f"{m.samples} {what}s"
+    pace = "steady-state steps" if m.steady else "whole train_runtime: too few steps logged for a steady state"
+    return f"calibrated from {runs} on {where} ({pace}){shape}"
+
+
+def _measured_shape(m: calib.Measurement) -> str:
+    recomputed = {None: "", True: ", gradient checkpointing", False: ", no gradient checkpointing"}
+    return f"batch {m.batch} × max_length {m.max_length}{recomputed[m.gradient_checkpointing]}"
 
 
 def _startup(target: Verdict, seconds: float) -> str:
     """What the time around the training loop counts, and whether it was measured."""
     m = target.measurement
     if m is not None and m.overhead_s is not None:
-        return f"{human_duration(seconds)} outside train(), measured (earlier attempts' wall time less train_runtime)"
+        return (
+            f"{human_duration(seconds)} outside the steady training steps (start, loading, warm-up, checkpoints, "
+            "saving), measured: earlier attempts' wall time less their tokens at the measured pace"
+        )
     if target.remote:
         return f"{human_duration(seconds)} for container, install, weights download (and upload)"
     return (

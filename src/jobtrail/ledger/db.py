@@ -211,6 +211,15 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         "0015_checkpoint_paths_below_output_dir",
         checkpoint_rows.CUT_PATHS,
     ),
+    (
+        # Where a calibration's tokens/s came from (a job's steady steps, its train_runtime, or a bench), and whether
+        # the run recomputed activations: a rate measured without checkpointing is not one with it.
+        "0016_calibration_source",
+        """
+        ALTER TABLE calibration ADD COLUMN source TEXT;
+        ALTER TABLE calibration ADD COLUMN gradient_checkpointing INTEGER
+        """,
+    ),
 ]
 
 

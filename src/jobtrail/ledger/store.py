@@ -513,6 +513,8 @@ _CALIBRATION_COLUMNS = (
     "peak_memory_bytes",
     "max_length",
     "batch",
+    "source",
+    "gradient_checkpointing",
 )
 
 

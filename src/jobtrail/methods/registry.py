@@ -57,6 +57,12 @@ class FlopsRule:
     completion_tokens: int = 0  # tokens generated per trained sequence before it trains on them
     why: str = ""  # the extra forwards in words, for the estimate's assumptions
 
+    @property
+    def batch_sequences(self) -> int:
+        """Sequences the model runs per row of per_device_train_batch_size: a pair's two (TRL concatenates
+        chosen and rejected into one batch of twice the rows); a generating method's batch counts completions."""
+        return 1 if self.completion_tokens else self.sequences
+
 
 @dataclass(frozen=True)
 class MethodSpec:
@@ -73,6 +79,10 @@ class MethodSpec:
     # How its TRL 1.16 trainer computes the loss from the last hidden states (estimate/memory.py's
     # Head): SFT, DPO, KTO and GRPO patch in a fused LM head that never builds the whole logits.
     lm_head: Literal["logits", "fused", "score"] = "fused"
+    # Whether its TRL 1.16 trainer scores every batch with a frozen reference model (precompute_ref_log_probs=False,
+    # TRL's default): a second copy of the starting model in memory under full fine-tuning; under PEFT the base with
+    # the adapter switched off serves, so no copy.
+    reference_model: bool = False
 
     @property
     def config_class(self) -> str:
@@ -102,6 +112,7 @@ _DPO = MethodSpec(
     # precompute_ref_log_probs=False; under LoRA the reference is the base with adapters off).
     flops=FlopsRule(sequences=2, extra_forwards=1, why="reference forward"),
     checks=(rules.rewards_only_for_grpo, rules.positive_beta, rules.dpo_label_smoothing),
+    reference_model=True,
 )
 _KTO = MethodSpec(
     name="kto",
@@ -114,6 +125,7 @@ _KTO = MethodSpec(
     # KTOTrainer; under LoRA the reference is the base with adapters off).
     flops=FlopsRule(extra_forwards=3, why="reference forward + KL forwards"),
     checks=(rules.rewards_only_for_grpo, rules.positive_beta, rules.kto_loss_and_batch),
+    reference_model=True,
 )
 _REWARD = MethodSpec(
     name="reward",

@@ -30,6 +30,7 @@ from typing import Protocol
 from jobtrail.backends.base import Backend
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
+from jobtrail.estimate.calibration import checkpointing_of
 from jobtrail.estimate.hardware import LOCAL
 from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES
@@ -223,7 +224,8 @@ class Tracker:
         return max(0.0, until - attempt.started_at) * gpus
 
     def calibrate(self, attempt: AttemptRecord) -> None:
-        """Record measured throughput and peak memory, so later estimates for the same shape use them."""
+        """Record measured throughput (the steady state of the attempt's step events) and peak memory, so later
+        estimates for the same shape use them."""
         summary, config = attempt.summary or {}, attempt.config
         if not summary.get("tokens_per_second") and not summary.get("peak_memory_bytes"):
             return
@@ -247,6 +249,7 @@ class Tracker:
             max_length=args.get("max_length"),
             batch=args.get("per_device_train_batch_size"),
             attempt_id=attempt.attempt_id,
+            gradient_checkpointing=checkpointing_of(args),
         )
 
     def _ingest(self, backend: Backend, attempt: AttemptRecord, placement: Placement) -> bool:
