@@ -106,7 +106,8 @@ class JobRow(BaseModel):
     alerts: list[str] = Field(
         default_factory=list,
         description="The codes of the alerts the latest attempt raised; a blocking one (loss_diverged, collapsed, "
-        "nan_loss, grpo_reward_std_zero) on a succeeded job: its result is not usable as it is (inspect says why).",
+        "nan_loss, grpo_reward_std_zero, nothing_learned) on a succeeded job: its result is not usable as it is "
+        "(inspect says why).",
     )
 
     @property
@@ -278,8 +279,9 @@ class InspectResult(ToolResult):
     alerts: list[dict[str, Any]] = Field(
         default_factory=list,
         description="What the latest attempt's job saw wrong in itself while it ran, each as soon as seen (code, "
-        "step, message, fix): nan_loss or nan_weights (it then ends 'diverged'), loss_spike, grad_norm_exploding, "
-        "stalled, overfitting, grpo_reward_std_zero, grpo_completions_clipped.",
+        "step, message, fix): nan_loss, nan_weights, loss_diverged or collapsed (it then ends 'diverged'), loss_spike, "
+        "grad_norm_exploding, stalled, overfitting, grpo_reward_std_zero, grpo_completions_clipped, nothing_learned "
+        "(it ended without moving its weights), loss_not_falling.",
     )
     waiting_for: str | None = Field(
         default=None,

@@ -51,7 +51,8 @@ class WaitResult(ToolResult):
     alerts: list[dict[str, Any]] = Field(
         default_factory=list,
         description="What the job saw wrong in itself (code, step, message, fix), the latest attempt's: a blocking "
-        "one (loss_diverged, collapsed, nan_loss, grpo_reward_std_zero) means the result is not usable as it is.",
+        "one (loss_diverged, collapsed, nan_loss, grpo_reward_std_zero, nothing_learned) means the result is not "
+        "usable as it is.",
     )
     note: str | None = Field(None, description="timeout_s was more than a call may wait: what was waited instead.")
     waiting_for: str | None = Field(

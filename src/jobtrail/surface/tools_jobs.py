@@ -99,10 +99,10 @@ class JobTools(ToolArea):
 
     @tool(
         "Release a held job",
-        "Start a job that waits, held, behind a job whose run raised a blocking alert (succeeded, but its loss "
-        "collapsed, its rewards never varied ...): it starts on that job's result anyway, and its receipt records "
-        "that the alert was overruled. inspect's waiting_for says when a job is held and why. A job held behind one "
-        "that ended diverged cannot be released: retry that job first.",
+        "Start a job that waits, held, behind a job that succeeded with a blocking alert (its rewards never varied, "
+        "it learned nothing ...): it starts on that job's result anyway, and its receipt records that the alert was "
+        "overruled. inspect's waiting_for says when a job is held and why. A job held behind one that ended "
+        "diverged cannot be released: retry that job first.",
         STARTS_JOB,
     )
     def release(self, job_id: p.JobId) -> ReleaseResult:
