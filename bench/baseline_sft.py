@@ -4,13 +4,15 @@
     trainer.train()
 
 with TRL's default settings. Only what a like-for-like comparison has to fix is set: the model,
-the data, the number of steps, the sequence length and the output directory; `--batch` when the
-bench asks for another batch than TRL's default; `--lora` adds TRL's documented way to train an
-adapter (`peft_config=LoraConfig()`, PEFT's defaults); on a machine without CUDA `use_cpu=True`,
+the data, the number of steps, the sequence length and the output directory; logging every step
+(logging_steps=1, as the bench has the rendered job do: its per-step times come from the steps' logs);
+`--batch` when the bench asks for another batch than TRL's default; `--lora` adds TRL's documented way to
+train an adapter (`peft_config=LoraConfig()`, PEFT's defaults); on a machine without CUDA `use_cpu=True`,
 without which TRL's default bf16 refuses to start.
 
-Nothing watches the training (no callback: it would change what is measured); once it ends, one
-line `BASELINE {json}` reports what the Trainer logged, its runtime and the peak GPU memory.
+The bench runs it through bench/step_hook.py, which clocks the steps (the same callback as the rendered
+job's side); nothing here watches the training. Once it ends, one line `BASELINE {json}` reports its
+runtime, batch shape, trainable parameters and the peak GPU memory.
 
 Usage: python bench/baseline_sft.py --model M --dataset D --steps N --max-length L --output-dir O [--batch B] [--lora]
 """
@@ -51,7 +53,12 @@ def main() -> None:
     from trl import SFTConfig, SFTTrainer
 
     cuda = torch.cuda.is_available()
-    settings: dict[str, Any] = {"output_dir": args.output_dir, "max_steps": args.steps, "max_length": args.max_length}
+    settings: dict[str, Any] = {
+        "output_dir": args.output_dir,
+        "max_steps": args.steps,
+        "max_length": args.max_length,
+        "logging_steps": 1,
+    }
     if args.batch:
         settings["per_device_train_batch_size"] = args.batch
     if not cuda:
@@ -71,7 +78,6 @@ def main() -> None:
         "train_runtime": result.metrics.get("train_runtime"),
         "train_loss": result.metrics.get("train_loss"),
         "global_step": trainer.state.global_step,
-        "log_history": trainer.state.log_history,
         "rows_per_step": trainer.args.per_device_train_batch_size
         * trainer.args.gradient_accumulation_steps
         * trainer.args.world_size,

@@ -1,54 +1,61 @@
 """Training speed: the SFT job jobtrail renders against plain TRL, on the same model, data, steps,
-sequence length and device.
+sequence length and device, measured as a user's long run sees it.
 
   * rendered: the script `submit(dry_run=true)` renders (built through jobtrail's own preflight pass,
-    with `output` set, so it is byte for byte what `submit` would run), run as it is. Its figures come
-    from its own JOBTRAIL events: the step events (loss, TRL's num_tokens), the environment event (the
-    device) and the metrics event (train_runtime; peak GPU memory as torch.cuda.max_memory_allocated).
-    Whatever preflight turns on for speed (the receipt's `speedups`, `launcher`) is measured as it is,
-    and so is its reporting to trackio (jobtrail's default, into a temporary TRACKIO_DIR here).
+    with `output` set, so it is byte for byte what `submit` would run), with logging_steps=1. Whatever
+    preflight turns on for speed (the receipt's `speedups`, `launcher`) is measured as it is, and so is
+    its reporting to trackio (jobtrail's default, into a temporary TRACKIO_DIR here).
   * baseline: bench/baseline_sft.py, the quick start of TRL's documentation with default settings
-    (which report to nothing).
+    (which report to nothing), logging every step too.
 
-Both run as real subprocesses of this process, one after the other, with the same interpreter and
-environment, on one device: CUDA_VISIBLE_DEVICES is narrowed to one GPU unless it is set, and a job
-that may choose its number of workers (num_processes) is given 1. Nothing watches or changes either
-training. So that both learn the same thing, the rendered job is given the baseline's optimisation
-settings as user values (TRL's default learning rate and seed; with --peft lora, PEFT's default
-LoraConfig: rank, alpha, dropout and target modules), and, with --batch, the same micro-batch and no
-gradient accumulation. Without --batch each side keeps its own batch shape (both train 8 rows per
-optimizer step by default); the table shows each side's rows per step.
+Both run as real subprocesses, one after the other, with the same interpreter and environment, on one
+device (CUDA_VISIBLE_DEVICES narrowed to one GPU unless set; a job that may choose its number of workers is
+given 1), each through bench/step_hook.py: the script runs unchanged as __main__, and one TrainerCallback
+clocks every step the same way on both sides (and, when asked, stops training at a step or a deadline, or
+profiles steps). So that both learn the same thing, the rendered job is given the baseline's optimisation
+settings as user values (TRL's default learning rate and seed; with --peft lora, PEFT's default LoraConfig),
+and, with --batch, the same micro-batch and no gradient accumulation.
 
-Figures, the same way for both sides:
-  tokens/s     TRL's num_tokens at the last step (the non-padding tokens trained, counted by
-               SFTTrainer itself, padding-free batches included) ÷ the Trainer's train_runtime
-  wall         the process from start to exit: imports, loading, tokenising and saving included
-  peak memory  GPU: torch.cuda.max_memory_allocated as each side reports it; CPU: the peak RSS of
-               the process (os.wait4's rusage)
-  MFU          model FLOPs per token (estimate/cost.py's flops_per_token without recomputation:
-               ≈ 6N for full fine-tuning, ≈ 4N + the adapters' gradients for LoRA) × tokens/s ÷ the
-               GPU's peak dense bf16 FLOPS (estimate/hardware.py); "n/a" on CPU
-  loss         the logged training loss (both log every 10 steps, TRL's default); the curves agree
-               when every common logged step is within --loss-tolerance (relative) of the baseline
-Targets (issue 15, on an H100): rendered ≥ 1.5× the baseline's tokens/s with the same loss curve,
-and MFU ≥ 40% for a 7-8B LoRA (judged for LoRA on models of 6B parameters or more). They are printed
-as met or missed on a GPU; on CPU they do not apply.
+Figures, the same way for both sides (bench/step_timing.py says how steps are told apart):
+  steady tokens/s    tokens trained in the steady steps ÷ their time: the steps after the warm-up, outside
+                     the profiler's window, and without a checkpoint in them; per-step times from the
+                     steps' logs, tokens from TRL's num_tokens
+  warm-up            the first --warmup-steps steps (default 3), reported apart
+  whole-run tokens/s TRL's num_tokens at the last step ÷ the Trainer's train_runtime (the old figure:
+                     warm-up and checkpoints included)
+  checkpoints        each save's write (the Trainer's save) and, for the rendered job, its commit
+                     (checkpoint events `writing` → `committed`), seconds and GB, and the time the steps
+                     holding them lost (stall); the rendered job's final model commit apart
+  peak memory        GPU: torch.cuda.max_memory_allocated; CPU: the peak RSS of the process
+  MFU                model FLOPs per token (estimate/cost.py, no recomputation) × steady tokens/s ÷ the
+                     GPU's peak dense bf16 FLOPS (estimate/hardware.py); "n/a" on CPU
+  loss               the training loss at every step both trained; the curves agree when each is within
+                     --loss-tolerance (relative) of the baseline's
+  --profile          a torch profiler over --profile-steps (default 5-8) on each side: top CUDA kernels,
+                     top CPU ops, and where the GPU idles (bench/profile_summary.py)
+Targets (issue 29, on a GPU): rendered ≥ 1.5× the baseline's steady tokens/s with the same loss curve; MFU
+≥ 40% for a LoRA of 6B+ parameters and ≥ 25% for full fine-tuning; checkpoint commit ≤ 1.5× the seconds per
+GB of the baseline's plain write. Printed as met or missed on a GPU; on CPU they do not apply.
 
 Modes:
-  --cpu-smoke                 the tiny model the tests build offline, 10 steps on CPU (< 1 minute):
-                              keeps the bench from rotting (tests/bench runs it)
-  (default)                   Qwen/Qwen2.5-0.5B, full fine-tuning, on trl-lib/Capybara (TRL's quick start)
-  --model Qwen/Qwen2.5-7B --peft lora
-                              the 7-8B LoRA (meta-llama/Llama-3.1-8B too, with a token for the gated repo)
-  --offline-shape qwen2.5-0.5b|qwen2.5-7b
-                              instead of --model and --dataset, for a GPU machine that cannot reach the
-                              Hub: a random-weight stand-in of that shape (bf16, like the Hub's), built in
-                              the temporary directory (the 7B: ~15 GB, minutes), on toy chat rows of varied
-                              length. tokens/s, memory and MFU depend on the shape, not on the weights; the
-                              losses start near ln(vocabulary)
+  --cpu-smoke            stand-ins of a few thousand parameters on CPU (< 1 minute): keeps the bench from rotting
+  (default)              Qwen/Qwen2.5-0.5B, full fine-tuning, on trl-lib/Capybara (TRL's quick start)
+  --model M --peft lora  any Hub model; --offline-shape qwen2.5-0.5b|qwen2.5-7b instead of --model and
+                         --dataset: a stand-in of that shape (bench/standin.py, seconds) on toy chat rows
+  --cases 0.5b-full,7b-lora
+                         several cases (CASES: an offline stand-in and a PEFT method each) one after the other;
+                         --suite names both. With --cpu-smoke each case's shape is reduced (SMOKE_SIZES).
+  --budget-s S           the whole run within about S seconds: each case gets a share of the time left
+                         (CASES' weights), each side half of its case's; a side trains until its deadline
+                         (from its own step times, less a reserve for saving and exiting), at least
+                         --warmup-steps + 5 steps (with --profile, through 4 steps after the window), and at
+                         most --steps; the rendered side trains the steps the baseline did. What was cut is
+                         printed and in the JSON.
+  --json PATH            every figure as JSON ("-": stdout instead of the tables), rewritten after each case
 
-Usage: python bench/train_throughput.py [--cpu-smoke] [--model M] [--peft none|lora] [--dataset D]
-           [--steps N] [--max-length L] [--batch B] [--offline-shape S] [--loss-tolerance X] [--json]
+Usage: python bench/train_throughput.py [--cpu-smoke] [--suite | --cases C,...] [--budget-s S] [--profile]
+           [--model M] [--peft none|lora] [--dataset D] [--offline-shape S] [--steps N] [--max-length L]
+           [--batch B] [--warmup-steps W] [--profile-steps A-B] [--loss-tolerance X] [--json PATH]
 """
 
 from __future__ import annotations
@@ -57,9 +64,9 @@ import argparse
 import ast
 import dataclasses
 import json
-import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,32 +77,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import step_timing
+from standin import SHAPES
+from throughput_report import model_params, print_case, print_cuts, summarise
+
 from jobtrail.app import build_service
-from jobtrail.demo.tinymodel import build_tiny_model
-from jobtrail.estimate.cost import flops_per_token
-from jobtrail.estimate.hardware import gpu_facts
-from jobtrail.estimate.params import model_shape
 from jobtrail.methods.hyperparameters import field_type
 from jobtrail.models import JobSpec
 from jobtrail.outcomes.events import parse_line
 
 BENCH = Path(__file__).resolve().parent
-BASELINE_SCRIPT = BENCH / "baseline_sft.py"
+BASELINE_SCRIPT, HOOK_SCRIPT, STANDIN_SCRIPT = BENCH / "baseline_sft.py", BENCH / "step_hook.py", BENCH / "standin.py"
 BASELINE_PREFIX = "BASELINE "
-RUN_TIMEOUT_S = 3600  # per side; the smoke takes seconds
+RUN_TIMEOUT_S = 3600  # per side without a budget
+GRACE_S = 120  # with a budget: how long a side may run past its deadline before it is killed
 LOSS_TOLERANCE = 0.10
-SPEEDUP_TARGET, LORA_MFU_TARGET = 1.5, 0.40
-LORA_MFU_MIN_PARAMS = 6e9  # the MFU target is the 7-8B LoRA's: smaller models cannot fill an H100
-# Stand-ins for machines without the Hub: the real models' sizes (their config.json), random weights.
-SHAPES: dict[str, dict[str, int]] = {
-    "qwen2.5-0.5b": dict(
-        hidden_size=896, intermediate_size=4864, num_layers=24, num_heads=14, num_kv_heads=2, vocab_size=151936
-    ),
-    "qwen2.5-7b": dict(
-        hidden_size=3584, intermediate_size=18944, num_layers=28, num_heads=28, num_kv_heads=4, vocab_size=152064
-    ),
+STEADY_MIN = 5  # steady steps a budget always leaves after the warm-up
+# A side's time after its last step: exiting, plus writing and hashing checkpoints at about this rate (issue 29's
+# H100: 6 GB committed in 16.7 s).
+TAIL_S, WRITE_BYTES_PER_S = 10.0, 0.35e9
+
+
+@dataclass(frozen=True)
+class Case:
+    shape: str  # an offline stand-in (standin.SHAPES)
+    peft: str
+    weight: float  # its share of a budget, against the other cases'
+
+
+CASES = {
+    "0.5b-full": Case("qwen2.5-0.5b", "none", 1.0),
+    "7b-lora": Case("qwen2.5-7b", "lora", 1.3),  # the 15 GB stand-in is built and loaded twice in its share
 }
-_WORDS = ("the", "apple", "sky", "grass", "is", "red", "blue", "green", "one", "two", "three", "after", "what", "and")
+# --cpu-smoke: each shape reduced to a few thousand parameters, tied embeddings as the real one.
+SMOKE_SIZES = dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2, vocab_size=800)
 
 
 @dataclass(frozen=True)
@@ -104,45 +119,22 @@ class Setup:
 
     model: str
     dataset: str
-    steps: int
+    steps: int  # max_steps of both sides (a budget may end them sooner)
     max_length: int
     peft: str  # "none" (full fine-tuning, TRL's quick start) or "lora"
     batch: int | None  # per-device micro-batch for both sides; None: each side's default
 
 
 @dataclass
-class Side:
-    """One side's figures, measured the same way for both."""
-
-    tokens: int
-    train_runtime_s: float
-    wall_s: float
-    peak_memory_bytes: int | None
-    losses: dict[int, float]  # logged step → training loss
-    rows_per_step: int
-    device: str
-    trainable_params: int | None = None
-    mfu: float | None = None
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # what the render chose (speedups, launcher)
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / self.train_runtime_s
-
-    @property
-    def final_loss(self) -> float:
-        return self.losses[max(self.losses)]
-
-
-@dataclass
 class Ran:
-    """A finished subprocess: its output lines, wall time and peak RSS."""
+    """A finished side: its output lines, wall time, peak RSS and what step_hook recorded."""
 
     lines: list[str]
     wall_s: float
     max_rss_bytes: int
     returncode: int
     log: Path
+    record: dict[str, Any] | None
 
 
 # --- the two sides -------------------------------------------------------------------------------
@@ -172,7 +164,12 @@ def baseline_math(setup: Setup) -> dict[str, Any]:
 
 def render_job(home: Path, setup: Setup, workdir: Path) -> tuple[Path, dict[str, Any]]:
     """The script submit would run for this setup (a dry run with output set) and its CONFIG."""
-    hyperparameters = {"max_steps": setup.steps, "max_length": setup.max_length, **baseline_math(setup)}
+    hyperparameters = {
+        "max_steps": setup.steps,
+        "max_length": setup.max_length,
+        "logging_steps": 1,  # a step event every step: the bench's per-step times
+        **baseline_math(setup),
+    }
     if setup.batch:
         hyperparameters |= {"per_device_train_batch_size": setup.batch, "gradient_accumulation_steps": 1}
     if field_type("sft", "num_processes") is not None:  # one device on both sides
@@ -202,11 +199,15 @@ def script_config(script: str) -> dict[str, Any]:
     raise SystemExit("the rendered script holds no CONFIG")
 
 
-def run(argv: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: float) -> Ran:
-    """Run one side to its end; its own rusage (os.wait4) gives its peak RSS."""
+def run_side(argv: list[str], cwd: Path, env: dict[str, str], hook: dict[str, Any], timeout_s: float) -> Ran:
+    """One side run to its end through step_hook; its own rusage (os.wait4) gives its peak RSS."""
+    out = cwd / "step_hook.json"
+    log = cwd / "output.log"
+    hook_env = {**env, "JOBTRAIL_BENCH_HOOK": json.dumps({**hook, "out": str(out)})}
     started = time.perf_counter()
-    with log.open("w", encoding="utf-8") as out:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    with log.open("w", encoding="utf-8") as f:
+        argv = [sys.executable, str(HOOK_SCRIPT), *argv]
+        proc = subprocess.Popen(argv, cwd=cwd, env=hook_env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         timer = threading.Timer(timeout_s, os.killpg, (proc.pid, signal.SIGKILL))
         timer.start()
         try:
@@ -216,7 +217,8 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: f
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     wall = time.perf_counter() - started
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    return Ran(lines, wall, usage.ru_maxrss * 1024, proc.returncode, log)  # ru_maxrss: KiB on Linux
+    record = json.loads(out.read_text()) if out.is_file() else None
+    return Ran(lines, wall, usage.ru_maxrss * 1024, proc.returncode, log, record)  # ru_maxrss: KiB on Linux
 
 
 def failed(name: str, ran: Ran, why: str) -> SystemExit:
@@ -224,183 +226,117 @@ def failed(name: str, ran: Ran, why: str) -> SystemExit:
     return SystemExit(f"{name}: {why} (exit {ran.returncode}; log {ran.log})\n{tail}")
 
 
-def rendered_side(ran: Ran, config: dict[str, Any], steps: int) -> Side:
+def side_figures(name: str, ran: Ran, args: argparse.Namespace, commits: dict[str, Any] | None) -> dict[str, Any]:
+    if ran.record is None:
+        raise failed(name, ran, "training never ended (no step record)")
+    window = args.profile_window if args.profile else None
+    try:
+        figures = step_timing.step_figures(
+            ran.record, warmup_steps=args.warmup_steps, profile_window=window, commits=commits
+        )
+    except ValueError as exc:
+        raise failed(name, ran, str(exc)) from exc
+    return figures | {
+        "max_steps": ran.record.get("max_steps"),
+        "stopped": ran.record.get("stopped"),
+        "profile": ran.record.get("profile"),
+        "wall_s": ran.wall_s,
+    }
+
+
+def rendered_side(ran: Ran, config: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     events = [e for e in map(parse_line, ran.lines) if e]
     end = next((e for e in events if e["event"] == "termination"), {})
     if ran.returncode != 0 or end.get("reason") != "succeeded":
         raise failed("rendered job", ran, f"ended {end.get('reason')}: {end.get('message')}")
-    logged = [e for e in events if e["event"] == "step"]
     metrics = next(e for e in events if e["event"] == "metrics")
     environment = next(e for e in events if e["event"] == "environment")
-    args = config["training_args"]
+    commits = step_timing.checkpoint_commits(events)
+    training = config["training_args"]
     workers = int((config.get("launcher") or {}).get("num_processes") or 1)
-    return Side(
-        tokens=last_logged_tokens("rendered job", ran, [(e["step"], (e.get("metrics") or {})) for e in logged], steps),
-        train_runtime_s=float(metrics["train_runtime"]),
-        wall_s=ran.wall_s,
-        peak_memory_bytes=metrics["peak_memory_bytes"] if environment["device"] == "cuda" else ran.max_rss_bytes,
-        losses={e["step"]: float(e["loss"]) for e in logged},
-        rows_per_step=int(args["per_device_train_batch_size"])
-        * int(args.get("gradient_accumulation_steps", 1))
+    figures = side_figures("rendered job", ran, args, commits)
+    return figures | {
+        "train_runtime_s": float(metrics["train_runtime"]),
+        "peak_memory_bytes": metrics["peak_memory_bytes"] if environment["device"] == "cuda" else ran.max_rss_bytes,
+        "rows_per_step": int(training["per_device_train_batch_size"])
+        * int(training.get("gradient_accumulation_steps", 1))
         * workers,
-        device=(environment.get("gpu") or {}).get("name") or "cpu",
-        extra={key: config[key] for key in ("speedups", "launcher") if config.get(key)},
-    )
+        "device": (environment.get("gpu") or {}).get("name") or "cpu",
+        "final_commit": step_timing.final_commit(commits),
+        **{key: config[key] for key in ("speedups", "launcher") if config.get(key)},
+    }
 
 
-def baseline_side(ran: Ran, steps: int) -> Side:
+def baseline_side(ran: Ran, args: argparse.Namespace) -> dict[str, Any]:
     found = [json.loads(line[len(BASELINE_PREFIX) :]) for line in ran.lines if line.startswith(BASELINE_PREFIX)]
     if ran.returncode != 0 or not found:
         raise failed("baseline", ran, "did not finish")
     report = found[-1]
-    logged = [entry for entry in report["log_history"] if "loss" in entry]
-    return Side(
-        tokens=last_logged_tokens("baseline", ran, [(entry["step"], entry) for entry in logged], steps),
-        train_runtime_s=float(report["train_runtime"]),
-        wall_s=ran.wall_s,
-        peak_memory_bytes=report["peak_memory_bytes"] if report["device"] != "cpu" else ran.max_rss_bytes,
-        losses={entry["step"]: float(entry["loss"]) for entry in logged},
-        rows_per_step=int(report["rows_per_step"]),
-        device=report["device"],
-        trainable_params=int(report["trainable_params"]),
-    )
-
-
-def last_logged_tokens(name: str, ran: Ran, logs: list[tuple[int, dict[str, Any]]], steps: int) -> int:
-    """TRL's running num_tokens at the last step; a run whose last step was not logged cannot be counted."""
-    counted = [(step, log["num_tokens"]) for step, log in logs if "num_tokens" in log]
-    if not counted or counted[-1][0] != steps:
-        raise failed(name, ran, f"no num_tokens logged at step {steps}: --steps must be a multiple of 10")
-    return int(counted[-1][1])
-
-
-# --- figures -------------------------------------------------------------------------------------
-
-
-def add_mfu(sides: dict[str, Side], setup: Setup, rendered_config: dict[str, Any]) -> dict[str, Any]:
-    """Each side's MFU (None on CPU or an unknown GPU); returns what it was measured against: the GPU's
-    peak as text (or why there is none) and the model's parameters."""
-    from transformers import AutoConfig
-
-    baseline = sides["baseline"]
-    if baseline.device == "cpu":
-        return {"peak": None, "model_params": None}
-    shape = model_shape(AutoConfig.from_pretrained(setup.model).to_dict())
-    facts = gpu_facts(baseline.device)
-    if facts is None:
-        return {"peak": f"no data-sheet peak for {baseline.device}", "model_params": shape.params}
-    # The same rows, so the baseline's (unpacked) rows give the mean sequence length the attention term needs.
-    mean_length = baseline.tokens / (setup.steps * baseline.rows_per_step)
-    # Both sides train the same adapters (render_job gives the rendered job the baseline's LoRA settings).
-    assert setup.peft == "none" or rendered_config["peft"]["r"] == baseline_math(setup)["lora_r"]
-    per_token = flops_per_token(
-        shape,
-        seq_len=mean_length,
-        peft="lora" if setup.peft == "lora" else "none",
-        method="sft",
-        gradient_checkpointing=False,  # model FLOPs: recomputation is the job's cost, not useful work
-        lora_trainable=(baseline.trainable_params or 0) if setup.peft == "lora" else 0,
-    )
-    for side in sides.values():
-        side.mfu = per_token * side.tokens_per_s / (facts.peak_tflops * 1e12)
-    return {"peak": f"{facts.peak_tflops:g} TFLOPS bf16 dense", "model_params": shape.params}
-
-
-def loss_agreement(rendered: Side, baseline: Side, tolerance: float) -> dict[str, Any]:
-    common = sorted(set(rendered.losses) & set(baseline.losses))
-    gaps = {step: abs(rendered.losses[step] - baseline.losses[step]) / abs(baseline.losses[step]) for step in common}
-    worst = max(gaps.values()) if gaps else math.inf
-    return {
-        "tolerance": tolerance,
-        "steps_compared": common,
-        "max_relative_gap": worst,
-        "agree": bool(common) and worst <= tolerance,
+    return side_figures("baseline", ran, args, None) | {
+        "train_runtime_s": float(report["train_runtime"]),
+        "peak_memory_bytes": report["peak_memory_bytes"] if report["device"] != "cpu" else ran.max_rss_bytes,
+        "rows_per_step": int(report["rows_per_step"]),
+        "device": report["device"],
+        "trainable_params": int(report["trainable_params"]),
     }
 
 
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
+# --- a case: both sides within a deadline --------------------------------------------------------
 
 
-def summarise(setup: Setup, sides: dict[str, Side], basis: dict[str, Any], tolerance: float) -> dict[str, Any]:
-    rendered, baseline = sides["rendered"], sides["baseline"]
-    figures = {
-        name: {
-            "tokens": side.tokens,
-            "tokens_per_s": side.tokens_per_s,
-            "train_runtime_s": side.train_runtime_s,
-            "wall_s": side.wall_s,
-            "peak_memory_bytes": side.peak_memory_bytes,
-            "mfu": side.mfu,
-            "final_loss": side.final_loss,
-            "losses": {str(step): loss for step, loss in sorted(side.losses.items())},
-            "rows_per_step": side.rows_per_step,
-            "device": side.device,
-            **side.extra,
-        }
-        for name, side in sides.items()
-    }
-    ratios = {
-        key: ratio(figures["rendered"][key], figures["baseline"][key])
-        for key in ("tokens_per_s", "tokens", "train_runtime_s", "wall_s", "peak_memory_bytes", "mfu", "final_loss")
-    }
-    report: dict[str, Any] = {
-        "setup": dataclasses.asdict(setup) | {"device": rendered.device, **basis},
-        **figures,
-        "ratios": ratios,
-        "loss": loss_agreement(rendered, baseline, tolerance),
-    }
-    if rendered.device != "cpu":
-        report["targets"] = {
-            "speedup": {"target": SPEEDUP_TARGET, "met": (ratios["tokens_per_s"] or 0) >= SPEEDUP_TARGET},
-            "loss_curve": {"met": report["loss"]["agree"]},
-            **(
-                {"lora_mfu": {"target": LORA_MFU_TARGET, "met": (rendered.mfu or 0) >= LORA_MFU_TARGET}}
-                if setup.peft == "lora" and (basis["model_params"] or 0) >= LORA_MFU_MIN_PARAMS
-                else {}
-            ),
-        }
-    return report
-
-
-def print_table(report: dict[str, Any]) -> None:
-    setup = report["setup"]
-    memory = "peak RSS" if setup["device"] == "cpu" else "peak GPU memory"
-    print(
-        f"{setup['model']} ({'LoRA' if setup['peft'] == 'lora' else 'full fine-tuning'}) on {setup['dataset']}\n"
-        f"{setup['steps']} steps, max_length {setup['max_length']}, device {setup['device']}"
-        + (f", peak {setup['peak']}" if setup["peak"] else "")
+def run_case(args: argparse.Namespace, setup: Setup, tmp: Path, env: dict[str, str], deadline: float | None) -> dict:
+    """Both sides of one setup, the baseline first; the rendered side trains the steps the baseline did."""
+    (tmp / "rendered").mkdir()
+    (tmp / "baseline").mkdir()
+    script, config = render_job(tmp / "home", setup, tmp / "rendered")
+    base_argv = [str(BASELINE_SCRIPT), "--model", setup.model, "--dataset", setup.dataset]
+    base_argv += ["--steps", str(setup.steps), "--max-length", str(setup.max_length)]
+    base_argv += ["--output-dir", str(tmp / "baseline" / "output")]
+    base_argv += (["--batch", str(setup.batch)] if setup.batch else []) + (["--lora"] if setup.peft == "lora" else [])
+    reserve = tail_reserve_s(setup)
+    hook: dict[str, Any] = {"profile": list(args.profile_window)} if args.profile else {}
+    base_deadline = None if deadline is None else time.time() + (deadline - time.time()) / 2
+    settings = with_deadline(hook, base_deadline, reserve, args.min_steps)
+    baseline = baseline_side(
+        run_side(base_argv, tmp / "baseline", env, settings, kill_after(args, base_deadline)), args
     )
-    rows = [
-        ("tokens/s", "tokens_per_s", lambda v: f"{v:,.1f}"),
-        ("tokens trained", "tokens", lambda v: f"{v:,}"),
-        ("train runtime s", "train_runtime_s", lambda v: f"{v:.2f}"),
-        ("wall s", "wall_s", lambda v: f"{v:.1f}"),
-        (f"{memory} GB", "peak_memory_bytes", lambda v: f"{v / 1e9:.3f}"),
-        ("MFU", "mfu", lambda v: f"{v:.1%}"),
-        ("final loss", "final_loss", lambda v: f"{v:.4f}"),
-        ("rows per step", "rows_per_step", lambda v: f"{v}"),
-    ]
-    print(f"{'':<20}{'rendered':>14}{'baseline':>14}{'ratio':>10}")
-    for label, key, show in rows:
-        cells = [report[side][key] for side in ("rendered", "baseline")]
-        shown = [show(v) if v is not None else "n/a" for v in cells]
-        r = report["ratios"].get(key)
-        print(f"{label:<20}{shown[0]:>14}{shown[1]:>14}{(f'{r:.2f}x' if r is not None else ''):>10}")
-    loss = report["loss"]
-    print(
-        f"loss curves ({len(loss['steps_compared'])} logged steps): max relative gap {loss['max_relative_gap']:.2%}, "
-        f"tolerance {loss['tolerance']:.0%}: {'agree' if loss['agree'] else 'DIFFER'}"
-    )
-    for key in ("speedups", "launcher"):
-        if key in report["rendered"]:
-            print(f"rendered {key}: {json.dumps(report['rendered'][key])}")
-    for name, target in (report.get("targets") or {}).items():
-        bar = f" {target['target']}" if "target" in target else ""
-        print(f"target {name}{bar}: {'met' if target['met'] else 'MISSED'}")
+    hook["stop_at"] = baseline["steps_trained"]  # the same steps on both sides (and so the same schedule)
+    settings = with_deadline(hook, deadline, reserve, args.min_steps)
+    ran = run_side([str(script)], script.parent, env, settings, kill_after(args, deadline))
+    return {"rendered": rendered_side(ran, config, args), "baseline": baseline, "config": config}
+
+
+def with_deadline(hook: dict[str, Any], deadline: float | None, reserve_s: float, min_steps: int) -> dict[str, Any]:
+    """The side's hook settings with the time its training must end by (the side's deadline less the reserve)."""
+    if deadline is None:
+        return hook
+    return hook | {"deadline": deadline - reserve_s, "min_steps": min_steps}
+
+
+def kill_after(args: argparse.Namespace, deadline: float | None) -> float:
+    return args.timeout if deadline is None else max(0.0, deadline - time.time()) + GRACE_S
+
+
+def tail_reserve_s(setup: Setup) -> float:
+    """Seconds a side needs after its last step: the checkpoint (fp32 weights and Adam's two moments for full
+    fine-tuning; an adapter is small), the rendered job's final model, hashing them, and the exit."""
+    if setup.peft != "none":
+        return TAIL_S
+    return TAIL_S + model_params(setup.model) * 16 / WRITE_BYTES_PER_S  # 12 bytes a parameter saved, 4 more final
+
+
+def case_deadline(start: float, budget_s: float | None, weights: list[float]) -> float | None:
+    """The end of this case's share of the time left: its weight against the cases still to run."""
+    if budget_s is None:
+        return None
+    now = time.time()
+    return now + (start + budget_s - now) * weights[0] / sum(weights)
 
 
 # --- setting up ----------------------------------------------------------------------------------
+
+
+_WORDS = ("the", "apple", "sky", "grass", "is", "red", "blue", "green", "one", "two", "three", "after", "what", "and")
 
 
 def write_chat_rows(path: Path, rows: int, max_words: int, seed: int = 0) -> Path:
@@ -415,20 +351,38 @@ def write_chat_rows(path: Path, rows: int, max_words: int, seed: int = 0) -> Pat
     return path
 
 
-def prepare(args: argparse.Namespace, tmp: Path) -> Setup:
-    """The model and data both sides train on, built offline where the mode says so."""
-    model, dataset = args.model, args.dataset
-    if args.cpu_smoke or args.offline_shape:
-        shape = SHAPES.get(args.offline_shape, {}) if args.offline_shape else {}
-        name = args.offline_shape or "tiny"
-        dtype = "bfloat16" if args.offline_shape else "float32"
-        built = build_tiny_model(tmp / "models" / name, max_positions=max(512, args.max_length), dtype=dtype, **shape)
-        model = str(built)
-        rows = args.steps * 64  # enough rows for any batch shape, no second epoch
+def build_standin(args: argparse.Namespace, shape: str, dest: Path, env: dict[str, str]) -> dict[str, Any]:
+    """bench/standin.py in its own process, so this one never holds a CUDA context while the sides train."""
+    sizes = json.dumps(dict(SHAPES[shape], **SMOKE_SIZES)) if args.cpu_smoke else shape
+    argv = [sys.executable, str(STANDIN_SCRIPT), "--shape", sizes, "--dest", str(dest)]
+    argv += ["--max-positions", str(max(512, args.max_length))]
+    argv += ["--dtype", "float32", "--device", "cpu"] if args.cpu_smoke else ["--dtype", "bfloat16"]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"building the {shape} stand-in failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def prepare(args: argparse.Namespace, case: Case | None, tmp: Path, env: dict[str, str]) -> tuple[Setup, dict]:
+    """The model and data both sides train on, built offline where the mode says so; and the stand-in's facts."""
+    model, dataset, peft, built = args.model, args.dataset, args.peft, {}
+    shape = case.shape if case else args.offline_shape or ("qwen2.5-0.5b" if args.cpu_smoke else None)
+    if shape:
+        built = build_standin(args, shape, tmp / "model", env)
+        model = built["path"]
+        rows = int(args.steps * (args.batch or 8) * 1.25) + 64  # every step's rows, no second epoch
         dataset = str(write_chat_rows(tmp / "chat.jsonl", rows, max_words=max(8, args.max_length // 2)))
-    return Setup(
-        model=model, dataset=dataset, steps=args.steps, max_length=args.max_length, peft=args.peft, batch=args.batch
+    if case:
+        peft = case.peft
+    setup = Setup(
+        model=model, dataset=dataset, steps=args.steps, max_length=args.max_length, peft=peft, batch=args.batch
     )
+    return setup, built
+
+
+def case_label(args: argparse.Namespace) -> str:
+    what = args.offline_shape or ("smoke" if args.cpu_smoke else args.model)
+    return f"{what}-{'lora' if args.peft == 'lora' else 'full'}"
 
 
 def environment(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
@@ -440,9 +394,11 @@ def environment(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
     }
     if args.cpu_smoke:
         env |= {"CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp / "hf"), "HF_HUB_OFFLINE": "1"}
+        # One thread a side: a tiny model gains nothing from more, and on a busy machine they wait on each other.
+        env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
     elif not os.environ.get("CUDA_VISIBLE_DEVICES"):
         env["CUDA_VISIBLE_DEVICES"] = "0"  # one GPU for both sides, whatever the machine has
-    if args.offline_shape:
+    if args.offline_shape or args.cases:
         env["HF_HUB_OFFLINE"] = "1"
     return env
 
@@ -459,55 +415,93 @@ def warm_caches(setup: Setup) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="The rendered SFT job against plain TRL SFT: speed and loss.")
-    parser.add_argument("--cpu-smoke", action="store_true", help="the tiny offline model, 10 steps on CPU")
+    parser.add_argument("--cpu-smoke", action="store_true", help="tiny offline stand-ins on CPU")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B")
     parser.add_argument("--peft", choices=("none", "lora"), default="none")
     parser.add_argument("--dataset", default="trl-lib/Capybara")
-    parser.add_argument("--steps", type=int, help="a multiple of 10 (default: 50; 10 with --cpu-smoke)")
+    parser.add_argument("--offline-shape", choices=sorted(SHAPES), help="a stand-in of this shape (random weights)")
+    parser.add_argument("--cases", help=f"comma-separated, of {', '.join(CASES)}: offline stand-ins, one by one")
+    parser.add_argument("--suite", action="store_true", help=f"--cases {','.join(CASES)}")
+    parser.add_argument("--budget-s", type=float, help="the whole run within about this many seconds")
+    parser.add_argument(
+        "--steps", type=int, help="max_steps (default: 150 with a budget, else 50; 10 with --cpu-smoke)"
+    )
     parser.add_argument("--max-length", type=int, help="default: 1024 (TRL's); 128 with --cpu-smoke")
     parser.add_argument("--batch", type=int, help="per-device micro-batch of both sides (default: each side's own)")
-    parser.add_argument("--offline-shape", choices=sorted(SHAPES), help="a random-weight stand-in of this shape")
+    parser.add_argument("--warmup-steps", type=int, default=3, help="the first steps, reported apart")
+    parser.add_argument("--profile", action="store_true", help="a torch profiler summary of --profile-steps")
+    parser.add_argument("--profile-steps", default="5-8", help="FIRST-LAST, after the warm-up")
     parser.add_argument("--loss-tolerance", type=float, default=LOSS_TOLERANCE)
-    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per side")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per side without a budget")
+    parser.add_argument("--json", metavar="PATH", help='every figure as JSON to PATH ("-": stdout)')
     args = parser.parse_args(argv)
-    args.steps = args.steps or (10 if args.cpu_smoke else 50)
+    if args.suite:
+        args.cases = ",".join(CASES)
+    if args.cases:
+        unknown = [name for name in args.cases.split(",") if name not in CASES]
+        if unknown or args.offline_shape:
+            parser.error(f"--cases takes {', '.join(CASES)} (each its own stand-in and PEFT method); got {unknown}")
     args.max_length = args.max_length or (128 if args.cpu_smoke else 1024)
-    if args.steps % 10:
-        parser.error("--steps must be a multiple of 10: both sides log (and count tokens) every 10 steps")
+    first, _, last = args.profile_steps.partition("-")
+    args.profile_window = (int(first), int(last or first))
+    if args.profile and not args.warmup_steps < args.profile_window[0] <= args.profile_window[1]:
+        parser.error("--profile-steps must lie after the warm-up (FIRST > --warmup-steps, FIRST <= LAST)")
+    # The fewest steps with a steady state after the warm-up (and after the profile): what a budget leaves.
+    args.min_steps = args.warmup_steps + STEADY_MIN
+    if args.profile:
+        args.min_steps = max(args.min_steps, args.profile_window[1] + 3)
+    args.steps = args.steps or max(args.min_steps, 150 if args.budget_s else 10 if args.cpu_smoke else 50)
+    if args.steps < args.min_steps:
+        parser.error(f"--steps must be at least {args.min_steps}: the warm-up, then {STEADY_MIN} steady steps")
     return args
+
+
+def write_json(path: str | None, report: dict[str, Any]) -> None:
+    if not path or path == "-":
+        return
+    staging = Path(f"{path}.partial")
+    staging.write_text(json.dumps(report, indent=2))
+    staging.replace(path)  # a reader (or a run killed mid-write) sees the last whole report
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    started = time.time()
+    names = args.cases.split(",") if args.cases else [None]
+    report: dict[str, Any] = {"budget_s": args.budget_s, "cases": [], "cut": []}
     with tempfile.TemporaryDirectory(prefix="jobtrail-throughput-") as tmp_name:
         tmp = Path(tmp_name)
         env = environment(args, tmp)
         os.environ.update(env)
-        setup = prepare(args, tmp)
-        if not args.cpu_smoke and not args.offline_shape:
-            warm_caches(setup)
-        child_env = {**os.environ, **env}
-        (tmp / "rendered").mkdir()
-        script, config = render_job(tmp / "home", setup, tmp / "rendered")
-        base_argv = [sys.executable, str(BASELINE_SCRIPT), "--model", setup.model, "--dataset", setup.dataset]
-        base_argv += ["--steps", str(setup.steps), "--max-length", str(setup.max_length)]
-        base_argv += ["--output-dir", str(tmp / "baseline" / "output")]
-        base_argv += (["--batch", str(setup.batch)] if setup.batch else []) + (
-            ["--lora"] if setup.peft == "lora" else []
-        )
-        (tmp / "baseline").mkdir()
-        baseline = baseline_side(
-            run(base_argv, tmp / "baseline", child_env, tmp / "baseline.log", args.timeout), setup.steps
-        )
-        rendered_run = run([sys.executable, str(script)], script.parent, child_env, tmp / "rendered.log", args.timeout)
-        sides = {"rendered": rendered_side(rendered_run, config, setup.steps), "baseline": baseline}
-        basis = add_mfu(sides, setup, config)
-        report = summarise(setup, sides, basis, args.loss_tolerance)
-    if args.json:
+        child_env = dict(os.environ)
+        for i, name in enumerate(names):
+            case = CASES[name] if name else None
+            weights = [CASES[n].weight if n else 1.0 for n in names[i:]]
+            deadline = case_deadline(started, args.budget_s, weights)
+            label = name or case_label(args)
+            if deadline is not None and deadline <= time.time() and report["cases"]:  # the first case always runs
+                report["cut"].append(f"{label}: not run, the budget was spent")
+                continue
+            case_tmp = tmp / f"case-{i}"
+            case_tmp.mkdir()
+            setup, built = prepare(args, case, case_tmp, child_env)
+            if not args.cpu_smoke and not built:
+                warm_caches(setup)
+            sides = run_case(args, setup, case_tmp, child_env, deadline)
+            summary = summarise(label, setup, sides, args, built)
+            report["cases"].append(summary)
+            report["cut"] += summary["cut"]
+            report["wall_s"] = time.time() - started
+            write_json(args.json, report)
+            if args.json != "-":
+                print_case(summary)
+            shutil.rmtree(case_tmp, ignore_errors=True)  # the next case's stand-in needs the disk
+    report["wall_s"] = time.time() - started
+    write_json(args.json, report)
+    if args.json == "-":
         print(json.dumps(report, indent=2))
     else:
-        print_table(report)
+        print_cuts(report)
     return 0
 
 
