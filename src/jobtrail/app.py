@@ -46,13 +46,16 @@ def build_service(home_dir: Path | None = None) -> JobService:
     root = private_home(home_dir or home())
     python = os.environ.get("JOBTRAIL_PYTHON") or sys.executable
     token = os.environ.get("HF_TOKEN") or None
+    log_max_bytes = _positive_int(logpump.MAX_BYTES_ENV, logpump.DEFAULT_MAX_BYTES)
     local = LocalBackend(
         python=python,
         max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1),
         host=_host_id(HOST_ID_ENV),
-        log_max_bytes=_positive_int(logpump.MAX_BYTES_ENV, logpump.DEFAULT_MAX_BYTES),
+        log_max_bytes=log_max_bytes,
     )
-    hf_jobs = HfJobsBackend(token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None)
+    hf_jobs = HfJobsBackend(
+        token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None, log_max_bytes=log_max_bytes
+    )
     return JobService(
         ledger=Ledger(ledger_location(root)),
         backends={local.name: local, hf_jobs.name: hf_jobs},

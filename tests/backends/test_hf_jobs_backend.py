@@ -83,9 +83,12 @@ def test_inline_script_runs_with_labels_secrets_and_real_logs(backend, hub, tmp_
     lines = _all_lines(backend, placement)
     printed = [line for line in lines if not line.startswith("=====")]
     assert printed == ["hello from the job", "token matches: True", "run: jt-test"]
-    page = backend.read_log(placement, 1, max_lines=1)
-    assert page.lines == [lines[1]] and page.offset == 2
-    assert page.end == len(lines) and backend.read_log(placement, len(lines) + 5).end == len(lines)
+    # Cursors are bytes of all the job printed, as on the local backend.
+    second = len(lines[0].encode()) + 1
+    page = backend.read_log(placement, second, max_lines=1)
+    assert page.lines == [lines[1]] and page.offset == second + len(lines[1].encode()) + 1
+    size = sum(len(line.encode()) + 1 for line in lines)
+    assert page.end == size and backend.read_log(placement, size + 5).end == size
 
 
 def test_a_script_larger_than_an_environment_string_may_be_runs_whole(backend, hub, tmp_path):

@@ -2,10 +2,12 @@
 
 The rendered script travels inline in the job's environment (JOBTRAIL_SCRIPT_GZIP: gzip, then base64) and
 a tiny bash command writes it to a file and runs it with `uv run` in the uv image, so nothing is uploaded
-before the job starts. Logs are followed in a background thread into `job.log` in the
-attempt's local directory, resuming after the last line seen when a stream drops, so reading
-logs never waits on the network and a tool call never hangs. Every line is redacted before it is
-written there: the token and the values of the attempt's secret sources, in every printed form.
+before the job starts. Logs are followed in a background thread into the attempt's local directory, as a local
+job's are pumped: `job.log` capped at JOBTRAIL_LOG_MAX_BYTES, every event also in `job.events`, never capped
+(hf_logs.py), resuming after what was copied when a stream drops or a server restarts, so reading logs never
+waits on the network, a tool call never hangs, and the reads are bounded however much the job prints. Every line
+is redacted before it is written there: the token and the values of the attempt's secret sources, in every
+printed form.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from jobtrail.backends import hf_logs, joblog, logpump
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
-from jobtrail.util.files import private_dir, private_open, write_private
+from jobtrail.util.files import private_dir, write_private
 from jobtrail.util.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -40,9 +42,10 @@ COMMAND = [
     "-c",
     f'f="$(mktemp -d)/job.py" && printf "%s" "${SCRIPT_VARIABLE}" | base64 -d | gunzip > "$f" && exec uv run "$f"',
 ]
-LOG = "job.log"
 COMPLETE = "job.log.complete"
 FOLLOW_RETRIES = 8  # reconnects of one follower before it waits for the next read to restart it
+# Followers of an ended job that gave up (FOLLOW_RETRIES each) before probe says "exited" with its copy unfinished.
+COPY_FAILURES = 2
 TERMINAL = {"COMPLETED", "ERROR", "CANCELED", "DELETED"}
 # whoami is rate-limited, and a server asks whose an attempt is at every refresh: after a failed look-up, `host`
 # answers that failure for this long before asking again.
@@ -53,13 +56,21 @@ class HfJobsBackend:
     name = "hf-jobs"
     max_concurrent: int | None = None  # HF Jobs queues on its side
 
-    def __init__(self, token: str | None, namespace: str | None = None, image: str = UV_IMAGE) -> None:
+    def __init__(
+        self,
+        token: str | None,
+        namespace: str | None = None,
+        image: str = UV_IMAGE,
+        log_max_bytes: int = logpump.DEFAULT_MAX_BYTES,
+    ) -> None:
         self._token = token
         self._namespace = namespace
         self._namespace_failed: tuple[float, BackendError] | None = None  # when, and why, it last could not be learned
         self._api: HfApi | None = None
         self.image = image
+        self.log_max_bytes = log_max_bytes  # the copy's job.log at most (JOBTRAIL_LOG_MAX_BYTES); events uncapped
         self._followers: dict[str, threading.Thread] = {}
+        self._failed_copies: dict[str, int] = {}  # remote job id -> its followers in this process that gave up
         self._lock = threading.Lock()
 
     # --- Backend protocol -------------------------------------------------------------
@@ -82,6 +93,7 @@ class HfJobsBackend:
         api = self.api()
         namespace = self.namespace()
         private_dir(Path(request.workdir))
+        logpump.prepare(Path(request.workdir))
         env = {**request.env, "PYTHONUNBUFFERED": "1", SCRIPT_VARIABLE: pack_script(request.script)}
         env["JOBTRAIL_IMAGE"] = self.image
         try:
@@ -161,30 +173,27 @@ class HfJobsBackend:
             return Probe(phase="running", started_at=started)
         if stage == "DELETED":
             return Probe(phase="lost", started_at=started)
+        if not self._copied(placement) and self._failed_copies.get(_remote(placement), 0) < COPY_FAILURES:
+            # Ended, but what it printed is still being copied: "exited" means every event is here to be read, as
+            # on the local backend, so the attempt is judged on its whole receipt.
+            return Probe(phase="running", started_at=started)
         ended = job.finished_at.timestamp() if job.finished_at else time.time()
         return Probe(phase="exited", started_at=started, exit=_exit_record(stage, job.status.message, ended))
 
     def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
-        """`offset` counts lines here (an opaque cursor to callers), not bytes."""
+        """Cursors are positions in all the job printed, as on the local backend (joblog.py)."""
         if offset < 0:
             raise InvalidRequestError(
                 f"Log offset {offset} is negative.", fix="Pass 0, or the cursor a previous read returned."
             )
-        workdir = Path(placement.workdir)
-        if not (workdir / COMPLETE).exists():
-            self._ensure_follower(placement)
-        lines = _read_lines(workdir / LOG)
-        chunk = lines[offset:] if max_lines is None else lines[offset : offset + max_lines]
-        return LogChunk(lines=chunk, offset=offset + len(chunk), end=len(lines))
+        return joblog.read(Path(placement.workdir), offset, max_lines, self._copied(placement))
 
     def read_events(self, placement: Placement, offset: int = 0) -> LogChunk:
-        """HF Jobs has one stream for everything, so events travel in the log: every line from `offset` on, in
-        one read and never stopped at a size (job.log here is the stream's copy, which is not capped)."""
-        return self.read_log(placement, offset)
+        """The event lines from job.events, never capped (offsets are its bytes)."""
+        return joblog.read_events(Path(placement.workdir), offset, self._copied(placement))
 
     def read_tail(self, placement: Placement, count: int) -> LogChunk:
-        lines = self.read_log(placement, 0).lines
-        return LogChunk(lines=lines[-count:], offset=len(lines), end=len(lines))
+        return joblog.tail(Path(placement.workdir), count, self._copied(placement))
 
     def cancel(self, placement: Placement) -> None:
         try:
@@ -221,54 +230,60 @@ class HfJobsBackend:
             self._followers[key] = thread
             thread.start()
 
+    def _copied(self, placement: Placement) -> bool:
+        """Whether the whole log is copied; until it is, a follower keeps copying it."""
+        done = (Path(placement.workdir) / COMPLETE).exists()
+        if not done:
+            self._ensure_follower(placement)
+        return done
+
     def _follow(self, placement: Placement) -> None:
-        """Append the job's log lines to job.log exactly once each, across dropped streams."""
+        """Copy the job's log lines exactly once each, across dropped streams and server processes (hf_logs.py)."""
         workdir = Path(placement.workdir)
         private_dir(workdir)
+        with hf_logs.follower_lock(workdir) as mine:
+            if not mine:
+                return  # another server process copies it; a later read starts this one again if it stops
+            if hf_logs.finished(workdir):  # copied whole by a process that stopped before marking it complete
+                write_private(workdir / COMPLETE, "")
+                return
+            redact = Redactor([self._token or "", *(os.environ.get(name, "") for name in placement.secret_sources)])
+            copy = hf_logs.StreamCopy(workdir, self.log_max_bytes, redact)
+            if self._copy(placement, copy):
+                copy.close()
+                write_private(workdir / COMPLETE, "")
+                return
+            copy.abandon()
+        with self._lock:
+            key = _remote(placement)
+            self._failed_copies[key] = self._failed_copies.get(key, 0) + 1
+
+    def _copy(self, placement: Placement, copy: hf_logs.StreamCopy) -> bool:
+        """Feed the copy until the job has ended and its log was read whole once more; False when the stream kept
+        failing (FOLLOW_RETRIES times)."""
         api, job_id = self.api(), _remote(placement)
-        redact = Redactor([self._token or "", *(os.environ.get(name, "") for name in placement.secret_sources)])
         for attempt in range(FOLLOW_RETRIES):
             try:
-                followed = api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=True)
-                _append_new(workdir / LOG, followed, redact)
+                copy.feed(api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=True))
                 # The client ends a followed stream quietly when it drops after the job has
                 # finished, so the end of a stream proves nothing: once the job is over, read
                 # the whole log one last time.
                 if self._stage(placement) in TERMINAL:
-                    done = api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=False)
-                    _append_new(workdir / LOG, done, redact)
-                    write_private(workdir / COMPLETE, "")
-                    return
-            except Exception:  # noqa: BLE001 - a dropped stream or a hiccup: resume after the last line seen
+                    copy.feed(api.fetch_job_logs(job_id=job_id, namespace=placement.namespace, follow=False))
+                    return True
+            except Exception:  # noqa: BLE001 - a dropped stream or a hiccup: resume after what was copied
                 pass
             time.sleep(min(0.2 * 2.0**attempt, 5.0))
+        return False
 
     def _stage(self, placement: Placement) -> str:
         job = self.api().inspect_job(job_id=_remote(placement), namespace=placement.namespace)
         return _stage_name(job)
 
 
-def _append_new(path: Path, stream: Iterable[str], redact: Redactor) -> None:
-    """A log stream replays the job's log from its first line: write only what job.log lacks
-    (redacting keeps a line one line, so the count still matches)."""
-    have = len(_read_lines(path))
-    with private_open(path, "a", encoding="utf-8") as log:
-        for index, line in enumerate(stream):
-            if index >= have:
-                log.write(redact(line.rstrip("\n")) + "\n")
-                log.flush()
-
-
 def _stage_name(job: JobInfo) -> str:
     stage = job.status.stage
     return str(getattr(stage, "value", stage))
-
-
-def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return []
 
 
 def _exit_record(stage: str, message: str | None, ended: float) -> ExitRecord:

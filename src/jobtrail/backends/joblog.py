@@ -11,7 +11,6 @@ or of a gigabyte.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,17 +68,9 @@ def read_events(workdir: Path, offset: int, finished: bool) -> LogChunk:
     return _read([_Piece(0, size, path, closed=finished)], offset, None)
 
 
-def _layout(workdir: Path) -> dict[str, int] | None:
-    try:
-        layout: dict[str, int] = json.loads((workdir / logpump.LAYOUT).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):  # none: the log never reached its cap; written atomically otherwise
-        return None
-    return layout
-
-
 def _pieces(workdir: Path, finished: bool) -> list[_Piece]:
     log = workdir / logpump.LOG
-    layout = _layout(workdir)
+    layout = logpump.read_layout(workdir)
     try:
         size = log.stat().st_size
     except FileNotFoundError:

@@ -66,7 +66,7 @@ def _open_append(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE)
 
 
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -80,6 +80,15 @@ def write_layout(workdir: Path, layout: dict[str, Any]) -> None:
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE), "w", encoding="utf-8") as f:
         json.dump(layout, f)
     os.replace(tmp, path)
+
+
+def read_layout(workdir: Path) -> dict[str, Any] | None:
+    """job.log.layout; None while the log has not reached its cap (it is written atomically once it has)."""
+    try:
+        layout: dict[str, Any] = json.loads((workdir / LAYOUT).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    return layout
 
 
 class CappedLog:
@@ -97,19 +106,44 @@ class CappedLog:
         self.part_fd: int | None = None
         self.dropped_lines = 0
 
+    @classmethod
+    def reopen(cls, workdir: Path, max_bytes: int) -> CappedLog:
+        """A writer that goes on where an earlier one stopped, from the files it left (its process ended before its
+        output did): the head and the cap from the layout, the kept tail from the parts' names and sizes. HF Jobs'
+        log follower (hf_logs.py) reopens its copy each time it starts; a finished log is not reopened."""
+        layout = read_layout(workdir)
+        log = cls(workdir, layout["max_bytes"] if layout else max_bytes)
+        log.written = os.fstat(log.log_fd).st_size
+        if layout is None:
+            if log.written >= log.head_cap:  # the cap is smaller than the one the head was written under
+                log.head = log.written
+                log._write_layout()
+            return log
+        log.head, log.written, log.dropped_lines = layout["head"], layout["head"], layout.get("dropped_lines", 0)
+        starts = sorted(int(name[len(PART_PREFIX) :]) for name in os.listdir(workdir) if name.startswith(PART_PREFIX))
+        for start in starts:
+            data = (workdir / part_name(start)).read_bytes()  # a part holds at most part_cap bytes
+            log.parts.append([start, len(data), data.count(b"\n")])
+            log.written = start + len(data)
+        while len(log.parts) > PARTS:  # it stopped between starting a part and dropping the oldest
+            log._drop_oldest()
+        if log.parts:
+            log.part_fd = _open_append(workdir / part_name(log.parts[-1][0]))
+        return log
+
     def write(self, data: bytes) -> None:
         if self.head is None:
             room = self.head_cap - self.written
             if len(data) <= room:
-                _write_all(self.log_fd, data)
+                write_all(self.log_fd, data)
                 self.written += len(data)
                 return
             # The head ends after a whole line, so the marker never splits one (unless a single line is the head).
             cut = data.rfind(b"\n", 0, room) + 1 or (room if self.written == 0 else 0)
-            _write_all(self.log_fd, data[:cut])
+            write_all(self.log_fd, data[:cut])
             self.written += cut
             self.head = self.written
-            write_layout(self.workdir, {"head": self.head, "max_bytes": self.max_bytes})
+            self._write_layout()
             data = data[cut:]
         if self.part_fd is None:
             self._rotate()
@@ -127,7 +161,7 @@ class CappedLog:
 
     def _append(self, data: bytes) -> None:
         assert self.part_fd is not None
-        _write_all(self.part_fd, data)
+        write_all(self.part_fd, data)
         part = self.parts[-1]
         part[1] += len(data)
         part[2] += data.count(b"\n")
@@ -140,10 +174,26 @@ class CappedLog:
         self.part_fd = _open_append(self.workdir / part_name(self.written))
         self.parts.append([self.written, 0, 0])
         if len(self.parts) > PARTS:
-            start, _, lines = self.parts.popleft()
-            self.dropped_lines += lines
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.workdir / part_name(start))
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        start, _, lines = self.parts.popleft()
+        self.dropped_lines += lines
+        self._write_layout()  # the count of dropped lines, for a writer that reopens the log
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.workdir / part_name(start))
+
+    def _write_layout(self) -> None:
+        write_layout(
+            self.workdir, {"head": self.head, "max_bytes": self.max_bytes, "dropped_lines": self.dropped_lines}
+        )
+
+    def detach(self) -> None:
+        """Close its files and leave the log as it is, for a writer that reopens it."""
+        if self.part_fd is not None:
+            os.close(self.part_fd)
+            self.part_fd = None
+        os.close(self.log_fd)
 
     def close(self) -> None:
         """Join head, marker and kept tail into job.log, then say so in the layout; only then remove the parts
@@ -157,11 +207,11 @@ class CappedLog:
             resume = self.parts[0][0] if self.parts else self.written
             dropped = resume - self.head
             marker = marker_line(dropped, self.dropped_lines, self.head, self.max_bytes) if dropped else b""
-            _write_all(self.log_fd, marker)
+            write_all(self.log_fd, marker)
             for start, _, _ in self.parts:
                 with open(self.workdir / part_name(start), "rb") as part:
                     while block := part.read(READ_SIZE):
-                        _write_all(self.log_fd, block)
+                        write_all(self.log_fd, block)
             layout = {"head": self.head, "resume": resume, "marker": len(marker), "final": True}
             write_layout(self.workdir, {**layout, "dropped_bytes": dropped, "dropped_lines": self.dropped_lines})
             for start, _, _ in self.parts:
@@ -271,7 +321,7 @@ def _events(data: bytes, fd: int) -> None:
         end = data.find(b"\n", at) + 1 or len(data)
         picked.append(data[at:end])
         at = data.find(EVENT_MARK, end)
-    _write_all(fd, b"".join(picked))
+    write_all(fd, b"".join(picked))
 
 
 def _redact(data: bytes, redact: Any) -> bytes:
