@@ -53,15 +53,18 @@ def finish(profiler: Any) -> dict[str, Any]:
     steps: list[Interval] = []
     kernels: list[Interval] = []
     cpu_ops: list[Interval] = []
-    for event in profiler.events():
+    events = list(profiler.events())
+    # A range named by code (Optimizer.step#AdamW.step ...) is mirrored on the GPU's timeline around the kernels
+    # it launched: no GPU work of its own. Known by its flag, or by the name of its CPU side where a torch
+    # does not flag the mirror.
+    named = {e.name for e in events if e.device_type == DeviceType.CPU and getattr(e, "is_user_annotation", False)}
+    for event in events:
         interval = (event.name, float(event.time_range.start), float(event.time_range.end))
         if event.name.startswith(STEP_MARK):
             if event.device_type == DeviceType.CPU:
                 steps.append(interval)
         elif event.device_type == DeviceType.CUDA:
-            # A range named by code (Optimizer.step#AdamW.step ...) is mirrored on the GPU's timeline around
-            # the kernels it launched: it is no GPU work of its own.
-            if not getattr(event, "is_user_annotation", False):
+            if not getattr(event, "is_user_annotation", False) and event.name not in named:
                 kernels.append(interval)
         elif event.device_type == DeviceType.CPU:
             cpu_ops.append(interval)  # named ranges included: their self time is the Python between their ops

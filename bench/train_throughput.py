@@ -38,7 +38,7 @@ Targets (issue 29, on a GPU): rendered ≥ 1.5× the baseline's steady tokens/s 
 GB of the baseline's plain write. Printed as met or missed on a GPU; on CPU they do not apply.
 
 Modes:
-  --cpu-smoke            stand-ins of a few thousand parameters on CPU (< 1 minute): keeps the bench from rotting
+  --cpu-smoke            stand-ins of ~0.1M parameters on CPU (< 1 minute idle): keeps the bench from rotting
   (default)              Qwen/Qwen2.5-0.5B, full fine-tuning, on trl-lib/Capybara (TRL's quick start)
   --model M --peft lora  any Hub model; --offline-shape qwen2.5-0.5b|qwen2.5-7b instead of --model and
                          --dataset: a stand-in of that shape (bench/standin.py, seconds) on toy chat rows
@@ -48,20 +48,24 @@ Modes:
   --budget-s S           the whole run within about S seconds: each case gets a share of the time left
                          (CASES' weights), each side half of its case's; a side trains until its deadline
                          (from its own step times, less a reserve for saving and exiting), at least
-                         --warmup-steps + 5 steps (with --profile, through 4 steps after the window), and at
+                         --warmup-steps + 5 steps (with --profile, through 3 steps after the window), and at
                          most --steps; the rendered side trains the steps the baseline did. What was cut is
                          printed and in the JSON.
-  --json PATH            every figure as JSON ("-": stdout instead of the tables), rewritten after each case
+  --json PATH            every figure as JSON, rewritten after each case ("-": to stdout at the end, the tables
+                         going to stderr instead); environment variables in PATH (and DIR) are expanded;
+                         a case that fails is listed under "failed" (and the exit status is 1), the others run
+  --logs DIR             each side's output copied there (CASE-SIDE.log), kept after the temporary folder goes
 
 Usage: python bench/train_throughput.py [--cpu-smoke] [--suite | --cases C,...] [--budget-s S] [--profile]
            [--model M] [--peft none|lora] [--dataset D] [--offline-shape S] [--steps N] [--max-length L]
-           [--batch B] [--warmup-steps W] [--profile-steps A-B] [--loss-tolerance X] [--json PATH]
+           [--batch B] [--warmup-steps W] [--profile-steps A-B] [--loss-tolerance X] [--json PATH] [--logs DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
 import os
@@ -109,7 +113,7 @@ CASES = {
     "0.5b-full": Case("qwen2.5-0.5b", "none", 1.0),
     "7b-lora": Case("qwen2.5-7b", "lora", 1.3),  # the 15 GB stand-in is built and loaded twice in its share
 }
-# --cpu-smoke: each shape reduced to a few thousand parameters, tied embeddings as the real one.
+# --cpu-smoke: each shape reduced to ~0.1M parameters (its embeddings tied or not, as the real one).
 SMOKE_SIZES = dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2, vocab_size=800)
 
 
@@ -424,7 +428,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--suite", action="store_true", help=f"--cases {','.join(CASES)}")
     parser.add_argument("--budget-s", type=float, help="the whole run within about this many seconds")
     parser.add_argument(
-        "--steps", type=int, help="max_steps (default: 150 with a budget, else 50; 10 with --cpu-smoke)"
+        "--steps", type=int, help="max_steps (default: 100 with a budget, else 50; 10 with --cpu-smoke)"
     )
     parser.add_argument("--max-length", type=int, help="default: 1024 (TRL's); 128 with --cpu-smoke")
     parser.add_argument("--batch", type=int, help="per-device micro-batch of both sides (default: each side's own)")
@@ -434,9 +438,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--loss-tolerance", type=float, default=LOSS_TOLERANCE)
     parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per side without a budget")
     parser.add_argument("--json", metavar="PATH", help='every figure as JSON to PATH ("-": stdout)')
+    parser.add_argument("--logs", metavar="DIR", help="copy each side's output there, as CASE-SIDE.log")
     args = parser.parse_args(argv)
     if args.suite:
         args.cases = ",".join(CASES)
+    # $OUT and the like expand here, for callers that pass arguments without a shell (bench/gpu/run.sh).
+    args.json, args.logs = (os.path.expandvars(path) if path else path for path in (args.json, args.logs))
     if args.cases:
         unknown = [name for name in args.cases.split(",") if name not in CASES]
         if unknown or args.offline_shape:
@@ -450,7 +457,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.min_steps = args.warmup_steps + STEADY_MIN
     if args.profile:
         args.min_steps = max(args.min_steps, args.profile_window[1] + 3)
-    args.steps = args.steps or max(args.min_steps, 150 if args.budget_s else 10 if args.cpu_smoke else 50)
+    args.steps = args.steps or max(args.min_steps, 100 if args.budget_s else 10 if args.cpu_smoke else 50)
     if args.steps < args.min_steps:
         parser.error(f"--steps must be at least {args.min_steps}: the warm-up, then {STEADY_MIN} steady steps")
     return args
@@ -468,41 +475,64 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.time()
     names = args.cases.split(",") if args.cases else [None]
-    report: dict[str, Any] = {"budget_s": args.budget_s, "cases": [], "cut": []}
+    report: dict[str, Any] = {"budget_s": args.budget_s, "cases": [], "failed": [], "cut": []}
+    tables = sys.stderr if args.json == "-" else sys.stdout  # stdout is the JSON's alone
     with tempfile.TemporaryDirectory(prefix="jobtrail-throughput-") as tmp_name:
         tmp = Path(tmp_name)
         env = environment(args, tmp)
         os.environ.update(env)
         child_env = dict(os.environ)
         for i, name in enumerate(names):
-            case = CASES[name] if name else None
             weights = [CASES[n].weight if n else 1.0 for n in names[i:]]
             deadline = case_deadline(started, args.budget_s, weights)
             label = name or case_label(args)
-            if deadline is not None and deadline <= time.time() and report["cases"]:  # the first case always runs
+            if deadline is not None and deadline <= time.time() and i > 0:  # the first case always runs
                 report["cut"].append(f"{label}: not run, the budget was spent")
                 continue
             case_tmp = tmp / f"case-{i}"
             case_tmp.mkdir()
-            setup, built = prepare(args, case, case_tmp, child_env)
-            if not args.cpu_smoke and not built:
-                warm_caches(setup)
-            sides = run_case(args, setup, case_tmp, child_env, deadline)
-            summary = summarise(label, setup, sides, args, built)
-            report["cases"].append(summary)
-            report["cut"] += summary["cut"]
+            try:
+                summary = bench_case(args, CASES[name] if name else None, label, case_tmp, child_env, deadline)
+            except SystemExit as exc:  # one case's failure must not cost the others' figures
+                report["failed"].append({"case": label, "error": str(exc)})
+                print(f"\n== {label} FAILED: {exc}", file=sys.stderr)
+            else:
+                report["cases"].append(summary)
+                report["cut"] += summary["cut"]
+                with contextlib.redirect_stdout(tables):
+                    print_case(summary)
+            finally:
+                keep_logs(args.logs, label, case_tmp)
+                shutil.rmtree(case_tmp, ignore_errors=True)  # the next case's stand-in needs the disk
             report["wall_s"] = time.time() - started
             write_json(args.json, report)
-            if args.json != "-":
-                print_case(summary)
-            shutil.rmtree(case_tmp, ignore_errors=True)  # the next case's stand-in needs the disk
     report["wall_s"] = time.time() - started
     write_json(args.json, report)
+    with contextlib.redirect_stdout(tables):
+        print_cuts(report)
     if args.json == "-":
         print(json.dumps(report, indent=2))
-    else:
-        print_cuts(report)
-    return 0
+    return 1 if report["failed"] else 0
+
+
+def bench_case(
+    args: argparse.Namespace, case: Case | None, label: str, tmp: Path, env: dict[str, str], deadline: float | None
+) -> dict[str, Any]:
+    setup, built = prepare(args, case, tmp, env)
+    if not args.cpu_smoke and not built:
+        warm_caches(setup)
+    return summarise(label, setup, run_case(args, setup, tmp, env, deadline), args, built)
+
+
+def keep_logs(folder: str | None, label: str, case_tmp: Path) -> None:
+    """Each side's output (and the hook's record) copied out of the temporary folder, as LABEL-SIDE.log."""
+    if not folder:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for side in ("baseline", "rendered"):
+        log = case_tmp / side / "output.log"
+        if log.is_file():
+            shutil.copyfile(log, Path(folder) / f"{label}-{side}.log")
 
 
 if __name__ == "__main__":

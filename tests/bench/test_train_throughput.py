@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -289,7 +290,7 @@ def test_budget_shares_and_arguments(bench: dict[str, ModuleType]) -> None:
     assert deadline - now == pytest.approx(360 / 2.3, abs=1)
     assert throughput.case_deadline(now, None, [1.0]) is None
     args = throughput.parse_args(["--suite", "--budget-s", "360", "--profile"])
-    assert args.cases == "0.5b-full,7b-lora" and args.steps == 150 and args.min_steps == 11
+    assert args.cases == "0.5b-full,7b-lora" and args.steps == 100 and args.min_steps == 11
     assert throughput.parse_args(["--cpu-smoke"]).steps == 10
     with pytest.raises(SystemExit):
         throughput.parse_args(["--cpu-smoke", "--steps", "7"])  # the warm-up and 5 steady steps need 8
@@ -356,3 +357,32 @@ def test_gpu_figures_from_a_gpus_facts(bench: dict[str, ModuleType], tiny_model:
     assert missed["speedup"]["met"] is False  # 1.25x
     assert missed["loss_curve"]["met"] is False  # 1.5 more on a loss of ~9: over 10%
     assert missed["commit_vs_write"]["met"] is False  # 2x the baseline's seconds per GB
+
+
+def test_a_failing_case_leaves_the_others_their_figures(
+    bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """One case's failure is listed with its error (and its sides' logs kept); the next case still runs, the
+    JSON holds both, and the exit status says something failed."""
+    throughput = bench["train_throughput"]
+    monkeypatch.setattr(os, "environ", {**os.environ, "BENCH_LOGS": str(tmp_path / "logs")})  # main() sets some
+
+    def one_case(args: Any, case: Any, label: str, tmp: Path, env: Any, deadline: Any) -> dict[str, Any]:
+        (tmp / "baseline").mkdir()
+        (tmp / "baseline" / "output.log").write_text(f"{label} baseline output\n")
+        if label == "0.5b-full":
+            raise SystemExit("baseline: did not finish")
+        return {"case": label, "cut": [f"{label}: rendered trained 9 of 100 steps"]}
+
+    monkeypatch.setattr(throughput, "bench_case", one_case)
+    monkeypatch.setattr(throughput, "print_case", lambda summary: print(f"table of {summary['case']}"))
+    out = tmp_path / "report.json"
+    assert throughput.main(["--suite", "--json", str(out), "--logs", "$BENCH_LOGS"]) == 1
+    report = json.loads(out.read_text())
+    assert report["failed"] == [{"case": "0.5b-full", "error": "baseline: did not finish"}]
+    assert [case["case"] for case in report["cases"]] == ["7b-lora"]
+    assert report["cut"] == ["7b-lora: rendered trained 9 of 100 steps"]
+    for label in ("0.5b-full", "7b-lora"):
+        assert (tmp_path / "logs" / f"{label}-baseline.log").read_text() == f"{label} baseline output\n"
+    printed = capsys.readouterr()
+    assert "table of 7b-lora" in printed.out and "0.5b-full FAILED: baseline: did not finish" in printed.err
