@@ -297,15 +297,14 @@ def run_case(args: argparse.Namespace, setup: Setup, tmp: Path, env: dict[str, s
     base_argv += ["--steps", str(setup.steps), "--max-length", str(setup.max_length)]
     base_argv += ["--output-dir", str(tmp / "baseline" / "output")]
     base_argv += (["--batch", str(setup.batch)] if setup.batch else []) + (["--lora"] if setup.peft == "lora" else [])
-    reserve = tail_reserve_s(setup)
     hook: dict[str, Any] = {"profile": list(args.profile_window)} if args.profile else {}
     base_deadline = None if deadline is None else time.time() + (deadline - time.time()) / 2
-    settings = with_deadline(hook, base_deadline, reserve, args.min_steps)
+    settings = with_deadline(hook, base_deadline, tail_reserve_s(setup, "baseline"), args.min_steps)
     baseline = baseline_side(
         run_side(base_argv, tmp / "baseline", env, settings, kill_after(args, base_deadline)), args
     )
     hook["stop_at"] = baseline["steps_trained"]  # the same steps on both sides (and so the same schedule)
-    settings = with_deadline(hook, deadline, reserve, args.min_steps)
+    settings = with_deadline(hook, deadline, tail_reserve_s(setup, "rendered"), args.min_steps)
     ran = run_side([str(script)], script.parent, env, settings, kill_after(args, deadline))
     return {"rendered": rendered_side(ran, config, args), "baseline": baseline, "config": config}
 
@@ -321,12 +320,13 @@ def kill_after(args: argparse.Namespace, deadline: float | None) -> float:
     return args.timeout if deadline is None else max(0.0, deadline - time.time()) + GRACE_S
 
 
-def tail_reserve_s(setup: Setup) -> float:
-    """Seconds a side needs after its last step: the checkpoint (fp32 weights and Adam's two moments for full
-    fine-tuning; an adapter is small), the rendered job's final model, hashing them, and the exit."""
+def tail_reserve_s(setup: Setup, side: str) -> float:
+    """Seconds a side needs after its last step, for full fine-tuning: its checkpoint (the rendered job keeps fp32
+    weights and Adam's two moments, 12 bytes a parameter, then hashes them and writes a 4-byte final model;
+    plain TRL trains the bf16 weights as loaded, 6 bytes), and the exit. An adapter's files are small."""
     if setup.peft != "none":
         return TAIL_S
-    return TAIL_S + model_params(setup.model) * 16 / WRITE_BYTES_PER_S  # 12 bytes a parameter saved, 4 more final
+    return TAIL_S + model_params(setup.model) * (16 if side == "rendered" else 6) / WRITE_BYTES_PER_S
 
 
 def case_deadline(start: float, budget_s: float | None, weights: list[float]) -> float | None:
