@@ -1,8 +1,10 @@
-"""The estimator against real SFT jobs: peak memory and step time, estimated vs measured.
+"""The estimator against real jobs (SFT, and DPO where a shape says so): peak memory and step time, estimated vs
+measured.
 
 Each shape runs a real job through jobtrail (build_service → submit → inspect until terminal)
-on a text dataset whose every row is longer than max_length, so every micro-batch is exactly
-batch × max_length tokens: the shape the estimator is given is the shape that ran. The
+on a dataset whose every row is longer than max_length, so every micro-batch is exactly
+batch × max_length tokens (a DPO row: a short prompt whose chosen and rejected answers each run past
+max_length, so 2 × batch sequences of max_length): the shape the estimator is given is the shape that ran. The
 estimate is made for this machine (a Flavor built from it) and compared with the job's
 `metrics` event:
   * CPU: peak memory = the job's ru_maxrss (all of the process), peak FLOPS = a matmul
@@ -27,13 +29,18 @@ job on 256 chat rows is taken before any run (a guess from FLOPs), then a first 
 demo data calibrates, then the estimate is taken again and that 256-row job runs: its wall time
 (attempt start to end) is printed next to both estimates, with the ratios. Target: within 2×.
 
-Usage: python bench/estimate_vs_measured.py [--steps N] [--only NAME] [--local]
+`--only small-full,small-full-dpo,small-full-x2` holds DPO to the model where SFT is the control (issue 29 item 5):
+chosen and rejected run as one batch of twice the rows, so 4 pairs should hold what 8 SFT rows hold (small-full-x2)
+plus the reference model that full fine-tuning loads; the differences between the shapes are printed.
+
+Usage: python bench/estimate_vs_measured.py [--steps N] [--only NAME[,NAME...]] [--local]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import random
 import statistics
@@ -67,18 +74,16 @@ class Shape:
     max_length: int
     default: bool = True  # run without --only
     checkpointing: bool = True  # gradient checkpointing (preflight turns it off where the estimate fits without)
+    method: str = "sft"
 
 
+_SMALL = dict(hidden_size=512, intermediate_size=1536, num_layers=8, num_heads=8, num_kv_heads=2, vocab_size=32000)
 CPU_SHAPES = [
     Shape("demo-lora", None, "lora", batch=4, max_length=128),
-    Shape(
-        "small-full",
-        dict(hidden_size=512, intermediate_size=1536, num_layers=8, num_heads=8, num_kv_heads=2, vocab_size=32000),
-        "none",
-        batch=4,
-        max_length=256,
-        default=False,
-    ),
+    Shape("small-full", _SMALL, "none", batch=4, max_length=256, default=False),
+    Shape("small-full-dpo", _SMALL, "none", batch=4, max_length=256, default=False, method="dpo"),
+    # DPO's control: the model says 4 pairs hold what 8 SFT rows do, plus the reference model.
+    Shape("small-full-x2", _SMALL, "none", batch=8, max_length=256, default=False),
 ]
 _QWEN2_770M = dict(
     hidden_size=2048, intermediate_size=5632, num_layers=16, num_heads=16, num_kv_heads=4, vocab_size=32000
@@ -148,11 +153,23 @@ def write_long_rows(path: Path, rows: int, words: int, seed: int = 0) -> Path:
     return path
 
 
+def write_long_pairs(path: Path, rows: int, words: int, seed: int = 0) -> Path:
+    """Preference rows: a short prompt, and chosen and rejected answers of `words` toy words each, so that both
+    sequences of every pair run past max_length and truncate to it."""
+    rng = random.Random(seed)
+    vocab = ["apple", "sky", "grass", "red", "blue", "green", "one", "two", "three", "comes", "after", "the", "is"]
+    with path.open("w", encoding="utf-8") as f:
+        for _ in range(rows):
+            chosen, rejected = (" ".join(rng.choice(vocab) for _ in range(words)) for _ in range(2))
+            f.write(json.dumps({"prompt": "what comes after one?", "chosen": chosen, "rejected": rejected}) + "\n")
+    return path
+
+
 def run_job(home: Path, model: Path, dataset: Path, shape: Shape, steps: int) -> dict[str, Any]:
-    """Submit one SFT job, wait for it, return its summary plus the step rate between logs."""
+    """Submit one job, wait for it, return its summary plus the step rate between logs."""
     service = build_service(home)
     spec = JobSpec(
-        method="sft",
+        method=shape.method,
         model=str(model),
         dataset=str(dataset),
         timeout_s=DEADLINE_S,
@@ -190,7 +207,7 @@ def run_job(home: Path, model: Path, dataset: Path, shape: Shape, steps: int) ->
 def estimate(model: Path, shape: Shape, steps: int, host: Flavor) -> EstimateResult:
     return estimate_cost(
         str(model),
-        method="sft",
+        method=shape.method,
         peft=shape.peft,
         num_examples=steps * shape.batch,
         avg_tokens=shape.max_length,
@@ -287,15 +304,14 @@ def main_local() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--only", help="run only the shape with this name")
+    parser.add_argument("--only", help="run only the shapes with these names (comma-separated)")
     parser.add_argument("--local", action="store_true", help="whole-run wall time vs estimate_cost, calibrated")
     args = parser.parse_args()
     if args.local:
         return main_local()
     cuda = torch.cuda.is_available()
-    shapes = [
-        s for s in (GPU_SHAPES if cuda else CPU_SHAPES) if args.only == s.name or (args.only is None and s.default)
-    ]
+    only = args.only.split(",") if args.only else None
+    shapes = [s for s in (GPU_SHAPES if cuda else CPU_SHAPES) if (s.name in only if only else s.default)]
     if not cuda:
         os.environ["OMP_NUM_THREADS"] = "1"  # the jobs inherit it
         torch.set_num_threads(1)
@@ -310,10 +326,12 @@ def main() -> int:
         )
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         failures = 0
+        peaks: dict[str, tuple[float, float]] = {}  # estimated and measured peak GB per shape
         for shape in shapes:
             model = demo_model if shape.model is None else build_tiny_model(home / shape.name, **shape.model)
             rows = (args.steps + 1) * shape.batch
-            dataset = write_long_rows(home / f"{shape.name}.jsonl", rows, words=2 * shape.max_length)
+            write = write_long_pairs if shape.method == "dpo" else write_long_rows
+            dataset = write(home / f"{shape.name}.jsonl", rows, words=2 * shape.max_length)
             measured = run_job(home, model, dataset, shape, args.steps)
             est = estimate(model, shape, args.steps, host)
             print(
@@ -322,6 +340,10 @@ def main() -> int:
                 f"{measured['tokens_per_second']} tokens/s over {measured['train_runtime']}s"
             )
             failures += compare(shape, est, measured, cuda)
+            peaks[shape.name] = (est.memory.total_gb, measured["peak_memory_bytes"] / 1e9)
+    for (a, (est_a, got_a)), (b, (est_b, got_b)) in itertools.combinations(peaks.items(), 2):
+        # What one shape holds beyond another: the process's runtime and whatever both share cancel out.
+        print(f"  {b} - {a}: estimate {est_b - est_a:+.3f} GB, measured {got_b - got_a:+.3f} GB")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print("all within target" if not failures else f"{failures} comparison(s) outside target")
     return 0

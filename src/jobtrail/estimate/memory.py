@@ -75,6 +75,12 @@ LORA_DROPOUT_MASK_BYTES = 1
 # TRL 1.16's fused LM head (ChunkedLogProbFunction) projects at most this many tokens onto at most
 # this many vocabulary entries at a time (TOKEN_CHUNK_SIZE and _CHUNKED_LOGPROB_CHUNK_SIZE there).
 FUSED_HEAD_TOKENS, FUSED_HEAD_VOCAB = 4096, 32768
+# Bytes per element of that tile at the head's peak. A GPU folds each tile in place (Triton kernels): the tile alone.
+# A CPU has no Triton, and TRL's torch fallback (_backward_tile) folds a whole fp32 tile at once: in backward the
+# tile, five fp32 intermediates (scaled logits, z, log p, p, the gradient), at its largest statement two more and
+# the target mask (a byte each). Measured on this project's VM (ChunkedLogProbFunction, 1024 and 2048 tokens ×
+# 32000, fp32, RSS with glibc's mmap threshold fixed): backward +8.3 tiles, forward +4.0-4.3.
+CPU_FUSED_TILE_BYTES = 8 * FP32 + 1
 
 
 class MemoryBreakdown(BaseModel):
@@ -169,16 +175,18 @@ def head_bytes(shape: ModelShape, device: Device, tokens: int, head: Head) -> fl
     """What the output head holds at the loss, for one micro-batch of `tokens` tokens.
 
     "fused" (TRL's ChunkedLogProbFunction): a copy of the hidden states it scores (saved for
-    backward), one [4096 tokens × 32768 vocabulary] tile in the compute dtype, and in backward the
-    fp32 gradient of the hidden states; an output head that trains (full fine-tuning) gets an fp32
-    gradient too, which is the one gradients_gb already counts.
+    backward), one [4096 tokens × 32768 vocabulary] tile in the compute dtype (on a CPU, the tile and
+    the temporaries its fold makes: CPU_FUSED_TILE_BYTES), and in backward the fp32 gradient of the
+    hidden states; an output head that trains (full fine-tuning) gets an fp32 gradient too, which is
+    the one gradients_gb already counts.
     """
     if head == "score":
         return 0.0
     if head == "logits":
         return float(tokens * shape.vocab_size * FP32)
     e = activation_bytes(device)
-    tile = min(tokens, FUSED_HEAD_TOKENS) * min(shape.vocab_size, FUSED_HEAD_VOCAB) * e
+    per_element = CPU_FUSED_TILE_BYTES if device == "cpu" else e
+    tile = min(tokens, FUSED_HEAD_TOKENS) * min(shape.vocab_size, FUSED_HEAD_VOCAB) * per_element
     return float(tile + (e + FP32) * shape.hidden_size * tokens)
 
 
