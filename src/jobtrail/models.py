@@ -148,11 +148,16 @@ class Speedup(BaseModel):
     )
 
 
+NOT_RECORDED = "not recorded: chosen before jobtrail recorded this measure"
+
+
 class Speedups(BaseModel):
     """What preflight turned on for speed, and why each measure is off where it is off."""
 
     device: str = Field(description='What they were chosen for, e.g. "H100 (h200)" or "CPU (local)".')
-    padding_free: Speedup = Field(description="Padding-free packing (SFT): rows packed with no padding tokens.")
+    padding_free: Speedup = Field(
+        description="Padding-free batching (SFT): each micro-batch's rows flattened into one sequence, no padding."
+    )
     liger_kernel: Speedup = Field(description="Liger's Triton kernels for RMSNorm, RoPE and SwiGLU (SFT).")
     fused_adamw: Speedup = Field(description='optim="adamw_torch_fused": one fused kernel per optimizer step.')
     bf16: Speedup = Field(description="bf16 autocast (the job turns it on where its GPU supports bf16).")
@@ -160,6 +165,15 @@ class Speedups(BaseModel):
     micro_batch: Speedup = Field(
         description="per_device_train_batch_size (and gradient_accumulation_steps, keeping the effective batch) "
         "chosen from the estimate to fill the GPU's memory with headroom."
+    )
+    # Recorded since issue 29; a receipt written before says so.
+    dataloader: Speedup = Field(
+        default_factory=lambda: Speedup(on=False, source="default", why=NOT_RECORDED),
+        description="DataLoader workers collating the next micro-batches while the GPU trains.",
+    )
+    step_metrics: Speedup = Field(
+        default_factory=lambda: Speedup(on=False, source="default", why=NOT_RECORDED),
+        description="Skipping TRL's per-step entropy and token accuracy (kept: the step events report them).",
     )
 
 

@@ -1,9 +1,16 @@
-"""What a training job turns on for speed (issue 15): the pure choice for an H100, a T4, an A10G and this
-CPU; the caller's values win; the estimate's micro-batch; the dry run on an HF Jobs GPU flavor shows the
-record, the rendered training_args and the header (liger-kernel only when on)."""
+"""What a training job turns on for speed (issues 15, 29): the pure choice for an H100 (HF Jobs and local), a T4,
+an A10G and this CPU, fed the facts preflight gathers; the caller's values win; the estimate's micro-batch keeps
+the effective batch; the dry runs (HF Jobs, and a local H100 whose job Python is asked what it has) show the record,
+the rendered training_args and the header (liger-kernel only when on)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,22 +18,24 @@ import pytest
 
 from jobtrail.estimate import estimate_cost
 from jobtrail.estimate.microbatch import FILL, MicroBatch, choose_micro_batch, tunable
-from jobtrail.models import Speedups
-from jobtrail.preflight import speedups
-from jobtrail.preflight.speedups import Target
+from jobtrail.models import JobSpec, Speedups
+from jobtrail.preflight import probes, speedups
+from jobtrail.preflight.speedups import PADDING_FREE_MIN_TRAIN_S, ROW_ROOM, Rows, Target, Workload
 from jobtrail.templates import pep723
-from jobtrail.templates.configs import build_config
+from jobtrail.templates.configs import build_config, retry_config
 from jobtrail.templates.render import LIGER_REQUIREMENT, render_script
 from jobtrail.templates.versions import job_lock, pin
 from support.estimates import OFFLINE
 from support.remote import publish, remote_spec
 
-H100 = Target(flavor="h100", gpu="H100", bf16=True, compute_capability=9.0, installs=True)
-A100 = Target(flavor="a100-large", gpu="A100", bf16=True, compute_capability=8.0, installs=True)
-T4 = Target(flavor="t4-small", gpu="T4", bf16=False, compute_capability=7.5, installs=True)
-A10G = Target(flavor="a10g-large", gpu="A10G", bf16=True, compute_capability=8.6, installs=True)
+H100 = Target(flavor="h100", gpu="H100", bf16=True, compute_capability=9.0)
+A100 = Target(flavor="a100-large", gpu="A100", bf16=True, compute_capability=8.0)
+T4 = Target(flavor="t4-small", gpu="T4", bf16=False, compute_capability=7.5)
+A10G = Target(flavor="a10g-large", gpu="A10G", bf16=True, compute_capability=8.6)
 CPU = Target(flavor="local")
-LOCAL_H100 = Target(flavor="local", gpu="H100", bf16=True, compute_capability=9.0, installs=False)
+# A local H100 whose job Python has what the measurements ran with (bench/speedups_gpu.py).
+MEASURED = {"torch": "2.11.0+cu130", "transformers": "5.24.0", "triton": "3.6.0", "liger-kernel": "0.8.5"}
+LOCAL_H100 = Target(flavor="local", gpu="H100", bf16=True, compute_capability=9.0, packages=MEASURED)
 
 # The split an estimate on an 80 GB GPU chose for SFT's defaults (2 × 4): 8 rows at once, no checkpointing.
 FILLED = MicroBatch(
@@ -38,59 +47,122 @@ FILLED = MicroBatch(
     changed=["per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing"],
     why="estimated 31.0 GB, within the 60.0 GB jobtrail fills (75% of 80 GB)",
 )
-ITEMS = ("padding_free", "liger_kernel", "fused_adamw", "bf16", "gradient_checkpointing", "micro_batch")
+# Every row measured, the longest well under max_length; an hour of training.
+FITTING = Rows(measured=500, total=500, longest=700, max_length=1024)
+LONG_QWEN = Workload(family="qwen2", effective_batch=8, train_s=3600.0, rows=FITTING)
+ITEMS = (
+    "padding_free",
+    "liger_kernel",
+    "fused_adamw",
+    "bf16",
+    "gradient_checkpointing",
+    "micro_batch",
+    "dataloader",
+    "step_metrics",
+)
 
 LIGER_PINNED = pin(LIGER_REQUIREMENT, job_lock())  # as a rendered header lists it
 
 
-def _choose(target: Target, given: dict[str, Any] | None = None, **kw: Any) -> Speedups:
-    return speedups.choose("sft", target, given or {}, family=kw.pop("family", "qwen2"), **kw)
+def _choose(target: Target, given: dict[str, Any] | None = None, **changes: Any) -> Speedups:
+    micro_batch = changes.pop("micro_batch", None)
+    return speedups.choose("sft", target, given or {}, replace(LONG_QWEN, **changes), micro_batch=micro_batch)
 
 
 def _rendered(chosen: Speedups) -> dict[str, Any]:
-    return speedups.apply({"training_args": {"learning_rate": 2e-4}}, chosen)["training_args"]
+    return speedups.apply({"training_args": {"learning_rate": 2e-4, "max_length": 1024}}, chosen)["training_args"]
 
 
-def test_an_h100_gets_everything_that_is_safe_there():
+def _on(chosen: Speedups) -> set[str]:
+    return {name for name in ITEMS if getattr(chosen, name).on}
+
+
+def test_an_h100_on_hf_jobs_gets_everything_measured_safe_there():
     chosen = _choose(H100, micro_batch=FILLED)
     assert chosen.device == "H100 (h100)"
-    on = {name for name in ITEMS if getattr(chosen, name).on}
-    assert on == {"liger_kernel", "fused_adamw", "bf16", "micro_batch"}  # checkpointing is off: it fits without
+    assert _on(chosen) == {"padding_free", "liger_kernel", "fused_adamw", "bf16", "micro_batch", "dataloader"}
     assert (
         chosen.gradient_checkpointing.source == "preflight" and "fits without it" in chosen.gradient_checkpointing.why
     )
     assert chosen.bf16.source == "default"  # the job's own precision rule decides on the GPU it lands on
+    assert "joins the script's dependencies" in chosen.liger_kernel.why
+    assert "flex_attention" in chosen.padding_free.why and "all 500 rows measured" in chosen.padding_free.why
     assert _rendered(chosen) == {
         "learning_rate": 2e-4,
+        "max_length": None,  # TRL 1.16 flattens without packing only without one; no row reaches it
+        "padding_free": True,
+        "model_init_kwargs": {"attn_implementation": "flex_attention"},
         "use_liger_kernel": True,
         "optim": "adamw_torch_fused",
         "gradient_checkpointing": False,
         "per_device_train_batch_size": 8,
         "gradient_accumulation_steps": 1,
+        "dataloader_num_workers": 2,
+        "dataloader_persistent_workers": True,
     }
-    # SDPA computes a flattened padding-free batch whole: packing waits for a varlen kernel.
-    assert not chosen.padding_free.on and "varlen flash attention" in chosen.padding_free.why
+    assert not chosen.step_metrics.on and "report them" in chosen.step_metrics.why
     assert _choose(A100, micro_batch=FILLED).liger_kernel.on
 
 
-def test_padding_free_packing_comes_with_a_varlen_attention_kernel():
-    flash = {"model_init_kwargs": {"attn_implementation": "flash_attention_2"}}
-    chosen = _choose(H100, flash)
-    assert chosen.padding_free.on and chosen.padding_free.source == "preflight"
-    assert _rendered(chosen)["packing"] is True and _rendered(chosen)["packing_strategy"] == "bfd"
-    assert _choose(
-        H100, {"model_init_kwargs": {"attn_implementation": "kernels-community/flash-attn2"}}
-    ).padding_free.on
-    assert not _choose(CPU, flash).padding_free.on
-    assert not speedups.choose("dpo", H100, flash, family="qwen2").padding_free.on
+def test_a_local_h100_turns_liger_on_when_the_jobs_python_has_it():
+    chosen = _choose(LOCAL_H100, micro_batch=FILLED)
+    assert chosen.liger_kernel.on and "liger-kernel 0.8.5 is importable by the job's Python" in chosen.liger_kernel.why
+    assert chosen.padding_free.on and chosen.dataloader.on and chosen.micro_batch.on
+    without = {name: v for name, v in MEASURED.items() if name != "liger-kernel"}
+    lacking = _choose(replace(LOCAL_H100, packages=without)).liger_kernel
+    assert not lacking.on and "not importable by the job's Python" in lacking.why and "liger-kernel>=" in lacking.why
+    old = _choose(replace(LOCAL_H100, packages={**MEASURED, "liger-kernel": "0.7.1"})).liger_kernel
+    assert not old.on and "0.7.1" in old.why
+
+
+def test_triton_kernels_need_triton_and_a_c_compiler_in_a_local_job():
+    no_triton = _choose(replace(LOCAL_H100, packages={k: v for k, v in MEASURED.items() if k != "triton"}))
+    no_cc = _choose(replace(LOCAL_H100, c_compiler=False))
+    for chosen, why in ((no_triton, "triton is not importable"), (no_cc, "C compiler")):
+        assert not chosen.liger_kernel.on and why in chosen.liger_kernel.why
+        assert not chosen.padding_free.on and why in chosen.padding_free.why
+        assert chosen.fused_adamw.on  # no Triton in it
+
+
+def test_padding_free_stays_off_where_it_was_not_measured_or_would_not_pay():
+    cases = [
+        (dict(rows=replace(FITTING, measured=400)), "measured 400 of 500"),
+        (dict(rows=replace(FITTING, total=None)), "an unknown number"),
+        (dict(rows=replace(FITTING, longest=1024 - ROW_ROOM + 1)), "within 8 of max_length 1024"),
+        (dict(rows=replace(FITTING, separate_eval=True)), "another dataset"),
+        (dict(rows=None), "no row was measured"),
+        (dict(train_s=PADDING_FREE_MIN_TRAIN_S - 1), "would not pay back"),
+        (dict(train_s=None, train_unknown="the estimate has no training time (x)"), "no training time (x)"),
+        (dict(family="gemma2"), "model_type 'gemma2'"),
+        (dict(multimodal=True), "multimodal"),
+        (dict(processes=2), "one GPU only"),
+    ]
+    for changes, why in cases:
+        chosen = _choose(H100, **changes).padding_free
+        assert not chosen.on and chosen.source == "default" and why in chosen.why, (changes, chosen.why)
+    older = _choose(replace(LOCAL_H100, packages={**MEASURED, "torch": "2.10.1"})).padding_free
+    assert not older.on and "torch 2.11 or newer" in older.why
+    sdpa = _choose(H100, {"model_init_kwargs": {"attn_implementation": "sdpa"}}).padding_free
+    assert not sdpa.on and "sdpa as given" in sdpa.why
+    # The job sets no max_length: nothing could be cut, so nothing needs to fit.
+    assert _choose(H100, rows=replace(FITTING, max_length=None, measured=1, total=None)).padding_free.on
+    assert not speedups.choose("dpo", H100, {}, LONG_QWEN).padding_free.on
+
+
+def test_a_varlen_flash_attention_the_caller_chose_carries_padding_free_without_a_compile():
+    for attention in ("flash_attention_2", "kernels-community/flash-attn2"):
+        chosen = _choose(H100, {"model_init_kwargs": {"attn_implementation": attention}}, train_s=10.0, family="x")
+        assert chosen.padding_free.on and chosen.padding_free.source == "preflight"
+        assert chosen.padding_free.sets == {"padding_free": True, "max_length": None}  # the caller's attention kept
+    assert not _choose(CPU, {"model_init_kwargs": {"attn_implementation": "flash_attention_2"}}).padding_free.on
 
 
 @pytest.mark.parametrize(("target", "why"), [(T4, "sm_75"), (A10G, "sm_86")])
 def test_t4_and_a10g_keep_what_could_fail_off_and_say_why(target, why):
     chosen = _choose(target)
     assert not chosen.liger_kernel.on and why in chosen.liger_kernel.why and "shared memory" in chosen.liger_kernel.why
-    assert not chosen.padding_free.on and chosen.padding_free.why
-    assert chosen.fused_adamw.on  # any CUDA GPU
+    assert not chosen.padding_free.on and why in chosen.padding_free.why
+    assert chosen.fused_adamw.on and chosen.dataloader.on  # any CUDA GPU
     assert "use_liger_kernel" not in _rendered(chosen)
     assert chosen.bf16.on is target.bf16
     if not target.bf16:
@@ -100,31 +172,26 @@ def test_t4_and_a10g_keep_what_could_fail_off_and_say_why(target, why):
 def test_t4_keeps_the_split_the_memory_model_was_not_measured_for():
     reason = tunable("cuda_fp16", "sft")
     assert reason and "fp16" in reason
-    chosen = _choose(T4, micro_batch_off=reason)
+    chosen = speedups.choose("sft", T4, {}, LONG_QWEN, micro_batch_off=reason)
     assert chosen.gradient_checkpointing.on and chosen.gradient_checkpointing.source == "default"
     assert not chosen.micro_batch.on and "fp16" in chosen.micro_batch.why
 
 
 def test_a_cpu_job_turns_nothing_on():
-    chosen = _choose(CPU, micro_batch_off=tunable("cpu", "sft") or "")
+    chosen = speedups.choose("sft", CPU, {}, LONG_QWEN, micro_batch_off=tunable("cpu", "sft") or "")
     assert chosen.device == "CPU (local)"
-    assert not any(getattr(chosen, name).on for name in ITEMS if name != "gradient_checkpointing")
-    assert chosen.gradient_checkpointing.on and chosen.gradient_checkpointing.source == "default"  # TRL's, untouched
+    assert _on(chosen) == {"gradient_checkpointing"}  # TRL's, untouched
+    assert chosen.gradient_checkpointing.source == "default"
     assert all(getattr(chosen, name).why for name in ITEMS)
-    assert _rendered(chosen) == {"learning_rate": 2e-4}
-
-
-def test_a_local_gpu_job_installs_nothing_so_liger_stays_off():
-    chosen = _choose(LOCAL_H100, micro_batch=FILLED)
-    assert not chosen.liger_kernel.on and "installs nothing" in chosen.liger_kernel.why
-    assert chosen.fused_adamw.on and chosen.micro_batch.on
+    assert _rendered(chosen) == {"learning_rate": 2e-4, "max_length": 1024}
+    assert speedups.choose("sft", CPU, {}).device == "CPU (local)"  # no workload known: nothing turned on either
 
 
 def test_liger_only_for_the_families_it_patches():
     assert not _choose(H100, family="gpt2").liger_kernel.on
     assert not _choose(H100, family="gemma3_text", multimodal=True).liger_kernel.on
     assert _choose(H100, family="llama").liger_kernel.on
-    assert not speedups.choose("grpo", H100, {}, family="qwen2").liger_kernel.on
+    assert not speedups.choose("grpo", H100, {}, LONG_QWEN).liger_kernel.on
 
 
 def test_the_callers_values_always_win():
@@ -136,15 +203,24 @@ def test_the_callers_values_always_win():
         "bf16": False,
         "fp16": True,
         "packing": True,
+        "dataloader_num_workers": 0,
     }
     chosen = _choose(H100, given, micro_batch=FILLED)
-    assert all(getattr(chosen, name).source == "user" for name in ITEMS)
-    assert [getattr(chosen, name).on for name in ITEMS] == [True, False, False, False, True, True]
-    assert _rendered(chosen) == {"learning_rate": 2e-4}  # nothing set over them
+    assert all(getattr(chosen, name).source == "user" for name in ITEMS if name != "step_metrics")
+    assert [getattr(chosen, name).on for name in ITEMS] == [True, False, False, False, True, True, False, False]
+    assert _rendered(chosen) == {"learning_rate": 2e-4, "max_length": 1024}  # nothing set over them
     # A liger turned on by the caller on a T4 stays on (and the header gets liger-kernel).
     assert _choose(T4, {"use_liger_kernel": True}).liger_kernel.on
     # A given accumulation alone fixes the split too.
     assert _choose(H100, {"gradient_accumulation_steps": 16}, micro_batch=FILLED).micro_batch.source == "user"
+
+
+def test_a_split_that_would_change_the_effective_batch_is_refused():
+    kept = _choose(H100, micro_batch=FILLED, processes=2)
+    assert kept.micro_batch.on and "× 2 processes keeps the effective batch" in kept.micro_batch.why
+    wrong = _choose(H100, micro_batch=FILLED.model_copy(update={"per_device_train_batch_size": 16}))
+    assert not wrong.micro_batch.on and "would change the effective batch of 8" in wrong.micro_batch.why
+    assert "per_device_train_batch_size" not in _rendered(wrong)
 
 
 # --- the micro-batch -----------------------------------------------------------------------------
@@ -218,13 +294,21 @@ def test_the_estimate_chooses_the_split_per_flavor_and_estimates_with_it():
 
 
 def test_the_header_lists_liger_kernel_only_when_liger_is_on(tiny_model):
-    from jobtrail.models import JobSpec
-
     spec = JobSpec(method="sft", model=str(tiny_model), dataset="d.jsonl")
     plain = build_config(spec, "/o")
     for chosen, listed in ((_choose(H100), True), (_choose(T4), False)):
         script = render_script("sft", speedups.apply(plain, chosen))
         assert (LIGER_PINNED in pep723.read_metadata(script)["dependencies"]) is listed
+
+
+def test_a_retry_does_not_inherit_the_max_length_padding_free_unset(tiny_model):
+    spec = JobSpec(method="sft", model=str(tiny_model), dataset="d.jsonl")
+    first = speedups.apply(build_config(spec, "/o", 512), _choose(H100))
+    assert first["training_args"]["max_length"] is None
+    again = retry_config(first, spec, max_positions=512)
+    assert again["training_args"]["max_length"] == 512  # the default, capped at the model's positions, decided anew
+    padded = speedups.apply(build_config(spec, "/o", 512), _choose(T4))
+    assert retry_config(padded, spec)["training_args"]["max_length"] == 512  # kept as the first attempt had it
 
 
 def _job_config(script: str) -> dict[str, Any]:
@@ -243,11 +327,14 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     assert h200.speedups is not None and h200.speedups.device == "H200 (h200)"
     assert h200.speedups.liger_kernel.on and h200.speedups.fused_adamw.on and h200.speedups.micro_batch.on
     assert not h200.speedups.gradient_checkpointing.on  # the tiny model fits without it
+    # The Hub model's tokenizer is not read here, so no row was measured: max_length stays, and so does padding.
+    assert not h200.speedups.padding_free.on and "no row was measured" in h200.speedups.padding_free.why
     script = Path(h200.script_path).read_text()
     assert LIGER_PINNED in pep723.read_metadata(script)["dependencies"]
     args = _job_config(script)["training_args"]
     assert args["use_liger_kernel"] is True and args["optim"] == "adamw_torch_fused"
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (8, 1)
+    assert args["dataloader_num_workers"] == 2 and args["dataloader_persistent_workers"] is True
     assert args["gradient_checkpointing"] is False and _job_config(script)["speedups"] == h200.speedups.model_dump()
     t4 = service.submit(remote_spec(flavor="t4-small", hyperparameters={"max_steps": 20}), dry_run=True)
     assert t4.speedups is not None and not t4.speedups.liger_kernel.on
@@ -257,11 +344,64 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     assert "speedups" in h200.model_dump() and "liger_kernel" in h200.to_markdown()
 
 
+def _job_python(root: Path, extra: dict[str, str]) -> Path:
+    """A Python of its own (a venv seeing this one's packages through a .pth), with `extra` distributions
+    installed as metadata alone: what preflight asks a job's Python is what it has installed, not its code."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    [site] = (venv / "lib").glob("python*/site-packages")
+    (site / "parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    for name, version in extra.items():
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return venv / "bin" / "python"
+
+
+def _fake_h100(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi answering as one H100 does, first on PATH (this machine has no GPU)."""
+    tools = root / "tools"
+    tools.mkdir()
+    smi = tools / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_a_local_dry_run_on_an_h100_asks_the_jobs_python(tiny_model, chat_dataset, tmp_path, monkeypatch):
+    """The local backend runs the job with JOBTRAIL_PYTHON (`python script.py`, no uv): preflight asks that Python
+    whether it has liger-kernel and triton, and turns Liger on only then; padding-free where the estimate's
+    training is long enough and every row of the local data was measured."""
+    from jobtrail.app import build_service
+
+    _fake_h100(tmp_path, monkeypatch)
+    python = _job_python(tmp_path, {"liger-kernel": "0.8.5", "triton": "3.6.0"})
+    assert probes.job_interpreter("sft", str(python)).packages["liger-kernel"] == "0.8.5"
+    assert probes.job_interpreter("sft", str(python)).missing == []  # the speed packages are no requirement
+    monkeypatch.setenv("JOBTRAIL_PYTHON", str(python))
+    service = build_service(tmp_path / "home")
+    long = {"max_steps": 10**7}
+    local = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=long)
+    planned = service.submit(local, dry_run=True)
+    chosen = planned.speedups
+    assert chosen is not None and chosen.device == "H100 80GB HBM3 (local)", planned.to_markdown()
+    assert chosen.liger_kernel.on and "liger-kernel 0.8.5 is importable by the job's Python" in chosen.liger_kernel.why
+    assert chosen.padding_free.on, chosen.padding_free.why
+    assert "all 64 rows measured" in chosen.padding_free.why
+    args = _job_config(Path(planned.script_path).read_text())["training_args"]
+    assert args["use_liger_kernel"] is True and args["padding_free"] is True and args["max_length"] is None
+    assert args["model_init_kwargs"]["attn_implementation"] == "flex_attention"
+    # Without liger-kernel in the job's Python, the same job keeps Liger off and says how to turn it on.
+    monkeypatch.setenv("JOBTRAIL_PYTHON", str(_job_python(tmp_path / "bare", {"triton": "3.6.0"})))
+    lacking = build_service(tmp_path / "home").submit(local, dry_run=True).speedups
+    assert lacking is not None and not lacking.liger_kernel.on and lacking.padding_free.on
+    assert "pip install liger-kernel" in lacking.liger_kernel.why
+
+
 def test_the_jobs_trl_config_takes_what_the_record_sets(tmp_path):
     """scripts/_training.py's build_training_args passes an H100's measures to SFTConfig as they are (on this
     CPU the job's own precision rule still picks fp32: bf16 is the job's to decide)."""
-    import sys
-
     import trl
 
     from support.jobs import SCRIPTS, load_script_module
@@ -274,8 +414,9 @@ def test_the_jobs_trl_config_takes_what_the_record_sets(tmp_path):
     config = speedups.apply({"training_args": {"max_length": 64}}, _choose(H100, micro_batch=FILLED))
     args = training.build_training_args(trl.SFTConfig, config, tmp_path)
     assert args.use_liger_kernel is True and args.optim == "adamw_torch_fused"
-    assert args.gradient_checkpointing is False
+    assert args.gradient_checkpointing is False and args.padding_free is True and args.max_length is None
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (8, 1)
+    assert args.dataloader_num_workers == 2 and args.dataloader_persistent_workers is True
     assert args.use_cpu is True and args.bf16 is False
 
 
@@ -288,3 +429,10 @@ def test_under_jobtrails_fsdp_the_choice_goes_to_fsdps_activation_checkpointing(
     assert args["gradient_checkpointing"] is False and args["fsdp_config"]["activation_checkpointing"] is False
     own = _choose(H100, {"fsdp": "full_shard", "fsdp_config": {"activation_checkpointing": True}}, micro_batch=FILLED)
     assert own.gradient_checkpointing.source == "user" and "gradient_checkpointing" not in _rendered(own)
+
+
+def test_a_receipt_written_before_these_measures_still_reads():
+    old = _choose(H100).model_dump()
+    del old["dataloader"], old["step_metrics"]
+    read = Speedups(**json.loads(json.dumps(old)))
+    assert not read.dataloader.on and "not recorded" in read.dataloader.why

@@ -76,6 +76,7 @@ class Facts:
     missing_requirements: list[str] | None = None  # None: not checked (a remote backend)
     untested_requirements: list[UntestedVersion] | None = None  # installed, not as tested (local jobs)
     python_error: str | None = None  # the job's interpreter could not be run
+    job_packages: dict[str, str] | None = None  # what the job's interpreter has (local jobs; probes.SPEED_PACKAGES too)
     identity: HubIdentity | None = None  # whoami of the token, for remote backends
     trackio_space: SpaceFacts | None = None  # the Space a remote job's trackio run goes to, as it is now
     has_token: bool = False
@@ -114,11 +115,11 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
     if spec.reward_file:
         source, problem = read_reward_file(spec.reward_file)
         facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
-    facts = replace(facts, target=gather_target(spec))
     if spec.backend == "local":
         facts = gather_requirements(
             facts, spec.method, env.job_python, qlora=values.peft_method == "qlora", training_args=values.training_args
         )
+        facts = replace(facts, target=gather_target(spec, facts.job_packages or {}))
         facts = replace(gather_output(facts, spec, env), gpus=local_flavor().gpu_count)
         # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge); on a
         # GPU the estimate fills its memory (speedups) and, with several, says whether the model fits one or
@@ -126,6 +127,7 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
         if spec.timeout_s is not None or facts.gpus > 0:
             facts = gather_estimate(facts, spec, env, flavor=LOCAL)
         return with_launcher(facts, spec)
+    facts = replace(facts, target=gather_target(spec))
     facts = replace(gather_identity(facts, env.hub_token), gpus=flavor_gpu_count(spec.flavor), budget=env.budget)
     return with_launcher(gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env), spec)
 
@@ -172,19 +174,22 @@ def gather_conversion(spec: JobSpec, env: PlanEnv) -> Facts:
     return gather_output(gather_requirements(facts, "convert_gguf", env.job_python), spec, env)
 
 
-def gather_target(spec: JobSpec) -> Target:
-    """The device the job trains on: this machine for the local backend (nvidia-smi, when present), else the
+def gather_target(spec: JobSpec, packages: dict[str, str] | None = None) -> Target:
+    """The device the job trains on: this machine for the local backend (nvidia-smi, when present), with what
+    its job's Python has (`packages`, gather_requirements') and whether Triton finds a C compiler here; else the
     flavor's GPU (the bundled table; a flavor it lacks counts as unknown, so nothing risky is turned on)."""
-    flavor = local_flavor() if spec.backend == "local" else next((f for f in BUNDLED if f.name == spec.flavor), None)
+    local = spec.backend == "local"
+    flavor = local_flavor() if local else next((f for f in BUNDLED if f.name == spec.flavor), None)
     if flavor is None:
-        return Target(flavor=spec.flavor or "?", installs=True)
+        return Target(flavor=spec.flavor or "?")
     facts = gpu_facts(flavor.gpu) if flavor.gpu else None
     return Target(
         flavor=flavor.name,
         gpu=flavor.gpu if flavor.gpu_count else None,
         bf16=flavor.bf16,
         compute_capability=facts.compute_capability if facts else None,
-        installs=spec.backend != "local",
+        packages=packages if local else None,
+        c_compiler=probes.c_compiler() if local else True,
     )
 
 
@@ -199,8 +204,10 @@ def gather_requirements(
     """What the job's interpreter lacks of the template's PEP 723 dependencies (and of what the caller's
     training_args add to them: use_liger_kernel), and where its versions are not the tested ones."""
     try:
-        missing, untested = probes.job_interpreter(template, python, qlora=qlora, training_args=training_args)
-        return replace(facts, missing_requirements=missing, untested_requirements=untested)
+        found = probes.job_interpreter(template, python, qlora=qlora, training_args=training_args)
+        return replace(
+            facts, missing_requirements=found.missing, untested_requirements=found.untested, job_packages=found.packages
+        )
     except BackendError as exc:
         return replace(facts, python_error=exc.message)
 

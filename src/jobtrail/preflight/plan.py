@@ -100,7 +100,7 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
         push_to = spec.output or (default_repo(owner, spec) if owner else None)
     config = None
     if config_ok and previous is not None:
-        config = retry_config(previous, spec, facts.reward_source, facts.launcher)
+        config = retry_config(previous, spec, facts.reward_source, facts.launcher, rules.max_positions(facts))
         push_to = config["hub_model_id"]
     elif config_ok:
         config = build_config(
@@ -112,7 +112,7 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
             launcher=facts.launcher,
         )
     if config is not None:
-        config = speedups.apply(config, _speedups(spec, facts))
+        config = speedups.apply(config, _speedups(spec, facts, config))
     timeout_s = spec.timeout_s
     if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
         timeout_s = facts.estimate.recommended_timeout_s
@@ -120,23 +120,52 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
     return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=timeout_s)
 
 
-def _speedups(spec: JobSpec, facts: Facts) -> Speedups:
-    """The training job's speed measures, from its device, model, hyperparameters and estimate."""
+def _speedups(spec: JobSpec, facts: Facts, config: dict[str, Any]) -> Speedups:
+    """The training job's speed measures, from its device, model, rows, hyperparameters, estimate and `config`."""
     target = facts.target or speedups.Target(flavor=spec.flavor or "local")
     model = facts.model.text_config if facts.model else {}
     estimate = facts.estimate
     device = device_for(gpu_count=1 if target.gpu else 0, bf16=target.bf16)
     why = facts.estimate_error or "no estimate of the job's memory (its model's config.json)"
+    train_s, train_unknown = None, why
     if estimate is not None:
         why = tunable(device, spec.method) or "the estimate chose no split"
+        if estimate.steps is not None and estimate.step_time_s is not None:
+            train_s = estimate.steps * estimate.step_time_s
+        train_unknown = f"the estimate has no training time ({estimate.time_unknown or 'no step time'})"
+    values = effective(spec.method, spec.hyperparameters)
+    args = values.training_args
+    workload = speedups.Workload(
+        family=model.get("model_type"),
+        multimodal=bool(facts.model and (facts.model.config or {}).get("vision_config")),
+        processes=facts.launcher.num_processes,
+        effective_batch=int(args["per_device_train_batch_size"]) * int(args["gradient_accumulation_steps"]),
+        train_s=train_s,
+        train_unknown=train_unknown,
+        rows=_rows(facts, config),
+    )
     return speedups.choose(
         spec.method,
         target,
-        effective(spec.method, spec.hyperparameters).given,
-        family=model.get("model_type"),
-        multimodal=bool(facts.model and (facts.model.config or {}).get("vision_config")),
+        values.given,
+        workload,
         micro_batch=estimate.micro_batch if estimate else None,
         micro_batch_off=why,
+    )
+
+
+def _rows(facts: Facts, config: dict[str, Any]) -> speedups.Rows | None:
+    """The training rows as validate_dataset measured them, against the max_length the job trains with."""
+    report = facts.dataset
+    lengths = report.token_lengths if report else None
+    if report is None or lengths is None:
+        return None
+    return speedups.Rows(
+        measured=lengths.rows,
+        total=report.rows,
+        longest=lengths.max,
+        max_length=config["training_args"].get("max_length"),
+        separate_eval=bool((config.get("eval") or {}).get("dataset")),
     )
 
 

@@ -6,11 +6,15 @@ probed, so the server starts without it.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, Field
 
 from jobtrail.outcomes.evals import HubWeights
@@ -189,26 +193,51 @@ class UntestedVersion:
         return f"{self.name} {self.installed} (tested: {self.tested})"
 
 
+# What speedups (preflight/speedups.py) ask of a local job's Python beyond the template's dependencies: Liger's
+# kernels, and the Triton they and flex attention compile with. Asked in the same run of that interpreter.
+SPEED_PACKAGES = ("liger-kernel", "triton")
+
+
+@dataclass(frozen=True)
+class JobInterpreter:
+    """A job's interpreter judged against the job's dependencies, before its script is rendered."""
+
+    missing: list[str]  # what it lacks, e.g. "trl>=1.16 (not installed)"
+    untested: list[UntestedVersion]  # dependencies it has at other versions than jobtrail tested
+    packages: dict[str, str]  # canonical name -> version: the dependencies it has, and the SPEED_PACKAGES it has
+
+
 def job_interpreter(
     template: str, python: str, *, qlora: bool = False, training_args: dict[str, Any] | None = None
-) -> tuple[list[str], list[UntestedVersion]]:
-    """(missing, untested) of the interpreter `python` for a job's dependencies, before its script is rendered:
-    what it lacks of the template's PEP 723 header (whose lower bounds are the API the template is written
-    against; rendering adds what the job's peft and training_args need and drops what they do without:
-    render.job_requirements), and which of the packages it has are not the versions jobtrail tested: the
-    tested lock's (this machine's Python), else the job lock's (GPU-only packages).
+) -> JobInterpreter:
+    """The interpreter `python` for a job's dependencies: what it lacks of the template's PEP 723 header (whose
+    lower bounds are the API the template is written against; rendering adds what the job's peft and
+    training_args need and drops what they do without: render.job_requirements), which of the packages it has
+    are not the versions jobtrail tested (the tested lock's, this machine's Python; else the job lock's, GPU-only
+    packages), and the versions it has, SPEED_PACKAGES included.
 
     Raises BackendError when `python` cannot be run at all.
     """
     header = pep723.read_metadata((scripts_dir() / f"{template}.py").read_text(encoding="utf-8"))
     needed = job_requirements(header.get("dependencies", []), "qlora" if qlora else None, training_args or {})
-    check = pep723.check_interpreter(needed, python)
+    named = {canonicalize_name(Requirement(r).name) for r in needed}
+    optional = [name for name in SPEED_PACKAGES if name not in named]
+    check = pep723.check_interpreter([*needed, *optional], python)
     untested = []
     for name, version in sorted(check.installed.items()):
         tested = environment_lock().version_of(name) or job_lock().version_of(name)
-        if tested is not None and not same_release(version, tested):
+        if name in named and tested is not None and not same_release(version, tested):
             untested.append(UntestedVersion(name, version, tested))
-    return check.missing, untested
+    # A bare name is missing only as "<name> (not installed)": the optional ones are no requirement.
+    missing = [m for m in check.missing if m.split(" (", 1)[0] not in optional]
+    return JobInterpreter(missing=missing, untested=untested, packages=dict(check.installed))
+
+
+def c_compiler() -> bool:
+    """Whether Triton finds a C compiler on this machine, as it looks for one (triton/runtime/build.py: CC, else
+    gcc or clang on PATH): it builds each kernel's launcher with it, so a local job's first Triton kernel fails
+    without."""
+    return bool(os.environ.get("CC")) or any(shutil.which(name) for name in ("gcc", "clang"))
 
 
 def model_facts(ref: str, token: str | None = None) -> ModelFacts:

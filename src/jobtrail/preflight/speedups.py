@@ -1,26 +1,41 @@
 """What a training job turns on for speed, chosen once in the preflight pass for the job's device. Pure.
 
-    choose(method, target, given, family=..., micro_batch=...) -> Speedups    each measure: on, source, why, sets
-    apply(config, speedups) -> config                                          sets into training_args, the record
+    choose(method, target, given, workload, micro_batch=...) -> Speedups    each measure: on, source, why, sets
+    apply(config, speedups) -> config                                       sets into training_args, the record
 
 (templates/render.py adds liger-kernel to the script's header when its training_args turn Liger on.)
 
-A value the caller gave always wins (source "user"). Everything else is safe by default: a measure
-is turned on only where it cannot fail, and says why where it stays off:
-  * padding-free packing (SFT) needs an attention kernel that keeps the sequences of a flattened
-    micro-batch apart without computing across them (varlen flash attention). Jobs attend with
-    PyTorch's SDPA unless the caller chose another implementation: transformers 5.23 keeps SDPA
-    correct on a padding-free batch (a block-diagonal mask from the position ids) but computes the
-    whole masked square of the flattened micro-batch, micro-batch times the attention work;
-  * Liger's Triton kernels (RMSNorm, RoPE, SwiGLU) on A100/H100/H200 for the model families Liger
-    patches, on HF Jobs (whose jobs install the header's liger-kernel); off on GPUs with less shared
-    memory per SM (T4 64 KB; A10G, L4, L40S, RTX PRO 6000 ~100 KB), where Triton kernels tuned for
-    data-center GPUs fail with "out of resource: shared memory";
+A value the caller gave always wins (source "user"). Everything else is turned on only where it was measured to
+keep the loss curve, and says why where it stays off. Measured with bench/speedups_gpu.py on an H100 (torch 2.11,
+transformers 5.24, TRL 1.16, liger-kernel 0.8.5; a 0.5B Qwen2 shape, full fine-tuning, 8 rows of 32-1024 tokens per
+step): every step's loss within 4e-5 (relative) of the padded run's, tokens/s in the steady steps:
+  * Liger's Triton kernels (RMSNorm, RoPE, SwiGLU; TRL keeps its own fused LM head) on A100/H100/H200 for the
+    model families Liger patches, wherever liger-kernel is importable by the job's Python: an HF Jobs job installs
+    it from its header; a local job runs `python script.py` with the Python the local backend names
+    (JOBTRAIL_PYTHON, else the server's), which preflight asks (probes.job_interpreter). 14.4k -> 26.6k tokens/s.
+    Off on GPUs with less shared memory per SM (T4 64 KB; A10G, L4, L40S, RTX PRO 6000 ~100 KB), where Triton
+    kernels tuned for data-center GPUs fail with "out of resource: shared memory";
+  * padding-free batching (SFT): each micro-batch's rows flattened into one sequence without padding, attention
+    kept within each row by flex attention's block mask (PyTorch's own, compiled by Triton: no flash-attn build,
+    nothing downloaded), which transformers 5.24 builds from the position ids TRL's collator writes
+    (masking_utils.find_packed_sequence_indices). The same rows per step, so the same effective batch. TRL 1.16
+    flattens without packing only with max_length=None, so it is on only where preflight measured every row and
+    none reaches max_length (nothing would be cut). Its first step compiles (33-55 s on an H100), so only where
+    training takes PADDING_FREE_MIN_TRAIN_S or more. 14.4k -> 22.3k tokens/s alone, 26.6k -> 27.5k beside Liger
+    (11.9k -> 17.9k for both together in a second run), peak memory 21.8 -> 14.4 GB with Liger. SDPA computes a
+    flattened micro-batch as one masked square (micro-batch times the attention work), so a caller's SDPA or
+    eager keeps it off; a caller's varlen flash attention (flash_attention_2/3, kernels-community/flash-attn*)
+    carries it without the compile;
   * fused AdamW on every CUDA GPU;
-  * bf16 where the GPU has it: the job's own precision rule (scripts/_training.py precision_defaults)
-    decides from the device it lands on, so it is recorded, not set;
+  * bf16 where the GPU has it: the job's own precision rule (scripts/_training.py precision_defaults) decides
+    from the device it lands on, so it is recorded, not set;
   * gradient checkpointing off and the micro-batch from the estimate (estimate/microbatch.py): what the
-    estimate's memory says fits, on bf16 GPUs, for SFT.
+    estimate's memory says fits, on bf16 GPUs, for SFT, keeping micro-batch x accumulation (and the processes);
+  * collation in two persistent DataLoader workers on a GPU: TRL's collator costs 3.7 ms per padded micro-batch
+    of 8 rows of 32-1024 tokens and 14.2 ms padding-free (on a 2-vCPU VM), time the training process otherwise
+    spends between steps. The same batches in the same order (identical losses): 17.9k -> 18.7k tokens/s;
+  * TRL's per-step entropy and token accuracy stay: TRL 1.16 has no switch for them, and the job's step events
+    report them.
 On a CPU nothing changes.
 """
 
@@ -30,17 +45,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
 from jobtrail.estimate.microbatch import MicroBatch
 from jobtrail.models import Speedup, Speedups
+from jobtrail.templates.render import LIGER_REQUIREMENT
 
-# Attention implementations that run a padding-free batch as separate sequences (varlen kernels).
+# Attention implementations that run a padding-free batch as separate sequences without compiling (varlen kernels).
 VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
 VARLEN_KERNEL_PREFIX = "kernels-community/"  # transformers' Hub flash kernels, e.g. kernels-community/flash-attn2
+FLEX_ATTENTION = "flex_attention"
 # Compute capabilities whose shared memory per SM (sm_80: 164 KB, sm_90: 228 KB) Triton kernels are tuned for.
 TRITON_SAFE_CAPABILITIES = (8.0, 9.0)
 # model_type values Liger-Kernel patches (liger_kernel.transformers' apply functions) among the families
 # the estimator knows.
 LIGER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3")
+# Plain causal softmax attention, whose packed block mask transformers 5.24 builds for flex attention: softcapped
+# or sliding-window attention (gemma2, gemma3) is left out.
+FLEX_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3")
+# The oldest versions flex attention's padding-free training was measured with (bench/speedups_gpu.py).
+FLEX_MEASURED = {"torch": "2.11", "transformers": "5.24"}
+# Flex attention's first step compiled for 33-55 s on an H100: below this much training that would not pay back.
+PADDING_FREE_MIN_TRAIN_S = 600.0
+COMPILE = "the minute or so flex attention's first step spends compiling"
+# Tokens TRL may add to a row beyond what preflight measured (an EOS after plain text): a row counts as fitting
+# max_length only with this much room.
+ROW_ROOM = 8
+DATALOADER_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -51,34 +83,70 @@ class Target:
     gpu: str | None = None  # the GPU model; None on a CPU
     bf16: bool = False
     compute_capability: float | None = None  # None: a CPU, or a GPU jobtrail has no facts for
-    installs: bool = False  # the job installs its script's dependencies (HF Jobs); a local job uses its Python
+    # What the job's Python has (canonical name -> version) of the template's dependencies and of liger-kernel and
+    # triton: a local job's, as preflight asked it. None: the job installs its script's header (HF Jobs).
+    packages: Mapping[str, str] | None = None
+    # Triton builds its launcher with a C compiler (CC, gcc or clang) when a job first runs a kernel: a local
+    # job finds one on this machine's PATH; HF Jobs' uv image has gcc.
+    c_compiler: bool = True
 
     @property
     def label(self) -> str:
         return f"{self.gpu or 'CPU'} ({self.flavor})"
 
 
+@dataclass(frozen=True)
+class Rows:
+    """The training rows as preflight measured them with the model's tokenizer (validate_dataset)."""
+
+    measured: int  # rows whose tokens were counted
+    total: int | None  # rows in the source (None: unknown)
+    longest: int | None  # the longest measured row's tokens
+    max_length: int | None  # the job's
+    separate_eval: bool = False  # the job also evaluates on rows of another dataset, which nobody measured
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What preflight knows of the job beyond its device and hyperparameters."""
+
+    family: str | None = None  # the model's model_type
+    multimodal: bool = False
+    processes: int = 1  # the launcher's workers
+    effective_batch: int | None = None  # the job's per_device_train_batch_size x gradient_accumulation_steps
+    train_s: float | None = None  # the estimate's training time (steps x step time); None: unknown
+    train_unknown: str = "the estimate has no training time"  # why train_s is None
+    rows: Rows | None = None
+
+
 def choose(
     method: str,
     target: Target,
     given: Mapping[str, Any],
+    workload: Workload | None = None,
     *,
-    family: str | None = None,
-    multimodal: bool = False,
     micro_batch: MicroBatch | None = None,
     micro_batch_off: str = "no estimate of the job's memory",
 ) -> Speedups:
-    """The job's speed measures. `given`: the caller's hyperparameters; `family`: the model's model_type;
-    `micro_batch`: the split the estimate chose (None: it chose none, `micro_batch_off` says why)."""
-    checkpointing, batch = _memory_shape(given, micro_batch, micro_batch_off)
+    """The job's speed measures. `given`: the caller's hyperparameters; `micro_batch`: the split the estimate chose
+    (None: it chose none, `micro_batch_off` says why)."""
+    workload = workload or Workload()
+    checkpointing, batch = _memory_shape(given, micro_batch, micro_batch_off, workload)
     return Speedups(
         device=target.label,
-        padding_free=_padding_free(method, target, given),
-        liger_kernel=_liger(method, target, given, family, multimodal),
+        padding_free=_padding_free(method, target, given, workload),
+        liger_kernel=_liger(method, target, given, workload),
         fused_adamw=_fused_adamw(target, given),
         bf16=_bf16(target, given),
         gradient_checkpointing=checkpointing,
         micro_batch=batch,
+        dataloader=_dataloader(target, given),
+        step_metrics=Speedup(
+            on=False,
+            source="default",
+            why="TRL 1.16 computes entropy and mean_token_accuracy in its fused LM head on every micro-batch (two "
+            "host syncs each); SFTConfig has no switch for them, and the job's step events report them",
+        ),
     )
 
 
@@ -109,33 +177,106 @@ def _off(why: str) -> Speedup:
     return Speedup(on=False, source="default", why=why)
 
 
-def _padding_free(method: str, target: Target, given: Mapping[str, Any]) -> Speedup:
+def _padding_free(method: str, target: Target, given: Mapping[str, Any], workload: Workload) -> Speedup:
     if "padding_free" in given or "packing" in given:
         bfd = given.get("packing_strategy", "bfd") in ("bfd", "bfd_split")
         on = bool(given.get("padding_free")) or (bool(given.get("packing")) and bfd)
         return _user(on, "packing/padding_free as given")
     if method != "sft":
-        return _off("packing is SFT's (TRL's SFTConfig)")
+        return _off("padding-free batching is SFT's (TRL's SFTConfig)")
     if target.gpu is None:
-        return _off("a CPU job keeps its rows as they are")
-    attention = str((given.get("model_init_kwargs") or {}).get("attn_implementation") or "sdpa")
-    varlen = attention in VARLEN_ATTENTION or (attention.startswith(VARLEN_KERNEL_PREFIX) and "flash" in attention)
-    if not varlen:
+        return _off("a CPU job keeps its rows as they are (flex attention has no backward pass on a CPU)")
+    chosen = (given.get("model_init_kwargs") or {}).get("attn_implementation")
+    varlen = isinstance(chosen, str) and (
+        chosen in VARLEN_ATTENTION or (chosen.startswith(VARLEN_KERNEL_PREFIX) and "flash" in chosen)
+    )
+    if chosen is not None and not varlen and chosen != FLEX_ATTENTION:
         return _off(
-            f"the job attends with {attention}, which computes a padding-free micro-batch as one flattened sequence "
-            "(micro-batch times the attention work); it needs varlen flash attention: "
-            "model_init_kwargs={'attn_implementation': 'flash_attention_2'} where flash-attn is installed (a uv "
-            "script never installs it), or packing=True to pack anyway"
+            f"the job attends with {chosen} as given, which computes a padding-free micro-batch as one flattened "
+            "sequence (micro-batch times the attention work)"
         )
+    if workload.processes > 1:
+        return _off(f"measured on one GPU only; this job runs {workload.processes} processes")
+    unfit = _rows_unfit(workload.rows)
+    if unfit:
+        return _off(unfit)
+    if not varlen:
+        blocked = _flex_blocked(target, workload)
+        if blocked:
+            return _off(blocked)
+    attention = chosen or FLEX_ATTENTION
+    sets: dict[str, Any] = {"padding_free": True, "max_length": None}
+    if chosen is None:
+        sets["model_init_kwargs"] = {"attn_implementation": FLEX_ATTENTION}
+    compiled = "" if varlen else " (its first step compiles the kernel once)"
     return Speedup(
         on=True,
         source="preflight",
-        why=f"{attention} runs the packed rows of a padding-free batch as separate sequences: no padding tokens",
-        sets={"packing": True, "packing_strategy": "bfd", "padding_free": True},
+        why=f"each micro-batch's rows flattened into one sequence without padding, {attention} keeping each row's "
+        f"attention to itself{compiled}; the same rows per step, and max_length unset since no row reaches it "
+        f"({_rows_measured(workload.rows)})",
+        sets=sets,
     )
 
 
-def _liger(method: str, target: Target, given: Mapping[str, Any], family: str | None, multimodal: bool) -> Speedup:
+def _flex_blocked(target: Target, workload: Workload) -> str | None:
+    """Why flex attention cannot carry padding-free batching for this job, or None."""
+    if target.compute_capability not in TRITON_SAFE_CAPABILITIES:
+        return f"flex attention's Triton kernels are tuned for A100/H100 shared memory, not {_sm(target)}"
+    if workload.family not in FLEX_FAMILIES or workload.multimodal:
+        what = "a multimodal checkpoint" if workload.multimodal else f"model_type {workload.family!r}"
+        return f"flex attention is measured for {', '.join(FLEX_FAMILIES)} language models, not {what}"
+    for name, oldest in FLEX_MEASURED.items():
+        installed = (target.packages or {}).get(name)
+        if target.packages is not None and not _at_least(installed, oldest):
+            return (
+                f"flex attention's padding-free training was measured with {name} {oldest} or newer; the job's "
+                f"Python has {name} {installed or 'none'}"
+            )
+    triton = _triton_missing(target)
+    if triton:
+        return f"flex attention compiles with Triton: {triton}"
+    if workload.train_s is None:
+        return f"{workload.train_unknown}, so {COMPILE} is not known to pay back"
+    if workload.train_s < PADDING_FREE_MIN_TRAIN_S:
+        return (
+            f"training is estimated at {workload.train_s:.0f} s, under {PADDING_FREE_MIN_TRAIN_S:.0f} s: {COMPILE} "
+            "would not pay back"
+        )
+    return None
+
+
+def _rows_unfit(rows: Rows | None) -> str | None:
+    """Why max_length=None could cut rows differently from max_length (TRL 1.16 flattens without packing only
+    without a max_length), or None."""
+    if rows is None or rows.measured == 0 or rows.longest is None:
+        return "no row was measured with the model's tokenizer, so max_length cannot be left unset"
+    if rows.separate_eval:
+        return "the job evaluates on rows of another dataset, which preflight did not measure"
+    if rows.max_length is None:
+        return None
+    if rows.total is None or rows.measured < rows.total:
+        total = "an unknown number" if rows.total is None else str(rows.total)
+        return (
+            f"preflight measured {rows.measured} of {total} rows: padding-free needs max_length unset (TRL 1.16 "
+            "flattens without packing only then), which only keeps the training the same when every row is known "
+            "to fit"
+        )
+    if rows.longest + ROW_ROOM > rows.max_length:
+        return (
+            f"the longest row has {rows.longest} tokens, within {ROW_ROOM} of max_length {rows.max_length}: "
+            "padding-free needs max_length unset, which would leave such rows uncut"
+        )
+    return None
+
+
+def _rows_measured(rows: Rows | None) -> str:
+    if rows is None or rows.max_length is None:
+        return "the job sets no max_length"
+    return f"all {rows.measured} rows measured, the longest {rows.longest} tokens of max_length {rows.max_length}"
+
+
+def _liger(method: str, target: Target, given: Mapping[str, Any], workload: Workload) -> Speedup:
     if "use_liger_kernel" in given:
         return _user(bool(given["use_liger_kernel"]), "use_liger_kernel as given")
     if method != "sft":
@@ -143,26 +284,46 @@ def _liger(method: str, target: Target, given: Mapping[str, Any], family: str | 
     if target.gpu is None:
         return _off("Triton kernels need a CUDA GPU")
     if target.compute_capability not in TRITON_SAFE_CAPABILITIES:
-        known = f"sm_{target.compute_capability:g}".replace(".", "") if target.compute_capability else "unknown"
         return _off(
-            f"{target.gpu} ({known}) has less shared memory per SM than the A100/H100 Liger's Triton kernels are "
-            "tuned for ('out of resource: shared memory' there): kept off"
+            f"{target.gpu} ({_sm(target)}) has less shared memory per SM than the A100/H100 Liger's Triton kernels "
+            "are tuned for ('out of resource: shared memory' there): kept off"
         )
-    if family not in LIGER_FAMILIES or multimodal:
-        what = "a multimodal checkpoint" if multimodal else f"model_type {family!r}"
+    if workload.family not in LIGER_FAMILIES or workload.multimodal:
+        what = "a multimodal checkpoint" if workload.multimodal else f"model_type {workload.family!r}"
         return _off(f"jobtrail turns Liger on only for {', '.join(LIGER_FAMILIES)} language models, not {what}")
-    if not target.installs:
-        return _off(
-            "a local job runs in your Python, which jobtrail installs nothing into: pass use_liger_kernel=True "
-            "once liger-kernel is installed there"
-        )
+    triton = _triton_missing(target)
+    if triton:
+        return _off(f"Liger's kernels are Triton's: {triton}")
+    requirement = Requirement(LIGER_REQUIREMENT)
+    kernels = "Liger's fused RMSNorm, RoPE and SwiGLU kernels"
+    lm_head = "the loss already runs through TRL's fused LM head, so no full logits either way"
+    if target.packages is None:
+        where = "liger-kernel joins the script's dependencies"
+    else:
+        version = target.packages.get("liger-kernel")
+        if version is None:
+            return _off(
+                f"liger-kernel is not importable by the job's Python: install {requirement} there "
+                "(pip install liger-kernel) and the next job turns it on"
+            )
+        if not requirement.specifier.contains(version, prereleases=True):
+            return _off(f"the job's Python has liger-kernel {version}; jobtrail's jobs are written for {requirement}")
+        where = f"liger-kernel {version} is importable by the job's Python"
     return Speedup(
         on=True,
         source="preflight",
-        why=f"Liger's fused RMSNorm, RoPE and SwiGLU kernels on {target.gpu} (liger-kernel joins the script's "
-        "dependencies); the loss already runs through TRL's fused LM head, so no full logits either way",
+        why=f"{kernels} on {target.gpu} ({where}); {lm_head}",
         sets={"use_liger_kernel": True},
     )
+
+
+def _triton_missing(target: Target) -> str | None:
+    """What a Triton kernel lacks to run in the job, or None (a job that installs its header gets torch's triton)."""
+    if target.packages is not None and "triton" not in target.packages:
+        return "triton is not importable by the job's Python (a CUDA build of torch brings it)"
+    if not target.c_compiler:
+        return "Triton builds its launcher with a C compiler, and none is on PATH (set CC, or install gcc)"
+    return None
 
 
 def _fused_adamw(target: Target, given: Mapping[str, Any]) -> Speedup:
@@ -193,7 +354,25 @@ def _bf16(target: Target, given: Mapping[str, Any]) -> Speedup:
     )
 
 
-def _memory_shape(given: Mapping[str, Any], split: MicroBatch | None, off: str) -> tuple[Speedup, Speedup]:
+def _dataloader(target: Target, given: Mapping[str, Any]) -> Speedup:
+    if "dataloader_num_workers" in given:
+        workers = given["dataloader_num_workers"]
+        return _user(bool(workers), f"dataloader_num_workers={workers!r} as given")
+    if target.gpu is None:
+        return _off("a CPU job collates in its training process: workers would take the cores it trains on")
+    return Speedup(
+        on=True,
+        source="preflight",
+        why=f"{DATALOADER_WORKERS} DataLoader workers collate the next micro-batches while the GPU trains (TRL's "
+        "collator: 3.7 ms per padded micro-batch of 8 rows up to 1k tokens, 14 ms padding-free, measured on a "
+        "2-vCPU VM); the same batches in the same order; pinned memory is already TRL's default",
+        sets={"dataloader_num_workers": DATALOADER_WORKERS, "dataloader_persistent_workers": True},
+    )
+
+
+def _memory_shape(
+    given: Mapping[str, Any], split: MicroBatch | None, off: str, workload: Workload
+) -> tuple[Speedup, Speedup]:
     """(gradient_checkpointing, micro_batch) from the split the estimate chose."""
     if "gradient_checkpointing" in given:
         checkpointing = _user(bool(given["gradient_checkpointing"]), "gradient_checkpointing as given")
@@ -218,9 +397,26 @@ def _memory_shape(given: Mapping[str, Any], split: MicroBatch | None, off: str) 
         why = off if split is None else f"the job's own micro-batch already fills it best ({split.why})"
         return checkpointing, _off(why)
     b, steps = split.per_device_train_batch_size, split.gradient_accumulation_steps
+    if workload.effective_batch is not None and b * steps != workload.effective_batch:
+        return checkpointing, _off(
+            f"the estimate's split {b} x {steps} would change the effective batch of {workload.effective_batch} "
+            "rows per process: kept"
+        )
+    processes = f" × {workload.processes} processes" if workload.processes > 1 else ""
     return checkpointing, Speedup(
         on=True,
         source="preflight",
-        why=f"{b} rows per micro-batch × {steps} accumulation steps keeps the effective batch ({split.why})",
+        why=f"{b} rows per micro-batch × {steps} accumulation steps{processes} keeps the effective batch ({split.why})",
         sets={name: getattr(split, name) for name in names},
     )
+
+
+def _sm(target: Target) -> str:
+    return f"sm_{target.compute_capability:g}".replace(".", "") if target.compute_capability else "an unknown GPU"
+
+
+def _at_least(installed: str | None, oldest: str) -> bool:
+    try:
+        return installed is not None and Version(installed).release >= Version(oldest).release
+    except InvalidVersion:
+        return False

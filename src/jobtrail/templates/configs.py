@@ -129,19 +129,28 @@ def trained_max_length(spec: JobSpec, max_length: Any, max_positions: int | None
 
 
 def retry_config(
-    previous: Mapping[str, Any], spec: JobSpec, reward_source: str | None = None, launcher: Launcher = SINGLE_PROCESS
+    previous: Mapping[str, Any],
+    spec: JobSpec,
+    reward_source: str | None = None,
+    launcher: Launcher = SINGLE_PROCESS,
+    max_positions: int | None = None,
 ) -> dict[str, Any]:
     """A retry's config: the new spec, with the same output (directory and Hub repo) and max_length
-    (capped at the model's positions the first time) unless the retry sets one."""
+    (capped at the model's positions the first time) unless the retry sets one. A max_length the previous
+    attempt's padding-free batching unset (preflight/speedups.py) is no choice: the retry starts from the
+    default, capped at `max_positions`, and preflight decides padding-free anew."""
     config = build_config(
         spec,
         previous["output_dir"],
+        max_positions,
         push_to=previous.get("hub_model_id"),
         reward_source=reward_source,
         launcher=launcher,
     )
-    if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"]:
-        config["training_args"]["max_length"] = previous["training_args"]["max_length"]
+    kept = previous["training_args"].get("max_length")
+    unset = "max_length" in ((previous.get("speedups") or {}).get("padding_free") or {}).get("sets", {})
+    if "max_length" not in spec.hyperparameters and "max_length" in previous["training_args"] and not unset:
+        config["training_args"]["max_length"] = kept
     return config
 
 
