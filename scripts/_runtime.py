@@ -28,6 +28,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,14 @@ def job_output_dir(config: dict[str, Any], template: str) -> Path:
 # writing   → bytes may exist, readers ignore them (no marker)
 # committed → manifest (path, size, sha256 of every file) + marker holding the manifest's sha256
 # superseded→ older committed checkpoints beyond retention; the marker goes first, then the bytes
+#
+# Hashing and fsyncing a checkpoint costs as much as writing it (more, where sha256 is slow), so a training
+# job commits in the background (BackgroundCommits): the Trainer writes every byte, training goes on, and a
+# thread hashes, fsyncs and writes manifest then marker. Until the marker lands the checkpoint is `writing`
+# for every reader, so a job killed while it hashes leaves a directory no resume loads.
+
+HASH_CHUNK = 8 << 20  # bytes per read while hashing: few system calls, and hashlib lets go of the GIL per update
+HASH_THREADS = 4  # a checkpoint's files hashed at once (weights, optimizer state ...): sha256 runs on one core
 
 
 def checkpoint_step(path: Path) -> int | None:
@@ -141,10 +150,17 @@ def begin_checkpoint(ckpt_dir: Path | str, step: int) -> None:
     emit("checkpoint", state="writing", step=step, path=str(ckpt_dir))
 
 
-def commit_checkpoint(ckpt_dir: Path | str, step: int, run_id: str, attempt_id: str) -> dict[str, Any]:
-    """Commit a fully written checkpoint directory: fsync files → manifest → marker (atomic)."""
+def commit_checkpoint(
+    ckpt_dir: Path | str, step: int, run_id: str, attempt_id: str, *, written_at: float | None = None
+) -> dict[str, Any]:
+    """Commit a fully written checkpoint directory: fsync files → manifest → marker (atomic).
+
+    written_at: when its last byte was written, for a commit that ran after training went on (its event says
+    so: the seconds from `writing` to it are what training waited, the rest ran beside training)."""
     ckpt_dir = Path(ckpt_dir)
-    files = [_describe_file(ckpt_dir, path) for path in _payload_files(ckpt_dir)]
+    paths = _payload_files(ckpt_dir)
+    with ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="jobtrail-hash") as pool:
+        files = list(pool.map(lambda path: _describe_file(ckpt_dir, path), paths))
     manifest = {"version": 1, "step": step, "files": files}
     manifest_bytes = json.dumps(manifest, indent=1, sort_keys=True).encode()
     _atomic_write(ckpt_dir / MANIFEST_NAME, manifest_bytes)
@@ -165,8 +181,50 @@ def commit_checkpoint(ckpt_dir: Path | str, step: int, run_id: str, attempt_id: 
         manifest_sha256=marker["manifest_sha256"],
         files=len(files),
         bytes=total,
+        **({"written_at": round(written_at, 3)} if written_at is not None else {}),
     )
     return {**marker, "path": str(ckpt_dir), "files": len(files), "bytes": total}
+
+
+class BackgroundCommits:
+    """Checkpoint commits (with whatever follows them: a push, retention) run one at a time in a thread.
+
+    A commit handed over while the previous one still runs waits for it first: commits land in step order,
+    at most one checkpoint is read back at a time, and a fast saving schedule slows training down to the pace
+    of its commits instead of piling them up. A commit's failure is raised in the training thread, by the next
+    submit or wait; run_job waits before the job's termination event, so that event follows every commit."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def submit(self, work: Callable[[], Any]) -> None:
+        self.wait()
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # noqa: BLE001 - raised again in the training thread, by wait()
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name="jobtrail-commit", daemon=True)
+        self.thread.start()
+
+    def settle(self) -> None:
+        """Until the commit under way is done (a SIGTERM still interrupts the wait: Terminated)."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+
+    def wait(self) -> None:
+        """Until the commit under way is done; raises what it failed with."""
+        self.settle()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
+COMMITS = BackgroundCommits()  # the job's, one per process
 
 
 def withdraw_checkpoint(ckpt_dir: Path | str, step: int, why: str) -> None:
@@ -297,12 +355,11 @@ def _payload_files(ckpt_dir: Path) -> list[Path]:
 
 def _describe_file(root: Path, path: Path) -> dict[str, Any]:
     """Manifest entry; fsyncs the file while hashing so the marker never outruns the bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
+    with path.open("rb", buffering=0) as f:
+        digest = _sha256_of(f)
         os.fsync(f.fileno())
-    return {"path": path.relative_to(root).as_posix(), "size": path.stat().st_size, "sha256": digest.hexdigest()}
+        size = os.fstat(f.fileno()).st_size
+    return {"path": path.relative_to(root).as_posix(), "size": size, "sha256": digest}
 
 
 def _check_entry(root: Path, entry: dict[str, Any], *, deep: bool) -> str | None:
@@ -317,11 +374,17 @@ def _check_entry(root: Path, entry: dict[str, Any], *, deep: bool) -> str | None
 
 
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
+    """Hex sha256 of a file."""
+    with path.open("rb", buffering=0) as f:
+        return _sha256_of(f)
+
+
+def _sha256_of(f: Any) -> str:
+    """Hex sha256 of an open file, read into one reused buffer (no new bytes object per chunk)."""
+    digest, buffer = hashlib.sha256(), bytearray(HASH_CHUNK)
+    view = memoryview(buffer)
+    while read := f.readinto(buffer):
+        digest.update(view[:read])
     return digest.hexdigest()
 
 
@@ -604,7 +667,13 @@ def _run_main(main: Callable[[], Any], launcher: dict[str, Any] | None) -> None:
         one_gpu()
     install_signal_handlers()
     try:
-        main()
+        try:
+            main()
+        finally:
+            # A checkpoint whose bytes are all written is committed before the job says how it ended, whatever
+            # the ending: a retry resumes from it (a kill while it hashes leaves it unmarked: never loaded).
+            COMMITS.settle()
+        COMMITS.wait()  # what a commit failed with, where training itself did not fail first, is the job's failure
     except Terminated:
         raise  # the signal event is out; cancelled vs preempted is the server's call
     except KeyboardInterrupt:

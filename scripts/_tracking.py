@@ -11,6 +11,9 @@ trackio.log() unguarded, so there a trackio that fails ends the training. Here i
   starts at once, logs wait in memory until the run exists, and an init that fails or never returns
   (a Space that cannot be created, a token without the rights, no network) is given up after
   INIT_TIMEOUT_S;
+- that thread then hands the logs to trackio (trackio.log costs ~100 us of Python a call: type checks,
+  a JSON round trip, a uuid), every SEND_EVERY_S: a step only appends its log to a queue, and on a GPU
+  the sending runs while the training thread waits for the device;
 - each failure (import, init, logs trackio could not persist, finish) becomes one `alert` event with
   code "trackio.failed" (code, step, message, fix, like every alert), and a failed init or log turns
   trackio off for the rest of the job;
@@ -23,7 +26,7 @@ it starts, so the receipt links the run whether trackio then works or not.
 trackio reports most of its own failures as warnings (warnings.warn, from its sender threads too), not
 exceptions: a warnings hook collects those that come from trackio's modules. Events are printed from
 the Trainer's hooks only (the main thread), with the step they happened at, and trackio's own prints
-(from its threads) are made whole-line writes, so they never split an event's line.
+(from its threads, and ours) are made whole-line writes, so they never split an event's line.
 
 render.py inlines this file after scripts/_runtime.py into every script that imports it. Like the
 other runtime modules it is standard-library only at import time.
@@ -47,6 +50,7 @@ from _runtime import emit
 
 TRACKIO = "trackio"
 INIT_TIMEOUT_S = 60.0  # from the start of the job's trackio init to giving it up
+SEND_EVERY_S = 1.0  # how often the sender thread hands the logs that came to trackio
 FINISH_TIMEOUT_S = 60.0  # trackio flushes its queue (uploads, for a Space) before a run finishes
 MAX_PENDING_LOGS = 10_000  # logs kept while init runs; past this the oldest go (they are in the step events)
 MAX_ALERTS = 3  # trackio.failed alerts per job; trackio's own output in the log says the rest
@@ -111,8 +115,9 @@ def trackio_metrics(logs: dict[str, Any]) -> dict[str, float]:
 
 
 class TrackioReporter:
-    """One attempt's trackio run, guarded. Its methods are called from the main thread (the Trainer's
-    hooks); trackio's own threads only add to `failures`, under the lock."""
+    """One attempt's trackio run, guarded. Its public methods are called from the main thread (the Trainer's
+    hooks); the sender thread (trackio.init, then trackio.log) and trackio's own threads only take logs from
+    `pending` and add to `failures`, under the lock."""
 
     def __init__(self, target: dict[str, Any], run_config: dict[str, Any], fix: str) -> None:
         self.target, self.fix = target, fix
@@ -124,6 +129,9 @@ class TrackioReporter:
         self.failures: list[str] = []
         self.lock = threading.Lock()
         self.init_done = threading.Event()
+        self.wake = threading.Event()  # send what is pending now, not at the next SEND_EVERY_S
+        self.closing = False  # the run is finishing: the sender sends what is left and ends
+        self.sender: threading.Thread | None = None
         self.started = time.monotonic()
         self.trackio: Any = None
         self.run_config = run_config
@@ -142,30 +150,25 @@ class TrackioReporter:
         _whole_line_prints(trackio.__name__)
 
     def start(self) -> None:
-        """trackio.init, in the background: the training does not wait for it."""
+        """trackio.init, then the sending, in the background: the training waits for neither."""
         if not self.off:
-            threading.Thread(target=self._init, name="jobtrail-trackio-init", daemon=True).start()
+            self.sender = threading.Thread(target=self._init_and_send, name="jobtrail-trackio", daemon=True)
+            self.sender.start()
 
     # --- called from the Trainer's hooks ----------------------------------------------------
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        if self.off or not metrics:
-            return
-        if self.run is None:
+        """Queue a log for the sender (a deque's append is safe between threads)."""
+        if not self.off and metrics:
             self.pending.append((metrics, step))
-            return
-        self._send(metrics, step)
 
     def poll(self, step: int) -> None:
-        """Send what waited for the run once it exists, and turn failures into alerts."""
+        """Give up an init that failed or takes too long, and turn failures into alerts."""
         if not self.off and self.run is None and self.init_done.is_set():
             self._fail("trackio.init did not return a run")
         elif not self.off and self.run is None and time.monotonic() - self.started > INIT_TIMEOUT_S:
             self._fail(f"trackio.init did not finish within {INIT_TIMEOUT_S:.0f} s")
-        if self.run is not None and not self.off:
-            for metrics, logged_at in self.pending:
-                self._send(metrics, logged_at)
-        if self.run is not None or self.off:
+        if self.off:
             self.pending.clear()
         self._alert_failures(step)
 
@@ -179,10 +182,16 @@ class TrackioReporter:
             self._record(f"trackio could not show the alert {found.get('code')}: {_describe(exc)}")
 
     def finish(self, step: int) -> None:
-        """Wait for init (what is left of its time), send what is pending, finish the run: bounded."""
+        """Wait for init (what is left of its time), have the sender send what is pending, finish the run:
+        bounded."""
         if not self.off:
             self.init_done.wait(max(0.0, INIT_TIMEOUT_S - (time.monotonic() - self.started)))
         self.poll(step)
+        self.closing = True
+        self.wake.set()
+        # (A sender still inside trackio.init was given up above, and is left to it.)
+        if self.sender is not None and self.init_done.is_set() and not _joined(self.sender, FINISH_TIMEOUT_S):
+            self._fail(f"trackio.log did not take the last logs within {FINISH_TIMEOUT_S:.0f} s")
         if self.run is not None and not self.off:
             done = _in_thread(self.run.finish, FINISH_TIMEOUT_S, self._record)
             if not done:
@@ -193,6 +202,17 @@ class TrackioReporter:
         self._alert_failures(step)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _init_and_send(self) -> None:
+        self._init()
+        while self.run is not None and not self.off:
+            self.wake.wait(SEND_EVERY_S)
+            self.wake.clear()
+            closing = self.closing  # read first: every log came before it was set, so this round sends the last
+            while self.pending and not self.off:
+                self._send(*self.pending.popleft())
+            if closing:
+                return
 
     def _init(self) -> None:
         target = self.target
@@ -343,6 +363,7 @@ def make_trackio_callback(config: dict[str, Any], run_id: str, attempt_id: str, 
 
     callback = TrackioCallback()
     callback.target = target  # where it reports, for the model card
+    callback.reporter = reporter  # its trackio run, for bench/step_overhead.py to wait on
     reporter.announce()  # before trackio's own thread starts printing
     reporter.start()
     if reporter.off:  # trackio could not even be imported: say so before training starts
@@ -382,6 +403,11 @@ def _in_thread(work: Any, timeout_s: float, on_error: Any) -> bool:
 
     thread = threading.Thread(target=target, name="jobtrail-trackio", daemon=True)
     thread.start()
+    thread.join(timeout_s)
+    return not thread.is_alive()
+
+
+def _joined(thread: threading.Thread, timeout_s: float) -> bool:
     thread.join(timeout_s)
     return not thread.is_alive()
 

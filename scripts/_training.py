@@ -17,7 +17,8 @@ imported inside functions, after the environment event, so a missing one ends th
 import json
 import os
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from _mapping import apply_mapping, mapping_problems, mapping_source_columns
 from _metrics import as_float32
 from _model_card import CARD_NAME, trained_model_card
 from _runtime import (
+    COMMITS,
     announce_phase,
     apply_retention,
     barrier,
@@ -123,8 +125,8 @@ def train(config: dict[str, Any], method: Method) -> None:
         model, tokenizer = load_model(config, args, reward_head=method.reward_head)
     resume_path = resume_point(job)
 
-    trainer_class = getattr(trl, f"{method.trl_name}Trainer")
     callback = make_callback(job, method, args)
+    trainer_class = counting_tokens_on_device(getattr(trl, f"{method.trl_name}Trainer"), callback.tokens)
     if tracking:  # the job's alerts show on its trackio run as well
         callback.alert = tracking.also_on_trackio(callback.alert)
     with phase("setup", announce="tokenizing"):  # tokenising the data, wrapping the model with the adapter
@@ -498,6 +500,7 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
         tokens_at_start = 0  # tokens seen before this attempt (a resumed state carries them)
 
         def __init__(self) -> None:
+            self.tokens = DeviceTokenCount()
             self.steps: list[dict[str, Any]] = []  # this attempt's method metrics, step by step
             self.watch = RunWatch(
                 job.run_id, args.learning_rate, spikes=method.loss_spikes, overflow_expected=bool(args.fp16)
@@ -527,6 +530,8 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.watchdog.beat(state.global_step)
+            if control.should_log or control.should_save or control.should_evaluate or control.should_training_stop:
+                self.tokens.settle(state)  # before the Trainer logs, saves or evaluates (all ranks decide alike)
             # DefaultFlowCallback (which runs first) has decided; the save follows this hook. A
             # committed checkpoint is one a retry may resume from: never one with NaN weights.
             if control.should_save and not weights_finite(kwargs.get("model")):
@@ -538,6 +543,9 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
                 barrier()  # no worker writes its part before an old commit of that directory is withdrawn
             if control.should_evaluate and not control.should_log:  # no step event comes first
                 announce_phase("evaluating")
+
+        def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.tokens.settle(state)  # the Trainer may log, evaluate or save after an epoch too
 
         def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.watchdog.beat()  # an evaluation batch is progress too
@@ -551,17 +559,23 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             # worker writes its own part (its RNG state, its shard), and the Trainer does not wait for
             # them, so the commit waits until all have.
             barrier()
-            ckpt = output_dir / f"checkpoint-{state.global_step}"
+            ckpt, step = output_dir / f"checkpoint-{state.global_step}", state.global_step
             if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
-                with self.watchdog.paused():  # hashing and uploading are slow, not stuck
-                    commit_checkpoint(ckpt, state.global_step, job.run_id, job.attempt_id)
-                    if push_to:
-                        with phase("push", announce="pushing"):
-                            push_checkpoint(ckpt, push_to, state.global_step)
-                        announce_phase("training")
-                apply_retention(output_dir, retention, state.global_step)
+                written_at = time.time()
+                with self.watchdog.paused():  # waiting for the previous checkpoint's commit is slow, not stuck
+                    COMMITS.submit(lambda: self.commit(ckpt, step, written_at))
+
+        def commit(self, ckpt: Path, step: int, written_at: float) -> None:
+            """In the background (COMMITS), while training goes on: commit, push, retention."""
+            with phase("train"):  # where a failed commit ran before it moved to the background
+                commit_checkpoint(ckpt, step, job.run_id, job.attempt_id, written_at=written_at)
+            if push_to:
+                with phase("push"):  # no phase event: the job is training meanwhile
+                    push_checkpoint(ckpt, push_to, step)
+            apply_retention(output_dir, retention, step)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.tokens.settle(state)
             self.watchdog.stop()
             if state.is_world_process_zero:
                 self.alert(*self.watch.new(method.check_steps(self.steps, job.config)))
@@ -601,6 +615,50 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
                 self.alert(*self.watch.new(method.check_steps(self.steps, job.config)))
 
     return JobtrailCallback()
+
+
+class DeviceTokenCount:
+    """The input tokens of the micro-batches since the count was last read, kept on the device.
+
+    transformers reads its token count back (.item()) after every micro-batch: a wait for the device per
+    micro-batch, for a number that only logs, evaluations and checkpoints show. The job's trainer adds each
+    micro-batch's count here instead (counting_tokens_on_device), and its callback settles the sum into the
+    trainer's state where the Trainer is about to log, evaluate or save, all of which read the device anyway."""
+
+    def __init__(self) -> None:
+        self.pending: Any = None  # a tensor on the device, None when nothing is pending
+        self.gather: Any = None  # the trainer's accelerator.gather, given with every count
+
+    def add(self, count: Any, gather: Callable[[Any], Any]) -> None:
+        self.pending = count if self.pending is None else self.pending + count
+        self.gather = gather
+
+    def settle(self, state: Any) -> None:
+        """Add what is pending to state.num_input_tokens_seen; every worker calls it at the same step (a gather)."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            state.num_input_tokens_seen += int(self.gather(pending).sum().item())
+
+
+def counting_tokens_on_device(trainer_class: type, tokens: DeviceTokenCount) -> type:
+    """The method's trainer class, counting its non-padding input tokens into `tokens` (what transformers counts
+    for include_num_input_tokens_seen="non_padding", the job's setting) without reading each count back."""
+
+    class Trainer(trainer_class):  # type: ignore[misc, valid-type]  # TRL's class, known once the job runs
+        def _track_num_input_tokens(self, inputs: Any) -> None:
+            name = getattr(self.model, "main_input_name", "input_ids")
+            pad = getattr(self.processing_class, "pad_token_id", None)
+            if self.args.include_num_input_tokens_seen != "non_padding" or not isinstance(inputs, Mapping):
+                super()._track_num_input_tokens(inputs)
+            elif "attention_mask" in inputs:
+                tokens.add(inputs["attention_mask"].sum(), self.accelerator.gather)
+            elif name in inputs and pad is not None:  # padding-free batches: no mask, no padding
+                tokens.add((inputs[name] != pad).sum(), self.accelerator.gather)
+            else:
+                super()._track_num_input_tokens(inputs)
+
+    Trainer.__name__ = Trainer.__qualname__ = trainer_class.__name__
+    return Trainer
 
 
 def rebase_learning_rate(optimizer: Any, scheduler: Any, learning_rate: float) -> None:
@@ -671,6 +729,7 @@ def train_and_finish(job: Job, trainer: Any, callback: Any, resume_path: str | N
     with phase("train"):
         result = trainer.train(resume_from_checkpoint=resume_path)
         if callback.watch.diverged:  # stopped early, its weights lost: no final model
+            COMMITS.wait()  # a commit still under way lands first, so that it can be withdrawn
             kept = ""
             if process_rank() == 0:
                 kept = keep_vouched_checkpoints(job.output_dir, callback.watch.healthy_step, callback.start_step)
@@ -697,6 +756,7 @@ def save_final(trainer: Any, job: Job) -> Path:
     barrier()  # ... and every worker has written its part before rank 0 commits
     if is_main:
         write_model_card(trainer, job, final)
+        COMMITS.wait()  # the last checkpoint's commit (it hashed while the final model was written) lands first
         commit_checkpoint(final, step, job.run_id, job.attempt_id)
         emit("artifact", kind="final_model", path=str(final))
     return final

@@ -109,7 +109,12 @@ def weights_finite(model: Any) -> bool:
     import torch
 
     with torch.no_grad():
-        return all(bool(torch.isfinite(p).all()) for p in model.parameters() if p.requires_grad)
+        flags = [torch.isfinite(p).all() for p in model.parameters() if p.requires_grad]
+    # One read back from the device for all of them, not one per weight, where they are plain tensors on one
+    # device (a sharded weight's flag is a DTensor, and a model split over GPUs has flags on each).
+    if flags and all(type(flag) is torch.Tensor for flag in flags) and len({flag.device for flag in flags}) == 1:
+        return bool(torch.stack(flags).all())
+    return all(bool(flag) for flag in flags)
 
 
 def loss_spike_alert(step: int, loss: Any, earlier: list[float]) -> dict[str, Any] | None:
@@ -343,6 +348,10 @@ class RunWatch:
         self.uniform: float | None = None
         self.know_vocabulary(vocab_size)
         self.losses: list[tuple[int, float]] = []
+        self.loss_values: list[float] = []  # the same losses without their steps
+        # The lowest and highest loss but the last COLLAPSE_LOGS: all a pinned loss is compared with (_pinned), kept
+        # as the run goes so that no step walks every loss before it.
+        self.earlier_range: list[float] = []
         self.grad_norms: list[float] = []
         self.logged_grads: list[Any] = []  # every logged grad norm, None where a step logged none
         self.evals: list[tuple[int, float]] = []
@@ -356,22 +365,33 @@ class RunWatch:
         self.diverged = nan_loss_alert(step, loss, self.job_id, self.learning_rate)
         if self.diverged is not None:
             return self.new([self.diverged])
-        first = self.losses[0][1] if self.losses else None
+        first = self.loss_values[0] if self.loss_values else None
         exploding = grad_norm_alert(step, grad_norm, self.grad_norms, overflow_expected=self.overflow_expected)
-        self.losses.append((step, float(loss)))
+        self.remember_loss(step, float(loss))
         self.logged_grads.append(grad_norm)
         if self.spikes:
-            losses = [v for _, v in self.losses]
+            losses = [*self.earlier_range, *self.loss_values[-COLLAPSE_LOGS:]]  # what collapse_alert reads of them
             self.diverged = loss_diverged_alert(
                 step, loss, first, self.uniform, self.job_id, self.learning_rate
             ) or collapse_alert(step, losses, self.logged_grads, self.uniform, self.job_id, self.learning_rate)
             if self.diverged is not None:
                 return self.new([exploding, self.diverged])
-        found = [loss_spike_alert(step, loss, [v for _, v in self.losses[:-1]]) if self.spikes else None, exploding]
+        # The earlier losses as far as loss_spike_alert reads them: the running median's window (it counts at least
+        # WARMUP_LOGS only where the run has logged that many).
+        earlier = self.loss_values[-RUNNING_WINDOW - 1 : -1]
+        found = [loss_spike_alert(step, loss, earlier) if self.spikes else None, exploding]
         if is_finite(grad_norm):
             self.grad_norms.append(float(grad_norm))
         self.healthy_step = step
         return self.new(found)
+
+    def remember_loss(self, step: int, loss: float) -> None:
+        self.losses.append((step, loss))
+        self.loss_values.append(loss)
+        if len(self.loss_values) > COLLAPSE_LOGS:  # one more loss leaves the last COLLAPSE_LOGS
+            leaving = self.loss_values[-COLLAPSE_LOGS - 1]
+            low, high = self.earlier_range or (leaving, leaving)
+            self.earlier_range = [min(low, leaving), max(high, leaving)]
 
     def on_train_end(self, steps: list[dict[str, Any]], config: dict[str, Any], start_step: int) -> list[dict]:
         """What the whole attempt says once it ended on its own: nothing learned (sure), or a loss that never fell

@@ -7,6 +7,7 @@ offline tiny model, and read its `JOBTRAIL {...}` event lines; nothing is mocked
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import math
 import shutil
@@ -116,6 +117,8 @@ def test_lora_run_succeeds_with_full_event_trail(lora_run: tuple[JobRun, Path], 
     losses = [e["loss"] for e in run.named("step")]
     assert all(isinstance(loss, float) for loss in losses) and losses[-1] < losses[0]
     assert all(e["learning_rate"] is not None and e["tokens"] > 0 for e in run.named("step"))
+    # The trainer's count, kept on the device between logs (_training.DeviceTokenCount), is TRL's own to the token.
+    assert [e["tokens"] for e in run.named("step")] == [e["metrics"]["num_tokens"] for e in run.named("step")]
     committed = run.named("checkpoint", state="committed")
     assert [e["step"] for e in committed if "checkpoint-" in e["path"]] == [2, 4, 6]
     assert [e["step"] for e in run.named("checkpoint", state="superseded")] == [2]
@@ -308,6 +311,9 @@ def test_a_metric_keeps_exactly_its_float32_in_at_most_9_digits(value: float) ->
     assert struct.pack("<f", kept) == nearest
     digits = f"{abs(kept):.9e}".split("e")[0].replace(".", "").rstrip("0")
     assert len(digits) <= 9 and float(f"{kept:.9g}") == kept
+    if len(digits) > 1:  # and in the fewest digits: one fewer reads back as another float32
+        with contextlib.suppress(OverflowError):  # rounded past float32's largest: no float32 at all
+            assert struct.pack("<f", float(f"{kept:.{len(digits) - 1}g}")) != nearest
 
 
 def test_float32_precision_applies_to_metric_floats_only() -> None:
