@@ -75,6 +75,10 @@ def no_step_alerts(steps: list[dict[str, Any]], config: dict[str, Any]) -> list[
     return []
 
 
+def same_trainer(trainer_class: type) -> type:
+    return trainer_class
+
+
 @dataclass(frozen=True)
 class Method:
     """What one training method brings to `train`; everything else is the same for every method."""
@@ -102,6 +106,8 @@ class Method:
     # Whether the loss is the mean cross-entropy of the next token (SFT's): its ceiling is ln(vocabulary),
     # the loss of a uniform guess, so a loss far above it, or pinned at it, says the weights are gone.
     token_loss: bool = False
+    # TRL's trainer class → the one the job trains with (SFT's cuts its own rows under padding-free batching).
+    trainer_class: Callable[[type], type] = same_trainer
 
 
 def train(config: dict[str, Any], method: Method) -> None:
@@ -126,7 +132,9 @@ def train(config: dict[str, Any], method: Method) -> None:
     resume_path = resume_point(job)
 
     callback = make_callback(job, method, args)
-    trainer_class = counting_tokens_on_device(getattr(trl, f"{method.trl_name}Trainer"), callback.tokens)
+    trainer_class = counting_tokens_on_device(
+        method.trainer_class(getattr(trl, f"{method.trl_name}Trainer")), callback.tokens
+    )
     if tracking:  # the job's alerts show on its trackio run as well
         callback.alert = tracking.also_on_trackio(callback.alert)
     with phase("setup", announce="tokenizing"):  # tokenising the data, wrapping the model with the adapter

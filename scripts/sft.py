@@ -17,6 +17,7 @@ imported there inside functions, after the environment event, so that a missing 
 ends the job with a `dependency_error` termination event instead of a bare crash.
 """
 
+import copy
 import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
 from typing import Any
 
@@ -52,7 +53,32 @@ def detect_format(dataset: Any, config: dict[str, Any]) -> str:
     )
 
 
-SFT = Method("sft", "SFT", detect_format, token_loss=True)
+def cutting_rows_itself(trainer_class: type) -> type:
+    """TRL's SFTTrainer, cutting the rows to max_length itself under padding-free batching without packing.
+
+    TRL 1.16 refuses padding_free=True with a max_length there (its collator flattens the rows whole, so nothing
+    would cut them): TRL is given max_length=None, and its own dataset preparation runs with the job's max_length,
+    so its truncation (truncation_mode, and the rows left with no trained token dropped) makes the same rows,
+    tokens and labels a padded run trains, the eval rows as well."""
+
+    class SFTTrainer(trainer_class):  # type: ignore[misc, valid-type]  # TRL's class, known once the job runs
+        def __init__(self, *, args: Any, **kwargs: Any) -> None:
+            self.rows_cut_at = args.max_length if args.padding_free and not args.packing else None
+            if self.rows_cut_at is not None:
+                args = copy.copy(args)  # not dataclasses.replace: TrainingArguments' __post_init__ runs once
+                args.max_length = None
+            super().__init__(args=args, **kwargs)
+
+        def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, *rest: Any) -> Any:
+            if self.rows_cut_at is not None:
+                args = copy.copy(args)
+                args.max_length = self.rows_cut_at
+            return super()._prepare_dataset(dataset, processing_class, args, *rest)
+
+    return SFTTrainer
+
+
+SFT = Method("sft", "SFT", detect_format, token_loss=True, trainer_class=cutting_rows_itself)
 
 if __name__ == "__main__":
     run_job(lambda: train(CONFIG, SFT), CONFIG.get("launcher"))

@@ -20,7 +20,7 @@ from jobtrail.estimate import estimate_cost
 from jobtrail.estimate.microbatch import FILL, MicroBatch, choose_micro_batch, tunable
 from jobtrail.models import JobSpec, Speedups
 from jobtrail.preflight import probes, speedups
-from jobtrail.preflight.speedups import PADDING_FREE_MIN_TRAIN_S, ROW_ROOM, Rows, Target, Workload
+from jobtrail.preflight.speedups import PADDING_FREE_MIN_TRAIN_S, Target, Workload
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config, retry_config
 from jobtrail.templates.render import LIGER_REQUIREMENT, render_script
@@ -47,9 +47,8 @@ FILLED = MicroBatch(
     changed=["per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing"],
     why="estimated 31.0 GB, within the 60.0 GB jobtrail fills (75% of 80 GB)",
 )
-# Every row measured, the longest well under max_length; an hour of training.
-FITTING = Rows(measured=500, total=500, longest=700, max_length=1024)
-LONG_QWEN = Workload(family="qwen2", effective_batch=8, train_s=3600.0, rows=FITTING)
+# An hour of training.
+LONG_QWEN = Workload(family="qwen2", effective_batch=8, train_s=3600.0)
 ITEMS = (
     "padding_free",
     "liger_kernel",
@@ -86,10 +85,10 @@ def test_an_h100_on_hf_jobs_gets_everything_measured_safe_there():
     )
     assert chosen.bf16.source == "default"  # the job's own precision rule decides on the GPU it lands on
     assert "joins the script's dependencies" in chosen.liger_kernel.why
-    assert "flex_attention" in chosen.padding_free.why and "all 500 rows measured" in chosen.padding_free.why
+    assert "flex_attention" in chosen.padding_free.why and "cut to max_length by the job" in chosen.padding_free.why
     assert _rendered(chosen) == {
         "learning_rate": 2e-4,
-        "max_length": None,  # TRL 1.16 flattens without packing only without one; no row reaches it
+        "max_length": 1024,  # kept: the job cuts the rows itself (scripts/sft.py), TRL gets max_length=None
         "padding_free": True,
         "model_init_kwargs": {"attn_implementation": "flex_attention"},
         "use_liger_kernel": True,
@@ -126,11 +125,6 @@ def test_triton_kernels_need_triton_and_a_c_compiler_in_a_local_job():
 
 def test_padding_free_stays_off_where_it_was_not_measured_or_would_not_pay():
     cases = [
-        (dict(rows=replace(FITTING, measured=400)), "measured 400 of 500"),
-        (dict(rows=replace(FITTING, total=None)), "an unknown number"),
-        (dict(rows=replace(FITTING, longest=1024 - ROW_ROOM + 1)), "within 8 of max_length 1024"),
-        (dict(rows=replace(FITTING, separate_eval=True)), "another dataset"),
-        (dict(rows=None), "no row was measured"),
         (dict(train_s=PADDING_FREE_MIN_TRAIN_S - 1), "would not pay back"),
         (dict(train_s=None, train_unknown="the estimate has no training time (x)"), "no training time (x)"),
         (dict(family="gemma2"), "model_type 'gemma2'"),
@@ -144,16 +138,64 @@ def test_padding_free_stays_off_where_it_was_not_measured_or_would_not_pay():
     assert not older.on and "torch 2.11 or newer" in older.why
     sdpa = _choose(H100, {"model_init_kwargs": {"attn_implementation": "sdpa"}}).padding_free
     assert not sdpa.on and "sdpa as given" in sdpa.why
-    # The job sets no max_length: nothing could be cut, so nothing needs to fit.
-    assert _choose(H100, rows=replace(FITTING, max_length=None, measured=1, total=None)).padding_free.on
     assert not speedups.choose("dpo", H100, {}, LONG_QWEN).padding_free.on
+
+
+def test_the_callers_padding_free_is_kept_with_flex_attention_where_it_pays():
+    chosen = _choose(H100, {"padding_free": True}).padding_free
+    assert chosen.on and chosen.source == "user" and "flex_attention" in chosen.why
+    assert chosen.sets == {"model_init_kwargs": {"attn_implementation": "flex_attention"}}
+    assert speedups.attention_findings(H100, {"padding_free": True}, _choose(H100, {"padding_free": True})) == []
+    off = _choose(H100, {"padding_free": False}).padding_free
+    assert not off.on and off.source == "user" and off.sets == {}
+    assert _rendered(_choose(H100, {"padding_free": False})).get("padding_free") is None  # the caller's, as given
+
+
+@pytest.mark.parametrize(
+    ("target", "given", "changes", "why"),
+    [
+        (CPU, {}, {}, "a CPU job"),
+        (H100, {"model_init_kwargs": {"attn_implementation": "sdpa"}}, {}, "sdpa as given"),
+        (H100, {}, {"train_s": 60.0}, "would not pay back"),
+        (T4, {}, {}, "sm_75"),
+    ],
+)
+def test_the_callers_padding_free_on_a_square_attention_is_kept_with_a_warning(target, given, changes, why):
+    given = {**given, "padding_free": True}
+    chosen = _choose(target, given, **changes)
+    assert chosen.padding_free.on and chosen.padding_free.source == "user" and why in chosen.padding_free.why
+    assert chosen.padding_free.sets == {}  # the job's attention left as it is
+    [warning] = speedups.attention_findings(target, given, chosen)
+    assert warning.code == "config.padding_free_attention" and warning.severity == "warning"
+    assert why in warning.message and "one masked square" in warning.message
+    assert "Drop padding_free" in (warning.fix or "")
+    assert ("flex_attention" in (warning.fix or "")) is (target.gpu is not None)
+
+
+def test_flex_attention_on_a_cpu_is_refused_before_the_job_starts():
+    given = {"model_init_kwargs": {"attn_implementation": "flex_attention"}}
+    for asked in ({}, {"padding_free": True}):
+        [error] = speedups.attention_findings(CPU, {**given, **asked}, _choose(CPU, {**given, **asked}))
+        assert error.code == "config.flex_attention_cpu" and error.severity == "error"
+        assert "no backward pass" in error.message and "GPU" in (error.fix or "")
+    assert speedups.attention_findings(H100, given, _choose(H100, given)) == []
+    assert speedups.attention_findings(CPU, {}, _choose(CPU)) == []  # nothing asked, nothing said
+
+
+def test_an_hf_jobs_job_pairs_flex_attention_only_with_a_lock_that_has_it(monkeypatch):
+    lock = job_lock()
+    assert _choose(H100).padding_free.on  # torch and transformers pinned at or past what was measured
+    older = replace(lock, versions={**lock.versions, "transformers": "5.23.0"})
+    monkeypatch.setattr(speedups, "job_lock", lambda: older)
+    chosen = _choose(H100).padding_free
+    assert not chosen.on and "the job lock pins transformers 5.23.0" in chosen.why
 
 
 def test_a_varlen_flash_attention_the_caller_chose_carries_padding_free_without_a_compile():
     for attention in ("flash_attention_2", "kernels-community/flash-attn2"):
         chosen = _choose(H100, {"model_init_kwargs": {"attn_implementation": attention}}, train_s=10.0, family="x")
         assert chosen.padding_free.on and chosen.padding_free.source == "preflight"
-        assert chosen.padding_free.sets == {"padding_free": True, "max_length": None}  # the caller's attention kept
+        assert chosen.padding_free.sets == {"padding_free": True}  # the caller's attention kept
     assert not _choose(CPU, {"model_init_kwargs": {"attn_implementation": "flash_attention_2"}}).padding_free.on
 
 
@@ -301,14 +343,18 @@ def test_the_header_lists_liger_kernel_only_when_liger_is_on(tiny_model):
         assert (LIGER_PINNED in pep723.read_metadata(script)["dependencies"]) is listed
 
 
-def test_a_retry_does_not_inherit_the_max_length_padding_free_unset(tiny_model):
+def test_a_retry_does_not_inherit_the_max_length_an_older_padding_free_unset(tiny_model):
     spec = JobSpec(method="sft", model=str(tiny_model), dataset="d.jsonl")
-    first = speedups.apply(build_config(spec, "/o", 512), _choose(H100))
+    flat = speedups.apply(build_config(spec, "/o", 512), _choose(H100))
+    assert flat["training_args"]["max_length"] == 512 and flat["training_args"]["padding_free"] is True
+    assert retry_config(flat, spec)["training_args"]["max_length"] == 512  # kept as the first attempt had it
+    # An attempt planned before the job cut padding-free rows itself: preflight unset its max_length then.
+    chosen = _choose(H100)
+    older = chosen.padding_free.model_copy(update={"sets": {**chosen.padding_free.sets, "max_length": None}})
+    first = speedups.apply(build_config(spec, "/o", 512), chosen.model_copy(update={"padding_free": older}))
     assert first["training_args"]["max_length"] is None
     again = retry_config(first, spec, max_positions=512)
     assert again["training_args"]["max_length"] == 512  # the default, capped at the model's positions, decided anew
-    padded = speedups.apply(build_config(spec, "/o", 512), _choose(T4))
-    assert retry_config(padded, spec)["training_args"]["max_length"] == 512  # kept as the first attempt had it
 
 
 def _job_config(script: str) -> dict[str, Any]:
@@ -327,8 +373,8 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     assert h200.speedups is not None and h200.speedups.device == "H200 (h200)"
     assert h200.speedups.liger_kernel.on and h200.speedups.fused_adamw.on and h200.speedups.micro_batch.on
     assert not h200.speedups.gradient_checkpointing.on  # the tiny model fits without it
-    # The Hub model's tokenizer is not read here, so no row was measured: max_length stays, and so does padding.
-    assert not h200.speedups.padding_free.on and "no row was measured" in h200.speedups.padding_free.why
+    # 20 steps of the tiny model: flex attention's compile would not pay back.
+    assert not h200.speedups.padding_free.on and "would not pay back" in h200.speedups.padding_free.why
     script = Path(h200.script_path).read_text()
     assert LIGER_PINNED in pep723.read_metadata(script)["dependencies"]
     args = _job_config(script)["training_args"]
@@ -342,6 +388,14 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     assert LIGER_PINNED not in pep723.read_metadata(t4_script)["dependencies"]
     assert "use_liger_kernel" not in _job_config(t4_script)["training_args"]
     assert "speedups" in h200.model_dump() and "liger_kernel" in h200.to_markdown()
+    # Training long enough: padding-free with flex attention (the job lock's torch and transformers have it), the
+    # max_length kept for the job to cut the rows with.
+    long = remote_spec(flavor="h200", hyperparameters={"max_steps": 10**6, "max_length": 256})
+    flat = service.submit(long, dry_run=True)
+    assert flat.speedups is not None and flat.speedups.padding_free.on, flat.speedups
+    flat_args = _job_config(Path(flat.script_path).read_text())["training_args"]
+    assert flat_args["padding_free"] is True and flat_args["max_length"] == 256
+    assert flat_args["model_init_kwargs"] == {"attn_implementation": "flex_attention"}
 
 
 def _job_python(root: Path, extra: dict[str, str]) -> Path:
@@ -388,9 +442,10 @@ def test_a_local_dry_run_on_an_h100_asks_the_jobs_python(tiny_model, chat_datase
     assert chosen is not None and chosen.device == "H100 80GB HBM3 (local)", planned.to_markdown()
     assert chosen.liger_kernel.on and "liger-kernel 0.8.5 is importable by the job's Python" in chosen.liger_kernel.why
     assert chosen.padding_free.on, chosen.padding_free.why
-    assert "all 64 rows measured" in chosen.padding_free.why
+    assert "cut to max_length by the job" in chosen.padding_free.why
     args = _job_config(Path(planned.script_path).read_text())["training_args"]
-    assert args["use_liger_kernel"] is True and args["padding_free"] is True and args["max_length"] is None
+    assert args["use_liger_kernel"] is True and args["padding_free"] is True
+    assert args["max_length"] == 512  # TRL's default, capped at the tiny model's positions: the job cuts the rows
     assert args["model_init_kwargs"]["attn_implementation"] == "flex_attention"
     # Without liger-kernel in the job's Python, the same job keeps Liger off and says how to turn it on.
     monkeypatch.setenv("JOBTRAIL_PYTHON", str(_job_python(tmp_path / "bare", {"triton": "3.6.0"})))
@@ -414,7 +469,7 @@ def test_the_jobs_trl_config_takes_what_the_record_sets(tmp_path):
     config = speedups.apply({"training_args": {"max_length": 64}}, _choose(H100, micro_batch=FILLED))
     args = training.build_training_args(trl.SFTConfig, config, tmp_path)
     assert args.use_liger_kernel is True and args.optim == "adamw_torch_fused"
-    assert args.gradient_checkpointing is False and args.padding_free is True and args.max_length is None
+    assert args.gradient_checkpointing is False and args.padding_free is True and args.max_length == 64
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (8, 1)
     assert args.dataloader_num_workers == 2 and args.dataloader_persistent_workers is True
     assert args.use_cpu is True and args.bf16 is False
@@ -436,3 +491,24 @@ def test_a_receipt_written_before_these_measures_still_reads():
     del old["dataloader"], old["step_metrics"]
     read = Speedups(**json.loads(json.dumps(old)))
     assert not read.dataloader.on and "not recorded" in read.dataloader.why
+
+
+def test_a_local_cpu_job_hears_of_its_attention_before_it_starts(tiny_model, chat_dataset, tmp_path):
+    """A caller's padding_free=true on a CPU plans with a warning (the job cuts its rows itself, so max_length
+    stays); flex attention on a CPU is refused instead of failing at the job's first step."""
+    from jobtrail.app import build_service
+
+    service = build_service(tmp_path / "home")
+
+    def spec(**hyperparameters: Any) -> JobSpec:
+        return JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=hyperparameters)
+
+    flat = service.submit(spec(padding_free=True, max_length=32), dry_run=True)
+    assert flat.speedups is not None and flat.speedups.device == "CPU (local)"
+    assert flat.speedups.padding_free.on and flat.speedups.padding_free.source == "user"
+    assert [f.severity for f in flat.findings if f.code == "config.padding_free_attention"] == ["warning"]
+    args = _job_config(Path(flat.script_path or "").read_text())["training_args"]
+    assert args["padding_free"] is True and args["max_length"] == 32 and "model_init_kwargs" not in args
+    flex = service.submit(spec(model_init_kwargs={"attn_implementation": "flex_attention"}))
+    assert flex.status == "rejected" and flex.job_id is None
+    assert [f.code for f in flex.findings if f.severity == "error"] == ["config.flex_attention_cpu"]

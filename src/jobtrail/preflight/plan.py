@@ -112,7 +112,11 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
             launcher=facts.launcher,
         )
     if config is not None:
-        config = speedups.apply(config, _speedups(spec, facts, config))
+        target = facts.target or speedups.Target(flavor=spec.flavor or "local")
+        chosen = _speedups(spec, facts, target)
+        given = effective(spec.method, spec.hyperparameters).given
+        findings = [*findings, *speedups.attention_findings(target, given, chosen)]
+        config = speedups.apply(config, chosen)
     timeout_s = spec.timeout_s
     if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
         timeout_s = facts.estimate.recommended_timeout_s
@@ -120,9 +124,8 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
     return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=timeout_s)
 
 
-def _speedups(spec: JobSpec, facts: Facts, config: dict[str, Any]) -> Speedups:
-    """The training job's speed measures, from its device, model, rows, hyperparameters, estimate and `config`."""
-    target = facts.target or speedups.Target(flavor=spec.flavor or "local")
+def _speedups(spec: JobSpec, facts: Facts, target: speedups.Target) -> Speedups:
+    """The training job's speed measures, from its device, model, hyperparameters and estimate."""
     model = facts.model.text_config if facts.model else {}
     estimate = facts.estimate
     device = device_for(gpu_count=1 if target.gpu else 0, bf16=target.bf16)
@@ -142,7 +145,6 @@ def _speedups(spec: JobSpec, facts: Facts, config: dict[str, Any]) -> Speedups:
         effective_batch=int(args["per_device_train_batch_size"]) * int(args["gradient_accumulation_steps"]),
         train_s=train_s,
         train_unknown=train_unknown,
-        rows=_rows(facts, config),
     )
     return speedups.choose(
         spec.method,
@@ -151,21 +153,6 @@ def _speedups(spec: JobSpec, facts: Facts, config: dict[str, Any]) -> Speedups:
         workload,
         micro_batch=estimate.micro_batch if estimate else None,
         micro_batch_off=why,
-    )
-
-
-def _rows(facts: Facts, config: dict[str, Any]) -> speedups.Rows | None:
-    """The training rows as validate_dataset measured them, against the max_length the job trains with."""
-    report = facts.dataset
-    lengths = report.token_lengths if report else None
-    if report is None or lengths is None:
-        return None
-    return speedups.Rows(
-        measured=lengths.rows,
-        total=report.rows,
-        longest=lengths.max,
-        max_length=config["training_args"].get("max_length"),
-        separate_eval=bool((config.get("eval") or {}).get("dataset")),
     )
 
 

@@ -2,6 +2,7 @@
 
     choose(method, target, given, workload, micro_batch=...) -> Speedups    each measure: on, source, why, sets
     apply(config, speedups) -> config                                       sets into training_args, the record
+    attention_findings(target, given, speedups) -> [Finding]                an attention the job fails or crawls with
 
 (templates/render.py adds liger-kernel to the script's header when its training_args turn Liger on.)
 
@@ -18,14 +19,17 @@ step): every step's loss within 4e-5 (relative) of the padded run's, tokens/s in
   * padding-free batching (SFT): each micro-batch's rows flattened into one sequence without padding, attention
     kept within each row by flex attention's block mask (PyTorch's own, compiled by Triton: no flash-attn build,
     nothing downloaded), which transformers 5.24 builds from the position ids TRL's collator writes
-    (masking_utils.find_packed_sequence_indices). The same rows per step, so the same effective batch. TRL 1.16
-    flattens without packing only with max_length=None, so it is on only where preflight measured every row and
-    none reaches max_length (nothing would be cut). Its first step compiles (33-55 s on an H100), so only where
-    training takes PADDING_FREE_MIN_TRAIN_S or more. 14.4k -> 22.3k tokens/s alone, 26.6k -> 27.5k beside Liger
-    (11.9k -> 17.9k for both together in a second run), peak memory 21.8 -> 14.4 GB with Liger. SDPA computes a
-    flattened micro-batch as one masked square (micro-batch times the attention work), so a caller's SDPA or
-    eager keeps it off; a caller's varlen flash attention (flash_attention_2/3, kernels-community/flash-attn*)
-    carries it without the compile;
+    (masking_utils.find_packed_sequence_indices). The same rows per step, so the same effective batch, cut to
+    max_length as a padded run cuts them: TRL 1.16 refuses padding_free with a max_length without packing, so the
+    job (scripts/sft.py cutting_rows_itself) gives TRL max_length=None and runs TRL's own truncation with the job's
+    max_length. Its first step compiles (33-62 s on an H100), so only where training takes PADDING_FREE_MIN_TRAIN_S
+    or more. Flex attention ships with torch: a local job's Python must have the measured torch and transformers,
+    an HF Jobs job installs the job lock's. 14.4k -> 22.3k tokens/s alone, 26.6k -> 27.5k beside Liger (11.9k ->
+    17.9k for both together in a second run), peak memory 21.8 -> 14.4 GB with Liger. SDPA computes a flattened
+    micro-batch as one masked square (micro-batch times the attention work), so a caller's SDPA or eager keeps it
+    off; a caller's varlen flash attention (flash_attention_2/3, kernels-community/flash-attn*) carries it without
+    the compile. A caller's padding_free=true gets flex attention where the same holds, and a warning where the
+    job would compute the square instead;
   * fused AdamW on every CUDA GPU;
   * bf16 where the GPU has it: the job's own precision rule (scripts/_training.py precision_defaults) decides
     from the device it lands on, so it is recorded, not set;
@@ -49,8 +53,9 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from jobtrail.estimate.microbatch import MicroBatch
-from jobtrail.models import Speedup, Speedups
+from jobtrail.models import Finding, Speedup, Speedups
 from jobtrail.templates.render import LIGER_REQUIREMENT
+from jobtrail.templates.versions import job_lock
 
 # Attention implementations that run a padding-free batch as separate sequences without compiling (varlen kernels).
 VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
@@ -66,12 +71,9 @@ LIGER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemm
 FLEX_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3")
 # The oldest versions flex attention's padding-free training was measured with (bench/speedups_gpu.py).
 FLEX_MEASURED = {"torch": "2.11", "transformers": "5.24"}
-# Flex attention's first step compiled for 33-55 s on an H100: below this much training that would not pay back.
+# Flex attention's first step compiled for 33-62 s on an H100: below this much training that would not pay back.
 PADDING_FREE_MIN_TRAIN_S = 600.0
 COMPILE = "the minute or so flex attention's first step spends compiling"
-# Tokens TRL may add to a row beyond what preflight measured (an EOS after plain text): a row counts as fitting
-# max_length only with this much room.
-ROW_ROOM = 8
 DATALOADER_WORKERS = 2
 
 
@@ -96,17 +98,6 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Rows:
-    """The training rows as preflight measured them with the model's tokenizer (validate_dataset)."""
-
-    measured: int  # rows whose tokens were counted
-    total: int | None  # rows in the source (None: unknown)
-    longest: int | None  # the longest measured row's tokens
-    max_length: int | None  # the job's
-    separate_eval: bool = False  # the job also evaluates on rows of another dataset, which nobody measured
-
-
-@dataclass(frozen=True)
 class Workload:
     """What preflight knows of the job beyond its device and hyperparameters."""
 
@@ -116,7 +107,6 @@ class Workload:
     effective_batch: int | None = None  # the job's per_device_train_batch_size x gradient_accumulation_steps
     train_s: float | None = None  # the estimate's training time (steps x step time); None: unknown
     train_unknown: str = "the estimate has no training time"  # why train_s is None
-    rows: Rows | None = None
 
 
 def choose(
@@ -177,46 +167,103 @@ def _off(why: str) -> Speedup:
     return Speedup(on=False, source="default", why=why)
 
 
+def attention_findings(target: Target, given: Mapping[str, Any], chosen: Speedups) -> list[Finding]:
+    """Flex attention the caller chose for a CPU fails at the job's first backward pass; a caller's padding-free
+    batching that the job would compute as one masked square trains the same rows, only slower than padded."""
+    attention = _attention(given) or (chosen.padding_free.sets.get("model_init_kwargs") or {}).get(
+        "attn_implementation"
+    )
+    if attention == FLEX_ATTENTION and target.gpu is None:
+        return [
+            Finding(
+                code="config.flex_attention_cpu",
+                severity="error",
+                message="attn_implementation='flex_attention' on a CPU: PyTorch's flex attention has no backward pass "
+                "there, so the job would fail at its first step.",
+                fix="Leave model_init_kwargs.attn_implementation unset on a CPU (transformers' sdpa), or run the job "
+                "on a GPU.",
+            )
+        ]
+    flat = chosen.padding_free
+    cheap = attention == FLEX_ATTENTION or _varlen(attention)
+    if cheap or not (given.get("padding_free") and flat.on and flat.source == "user"):
+        return []
+    if target.gpu is None:
+        fix = (
+            "Drop padding_free on a CPU: flex attention, which keeps the rows apart without the square, trains on GPUs."
+        )
+    else:
+        fix = (
+            f"Drop padding_free, or on an A100/H100/H200 with a {', '.join(FLEX_FAMILIES)} model and "
+            f"{PADDING_FREE_MIN_TRAIN_S / 60:.0f} minutes or more of training leave attn_implementation unset "
+            "(preflight pairs padding_free with flex_attention); with flash-attn in the job's environment, "
+            'model_init_kwargs={"attn_implementation": "flash_attention_2"}.'
+        )
+    return [
+        Finding(
+            code="config.padding_free_attention",
+            severity="warning",
+            message=f"padding_free=true with {attention or 'sdpa'} attention ({flat.why}): the job computes each "
+            "flattened micro-batch as one masked square, per_device_train_batch_size times the attention work of "
+            "its rows apart. It trains the same rows, likely slower than padded.",
+            fix=fix,
+        )
+    ]
+
+
+def _attention(given: Mapping[str, Any]) -> str | None:
+    chosen = (given.get("model_init_kwargs") or {}).get("attn_implementation")
+    return chosen if isinstance(chosen, str) else None
+
+
+def _varlen(attention: str | None) -> bool:
+    """Whether `attention` runs a padding-free batch as separate sequences without compiling."""
+    return attention is not None and (
+        attention in VARLEN_ATTENTION or (attention.startswith(VARLEN_KERNEL_PREFIX) and "flash" in attention)
+    )
+
+
 def _padding_free(method: str, target: Target, given: Mapping[str, Any], workload: Workload) -> Speedup:
-    if "padding_free" in given or "packing" in given:
+    asked = given.get("padding_free")
+    if "packing" in given or asked is False or (asked and method != "sft"):
         bfd = given.get("packing_strategy", "bfd") in ("bfd", "bfd_split")
-        on = bool(given.get("padding_free")) or (bool(given.get("packing")) and bfd)
+        on = bool(asked) or (bool(given.get("packing")) and bfd)
         return _user(on, "packing/padding_free as given")
     if method != "sft":
         return _off("padding-free batching is SFT's (TRL's SFTConfig)")
-    if target.gpu is None:
-        return _off("a CPU job keeps its rows as they are (flex attention has no backward pass on a CPU)")
-    chosen = (given.get("model_init_kwargs") or {}).get("attn_implementation")
-    varlen = isinstance(chosen, str) and (
-        chosen in VARLEN_ATTENTION or (chosen.startswith(VARLEN_KERNEL_PREFIX) and "flash" in chosen)
+    chosen = _attention(given)
+    blocked = _flattening_blocked(target, workload, chosen)
+    if blocked:
+        if asked:  # attention_findings warns
+            return _user(True, f"padding_free as given, without an attention that keeps it cheap: {blocked}")
+        return _off(blocked)
+    attention = chosen or FLEX_ATTENTION
+    sets: dict[str, Any] = {} if asked else {"padding_free": True}
+    if chosen is None:
+        sets["model_init_kwargs"] = {"attn_implementation": FLEX_ATTENTION}
+    compiled = "" if _varlen(chosen) else " (its first step compiles the kernel once)"
+    return Speedup(
+        on=True,
+        source="user" if asked else "preflight",
+        why=f"each micro-batch's rows flattened into one sequence without padding, {attention} keeping each row's "
+        f"attention to itself{compiled}; the same rows per step, cut to max_length by the job with TRL's own "
+        "truncation as a padded run cuts them",
+        sets=sets,
     )
-    if chosen is not None and not varlen and chosen != FLEX_ATTENTION:
-        return _off(
+
+
+def _flattening_blocked(target: Target, workload: Workload, chosen: str | None) -> str | None:
+    """Why no attention carries padding-free batching cheaply for this job, or None."""
+    if target.gpu is None:
+        return "a CPU job keeps its rows as they are (flex attention has no backward pass on a CPU)"
+    if chosen is not None and not _varlen(chosen) and chosen != FLEX_ATTENTION:
+        return (
             f"the job attends with {chosen} as given, which computes a padding-free micro-batch as one flattened "
             "sequence (micro-batch times the attention work)"
         )
     if workload.processes > 1:
-        return _off(f"measured on one GPU only; this job runs {workload.processes} processes")
-    unfit = _rows_unfit(workload.rows)
-    if unfit:
-        return _off(unfit)
-    if not varlen:
-        blocked = _flex_blocked(target, workload)
-        if blocked:
-            return _off(blocked)
-    attention = chosen or FLEX_ATTENTION
-    sets: dict[str, Any] = {"padding_free": True, "max_length": None}
-    if chosen is None:
-        sets["model_init_kwargs"] = {"attn_implementation": FLEX_ATTENTION}
-    compiled = "" if varlen else " (its first step compiles the kernel once)"
-    return Speedup(
-        on=True,
-        source="preflight",
-        why=f"each micro-batch's rows flattened into one sequence without padding, {attention} keeping each row's "
-        f"attention to itself{compiled}; the same rows per step, and max_length unset since no row reaches it "
-        f"({_rows_measured(workload.rows)})",
-        sets=sets,
-    )
+        return f"measured on one GPU only; this job runs {workload.processes} processes"
+    return None if _varlen(chosen) else _flex_blocked(target, workload)
 
 
 def _flex_blocked(target: Target, workload: Workload) -> str | None:
@@ -227,11 +274,13 @@ def _flex_blocked(target: Target, workload: Workload) -> str | None:
         what = "a multimodal checkpoint" if workload.multimodal else f"model_type {workload.family!r}"
         return f"flex attention is measured for {', '.join(FLEX_FAMILIES)} language models, not {what}"
     for name, oldest in FLEX_MEASURED.items():
-        installed = (target.packages or {}).get(name)
-        if target.packages is not None and not _at_least(installed, oldest):
+        # A local job's Python as preflight asked it; an HF Jobs job installs the job lock's pins.
+        has = "the job's Python has" if target.packages is not None else "the job lock pins"
+        installed = target.packages.get(name) if target.packages is not None else job_lock().version_of(name)
+        if not _at_least(installed, oldest):
             return (
-                f"flex attention's padding-free training was measured with {name} {oldest} or newer; the job's "
-                f"Python has {name} {installed or 'none'}"
+                f"flex attention's padding-free training was measured with {name} {oldest} or newer; {has} "
+                f"{name} {installed or 'none'}"
             )
     triton = _triton_missing(target)
     if triton:
@@ -244,36 +293,6 @@ def _flex_blocked(target: Target, workload: Workload) -> str | None:
             "would not pay back"
         )
     return None
-
-
-def _rows_unfit(rows: Rows | None) -> str | None:
-    """Why max_length=None could cut rows differently from max_length (TRL 1.16 flattens without packing only
-    without a max_length), or None."""
-    if rows is None or rows.measured == 0 or rows.longest is None:
-        return "no row was measured with the model's tokenizer, so max_length cannot be left unset"
-    if rows.separate_eval:
-        return "the job evaluates on rows of another dataset, which preflight did not measure"
-    if rows.max_length is None:
-        return None
-    if rows.total is None or rows.measured < rows.total:
-        total = "an unknown number" if rows.total is None else str(rows.total)
-        return (
-            f"preflight measured {rows.measured} of {total} rows: padding-free needs max_length unset (TRL 1.16 "
-            "flattens without packing only then), which only keeps the training the same when every row is known "
-            "to fit"
-        )
-    if rows.longest + ROW_ROOM > rows.max_length:
-        return (
-            f"the longest row has {rows.longest} tokens, within {ROW_ROOM} of max_length {rows.max_length}: "
-            "padding-free needs max_length unset, which would leave such rows uncut"
-        )
-    return None
-
-
-def _rows_measured(rows: Rows | None) -> str:
-    if rows is None or rows.max_length is None:
-        return "the job sets no max_length"
-    return f"all {rows.measured} rows measured, the longest {rows.longest} tokens of max_length {rows.max_length}"
 
 
 def _liger(method: str, target: Target, given: Mapping[str, Any], workload: Workload) -> Speedup:

@@ -137,8 +137,9 @@ def retry_config(
 ) -> dict[str, Any]:
     """A retry's config: the new spec, with the same output (directory and Hub repo) and max_length
     (capped at the model's positions the first time) unless the retry sets one. A max_length the previous
-    attempt's padding-free batching unset (preflight/speedups.py) is no choice: the retry starts from the
-    default, capped at `max_positions`, and preflight decides padding-free anew."""
+    attempt's padding-free batching unset (preflight/speedups.py did, before the job cut padding-free rows itself)
+    is no choice: the retry starts from the default, capped at `max_positions`, and preflight decides padding-free
+    anew."""
     config = build_config(
         spec,
         previous["output_dir"],
