@@ -556,6 +556,9 @@ def _is_http(e: BaseException) -> bool:
 FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
     # The job stopped itself: its loss was lost (the nan_loss alert said why and what to change).
     ("diverged", lambda e, p: "TrainingDivergedError" in _names(e)),  # _watch.py's
+    # The job stopped itself: no gradient from its first step on, so its setup trains nothing (its nothing_learned
+    # alert names what to change).
+    ("config_error", lambda e, p: "NothingTrainableError" in _names(e)),  # _watch.py's
     (
         "oom",
         lambda e, p: isinstance(e, MemoryError) or "OutOfMemoryError" in _names(e) or "out of memory" in str(e).lower(),

@@ -51,7 +51,15 @@ from _runtime import (
     withdraw_checkpoint,
 )
 from _tracking import make_trackio_callback, split_report_to
-from _watch import SHARE_MIN_LOGS, STALL_MINUTES, RunWatch, TrainingDivergedError, Watchdog, weights_finite
+from _watch import (
+    SHARE_MIN_LOGS,
+    STALL_MINUTES,
+    NothingTrainableError,
+    RunWatch,
+    TrainingDivergedError,
+    Watchdog,
+    weights_finite,
+)
 
 # --- end jobtrail:runtime ---
 
@@ -511,7 +519,11 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             self.tokens = DeviceTokenCount()
             self.steps: list[dict[str, Any]] = []  # this attempt's method metrics, step by step
             self.watch = RunWatch(
-                job.run_id, args.learning_rate, spikes=method.loss_spikes, overflow_expected=bool(args.fp16)
+                job.run_id,
+                args.learning_rate,
+                spikes=method.loss_spikes,
+                overflow_expected=bool(args.fp16),
+                config=job.config,
             )
             self.start_step = 0  # the step this attempt resumed at
             self.watchdog = Watchdog(stall_minutes * 60 if stall_minutes else None, self.alert)
@@ -520,8 +532,8 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             for found in alerts:
                 emit("alert", **found)
 
-        def stop_diverged(self, control: Any) -> None:
-            """The weights are lost: stop now, and neither save nor evaluate them."""
+        def stop_now(self, control: Any) -> None:
+            """The weights are lost (or nothing trains them): stop now, and neither save nor evaluate them."""
             control.should_training_stop = True
             control.should_save = control.should_evaluate = False
 
@@ -544,7 +556,7 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             # committed checkpoint is one a retry may resume from: never one with NaN weights.
             if control.should_save and not weights_finite(kwargs.get("model")):
                 self.alert(*self.watch.on_lost_weights(state.global_step))
-                self.stop_diverged(control)
+                self.stop_now(control)
             if control.should_save:
                 if state.is_world_process_zero:
                     begin_checkpoint(output_dir / f"checkpoint-{state.global_step}", state.global_step)
@@ -600,8 +612,8 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
                 metrics = {name: value for name, value in method_metrics(logs).items() if name.startswith("eval_")}
                 emit("eval", step=state.global_step, epoch=logs.get("epoch"), metrics=as_float32(metrics))
                 self.alert(*self.watch.on_eval(state.global_step, logs.get("eval_loss")))
-            if self.watch.diverged:
-                self.stop_diverged(control)
+            if self.watch.stopped:
+                self.stop_now(control)
             elif "loss" in logs and control.should_evaluate:  # the evaluation follows this hook
                 announce_phase("evaluating")
 
@@ -742,6 +754,8 @@ def train_and_finish(job: Job, trainer: Any, callback: Any, resume_path: str | N
             if process_rank() == 0:
                 kept = keep_vouched_checkpoints(job.output_dir, callback.watch.healthy_step, callback.start_step)
             raise TrainingDivergedError(callback.watch.diverged["message"] + kept)
+        if callback.watch.still:  # stopped early: nothing trained it, so there is no model to save
+            raise NothingTrainableError(callback.watch.still["message"])  # its alert, printed already, has the fix
     with phase("save", announce="saving"):
         save_final(trainer, job)
     emit_metrics(result.metrics, trainer.state, callback.tokens_at_start)

@@ -5,9 +5,11 @@ prints each alert as an `alert` event {code, step, message, fix} the moment it i
 code per attempt, so a run that stays bad says it once. A run is judged from its second logged
 step on, against its first (a destroyed model does not wait for a warm-up): the alerts that say the
 weights are gone (STOPPING: a NaN loss or weights, a loss blown far above its first value or above
-a uniform guess, a collapse) stop training there, and the job ends `diverged`
-(_runtime.FAILURE_RULES) keeping only checkpoints a healthy loss vouched for. The Watchdog thread
-raises `stalled` when no step comes for a long time.
+a uniform guess, a collapse of a run that had been learning) stop training there, and the job ends `diverged`
+(_runtime.FAILURE_RULES) keeping only checkpoints a healthy loss vouched for. A run whose gradient was
+exactly 0 from its first logged step on never had anything to train: it stops too, with a blocking
+`nothing_learned` alert, and ends `config_error`. The Watchdog thread raises `stalled` when no step comes
+for a long time.
 
 render.py inlines this file into the training scripts (like _runtime.py, standard library only and
 without `from __future__` imports); the tests load it as it is.
@@ -49,6 +51,11 @@ MARGINS = "rewards/margins"
 
 class TrainingDivergedError(RuntimeError):
     """The loss became NaN or infinite: training stopped, and the job ends `diverged`."""
+
+
+class NothingTrainableError(RuntimeError):
+    """The gradient was exactly 0 from the first logged step on: the setup trains nothing, whatever the learning
+    rate. Training stopped, and the job ends `config_error` (its nothing_learned alert names the cause)."""
 
 
 def make_alert(code: str, step: int | None, message: str, fix: str) -> dict[str, Any]:
@@ -204,10 +211,12 @@ def collapse_alert(
     learning_rate: float | None,
 ) -> dict[str, Any] | None:
     """A model that no longer learns anything: the gradient norm exactly 0 over COLLAPSE_LOGS logged steps (the
-    weights stopped changing), or the loss pinned at ln(vocabulary) (uniform output) after it had been elsewhere.
-    `losses` and `grad_norms` are every logged value so far, this step's last."""
-    recent = grad_norms[-COLLAPSE_LOGS:]
-    if len(recent) == COLLAPSE_LOGS and all(g == 0 for g in recent):
+    weights stopped changing) after a non-zero one, or the loss pinned at ln(vocabulary) (uniform output) after it
+    had been elsewhere. `losses` and `grad_norms` are every logged value so far, this step's last. A gradient of 0
+    from the first logged step on is no collapse: nothing was ever trained (still_from_start_alert)."""
+    recent, before = grad_norms[-COLLAPSE_LOGS:], grad_norms[:-COLLAPSE_LOGS]
+    learning = any(is_finite(g) and g != 0 for g in before)
+    if len(recent) == COLLAPSE_LOGS and all(g == 0 for g in recent) and learning:
         what = f"the gradient norm was exactly 0 at the last {COLLAPSE_LOGS} logged steps: the weights stopped changing"
     elif uniform and _pinned(losses, uniform):
         what = f"the loss is pinned at {losses[-1]:.4g} = ln(vocabulary): the model outputs the same uniform guess"
@@ -306,6 +315,39 @@ def nothing_learned_alert(
     )
 
 
+def still_from_start_alert(step: int, grad_norms: list[Any], config: dict[str, Any]) -> dict[str, Any] | None:
+    """The gradient norm exactly 0 at each of the first STILL_LOGS logged steps (`grad_norms`: all of them): no
+    update can move a weight, whatever the learning rate, so the rest of the budget would train nothing. Blocking
+    (nothing_learned, as training would have ended), and it stops the run: the job ends `config_error`."""
+    if len(grad_norms) < STILL_LOGS or any(g != 0 for g in grad_norms):
+        return None
+    resubmit = resubmit_call(config)
+    dropout = (config.get("peft") or {}).get("dropout")
+    if isinstance(dropout, int | float) and dropout >= 1:
+        why = f"lora_dropout {dropout:g} zeroes every input of the LoRA adapters"
+        fix = (
+            f"{resubmit} trains it again with the default lora_dropout (add the other hyperparameters you gave it, "
+            "without lora_dropout 1)."
+        )
+    else:
+        data, method = json.dumps((config.get("dataset") or {}).get("source")), json.dumps(config.get("template"))
+        why = "no trainable weight gets a gradient from the loss"
+        fix = (
+            "Find what holds every gradient at 0: no weight left trainable (a frozen model, adapters on modules the "
+            "loss never reaches), or every label masked (-100): completion_only_loss or assistant_only_loss on rows "
+            f"without completion or assistant tokens, or with them cut off by max_length. validate_dataset(dataset="
+            f"{data}, method={method}) checks the rows; then {resubmit} with the setting fixed trains it again."
+        )
+    return make_alert(
+        "nothing_learned",
+        step,
+        f"Nothing is being learned: the gradient norm was exactly 0 at every one of the first {len(grad_norms)} "
+        f"logged steps, so no update moves a weight, whatever the learning rate ({why}). Training stopped here and "
+        "the job ends 'config_error'.",
+        fix,
+    )
+
+
 def loss_not_falling_alert(step: int, losses: list[float], job_id: str, learning_rate: float | None) -> dict | None:
     """A judgment, not a certainty (a warning): over FLAT_LOGS logged steps or more, the loss's last third was no
     lower on average than its first third. A run trained from its start only (a resumed one may start at its floor)."""
@@ -337,8 +379,10 @@ class RunWatch:
         spikes: bool,
         overflow_expected: bool,
         vocab_size: int | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         self.job_id, self.learning_rate = job_id, learning_rate
+        self.config = config or {}  # the job's CONFIG: what a fix names (the data, the method, the adapters)
         # False where the loss is no scale to compare with (GRPO's hovers around 0): no spike, blow-up or collapse
         # is judged from it.
         self.spikes = spikes
@@ -354,13 +398,21 @@ class RunWatch:
         self.earlier_range: list[float] = []
         self.grad_norms: list[float] = []
         self.logged_grads: list[Any] = []  # every logged grad norm, None where a step logged none
+        # The first non-zero grad norm but the last COLLAPSE_LOGS (or none): all collapse_alert reads of them.
+        self.earlier_grad: list[float] = []
         self.evals: list[tuple[int, float]] = []
         self.raised: set[str] = set()
         self.diverged: dict[str, Any] | None = None  # the STOPPING alert, once the weights are gone
+        self.still: dict[str, Any] | None = None  # the nothing_learned alert of a run that never had a gradient
         self.healthy_step: int | None = None  # the last logged step whose loss said the run was fine
 
+    @property
+    def stopped(self) -> dict[str, Any] | None:
+        """The alert that stops the run: its weights are gone (diverged), or nothing was ever trained (still)."""
+        return self.diverged or self.still
+
     def on_step(self, step: int, loss: Any, grad_norm: Any) -> list[dict[str, Any]]:
-        if self.diverged is not None:  # the run is stopping: what follows is the same story
+        if self.stopped is not None:  # the run is stopping: what follows is the same story
             return []
         self.diverged = nan_loss_alert(step, loss, self.job_id, self.learning_rate)
         if self.diverged is not None:
@@ -368,14 +420,19 @@ class RunWatch:
         first = self.loss_values[0] if self.loss_values else None
         exploding = grad_norm_alert(step, grad_norm, self.grad_norms, overflow_expected=self.overflow_expected)
         self.remember_loss(step, float(loss))
-        self.logged_grads.append(grad_norm)
+        self.remember_grad(grad_norm)
         if self.spikes:
             losses = [*self.earlier_range, *self.loss_values[-COLLAPSE_LOGS:]]  # what collapse_alert reads of them
+            grads = [*self.earlier_grad, *self.logged_grads[-COLLAPSE_LOGS:]]
             self.diverged = loss_diverged_alert(
                 step, loss, first, self.uniform, self.job_id, self.learning_rate
-            ) or collapse_alert(step, losses, self.logged_grads, self.uniform, self.job_id, self.learning_rate)
+            ) or collapse_alert(step, losses, grads, self.uniform, self.job_id, self.learning_rate)
             if self.diverged is not None:
                 return self.new([exploding, self.diverged])
+            if len(self.logged_grads) == STILL_LOGS:  # from the first logged step on: judged once, there
+                self.still = still_from_start_alert(step, self.logged_grads, self.config)
+                if self.still is not None:
+                    return self.new([self.still])
         # The earlier losses as far as loss_spike_alert reads them: the running median's window (it counts at least
         # WARMUP_LOGS only where the run has logged that many).
         earlier = self.loss_values[-RUNNING_WINDOW - 1 : -1]
@@ -393,10 +450,17 @@ class RunWatch:
             low, high = self.earlier_range or (leaving, leaving)
             self.earlier_range = [min(low, leaving), max(high, leaving)]
 
+    def remember_grad(self, grad_norm: Any) -> None:
+        self.logged_grads.append(grad_norm)
+        if not self.earlier_grad and len(self.logged_grads) > COLLAPSE_LOGS:
+            leaving = self.logged_grads[-COLLAPSE_LOGS - 1]
+            if is_finite(leaving) and leaving != 0:
+                self.earlier_grad = [float(leaving)]
+
     def on_train_end(self, steps: list[dict[str, Any]], config: dict[str, Any], start_step: int) -> list[dict]:
         """What the whole attempt says once it ended on its own: nothing learned (sure), or a loss that never fell
         (a judgment). `steps` are the method's metrics step by step; `start_step` the step it resumed at."""
-        if self.diverged is not None or not self.losses:
+        if self.stopped is not None or not self.losses:
             return []
         step, losses = self.losses[-1][0], [v for _, v in self.losses]
         margins = [s[MARGINS] for s in steps if is_finite(s.get(MARGINS))]
@@ -420,7 +484,7 @@ class RunWatch:
 
     def on_lost_weights(self, step: int) -> list[dict[str, Any]]:
         """A checkpoint is due and the weights are not numbers (a loss not logged at this step would be)."""
-        if self.diverged is not None:
+        if self.stopped is not None:
             return []
         self.diverged = nan_weights_alert(step, self.job_id, self.learning_rate)
         return self.new([self.diverged])

@@ -30,6 +30,10 @@ PUSH_FAILED = "Pushing to the Hub failed after the training had saved its work; 
 DATASET_MISSING = "The dataset (or one of its files) does not exist, or is not visible to this token."
 OFFLINE = "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it."
 DIVERGED = "The loss became NaN or infinite: the job stopped training (its nan_loss alert says why)."
+NOTHING_TRAINABLE = (
+    "The gradient was exactly 0 from the first logged step on: the setup trains nothing, so the job stopped "
+    "(its nothing_learned alert names what to change)."
+)
 MISMATCH = (
     "One installed package calls another with arguments its installed release does not take: their versions do not "
     "match (pin the versions the calling package supports, or update it)."
@@ -184,6 +188,11 @@ def _diverged(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name == "TrainingDivergedError" else None
 
 
+def _nothing_trainable(error: RaisedError, _: Progress) -> str | None:
+    """The job's own stop (scripts/_watch.py), for a log whose termination event was lost."""
+    return error.lines[0] if error.name == "NothingTrainableError" else None
+
+
 def _oom(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name.endswith("MemoryError") else _line(error, _OUT_OF_MEMORY)
 
@@ -332,6 +341,7 @@ _DISK, *_LIBRARIES = [_signature(signature) for signature in families.SIGNATURES
 CAUSE_RULES: list[CauseRule] = [
     _DISK,
     CauseRule(R.DIVERGED, DIVERGED, _diverged),
+    CauseRule(R.CONFIG_ERROR, NOTHING_TRAINABLE, _nothing_trainable),
     *_LIBRARIES,
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _unknown_model_type),
     CauseRule(R.OOM, OOM, _oom),
