@@ -155,8 +155,9 @@ def commit_checkpoint(
 ) -> dict[str, Any]:
     """Commit a fully written checkpoint directory: fsync files → manifest → marker (atomic).
 
-    written_at: when its last byte was written, for a commit that ran after training went on (its event says
-    so: the seconds from `writing` to it are what training waited, the rest ran beside training)."""
+    written_at: when training went on (its last byte written, and any earlier commit landed), for a commit that
+    ran after it (its event says so: the seconds from `writing` to it are what training waited, the rest ran
+    beside training)."""
     ckpt_dir = Path(ckpt_dir)
     paths = _payload_files(ckpt_dir)
     with ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="jobtrail-hash") as pool:

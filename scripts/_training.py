@@ -581,8 +581,11 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
             barrier()
             ckpt, step = output_dir / f"checkpoint-{state.global_step}", state.global_step
             if ckpt.is_dir() and state.is_world_process_zero:  # one committer per job
-                written_at = time.time()
                 with self.watchdog.paused():  # waiting for the previous checkpoint's commit is slow, not stuck
+                    COMMITS.wait()
+                    # Training goes on from here: the commit's event says so (after any wait for the last one,
+                    # which training spent too), and the steady pace counts from it (estimate/steady.py).
+                    written_at = time.time()
                     COMMITS.submit(lambda: self.commit(ckpt, step, written_at))
 
         def commit(self, ckpt: Path, step: int, written_at: float) -> None:

@@ -35,10 +35,14 @@ TOKENS, STEP_S = 2700, 0.4  # per steady step: the H100 bench's 0.5B full fine-t
 FIRST_STEP_S, CHECKPOINT_S, EVAL_S = 6.7, 16.7, 3.0
 
 
-def _job_events(steps: int = 30, *, start: int = 0, every: int = 1, checkpoint_at: int | None = 10) -> list[dict]:
+def _job_events(
+    steps: int = 30, *, start: int = 0, every: int = 1, checkpoint_at: int | None = 10, written_s: float | None = None
+) -> list[dict]:
     """The events a job prints, as the ledger holds them: loading, training from `start`, a step event every `every`
     steps with the running token count; the first step slow, a checkpoint written and committed after the step
-    event at `checkpoint_at`, an evaluation after step start+15."""
+    event at `checkpoint_at`, an evaluation after step start+15. `written_s`: the commit runs in the background (as
+    jobs do since issue 29): training waits that long for the bytes, then goes on while the commit hashes for
+    CHECKPOINT_S, and the `committed` event, printed among later steps, says when training went on (written_at)."""
     t = 1000.0
     events: list[dict[str, Any]] = [
         {"event": "phase", "time": t - 20, "phase": "loading_model"},
@@ -52,16 +56,20 @@ def _job_events(steps: int = 30, *, start: int = 0, every: int = 1, checkpoint_a
             events.append({"event": "checkpoint", "time": t, "state": "writing", "step": step, "path": "c"})
         if step % every == 0:
             events.append({"event": "step", "time": t + 0.001, "step": step, "loss": 2.0, "tokens": tokens})
-        if step == checkpoint_at:
+        if step == checkpoint_at and written_s is None:
             t += CHECKPOINT_S
             events.append({"event": "checkpoint", "time": t, "state": "committed", "step": step, "path": "c"})
+        elif step == checkpoint_at:
+            t += written_s
+            committed = {"event": "checkpoint", "time": t + CHECKPOINT_S, "state": "committed", "step": step}
+            events.append({**committed, "path": "c", "written_at": t})
         if step == start + 15:
             events.append({"event": "phase", "time": t + 0.002, "phase": "evaluating"})
             t += EVAL_S
             events.append({"event": "eval", "time": t, "step": step, "metrics": {"eval_loss": 2.1}})
             events.append({"event": "phase", "time": t + 0.002, "phase": "training"})
     events.append({"event": "phase", "time": t + 0.01, "phase": "saving"})
-    return events
+    return sorted(events, key=lambda e: e["time"])  # in the order they were printed
 
 
 def test_the_steady_rate_leaves_out_warm_up_checkpoints_and_evaluations():
@@ -74,6 +82,23 @@ def test_the_steady_rate_leaves_out_warm_up_checkpoints_and_evaluations():
     # What train_runtime would have said: the slow first step, the commit and the evaluation inside it.
     whole = 30 * TOKENS / (FIRST_STEP_S + 29 * STEP_S + CHECKPOINT_S + EVAL_S)
     assert whole < 0.35 * steady.tokens_per_second  # a third of the pace a long run keeps
+
+
+def test_a_commit_in_the_background_pauses_training_only_until_written_at():
+    written_s = 2.0  # the bytes; the hashing (CHECKPOINT_S) runs beside the next 30-odd steps (and an evaluation)
+    events = _job_events(steps=80, written_s=written_s)
+    committed = next(e for e in events if e.get("state") == "committed")
+    later = [e["step"] for e in events if e["event"] == "step" and e["time"] < committed["time"]]
+    assert later[-1] > 10 + 30  # it was printed among later steps
+    steady = steady_rate(events)
+    assert steady is not None and steady.steps == 80 - WARMUP_STEPS
+    assert steady.paused_s == pytest.approx(written_s + EVAL_S, abs=0.01)
+    assert steady.tokens_per_second == pytest.approx(TOKENS / STEP_S, rel=1e-3)
+    # Read as an older job's commit (training waited until `committed`), the 30-odd steps trained while it hashed
+    # would be taken for the pause's and not measured.
+    older = [{k: v for k, v in e.items() if k != "written_at"} for e in events]
+    misread = steady_rate(older)
+    assert misread is not None and misread.steps < steady.steps - 30
 
 
 def test_a_resumed_attempt_warms_up_from_its_checkpoint_and_sparse_logs_still_measure():

@@ -6,9 +6,10 @@ evaluations, which a short calibrating run holds in another proportion than the 
 0.5B full fine-tuning's one checkpoint was half of a 30-step run's train_runtime). So the rate is the tokens over
 the seconds between consecutive step events, leaving out:
   * warm-up: intervals that begin within the attempt's first WARMUP_STEPS steps;
-  * pauses: a checkpoint from `writing` to `committed` (or `withdrawn`), and the time the job announced another
-    phase than training (evaluating, pushing) until it announced training again, subtracted where they overlap
-    an interval.
+  * pauses: a checkpoint from `writing` until training went on (the `committed` event's `written_at`: the commit
+    hashes in the background while the job trains; an older job's `committed`, or a `withdrawn`, ends it where it
+    is printed), and the time the job announced another phase than training (evaluating, pushing) until it
+    announced training again, subtracted where they overlap an interval.
 Step events carry `tokens`, the trainer's running count of non-padding input tokens (both sequences of a pair).
 """
 
@@ -100,7 +101,9 @@ def _pauses(events: Sequence[dict[str, Any]]) -> list[Window]:
             if e.get("state") == "writing":
                 writing[key] = at
             elif e.get("state") in _CHECKPOINT_DONE and key in writing:
-                windows.append((writing.pop(key), at))
+                begin = writing.pop(key)
+                went_on = _number(e.get("written_at")) if e.get("state") == "committed" else None
+                windows.append((begin, at if went_on is None else min(at, max(begin, went_on))))
         elif e.get("event") == "phase":
             if e.get("phase") == "training":
                 if away is not None:
@@ -130,6 +133,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _time(event: dict[str, Any]) -> float | None:
-    at = event.get("time")
-    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    return _number(event.get("time"))
