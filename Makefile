@@ -33,8 +33,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
+# Two workers (pytest-xdist): most of the suite's time is jobs it waits on (each job one torch thread), so two
+# workers keep both cores of a small CI machine busy; each worker has its own temporary dirs and caches.
 test: lint $(VENV)/.installed $(INSPECTOR)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
 
 # Move the tested versions on purpose: resolve the newest releases (uv), rebuild the venv on them, regenerate the
 # bundled tables, run the suite, and print what moved (and what broke). Commit the result as one change.
