@@ -138,13 +138,11 @@ def copy_tokenizer(out: Path, source: Path, max_positions: int) -> dict[str, int
     return {"eos": config["eos_token_id"], "pad": config["pad_token_id"], "vocab": config["vocab_size"]}
 
 
-def write_config(
-    out: Path, shape: dict[str, Any], token_ids: dict[str, int], *, dtype: str, max_positions: int
-) -> None:
-    """config.json written by this transformers' own Qwen2Config, so its fields are the ones it loads."""
+def qwen2_config(shape: dict[str, Any], **fields: Any) -> Any:
+    """This transformers' own Qwen2Config of the shape (and any other fields), so its fields are the ones it loads."""
     from transformers import Qwen2Config
 
-    config = Qwen2Config(
+    return Qwen2Config(
         hidden_size=shape["hidden_size"],
         intermediate_size=shape["intermediate_size"],
         num_hidden_layers=shape["num_layers"],
@@ -152,6 +150,16 @@ def write_config(
         num_key_value_heads=shape["num_kv_heads"],
         vocab_size=shape["vocab_size"],
         tie_word_embeddings=shape["tie_word_embeddings"],
+        **fields,
+    )
+
+
+def write_config(
+    out: Path, shape: dict[str, Any], token_ids: dict[str, int], *, dtype: str, max_positions: int
+) -> None:
+    """config.json of the stand-in."""
+    config = qwen2_config(
+        shape,
         max_position_embeddings=max_positions,
         bos_token_id=None,
         eos_token_id=token_ids["eos"],

@@ -173,20 +173,12 @@ def test_stand_in_shapes_are_qwen2s(bench: dict[str, ModuleType]) -> None:
     """The full-size shapes' tensors, names and sizes, are those of transformers' own Qwen2ForCausalLM (built on
     the meta device: no memory), and the parameter counts those of the Hub's models."""
     import torch
-    from transformers import AutoModelForCausalLM, Qwen2Config
+    from transformers import AutoModelForCausalLM
 
     standin = bench["standin"]
     for name, params in (("qwen2.5-0.5b", 494_032_768), ("qwen2.5-7b", 7_615_616_512)):
         shape = standin.SHAPES[name]
-        config = Qwen2Config(
-            hidden_size=shape["hidden_size"],
-            intermediate_size=shape["intermediate_size"],
-            num_hidden_layers=shape["num_layers"],
-            num_attention_heads=shape["num_heads"],
-            num_key_value_heads=shape["num_kv_heads"],
-            vocab_size=shape["vocab_size"],
-            tie_word_embeddings=shape["tie_word_embeddings"],
-        )
+        config = standin.qwen2_config(shape)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
         expected = {key: list(tensor.shape) for key, tensor in model.state_dict().items()}

@@ -38,7 +38,7 @@ from jobtrail.ledger.store import Ledger
 from jobtrail.methods import METHODS
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import SINGLE_PROCESS, Launcher
-from support.estimates import LLAMA_31_8B, OFFLINE
+from support.estimates import LLAMA_31_8B, OFFLINE, QWEN25_05B
 
 LLAMA_32_1B = {  # meta-llama/Llama-3.2-1B
     "architectures": ["LlamaForCausalLM"],
@@ -53,20 +53,6 @@ LLAMA_32_1B = {  # meta-llama/Llama-3.2-1B
     "tie_word_embeddings": True,
     "max_position_embeddings": 131072,
     "rope_theta": 500000.0,
-    "torch_dtype": "bfloat16",
-}
-QWEN25_05B = {  # Qwen/Qwen2.5-0.5B
-    "architectures": ["Qwen2ForCausalLM"],
-    "model_type": "qwen2",
-    "hidden_size": 896,
-    "intermediate_size": 4864,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
-    "vocab_size": 151936,
-    "tie_word_embeddings": True,
-    "max_position_embeddings": 32768,
-    "rope_theta": 1000000.0,
     "torch_dtype": "bfloat16",
 }
 QWEN25_7B = {  # Qwen/Qwen2.5-7B

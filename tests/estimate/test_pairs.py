@@ -24,20 +24,8 @@ from jobtrail.estimate.parallel import per_gpu_memory
 from jobtrail.estimate.params import lora_params, model_shape
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Launcher
-from support.estimates import OFFLINE
+from support.estimates import OFFLINE, QWEN25_05B
 
-QWEN25_05B = {  # Qwen/Qwen2.5-0.5B
-    "architectures": ["Qwen2ForCausalLM"],
-    "model_type": "qwen2",
-    "hidden_size": 896,
-    "intermediate_size": 4864,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
-    "vocab_size": 151936,
-    "tie_word_embeddings": True,
-    "max_position_embeddings": 32768,
-}
 SHAPE = model_shape(QWEN25_05B)
 
 

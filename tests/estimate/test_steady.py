@@ -15,21 +15,9 @@ from jobtrail.estimate.params import model_shape
 from jobtrail.estimate.steady import MIN_STEADY_STEPS, WARMUP_STEPS, steady_rate
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import TerminationReason
-from support.estimates import OFFLINE
+from support.estimates import OFFLINE, QWEN25_05B
 from support.records import add_ended_run
 
-QWEN25_05B = {  # Qwen/Qwen2.5-0.5B
-    "architectures": ["Qwen2ForCausalLM"],
-    "model_type": "qwen2",
-    "hidden_size": 896,
-    "intermediate_size": 4864,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
-    "vocab_size": 151936,
-    "tie_word_embeddings": True,
-    "max_position_embeddings": 32768,
-}
 SHAPE = model_shape(QWEN25_05B)
 TOKENS, STEP_S = 2700, 0.4  # per steady step: the H100 bench's 0.5B full fine-tuning, as issue 29 reports it
 FIRST_STEP_S, CHECKPOINT_S, EVAL_S = 6.7, 16.7, 3.0

@@ -1,5 +1,5 @@
 """What estimate tests share: a Hub that cannot be reached for live prices (the bundled flavor table answers),
-and the published config.json of a model several tests estimate (no test reaches the Hub)."""
+and the published config.json of the models several tests estimate (no test reaches the Hub)."""
 
 from __future__ import annotations
 
@@ -30,5 +30,19 @@ LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B
     "tie_word_embeddings": False,
     "attention_bias": False,
     "mlp_bias": False,
+    "torch_dtype": "bfloat16",
+}
+QWEN25_05B = {  # Qwen/Qwen2.5-0.5B
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
     "torch_dtype": "bfloat16",
 }
