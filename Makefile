@@ -34,10 +34,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
 # Two workers (pytest-xdist): most of the suite's time is jobs it waits on (each job one torch thread), so two
-# workers keep both cores of a small CI machine busy; each worker has its own temporary dirs and caches. worksteal:
-# a worker that runs out of tests takes queued ones from the other, so a long job test does not leave one idle.
+# workers keep both cores of a small CI machine busy; each worker has its own temporary dirs and caches. Tests go to
+# whichever worker is free, the modules of minute-long job tests first (tests/conftest.py), so both end together.
 test: lint $(VENV)/.installed $(INSPECTOR)
-	$(PY) -m pytest -q -n 2 --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
 
 # Move the tested versions on purpose: resolve the newest releases (uv), rebuild the venv on them, regenerate the
 # bundled tables, run the suite, and print what moved (and what broke). Commit the result as one change.

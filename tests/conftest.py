@@ -115,3 +115,34 @@ def chat_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def kit(tiny_model: Path, chat_dataset: Path, job_env: dict[str, str]) -> JobKit:
     """Renders and runs small SFT jobs on the tiny model and the chat data (support.jobs.JobKit)."""
     return JobKit(tiny_model, chat_dataset, job_env)
+
+
+# Modules whose tests run minute-long jobs (measured with --durations): they start first, so that while the last of
+# them runs the other worker still has short tests to take, and the two workers end together instead of one of them
+# finishing a long job test alone. Order only; a module missing from the suite is simply not there to move.
+_LONG_RUNNING = (
+    "service/test_crash_resume.py",
+    "bench/test_train_throughput.py",
+    "scripts/test_methods.py",
+    "scripts/test_job_watchdog.py",
+    "scripts/test_tracking.py",
+    "estimate/test_calibrated.py",
+    "service/test_remote_evaluate.py",
+    "service/test_retry.py",
+    "service/test_shared_ledger.py",
+    "scripts/test_job_side.py",
+    "scripts/test_gguf.py",
+    "service/test_convert_gguf_tool.py",
+    "bench/test_ledger_scale.py",
+    "service/test_attempt_progress.py",
+    "service/test_pipelines.py",
+    "scripts/test_evaluate.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        module = item.nodeid.partition("::")[0].removeprefix("tests/")
+        return _LONG_RUNNING.index(module) if module in _LONG_RUNNING else len(_LONG_RUNNING)
+
+    items.sort(key=rank)  # stable: tests keep their order within a module and among the rest
