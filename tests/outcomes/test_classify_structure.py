@@ -11,6 +11,7 @@ from jobtrail.outcomes.exits import child_exit, decode, read
 from jobtrail.outcomes.lines import clean, source
 from jobtrail.outcomes.retry import AttemptFacts, decide
 from jobtrail.outcomes.tracebacks import last_chain
+from support.benches import run_bench
 
 
 def _exit(code=None, signal=None) -> ExitRecord:
@@ -515,3 +516,81 @@ def test_ipython_frames_are_read():
     ]
     chain = last_chain(tail)
     assert [f.function for f in chain[0].frames] == ["_fast_inner_training_loop", "Trainer.train"]
+
+
+# The best guess from an exception's type (outcomes/priors.py), for a log whose words no rule reads.
+UNREAD_VALUE = [
+    "Traceback (most recent call last):",
+    '  File "/job/train.py", line 40, in <module>',
+    "ValueError: the frobnicator wants 3 widgets, got 2",
+]
+
+
+def test_an_unread_exception_gets_the_reason_its_type_most_often_means_as_a_guess_that_says_so():
+    verdict = explain("\n".join(UNREAD_VALUE), 1)
+    assert verdict.reason is R.CONFIG_ERROR
+    assert verdict.message.startswith("Best guess from the exception's type alone")
+    assert "labelled logs" in verdict.message and "exit 1" in verdict.message
+    assert "ValueError: the frobnicator wants 3 widgets, got 2" in verdict.message
+    assert verdict.evidence == "ValueError: the frobnicator wants 3 widgets, got 2"
+
+
+def test_the_guess_holds_only_before_training_where_the_corpus_counted_it():
+    after_a_step = ["{'loss': 2.1, 'grad_norm': 0.4, 'learning_rate': 0.0002, 'epoch': 0.1}", *UNREAD_VALUE]
+    verdict = explain("\n".join(after_a_step), 1)
+    assert verdict.reason is R.UNKNOWN and "ValueError: the frobnicator" in verdict.message
+
+
+def test_an_exception_written_within_a_line_is_seen():
+    verdict = explain("Beim Training ist ein Fehler aufgetreten: FrobnicationError: the widget broke\n", 1)
+    assert verdict.reason is R.UNKNOWN and "FrobnicationError: the widget broke" in verdict.message
+    guessed = explain("Training failed with ValueError: the frobnicator wants 3 widgets\n", 1)
+    assert guessed.reason is R.CONFIG_ERROR and guessed.message.startswith("Best guess")
+
+
+AGENT_TERM = (
+    "W0101 10:00:03.000000 42 torch/distributed/elastic/agent/server/api.py:723] Received 15 death signal, "
+    "shutting down workers"
+)
+
+
+def test_a_launchers_sigterm_after_another_process_failed_is_that_failure_not_a_preemption():
+    alone = explain("[default0]: INFO step 0\n" + AGENT_TERM)
+    assert alone.reason is R.PREEMPTED
+    unread = [
+        "[default1]: Traceback (most recent call last):",
+        '[default1]:   File "/job/server.py", line 3, in <module>',
+    ]
+    guessed = explain("\n".join([*unread, "[default1]: ValueError: port range exhausted", AGENT_TERM]))
+    assert guessed.reason is R.CONFIG_ERROR and "SIGTERM" in guessed.message
+    unknown = explain("\n".join([*unread, "[default1]: FrobnicationError: the widget broke", AGENT_TERM]))
+    assert unknown.reason is R.UNKNOWN and "not a preemption" in unknown.message
+    assert unknown.evidence and "FrobnicationError" in unknown.evidence
+
+
+def test_a_memory_monitors_summary_that_killed_none_is_no_oom():
+    line = (
+        "(raylet) node_manager.cc:3040: 0 Workers (tasks / actors) killed due to memory pressure (OOM), 3 Workers "
+        "crashed due to other reasons at node (ID: 2c82, IP: 10.0.0.7) over the last time period."
+    )
+    assert explain(line, 1).reason is R.UNKNOWN
+    assert explain(line.replace(": 0 Workers", ": 2 Workers"), 1).reason is R.OOM
+
+
+def test_a_nan_metric_a_later_line_logs_finite_again_decides_nothing():
+    assert explain("iteration 10 | grad norm: nan |\niteration 11 | grad norm: 1.52 |").reason is R.UNKNOWN
+    assert explain("iteration 10 | grad norm: 1.52 |\niteration 11 | grad norm: nan |").reason is R.DIVERGED
+
+
+def test_a_refusals_words_count_on_the_exceptions_own_line_not_in_advice_around_it():
+    advice = [*UNREAD_VALUE[:2], "FrobnicationError: the widget broke", "Hint: bf16 is not supported on this GPU"]
+    assert explain("\n".join(advice), 1).reason is R.UNKNOWN
+    refused = [*UNREAD_VALUE[:2], "FrobnicationError: bf16 is not supported on this GPU"]
+    assert explain("\n".join(refused), 1).reason is R.CONFIG_ERROR
+    # A device runtime's error code is the driver answering, not a library refusing a setting.
+    assert explain("RuntimeError: CUDA error: operation not supported", 1).reason is R.UNKNOWN
+
+
+def test_the_priors_table_is_the_one_the_dev_corpus_gives():
+    proc = run_bench("exception_priors.py", "--check", timeout_s=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -792,6 +792,117 @@ CATALOGUE: list[tuple[str, str, R]] = [
         R.DEPENDENCY_ERROR,
     ),
     ("torch", "RuntimeError: write(): fd 29 failed with Input/output error", R.DISK_FULL),
+    # The generic vocabulary (outcomes/generic.py): a runtime or library no row above names, in the common words of its
+    # failure. These wordings are other runtimes' and libraries' than the real logs the classes were read off.
+    # Memory exhausted, in any runtime's words.
+    ("generic-memory", "[metal] Command buffer failed (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", R.OOM),
+    (
+        "generic-memory",
+        "ggml_vulkan: Device memory allocation of size 4294967296 failed.\nggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+        R.OOM,
+    ),
+    (
+        "generic-memory",
+        "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc",
+        R.OOM,
+    ),
+    (
+        "generic-memory",
+        'OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "C:\\envs\\ft\\lib\\site-packages\\torch\\lib\\cudnn_adv_infer64_8.dll" or one of its dependencies.',
+        R.OOM,
+    ),
+    (
+        "generic-memory",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[32,4096,4096] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+        R.OOM,
+    ),
+    ("generic-memory", "Task was killed due to the node running low on memory.", R.OOM),
+    ("generic-memory", "Warning: the worker process was killed by the OOM killer; restarting the pool", R.OOM),
+    (
+        "generic-memory",
+        "Container [pid=4242,containerID=container_1700_0001_01_000002] is running beyond physical memory limits. Current usage: 16.2 GB of 16 GB physical memory used. Killing container.",
+        R.OOM,
+    ),
+    ("generic-memory", "Your notebook tried to allocate more memory than is available. It has restarted.", R.OOM),
+    ("generic-memory", "llama_model_load: error: insufficient GPU memory to offload 33 layers", R.OOM),
+    # A library refusing a setting, a missing credential, a package to install: read on an exception's own line.
+    (
+        "generic-refusal",
+        _tb(
+            "ValueError: DeepSpeed ZeRO-3 is enabled and is not compatible with `create_reference_model()`. Please instantiate your reference model directly with `AutoModelForCausalLM.from_pretrained()`.",
+            "trl/models/modeling_base.py:create_reference_model",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    (
+        "generic-refusal",
+        "ValueError: Gradient checkpointing is not compatible with `--freeze_embeddings` or `--freeze_n_layers`.",
+        R.CONFIG_ERROR,
+    ),
+    ("generic-refusal", "NotImplementedError: Packing is not supported yet for vision-language models", R.CONFIG_ERROR),
+    (
+        "generic-refusal",
+        "ValueError: `per_device_train_batch_size` must be specified when `auto_find_batch_size` is off",
+        R.CONFIG_ERROR,
+    ),
+    ("generic-refusal", "RuntimeError: Please specify `--dataset` or `--train_file`", R.CONFIG_ERROR),
+    (
+        "generic-refusal",
+        "ValueError: `save_safetensors=False` and `push_to_hub_format='safetensors'` are mutually exclusive",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "generic-refusal",
+        "ValueError: Invalid value for `lr_scheduler_type`: 'cosine_warm'. Expected one of ['linear', 'cosine', 'constant']",
+        R.CONFIG_ERROR,
+    ),
+    ("generic-refusal", "ValueError: Please set the OPENAI_API_KEY environment variable", R.AUTH_ERROR),
+    ("generic-refusal", "ValueError: HF token is required to push the adapter to the Hub", R.AUTH_ERROR),
+    ("generic-refusal", "RuntimeError: You are not logged in to the Hugging Face Hub", R.AUTH_ERROR),
+    (
+        "generic-refusal",
+        "ValueError: This feature requires the `liger_kernel` package. Please install it with pip install liger-kernel",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "generic-refusal",
+        "RuntimeError: flash_attn is not installed, but attn_implementation asks for it",
+        R.DEPENDENCY_ERROR,
+    ),
+    # A metric logged NaN at the newest step, in any logger's format.
+    ("generic-nan", "step 1200 | loss 2.31 | grad_norm nan | lr 1.0e-04", R.DIVERGED),
+    ("generic-nan", "[2024-06-01 12:00:00] train/loss=0.0000 train/grad_norm=NaN lr=2e-05", R.DIVERGED),
+    ("generic-nan", "tensor(nan, device='cuda:0', grad_fn=<MseLossBackward0>)", R.DIVERGED),
+    # Bytes that do not decode as the data's format.
+    (
+        "generic-data",
+        "UnicodeDecodeError: 'gbk' codec can't decode byte 0xad in position 12: illegal multibyte sequence",
+        R.BAD_INPUT,
+    ),
+    (
+        "generic-data",
+        "pandas.errors.ParserError: Error tokenizing data. C error: Expected 3 fields in line 1201, saw 5",
+        R.BAD_INPUT,
+    ),
+    ("generic-data", "_csv.Error: field larger than field limit (131072)", R.BAD_INPUT),
+    # A command line that names what is not there; a YAML config that does not parse.
+    (
+        "generic-command",
+        "python3: can't open file '/workspace/train_lora.py': [Errno 2] No such file or directory",
+        R.CONFIG_ERROR,
+    ),
+    ("generic-command", "scripts/run.sh: line 12: --per_device_train_batch_size: command not found", R.CONFIG_ERROR),
+    (
+        "generic-command",
+        'yaml.scanner.ScannerError: mapping values are not allowed here\n  in "config.yaml", line 4, column 12',
+        R.CONFIG_ERROR,
+    ),
+    # NCCL's failed CUDA call names no reason: not the network.
+    (
+        "nccl",
+        "RuntimeError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1207, unhandled cuda error, NCCL version 2.14.3",
+        R.UNKNOWN,
+    ),
 ]
 
 

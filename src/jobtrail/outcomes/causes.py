@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobtrail.models import TerminationReason as R
-from jobtrail.outcomes import families, libraries
+from jobtrail.outcomes import families, generic, libraries
 from jobtrail.outcomes.tracebacks import Progress, RaisedError, last_chain, progress, went_on
 
 OOM = "The job ran out of memory."
@@ -332,12 +332,31 @@ def _signature(signature: families.Signature) -> CauseRule:
 
 _DISK, *_LIBRARIES = [_signature(signature) for signature in families.SIGNATURES]
 
+
+def _refusal(signature: families.Signature) -> CauseRule:
+    """A rule from the common words of a library's refusal (generic.REFUSALS), tried on the exception's own line only:
+    what a process printed after it is often advice in the same words."""
+
+    def test(error: RaisedError, _: Progress) -> str | None:
+        if _DEVICE_ERROR.search(error.lines[0]):
+            return None
+        return error.lines[0] if signature.pattern.search(error.lines[0]) else None
+
+    return CauseRule(signature.reason, signature.message, test)
+
+
+# A device runtime's error code ("CUDA error: operation not supported") is the driver or the machine answering, not a
+# library refusing its settings, whatever words the code's description uses.
+_DEVICE_ERROR = re.compile(r"\b(?:CUDA|cuDNN|cuBLAS|CUBLAS|NCCL|HIP|MPS) error\b")
+_REFUSALS = [_refusal(signature) for signature in generic.REFUSALS]
+
 # A table, one rule per cause (rows alike by design), in priority order; the first rule that matches any
 # exception of the chain (the fatal one first, then its causes) decides. Gated comes before not-found (a
 # GatedRepoError is a RepositoryNotFoundError), not-found before a bare 401 (the Hub answers 401 for a repo
 # it cannot find), the push after training before both.
 # A full disk comes first: its OSError or RuntimeError would otherwise read as whatever was being written. The
-# libraries' own sentences come before the rules by type, which they make precise.
+# libraries' own sentences come before the rules by type, which they make precise; the common words of a library's
+# refusal (a token, a package, a setting) after the rules that read a type or where it was raised.
 CAUSE_RULES: list[CauseRule] = [
     _DISK,
     CauseRule(R.DIVERGED, DIVERGED, _diverged),
@@ -356,6 +375,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
     CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _packages_out_of_step),
     CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _library_name_error),
+    *_REFUSALS,
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
     _INTERRUPTED,

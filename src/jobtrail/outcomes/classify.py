@@ -11,9 +11,11 @@
    the libraries' own words in `families`), unless training went on after it;
 6. the exit code or signal of the job itself (`exits.decode`): a SIGKILL or SIGTERM that jobtrail did not
    send and that no process of the job outlived is the machine taken away (preempted) unless OOM lines say why;
-   without one, a launcher's report of the signal it was itself sent (SIGHUP: its terminal closed; SIGINT: Ctrl-C);
-7. patterns in loose lines, newest first;
-8. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
+   without one, a launcher's report of the signal it was itself sent (SIGHUP: its terminal closed; SIGINT: Ctrl-C;
+   another signal after a process of the job had failed: that failure);
+7. patterns in loose lines, newest first (a metric logged NaN decides only if no later line logs it finite);
+8. a best guess from the type of an exception no rule reads, raised before training (`priors`), saying so;
+9. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
 
 Lines are read without their prefixes (`lines.clean`: ranks, timestamps, colours). Before or after
 training is read from the log itself: jobtrail's own events (`step`, a `committed` checkpoint, `metrics`,
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.models import ExitRecord, TerminationReason as R
-from jobtrail.outcomes import causes, events, exits, families
+from jobtrail.outcomes import causes, events, exits, families, generic, priors
 from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
 from jobtrail.outcomes.lines import clean
 from jobtrail.outcomes.tracebacks import Progress, last_chain, progress, went_on
@@ -174,6 +176,7 @@ def classify(
         or _from_launcher_signal(reports, status, log_tail)
         or _from_kill(status, log_tail)
         or _from_patterns(log_tail)
+        or _from_prior(status, reports, log_tail)
         or _unrecognised(status, reports, log_tail)
     )
     return _waited_for_data(verdict, log_tail)
@@ -226,7 +229,7 @@ def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Verdi
     )
     # The job could not name the cause; its log may (a library's exception it does not know).
     if told.reason is R.UNKNOWN:
-        return _from_log(log_tail) or told
+        return _from_log(log_tail) or _from_prior(exits.Exit(None, None), [], log_tail) or told
     if isinstance(termination.get("signal"), int):
         # A worker died by a signal (its launcher's account, as a job's own exit by signal): OOM lines say why.
         by_log = _from_log(log_tail)
@@ -248,7 +251,13 @@ def _from_scheduler(reports: list[exits.Report]) -> Verdict | None:
 _SCHEDULER = [
     ("time_limit", R.TIMEOUT, "The scheduler stopped the job at its time limit."),
     ("preempted", R.PREEMPTED, "The scheduler or platform took the machine back (preemption or node failure)."),
-    ("cancelled", R.CANCELLED, "The scheduler reports the job cancelled (not by jobtrail)."),
+    (
+        "cancelled",
+        R.CANCELLED,
+        "The scheduler reports the job cancelled (not by jobtrail). Where its banner gives no reason (`CANCELLED AT "
+        "<time> ***`) it does not say who: scancel and a preemption with a grace time print the same line, so if this "
+        "cluster preempts jobs, resume from the last checkpoint.",
+    ),
 ]
 
 
@@ -296,11 +305,31 @@ def _from_launcher_signal(reports: list[exits.Report], status: exits.Exit, lines
     if signum == signals.SIGINT:
         # Ctrl-C: a person stopped it on purpose, which is no failure to retry.
         return Verdict(R.CANCELLED, "The launcher got SIGINT (Ctrl-C): someone stopped the job.", evidence=evidence)
+    if failed_first := _failed_before(received, lines):
+        return failed_first
     return Verdict(
         R.PREEMPTED,
         f"The launcher was sent {exits.signal_name(signum or 0)} from outside the job (the platform or a scheduler "
         "taking the machine back, or someone stopping it), with no sign of running out of memory.",
         evidence=evidence,
+    )
+
+
+def _failed_before(received: exits.Report, lines: list[str]) -> Verdict | None:
+    """A launcher of many components (a trainer beside an inference server and an orchestrator) stops the rest with
+    SIGTERM when one of them fails: an exception printed before the launcher got its signal is why it was sent, and
+    no rule knew it (`_from_cause` runs first). Best guessed from its type, else unknown, never a preemption."""
+    index = next((i for i, line in enumerate(lines) if line.strip() == received.line), len(lines))
+    earlier = lines[:index]
+    failed = priors.raised(earlier)
+    if failed is None:
+        return None
+    said = f"the launcher was then sent {exits.signal_name(received.exit.signal or 0) if received.exit else 'a signal'}"
+    return _from_prior(exits.Exit(None, None), [], earlier, also=said) or Verdict(
+        R.UNKNOWN,
+        f"A process of the job failed ({failed.line[:300]}) and then {said}: the launcher stopping the rest after that "
+        "failure, not a preemption. No rule recognises the failure itself.",
+        evidence=failed.line[:500],
     )
 
 
@@ -328,18 +357,45 @@ def _from_kill(status: exits.Exit, lines: list[str]) -> Verdict | None:
 
 def _unrecognised(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> Verdict:
     """No rule knows it: say what was seen (the exit decoded, a child's exit, the last exception) all the same."""
+    seen, evidence = _seen(status, reports, lines)
+    if not seen:
+        return Verdict(R.UNKNOWN, "No exit status and no recognisable cause in the log.")
+    return Verdict(R.UNKNOWN, f"No rule recognises this failure; {'; '.join(seen)}.", evidence=evidence)
+
+
+def _seen(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> tuple[list[str], str | None]:
+    """What the log shows of the end, in words (the exit decoded, a child's exit, the last exception), and the line
+    that shows the most."""
     seen = [status.words] if status.code is not None or status.signal is not None else []
     child = exits.child_exit(reports)
     if child and child.exit:
         seen.append(f"a launcher reports its child's {child.exit.words}")
     chain = causes.fatal_chain(lines) or last_chain(lines)
-    error = chain[-1].lines[0].strip()[:300] if chain else None
+    within = None if chain else priors.raised(lines)
+    error = chain[-1].lines[0].strip()[:300] if chain else within.line[:300] if within else None
     if error:
         seen.append(f"the last exception: {error}")
-    if not seen:
-        return Verdict(R.UNKNOWN, "No exit status and no recognisable cause in the log.")
-    evidence = error or (child.line[:500] if child else None)
-    return Verdict(R.UNKNOWN, f"No rule recognises this failure; {'; '.join(seen)}.", evidence=evidence)
+    return seen, error or (child.line[:500] if child else None)
+
+
+def _from_prior(
+    status: exits.Exit, reports: list[exits.Report], lines: list[str], also: str | None = None
+) -> Verdict | None:
+    """No rule reads the failure, but its exception's type most often means one reason (`priors`): that reason, as a
+    best guess that says what it rests on and what the log showed."""
+    found = priors.guess(lines)
+    if found is None:
+        return None
+    raised, prior = found
+    seen, _ = _seen(status, reports, lines)
+    shown = "; ".join([*seen, also] if also else seen)
+    return Verdict(
+        prior.reason,
+        f"Best guess from the exception's type alone (no rule recognises its words): a {raised.name} raised before "
+        f"training most often means {prior.reason.value} ({prior.count} of {prior.total} labelled logs). What the log "
+        f"shows: {shown}.",
+        evidence=raised.line[:500],
+    )
 
 
 def _from_cause(lines: list[str]) -> Verdict | None:
@@ -363,10 +419,16 @@ def _from_patterns(lines: list[str]) -> Verdict | None:
         verdict = _pattern_verdict(line, lines)
         if verdict is None:
             continue
-        if went_on(lines[:index], lines[index + 1 :]):
+        if went_on(lines[:index], lines[index + 1 :]) or _recovered(line, lines[index + 1 :]):
             return None
         return Verdict(verdict.reason, verdict.message, evidence=lines[index].strip()[:500])
     return None
+
+
+def _recovered(line: str, after: list[str]) -> bool:
+    """A metric logged NaN, then finite again in a later line (any logger's format, which `went_on` does not read as
+    steps): that step was skipped or recovered from, and it is not why the job ended."""
+    return bool(generic.nan_metrics(line) & generic.finite_metrics(after))
 
 
 def _pattern_verdict(line: str, lines: list[str]) -> Verdict | None:

@@ -138,12 +138,21 @@ _OOM = re.compile(
     r"|task \d+: Out Of Memory"
     r"|The node was low on resource: memory"
     r"|Exceeded job memory limit"
-    r"|Your session crashed after using all available RAM",  # Colab (or Kaggle) restarting the notebook's runtime
+    r"|Your session crashed after using all available RAM"  # Colab (or Kaggle) restarting the notebook's runtime
+    r"|Your notebook tried to allocate more memory than is available"  # Kaggle's
+    # A memory monitor killing workers to save the node (Ray's raylet, Kubernetes, a phone's low-memory killer); not
+    # Ray's summary that killed none (`0 Workers (tasks / actors) killed due to memory pressure (OOM), 2 Workers
+    # crashed due to other reasons`).
+    r"|(?<!\b0 Workers \(tasks / actors\) )killed due to (?:memory pressure|the node running low on memory)"
+    r"|running beyond (?:physical|virtual) memory limits"  # YARN
+    r"|\bexceed(?:ed|s|ing) (?:its |the |their )?(?:container |pod |job |step )?memory limit",
     re.IGNORECASE,
 )
 # slurmstepd's banner (`*** JOB 1 ON node CANCELLED AT <time> DUE TO TIME LIMIT ***`; some releases put the node
 # last, `... DUE TO TIME LIMIT on node ***`), and sacct's State column for a job someone cancelled (`CANCELLED by
-# <uid>`, the uid of whoever ran scancel).
+# <uid>`, the uid of whoever ran scancel). Without a reason the banner says only that the step got SIGTERM or SIGKILL
+# from the scheduler: scancel, and also a preemption with a grace time (slurmctld first sends a plain SIGTERM, and a
+# step prints its banner once), so it does not say who.
 _SLURM_CANCELLED = re.compile(
     r"\*\*\* (?:JOB|STEP) [\d.]+ (?:ON \S+ )?CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+?))?(?: on \S+)?(?: \*\*\*|$)"
     r"|(?:^|[|\s])CANCELLED by \d+\b"

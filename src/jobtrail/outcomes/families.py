@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from jobtrail.models import TerminationReason as R
-from jobtrail.outcomes import libraries
+from jobtrail.outcomes import generic, libraries
 from jobtrail.outcomes.signature import Signature, sig as _sig
 
 __all__ = ["COLLECTIVE_TIMEOUT", "DISK_FULL", "SIGNATURES", "Signature", "disk_message", "match"]
@@ -70,9 +70,10 @@ SIGNATURES: list[Signature] = [
         "bf16 or fp32 rather than fp16, clip gradients).",
         # `'loss': nan`, `loss=nan`, `train_loss = inf`, litgpt's `loss nan,`, a printed `Loss: tensor(nan, ...)`.
         r"(?i:(?:^|[{,\s|])['\"]?(?:train[_/]|eval[_/])?loss['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?-?(?:nan|inf|infinity)\b)",
-        # The trainer's gradient norm, NaN at the newest step: the weights are being poisoned whatever the loss shows
-        # (a loss of 0.0 follows). Not inf: fp16's grad scaler logs an inf norm for each step it skips and recovers.
-        r"['\"]grad_norm['\"]\s*:\s*['\"]?(?:nan|NaN)\b",
+        # The gradient norm, NaN at the newest step: the weights are being poisoned whatever the loss shows (a loss
+        # of 0.0 follows).
+        generic.NAN_GRAD_NORM,
+        generic.NAN_LOSS_TENSOR,
     ),
     _sig(
         R.OOM,
@@ -122,8 +123,19 @@ SIGNATURES: list[Signature] = [
         "NCCL (the GPUs' communication) failed. Once, it is the network or a peer; if it recurs at start-up it is the "
         "machine's setup: shared memory (a container's --shm-size), the network interface (NCCL_SOCKET_IFNAME), "
         "peer-to-peer between GPUs (NCCL_P2P_DISABLE=1). NCCL_DEBUG=INFO says which.",
-        r"NCCL error.*unhandled (?:system|cuda) error",
-        r"\bnccl(?:SystemError|InternalError|UnhandledCudaError)\b",
+        r"NCCL error.*unhandled system error",
+        r"\bnccl(?:SystemError|InternalError)\b",
+    ),
+    # NCCL's call into CUDA failed: not the network, and nothing in NCCL's report says which call or why (a driver,
+    # CUDA and NCCL out of step, peer-to-peer between these GPUs, a GPU fault), so no reason can be named from it, and a
+    # retry of the same setup is not known to help.
+    _sig(
+        R.UNKNOWN,
+        "NCCL failed a CUDA call (unhandled cuda error): not the network, and the log does not say which call or why. "
+        "Likely causes: the driver, CUDA and NCCL out of step, peer-to-peer between these GPUs (try "
+        "NCCL_P2P_DISABLE=1), or a GPU fault. NCCL_DEBUG=INFO names the failing call.",
+        r"NCCL error.*unhandled cuda error",
+        r"\bncclUnhandledCudaError\b",
     ),
     _sig(
         R.CONFIG_ERROR,
@@ -406,8 +418,10 @@ SIGNATURES: list[Signature] = [
         r"Expected all tensors to be on the same device",
         r"does not appear to have a file named (?:config\.json|pytorch_model\.bin|model\.safetensors)",
     ),
-    # The wider sweep of the stack's wordings, after these (which stay first where both match).
+    # The wider sweep of the stack's wordings, after these (which stay first where both match), then the words any
+    # runtime uses for a failure of these kinds.
     *libraries.SIGNATURES,
+    *generic.SIGNATURES,
 ]
 
 

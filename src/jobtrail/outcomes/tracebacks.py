@@ -40,6 +40,9 @@ _EXCEPTION = re.compile(
     r"|(?:[a-z_]\w*\.)+[A-Z]\w*(?=:))"
     r"(?::\s?(?P<message>.*))?$"
 )
+# A module-qualified exception type alone on its line, without message or frames (`huggingface_hub.utils._errors.
+# RepositoryNotFoundError`, as a launcher or a `print(type(e))` leaves it): an exception all the same.
+_BARE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Error|Exception)\s*$")
 _MESSAGE_LINES = 30  # a message longer than this is cut: the type and first lines decide
 # Third-party code, wherever it is installed (site-packages, or a source checkout of these).
 _LIBRARY = re.compile(
@@ -125,7 +128,9 @@ def chains(lines: list[str]) -> list[list[RaisedError]]:
             reading.linked = True
         elif frame := _FRAME.match(line):
             reading.frames.append(Frame(frame["path"] or frame["ipath"], frame["function"] or frame["ifunction"]))
-        elif (match := _EXCEPTION.match(line)) and (match["message"] is not None or reading.frames):
+        elif (match := _EXCEPTION.match(line)) and (
+            match["message"] is not None or reading.frames or _BARE.match(line)
+        ):
             own = [line if sources[i] == sources[index] else None for i, line in enumerate(clean_lines)]
             error = RaisedError(match["type"], _message(own, index), index, tuple(reading.frames))
             if reading.linked and reading.chain is not None:

@@ -1,0 +1,158 @@
+"""Words that mean one failure whatever library or runtime prints them. Pure.
+
+`families` and `libraries` hold each library's own sentence for a failure; fresh logs keep bringing runtimes and
+libraries no catalogue names (a Metal backend, Ray's memory monitor, a trainer's own refusal), which still say what
+happened in the common words of their trade. These are those vocabulary classes:
+
+- memory exhausted, in any runtime's words (a GPU backend's, a C++ allocator's, a memory monitor's, an OS's);
+- a metric logged as NaN in any logger's format (the newest value decides: `classify` checks none came after);
+- bytes that do not decode as the data's format;
+- a library refusing what it was asked (`REFUSALS`, read on an exception's own message only): a Hub token or API key
+  that is missing, a package to install, a setting it does not allow ("is not compatible with", "not supported",
+  "must be specified", "please set");
+- a shell that could not run what the command line named.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jobtrail.models import TerminationReason as R
+from jobtrail.outcomes.signature import Signature, sig
+
+# Memory ran out, said by a runtime rather than by torch's allocator (which `families` and `causes` read).
+MEMORY = sig(
+    R.OOM,
+    "The job ran out of memory (GPU or host memory, as the runtime reports it): use less (a smaller batch or "
+    "sequence length, fewer parallel workers, quantization) or a machine with more.",
+    r"(?i:\binsufficient (?:GPU |device |system |host |unified |shared )?memory\b)",  # Metal, MLX, llama.cpp, shm
+    r"ErrorOutOf(?:Device|Host)?Memory|\bERROR_OUT_OF_(?:DEVICE_|HOST_)?MEMORY\b",  # Metal, Vulkan, CUDA driver API
+    r"\bstd::bad_alloc\b",  # C++: an allocation the process could not get
+    r"(?i:\bkilled by (?:SIGKILL by )?(?:the )?OOM[ -]?killer)",  # Ray names the OOM killer first among a worker's ends
+    r"(?i:\bkilled due to low memory\b)",  # a memory monitor's other words for it (`exits` reads the usual ones)
+    r"The paging file is too small for this operation to complete",  # Windows: RAM plus page file exhausted
+    r"\bResourceExhaustedError\b|\bRESOURCE_EXHAUSTED\b.*(?i:memory|allocat)|OOM when allocating tensor",  # TF, XLA
+    r"(?i:\b(?:MPS|XPU|NPU|HIP|TPU|GPU|Metal) (?:backend )?out of memory\b)",
+    r"(?i:\bnot enough (?:GPU |device |system |host )?(?:memory|RAM) (?:to|for|available)\b)",
+)
+
+# A gradient norm NaN at the newest logged step, in any logger's spelling (`grad_norm: nan`, `grad norm: nan |`,
+# `'grad_norm': nan`, `gradient_norm=nan`). Not inf: fp16's grad scaler logs an inf norm for each step it skips and
+# recovers from. `families` keeps it with the NaN loss, whose signature it joins.
+NAN_GRAD_NORM = r"(?i:(?:^|[{,\s|/])['\"]?grad(?:ient)?[ _]?norm['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?nan\b)"
+# A loss printed as a tensor (`print(loss)`), NaN: its grad_fn names it a loss.
+NAN_LOSS_TENSOR = r"\btensor\((?:nan|inf)\b.*grad_fn=<\w*Loss\w*Backward"
+# A metric's logged value, NaN or not: a later finite value of the same metric is training that recovered.
+METRIC_VALUE = re.compile(
+    r"(?i)(?:^|[{,\s|'\"(/])(?P<name>loss|grad(?:ient)?[ _]?norm)['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?"
+    r"(?P<value>-?(?:nan|inf(?:inity)?)\b|-?\d+(?:\.\d*)?(?:e[+-]?\d+)?)"
+)
+
+
+def finite_metrics(lines: list[str]) -> set[str]:
+    """The metrics ('loss', 'gradnorm') the lines log a finite value of."""
+    found = set()
+    for line in lines:
+        for match in METRIC_VALUE.finditer(line):
+            if not re.fullmatch(r"-?(?:nan|inf(?:inity)?)", match["value"], re.IGNORECASE):
+                found.add(_metric(match["name"]))
+    return found
+
+
+def nan_metrics(line: str) -> set[str]:
+    """The metrics the line logs as NaN or inf."""
+    return {
+        _metric(m["name"])
+        for m in METRIC_VALUE.finditer(line)
+        if re.fullmatch(r"-?(?:nan|inf(?:inity)?)", m["value"], re.IGNORECASE)
+    }
+
+
+def _metric(name: str) -> str:
+    return "loss" if name.lower() == "loss" else "gradnorm"
+
+
+# Bytes that are not the text or table format the data is read as.
+UNDECODABLE = sig(
+    R.BAD_INPUT,
+    "A data file could not be decoded (bytes that are not UTF-8 text, or rows the parser cannot split): save it as "
+    "UTF-8 (or pass its encoding to the loader), and check its rows.",
+    r"\bUnicodeDecodeError\b",
+    r"codec can't decode byte",
+    r"Error tokenizing data\. C error",  # pandas' CSV parser: a row with more fields than the header
+    r"\bEmptyDataError\b",
+    r"field larger than field limit",  # the csv module
+)
+
+# A shell that could not run what the command line named: the script's path (Python's own words for a script that is
+# not there), or an option run as a command of its own, which is a line continuation (`\`) missing before it.
+COMMAND = sig(
+    R.CONFIG_ERROR,
+    "The command line names something that is not there: a script path that does not exist, or an option the shell "
+    "ran as a command of its own (a line continuation `\\` missing at the end of the line before). Fix the command.",
+    r"can't open file '[^']+': \[Errno 2\] No such file or directory",
+    r"^\S+: (?:line \d+: )?-{1,2}[\w.-]+: command not found",
+)
+# A YAML config that does not parse (the trainers' config files are YAML: axolotl, LLaMA-Factory, torchtune).
+YAML = sig(
+    R.CONFIG_ERROR,
+    "The YAML config does not parse (indentation, a missing colon, a tab): fix the file at the line and column named.",
+    r"\byaml\.(?:scanner\.ScannerError|parser\.ParserError|constructor\.ConstructorError)\b",
+    r"^(?:ScannerError|ParserError): (?:while scanning|while parsing|mapping values are not allowed)",
+)
+
+# The loose-line vocabulary (`families` tries it after the libraries' own sentences).
+SIGNATURES: list[Signature] = [MEMORY, UNDECODABLE, COMMAND, YAML]
+
+MISSING_TOKEN = (
+    "The Hub token (or the service's API key) is missing or not accepted: log in (`hf auth login`), set HF_TOKEN or "
+    "pass the token argument, with write access for a push."
+)
+INSTALL = "A package the code needs is missing or of another version: install the package the message names."
+REFUSED = (
+    "A library refused the settings it was given (a combination it does not allow, a value it does not support, an "
+    "argument that must be given): its message names the setting; change it."
+)
+
+# A library's refusal, by its words: tried on an exception's own message (its first line), never on loose lines, where
+# the same words are advice. The first class that matches decides: a missing token, then a package, then a setting.
+REFUSALS: list[Signature] = [
+    sig(
+        R.AUTH_ERROR,
+        MISSING_TOKEN,
+        r"(?i:\b(?:hf|hub|hugging ?face|api|access|auth\w*|write|read|user|bearer)[ _-]?(?:token|key)\b.{0,60}"
+        r"\b(?:must be (?:specified|provided|set|given|passed)|(?:is|was) (?:required|missing|not (?:set|found|valid))"
+        r"|not (?:found|provided|configured)|invalid|expired))",
+        r"(?i:\btoken\b.{0,60}\b(?:must be|is|was) (?:specified|provided|required|set|given)\b.{0,40}"
+        r"\b(?:hub|push|login|upload|repo))",
+        r"(?i:\bno (?:api[ _-]?key|token) (?:provided|found|given|set)\b)",
+        # An environment variable holding a credential, by its conventional name (`HF_TOKEN`, `OPENAI_API_KEY`).
+        r"(?i:\bplease (?:set|provide|pass|export|specify)\b).{0,40}\b(?:[A-Z][A-Z0-9]*_)*(?:TOKEN|API_KEY)\b",
+        r"(?i:\b(?:not|n't) (?:logged|signed) in\b)",
+        r"(?i:\bplease (?:log ?in|login|authenticate)\b)",
+    ),
+    sig(
+        R.DEPENDENCY_ERROR,
+        INSTALL,
+        r"(?i:\bplease (?:pip )?(?:install|upgrade|update|reinstall)\b)",
+        r"\bpip install\b",
+        r"(?i:\b(?:is|are) not installed\b)",
+        r"(?i:\brequires? (?:the )?`?[\w.-]+`? (?:package|library)\b)",
+        r"(?i:\brequires? `?[\w.-]+ ?(?:>=|==|~=)\s?\d)",
+    ),
+    sig(
+        R.CONFIG_ERROR,
+        REFUSED,
+        r"(?i:\b(?:not |in)compatible with\b)",
+        r"(?i:\bcan(?:'t|not) be (?:used|combined|enabled) (?:together )?with\b)",
+        r"(?i:\bmutually exclusive\b)",
+        r"(?i:\bnot (?:yet |currently )?supported\b)",
+        r"(?i:\bonly supports?\b)",
+        r"(?i:\b(?:must|should|has to|needs to) be (?:specified|set|provided|given|passed|one of|enabled|disabled)\b)",
+        r"(?i:\bplease (?:set|specify|provide|input|pass|use|choose|select|define|add)\b)",
+        r"(?i:\b(?:invalid|unknown|unrecognized|unrecognised|unsupported|illegal) (?:value|argument|option|parameter"
+        r"|choice|setting|config\w*|mode|strategy)\b)",
+        r"(?i:\bexpected one of\b)",
+        r"(?i:\bmissing (?:a )?required (?:argument|parameter|option|field|key)\b)",
+    ),
+]

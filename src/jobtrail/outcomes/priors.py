@@ -1,0 +1,85 @@
+"""What an exception's type alone most often means, for a log that no rule reads. Pure.
+
+The rules name a failure by its words (`families`, `libraries`, `generic`) or by its type and where it was raised
+(`causes`). A fresh log often shows an exception in words no rule knows yet; its type still says something: in the
+real-log corpus a ValueError raised before training is most often a rejected setting, a ConnectionError the network.
+`PRIORS` holds, for each exception type that says enough, the reason it most often meant and how often, counted over
+the labelled dev logs; `classify` offers it as a best guess, saying so, only when no rule decided.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from jobtrail.models import TerminationReason as R
+from jobtrail.outcomes.causes import fatal_chain
+from jobtrail.outcomes.lines import clean
+from jobtrail.outcomes.tracebacks import Progress, last_chain, progress
+
+
+@dataclass(frozen=True)
+class Prior:
+    reason: R
+    count: int  # dev logs whose root exception is of this type and whose label is `reason`
+    total: int  # dev logs whose root exception is of this type
+
+
+# Derived by bench/exception_priors.py over tests/outcomes/real_logs/dev/ (rerun it, with --check, after logs are added
+# there: a test fails while this table and the corpus disagree). Its rule: the root exception of a log's fatal chain,
+# raised before any training step (the only case the corpus has), counted by its type's name; a type is listed when
+# at least 5 logs have it and one reason labels more than half of them; and that reason must be one a program's own
+# exception can stand for (config_error, dependency_error, bad_input, auth_error, infra_transient): what happens to a
+# job from outside (memory, disk, a NaN, a signal) leaves words of its own, which the rules read before any guess.
+# 280 dev logs, 182 with a root exception before training.
+PRIORS: dict[str, Prior] = {
+    "ValueError": Prior(R.CONFIG_ERROR, 20, 28),
+    "ImportError": Prior(R.DEPENDENCY_ERROR, 17, 17),
+    "TypeError": Prior(R.CONFIG_ERROR, 9, 11),
+    "ConnectionError": Prior(R.INFRA_TRANSIENT, 6, 6),
+}
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception the log shows: its type's name, the line as logged, and where it is."""
+
+    name: str
+    line: str
+    index: int
+
+
+# An exception's `Type: message` inside a line, after words of the person or tool that printed it (`Error in training:
+# KeyError: 'x'`, a sentence in another language before it); the traceback reader takes only those that start a line.
+_WITHIN = re.compile(r"(?:^|[^\w.])(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception)):\s")
+
+
+def raised(lines: list[str]) -> Raised | None:
+    """The root of the fatal traceback's chain, or else (no traceback at all) the newest exception written within a
+    line; None when there is neither, or the traceback was one training went on after (handled)."""
+    chain = fatal_chain(lines)
+    if chain:
+        return Raised(chain[0].name, lines[chain[0].index].strip(), chain[0].index)
+    if last_chain(lines):
+        return None
+    return next(
+        (
+            Raised(match["name"], lines[index].strip(), index)
+            for index in range(len(lines) - 1, -1, -1)
+            if (match := _WITHIN.search(clean(lines[index])))
+        ),
+        None,
+    )
+
+
+def raised_before_training(lines: list[str]) -> Raised | None:
+    """`raised`, when no training step came before it: the case the priors were counted in."""
+    found = raised(lines)
+    return found if found is not None and progress(lines[: found.index]) is Progress.NONE else None
+
+
+def guess(lines: list[str]) -> tuple[Raised, Prior] | None:
+    """The exception raised before training and the reason its type most often means, when the table knows it."""
+    found = raised_before_training(lines)
+    prior = PRIORS.get(found.name) if found else None
+    return (found, prior) if found and prior else None
