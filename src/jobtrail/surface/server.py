@@ -14,15 +14,15 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, StrictJsonSchema
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import ConfigDict, ValidationError, create_model
 
 from jobtrail import __version__
 from jobtrail.errors import JobtrailError
@@ -36,6 +36,7 @@ from jobtrail.surface import invalid_arguments
 from jobtrail.surface.prompts import add_prompts
 from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.resources import add_job_resources
+from jobtrail.surface.schemas import lean_input, published_output
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
@@ -45,6 +46,8 @@ from jobtrail.util.hub import one_line_error
 
 log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
+# The keyword that hands a tool function the request's Context; no tool has an argument of that name.
+_CONTEXT = "mcp_context"
 
 INSTRUCTIONS = """jobtrail runs fine-tuning jobs (TRL) on this machine or on Hugging Face Jobs.
 Typical flow: submit(dry_run=true) to see findings and the script's sha256 → submit → wait(job_id) again
@@ -83,23 +86,26 @@ class ClosedTool(Tool):
 
     @classmethod
     def of(cls, spec: ToolSpec, area: ToolArea) -> ClosedTool:
+        """The tool, each of its schemas generated once (the SDK's `from_function` would derive both twice)."""
         info = spec.info
-        tool = cls.from_function(  # builds a ClosedTool: from_function constructs `cls`
-            _tool_function(area, spec),
+        arguments = _closed_arguments(spec)
+        structured = _is_structured(spec.result_type)
+        return cls(
+            fn=_tool_function(area, spec),
             name=spec.name,
             title=info.title,
             description=info.description,
+            parameters=lean_input(arguments.model_json_schema(by_alias=True)),
+            fn_metadata=FuncMetadata(
+                arg_model=arguments,
+                # The SDK validates each structured result against the model itself, not the published schema.
+                output_model=spec.result_type if structured else None,
+                output_schema=published_output(spec.result_type) if structured else None,
+            ),
+            is_async=False,
+            context_kwarg=_CONTEXT,
             annotations=_annotations(info.hints),
         )
-        open_model = tool.fn_metadata.arg_model
-        closed: type[ArgModelBase] = type(
-            open_model.__name__, (open_model,), {"model_config": ConfigDict(extra="forbid")}
-        )
-        tool.fn_metadata.arg_model = closed
-        tool.parameters = closed.model_json_schema(by_alias=True)
-        if _is_structured(spec.result_type):
-            tool.fn_metadata.output_schema = published_schema(spec.result_type)
-        return cast(ClosedTool, tool)
 
     async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
         properties = self.parameters.get("properties", {})
@@ -138,19 +144,6 @@ def _excerpt(value: object) -> str:
     return text if len(text) <= 80 else "..."
 
 
-def published_schema(result_type: type[ToolResult]) -> dict[str, Any]:
-    """A result model's outputSchema, `summary` first.
-
-    The SDK derives the schema in pydantic's validation mode, which leaves out computed fields such as
-    `summary`; the serialization mode describes what the structured content really holds. The SDK still
-    validates each result against the model itself, where `summary` is ignored as input.
-    """
-    schema = TypeAdapter(result_type).json_schema(mode="serialization", schema_generator=StrictJsonSchema)
-    properties = schema["properties"]
-    schema["properties"] = {"summary": properties.pop("summary"), **properties}
-    return schema
-
-
 def _is_structured(result_type: Any) -> bool:
     """A result with structured content and an output schema: every ToolResult but an image."""
     return (
@@ -160,27 +153,32 @@ def _is_structured(result_type: Any) -> bool:
     )
 
 
-def _tool_function(area: ToolArea, spec: ToolSpec) -> Callable[..., CallToolResult]:
-    """The function the SDK calls: the tool's own parameters, a CallToolResult that the result model types.
+class _ClosedArguments(ArgModelBase):
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    The SDK runs it in a worker thread and hands it the request's Context, from which its progress
-    notifications go to the client (see reporting.py); an image result has no output schema.
+
+def _closed_arguments(spec: ToolSpec) -> type[ArgModelBase]:
+    """The model the SDK validates a call's arguments with: the tool's parameters, no others."""
+    fields: dict[str, Any] = {
+        p.name: p.annotation if p.default is inspect.Parameter.empty else (p.annotation, p.default)
+        for p in spec.parameters
+    }
+    return create_model(f"{spec.name}Arguments", __base__=_ClosedArguments, **fields)
+
+
+def _tool_function(area: ToolArea, spec: ToolSpec) -> Callable[..., CallToolResult]:
+    """The function the SDK calls with the validated arguments and the request's Context: a CallToolResult.
+
+    The SDK runs it in a worker thread; its progress notifications go to the client through that Context
+    (see reporting.py); an image result has no output schema.
     """
     method = getattr(area, spec.name)
 
-    def call(mcp_context: Context[Any, Any], **arguments: Any) -> CallToolResult:
-        with reporting_to(_client_progress(mcp_context)):
+    def call(**arguments: Any) -> CallToolResult:
+        with reporting_to(_client_progress(arguments.pop(_CONTEXT))):
             return result(method(**arguments))
 
-    returns = Annotated[CallToolResult, spec.result_type] if _is_structured(spec.result_type) else CallToolResult
-    context = inspect.Parameter("mcp_context", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
     call.__name__ = spec.name
-    call.__signature__ = inspect.Signature([*spec.parameters, context], return_annotation=returns)  # type: ignore[attr-defined]
-    call.__annotations__ = {
-        **{p.name: p.annotation for p in spec.parameters},
-        "mcp_context": Context,
-        "return": returns,
-    }
     return agent_errors(call)
 
 
