@@ -56,9 +56,10 @@ import torch
 from jobtrail.app import build_service
 from jobtrail.demo.run import prepare
 from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset
-from jobtrail.estimate import EstimateResult, Flavor, estimate_cost
+from jobtrail.estimate import EstimateResult, Flavor
 from jobtrail.estimate.hardware import gpu_facts
 from jobtrail.models import JobSpec
+from jobtrail.preflight.plan import estimate_alone
 
 DEADLINE_S = 900
 POLL_S = 1.0  # gentle: on a 2-core machine a busy poller slows the job it measures
@@ -205,7 +206,7 @@ def run_job(home: Path, model: Path, dataset: Path, shape: Shape, steps: int) ->
 
 
 def estimate(model: Path, shape: Shape, steps: int, host: Flavor) -> EstimateResult:
-    return estimate_cost(
+    return estimate_alone(
         str(model),
         method=shape.method,
         peft=shape.peft,

@@ -39,6 +39,7 @@ from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import JobSpec, NewAttempt, Placement, RunRecord, TerminationReason
 from jobtrail.outcomes import events
+from jobtrail.preflight.plan import job_values
 from jobtrail.service.context import new_run, queued_attempt
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
@@ -161,7 +162,7 @@ class Filler:
 
     def _script(self, spec: JobSpec) -> tuple[dict[str, Any], str]:
         push_to = f"acme/{spec.method}-{spec.dataset.split('/')[1]}" if spec.backend == "hf-jobs" else None
-        config = build_config(spec, None if push_to is None else "jobtrail-output", push_to=push_to)
+        config = build_config(spec, job_values(spec), None if push_to is None else "jobtrail-output", push_to=push_to)
         key = config_json(config)
         if key not in self._scripts:
             if len(self._scripts) >= SCRIPTS_KEPT:

@@ -26,6 +26,7 @@ from jobtrail.ledger.compact_receipts import json_bytes
 from jobtrail.methods import METHODS
 from jobtrail.models import JobSpec, Placement
 from jobtrail.outcomes import events
+from jobtrail.preflight.plan import job_values
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
 from jobtrail.templates.runtime import runtime_module
@@ -74,7 +75,7 @@ def specs() -> Iterator[tuple[JobSpec, str | None, str | None]]:
 
 def receipts() -> Iterator[bytes]:
     for spec, output_dir, push_to in specs():
-        config = build_config(spec, output_dir, push_to=push_to)
+        config = build_config(spec, job_values(spec), output_dir, push_to=push_to)
         yield json_bytes(spec.model_dump(mode="json"))
         yield config_json(config).encode()
         table = {"flavor": spec.flavor or "", "timeout": f"{spec.timeout_s}s"} if push_to else None

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from jobtrail.estimate import estimate_cost
 from jobtrail.estimate.cost import flops_per_token
 from jobtrail.estimate.memory import (
     GB,
@@ -24,6 +23,7 @@ from jobtrail.estimate.parallel import per_gpu_memory
 from jobtrail.estimate.params import lora_params, model_shape
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Launcher
+from jobtrail.preflight.plan import estimate_alone
 from support.estimates import OFFLINE, QWEN25_05B
 
 SHAPE = model_shape(QWEN25_05B)
@@ -136,7 +136,7 @@ def _estimate(method: str, peft: str, **options: Any) -> Any:
         flavor="a100-large",
         api=OFFLINE,
     )
-    return estimate_cost("Qwen/Qwen2.5-0.5B", method=method, peft=peft, **{**ask, **options})
+    return estimate_alone("Qwen/Qwen2.5-0.5B", method=method, peft=peft, **{**ask, **options})
 
 
 def test_estimate_cost_counts_both_sequences_the_reference_and_says_so():

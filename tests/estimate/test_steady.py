@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from jobtrail.estimate import estimate_cost, lookup, record_measured_rate, record_measurement
+from jobtrail.estimate import lookup, record_measured_rate, record_measurement
 from jobtrail.estimate.calibration import checkpointing_of
 from jobtrail.estimate.params import model_shape
 from jobtrail.estimate.steady import MIN_STEADY_STEPS, WARMUP_STEPS, steady_rate
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import TerminationReason
+from jobtrail.preflight.plan import estimate_alone
 from support.estimates import OFFLINE, QWEN25_05B
 from support.records import add_ended_run
 
@@ -137,7 +138,7 @@ def test_a_finished_attempt_calibrates_with_its_steady_steps_and_the_rest_is_ove
     # Everything outside the steady steps is the attempt's overhead: its wall time less its tokens at that pace.
     assert m.overhead_s == pytest.approx(120.0 - 30 * TOKENS / (TOKENS / STEP_S), abs=0.05)
 
-    estimate = estimate_cost(
+    estimate = estimate_alone(
         "Qwen/Qwen2.5-0.5B",
         peft="none",
         config=QWEN25_05B,
@@ -204,7 +205,7 @@ def test_a_bench_records_its_steady_figure_for_a_flavor_and_estimates_use_it(tmp
             calibration=ledger,
             api=OFFLINE,
         )
-        return estimate_cost("Qwen/Qwen2.5-0.5B", **{**ask, **options})
+        return estimate_alone("Qwen/Qwen2.5-0.5B", **{**ask, **options})
 
     same = estimate()
     assert same.tokens_per_second == pytest.approx(9000.0)

@@ -11,6 +11,7 @@ import pytest
 from jobtrail.ledger import blobs
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import JobSpec
+from jobtrail.preflight.plan import job_values
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
 from support.records import add_queued_run
@@ -18,7 +19,7 @@ from support.records import add_queued_run
 
 def _script(method: str = "sft", **hyperparameters: object) -> str:
     spec = JobSpec(method=method, model="Qwen/Qwen2.5-0.5B", dataset="org/chat", hyperparameters=hyperparameters)
-    return render_script(method, build_config(spec, None))
+    return render_script(method, build_config(spec, job_values(spec), None))
 
 
 def _stored_bytes(ledger: Ledger) -> int:
@@ -137,7 +138,7 @@ def test_the_dictionary_makes_a_config_snapshot_a_fraction_of_its_zlib_size():
         flavor="h100",
         hyperparameters={"learning_rate": 5e-6, "max_steps": 300, "lora_r": 64, "beta": 0.2},
     )
-    snapshot = config_json(build_config(spec, "jobtrail-output", push_to="acme/dpo-prefs-b")).encode()
+    snapshot = config_json(build_config(spec, job_values(spec), "jobtrail-output", push_to="acme/dpo-prefs-b")).encode()
     assert blobs.unpack(blobs.pack(snapshot)) == snapshot
     assert len(blobs.pack(snapshot)) < len(zlib.compress(snapshot, 9)) / 3
 

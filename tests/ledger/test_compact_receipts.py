@@ -16,6 +16,7 @@ from jobtrail.ledger import compact_receipts
 from jobtrail.ledger.connection import opener
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import JobSpec, JobStatus, RunRecord
+from jobtrail.preflight.plan import job_values
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
 from jobtrail.util.digest import config_json, sha256_text
@@ -27,7 +28,8 @@ MANIFEST = {"source": "/d/chat.jsonl", "kind": "file", "sha256": "ab" * 32, "row
 
 def _old_attempt(run_id: str, number: int, method: str, lr: float) -> dict[str, Any]:
     spec = JobSpec(method=method, model="Qwen/Qwen2.5-0.5B", dataset="/d/chat.jsonl", hyperparameters={"lr": lr})
-    config = build_config(spec.model_copy(update={"hyperparameters": {"learning_rate": lr}}), None)
+    changed = spec.model_copy(update={"hyperparameters": {"learning_rate": lr}})
+    config = build_config(changed, job_values(changed), None)
     script = render_script(method, config)
     events = [
         {"event": "start", "time": 10.0 + number, "template": method},

@@ -30,6 +30,7 @@ from jobtrail.models import JobSpec
 from jobtrail.preflight import dataset as ds
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.dataset.shapes import PLANNERS
+from jobtrail.preflight.plan import job_values
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import render_script
 from support.jobs import run_jobs
@@ -1047,7 +1048,7 @@ def _mapped_job(workdir: Path, model: Path, data: Path, mapping: dict[str, Any])
             "lora_alpha": 8,
         },
     )
-    config = build_config(spec, str(workdir / "out"))
+    config = build_config(spec, job_values(spec), str(workdir / "out"))
     config["dataset"]["mapping"] = mapping
     workdir.mkdir(parents=True, exist_ok=True)
     script = workdir / "job.py"

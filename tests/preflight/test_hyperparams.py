@@ -18,15 +18,19 @@ from jobtrail.preflight import rules
 from jobtrail.preflight.aliases import _ALIASES
 from jobtrail.preflight.facts import Facts, with_launcher
 from jobtrail.preflight.hyperparams import MANAGED, check_names, known_names
-from jobtrail.preflight.plan import PlanEnv, plan
+from jobtrail.preflight.plan import PlanEnv, job_values, plan
 from jobtrail.templates.configs import build_config
-from jobtrail.templates.defaults import effective
 from jobtrail.util.timefmt import parse_duration
 from support.jobs import load_script_module
 
 
 def _env(tmp_path: Path) -> PlanEnv:
     return PlanEnv(job_python=sys.executable, llama_cpp_cache=tmp_path / "cache")
+
+
+def _facts(spec: JobSpec) -> Facts:
+    """The facts a plan gives the rules: the job's effective hyperparameters (nothing gathered)."""
+    return Facts(values=job_values(spec))
 
 
 def _one(method: str, hyperparameters: dict[str, Any]) -> Finding:
@@ -127,30 +131,19 @@ def test_valid_values_pass_without_findings():
 
 def test_a_whole_float_for_a_count_is_read_as_an_integer():
     assert judge_value("sft", "per_device_train_batch_size", 4.0).value == 4
-    assert effective("sft", {"per_device_train_batch_size": 4.0}).training_args["per_device_train_batch_size"] == 4
+    spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl", hyperparameters={"per_device_train_batch_size": 4.0})
+    assert job_values(spec).training_args["per_device_train_batch_size"] == 4
 
 
 def test_the_rules_judge_converted_values():
     # GRPO's batch arithmetic sees numbers, not strings (it divided "8" by 4 before).
-    assert (
-        rules.blocking(
-            rules.judge(
-                JobSpec(
-                    method="grpo",
-                    model="/m",
-                    dataset="/d.jsonl",
-                    hyperparameters={
-                        "per_device_train_batch_size": "4",
-                        "num_generations": "4",
-                        "reward_funcs": ["format"],
-                    },
-                ),
-                Facts(),
-                rules.CONFIG_CHECKS,
-            )[0]
-        )
-        == []
+    spec = JobSpec(
+        method="grpo",
+        model="/m",
+        dataset="/d.jsonl",
+        hyperparameters={"per_device_train_batch_size": "4", "num_generations": "4", "reward_funcs": ["format"]},
     )
+    assert rules.blocking(rules.judge(spec, _facts(spec), rules.CONFIG_CHECKS)[0]) == []
 
 
 def test_a_type_error_while_building_the_trl_config_is_a_config_error():
@@ -289,7 +282,8 @@ def test_every_value_is_refused_with_a_fix_or_rendered_with_its_fields_type(meth
     name = data.draw(_names(method))
     value = data.draw(_VALUES)
     spec = JobSpec(method=method, model="/m", dataset="/d.jsonl", hyperparameters={name: value})
-    findings, config_ok = rules.judge(spec, Facts(), rules.CONFIG_CHECKS)
+    values = job_values(spec)
+    findings, config_ok = rules.judge(spec, Facts(values=values), rules.CONFIG_CHECKS)
     known = known_names(method)
     for finding in rules.blocking(findings):
         assert finding.fix, finding
@@ -299,10 +293,10 @@ def test_every_value_is_refused_with_a_fix_or_rendered_with_its_fields_type(meth
     if not config_ok:
         return
     assert name in known
-    config = build_config(spec, "/out", launcher=with_launcher(Facts(), spec).launcher)
+    config = build_config(spec, values, "/out", launcher=with_launcher(Facts(values=values)).launcher)
     ftype = field_type(method, name)
     assert ftype is not None
-    held = effective(method, {name: value}).inputs[name] if name in method_spec(method).inputs else _holds(config, name)
+    held = values.inputs[name] if name in method_spec(method).inputs else _holds(config, name)
     assert ftype.admits_kind(held), (name, value, held)
     assert not isinstance(held, str) or "str" in ftype.kinds or "any" in ftype.kinds
 
@@ -327,9 +321,9 @@ def test_a_value_out_of_range_is_refused_but_still_builds_a_config_that_force_ca
     finding = _one("sft", {"learning_rate": 1e20})
     assert (finding.code, finding.severity) == ("hyperparameters.range", "error")
     spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl", hyperparameters={"learning_rate": 1e20})
-    assert rules.judge(spec, Facts())[1] is True
+    assert rules.judge(spec, _facts(spec))[1] is True
     typo = spec.model_copy(update={"hyperparameters": {"learning_rate": "fast"}})
-    assert rules.judge(typo, Facts())[1] is False  # a value the field cannot even hold builds nothing
+    assert rules.judge(typo, _facts(typo))[1] is False  # a value the field cannot even hold builds nothing
 
 
 def test_the_watching_knobs_are_jobtrails_own():

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail.estimate import estimate_cost
 from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher
 from jobtrail.preflight import rules
 from jobtrail.preflight.facts import Facts, with_launcher
-from jobtrail.preflight.plan import Evaluation, PlanEnv, plan
+from jobtrail.preflight.plan import Evaluation, PlanEnv, estimate_alone, job_values, plan
 from jobtrail.templates.configs import FSDP_CONFIG, build_config, launcher_of
 from support.estimates import LLAMA_31_8B, OFFLINE
 
@@ -25,6 +24,15 @@ def _spec(backend: str = "local", **hyper) -> JobSpec:
     return JobSpec(method="sft", model="/m", dataset="/d.jsonl", backend=backend, hyperparameters=hyper, **remote)
 
 
+def _facts(spec: JobSpec, **facts) -> Facts:
+    """Facts as a plan gives them to the rules: with the job's effective hyperparameters."""
+    return Facts(values=job_values(spec), **facts)
+
+
+def _config(spec: JobSpec, **options) -> dict:
+    return build_config(spec, job_values(spec), "/out", **options)
+
+
 def _env(tmp_path: Path) -> PlanEnv:
     return PlanEnv(job_python=sys.executable, llama_cpp_cache=tmp_path / "cache")
 
@@ -32,7 +40,7 @@ def _env(tmp_path: Path) -> PlanEnv:
 @pytest.mark.parametrize("requested", [8, "8"])  # a numeric string is read as the number, like any knob's
 def test_more_workers_than_the_flavors_gpus_is_refused_with_the_fix(requested):
     spec = _spec("hf-jobs", num_processes=requested)
-    [finding] = rules.check_launcher(spec, with_launcher(Facts(gpus=4), spec))
+    [finding] = rules.check_launcher(spec, with_launcher(_facts(spec, gpus=4)))
     assert finding.severity == "error" and finding.code == "launcher.too_many_processes"
     assert "num_processes=8 but l4x4 has 4 GPUs" in finding.message
     assert "num_processes to 4 or fewer" in finding.fix and "a flavor with 8 GPUs" in finding.fix
@@ -40,32 +48,32 @@ def test_more_workers_than_the_flavors_gpus_is_refused_with_the_fix(requested):
 
 def test_a_cpu_takes_any_number_of_workers_and_the_choice_is_said():
     spec = _spec(num_processes=2)
-    facts = with_launcher(Facts(gpus=0), spec)
+    facts = with_launcher(_facts(spec, gpus=0))
     assert facts.launcher == DDP_2
     [finding] = rules.check_launcher(spec, facts)
     assert finding.severity == "info" and "2 worker processes on this machine's CPU (torchrun, gloo)" in finding.message
 
 
 def test_one_process_says_nothing_and_a_bad_value_is_the_hyperparameter_rules_to_refuse():
-    assert rules.check_launcher(_spec(), with_launcher(Facts(gpus=0), _spec())) == []
+    assert rules.check_launcher(_spec(), with_launcher(_facts(_spec(), gpus=0))) == []
     for bad in ("two", 0, 1.5):
         spec = _spec(num_processes=bad)
-        assert with_launcher(Facts(gpus=4), spec).launcher.num_processes == 4  # read as not given
+        assert with_launcher(_facts(spec, gpus=4)).launcher.num_processes == 4  # read as not given
         [finding] = [f for f in rules.check_hyperparameters(spec, Facts()) if f.severity == "error"]
         assert "num_processes" in finding.message and finding.fix
 
 
 def test_the_config_carries_the_launcher_and_fsdp_turns_on_the_trainers_fsdp():
     spec = _spec()
-    assert build_config(spec, "/out")["launcher"] == SINGLE_PROCESS.model_dump()
-    ddp = build_config(spec, "/out", launcher=DDP_2)
+    assert _config(spec)["launcher"] == SINGLE_PROCESS.model_dump()
+    ddp = _config(spec, launcher=DDP_2)
     assert launcher_of(ddp) == DDP_2 and "fsdp" not in ddp["training_args"]
-    sharded = build_config(spec, "/out", launcher=FSDP_4)["training_args"]
+    sharded = _config(spec, launcher=FSDP_4)["training_args"]
     assert sharded["fsdp"] is True and sharded["fsdp_config"] == {**FSDP_CONFIG, "activation_checkpointing": True}
     assert sharded["gradient_checkpointing"] is False  # FSDP's own activation checkpointing instead
-    without = build_config(_spec(gradient_checkpointing=False), "/out", launcher=FSDP_4)["training_args"]
+    without = _config(_spec(gradient_checkpointing=False), launcher=FSDP_4)["training_args"]
     assert without["fsdp_config"]["activation_checkpointing"] is False
-    own = build_config(_spec(fsdp=True, fsdp_config={"version": 1}), "/out", launcher=FSDP_4)["training_args"]
+    own = _config(_spec(fsdp=True, fsdp_config={"version": 1}), launcher=FSDP_4)["training_args"]
     assert own["fsdp_config"] == {"version": 1}  # the user's FSDP settings are kept whole
 
 
@@ -96,7 +104,7 @@ def test_a_local_job_with_num_processes_renders_its_launcher(tmp_path, tiny_mode
 
 
 def test_a_job_too_big_even_sharded_is_refused_per_gpu():
-    estimate = estimate_cost(
+    estimate = estimate_alone(
         "org/m", peft="none", optim="adamw", flavor="l4x4", max_steps=10, config=LLAMA_31_8B, api=OFFLINE
     )
     spec = JobSpec(method="sft", model="org/m", dataset="org/d", backend="hf-jobs", flavor="l4x4", timeout_s=36000)

@@ -8,14 +8,21 @@ from jobtrail.models import JobSpec
 from jobtrail.preflight import rules
 from jobtrail.preflight.facts import Facts
 from jobtrail.preflight.learning_rate import check_learning_rate
+from jobtrail.preflight.plan import job_values
 
 
 def spec(method: str = "sft", **hyperparameters: object) -> JobSpec:
     return JobSpec(method=method, model="/m", dataset="/d.jsonl", hyperparameters=hyperparameters)
 
 
+def facts(job: JobSpec) -> Facts:
+    """The facts a plan gives the rules: the job's effective hyperparameters (nothing gathered)."""
+    return Facts(values=job_values(job))
+
+
 def test_full_fine_tuning_at_0_9_is_warned_with_the_numbers_and_a_rate_to_use():
-    [finding] = check_learning_rate(spec(learning_rate=0.9, peft="none"), Facts())
+    job = spec(learning_rate=0.9, peft="none")
+    [finding] = check_learning_rate(job, facts(job))
     assert finding.code == "hyperparameters.learning_rate_destroys" and finding.severity == "warning"
     assert "learning_rate 0.9 is 900x the ceiling for full fine-tuning with SFT (0.001" in finding.message
     assert finding.fix.startswith('hyperparameters={"learning_rate": 2e-05}')
@@ -37,11 +44,14 @@ def test_full_fine_tuning_at_0_9_is_warned_with_the_numbers_and_a_rate_to_use():
     ],
 )
 def test_the_ceiling_depends_on_what_is_trained(method, hyperparameters, warned):
-    assert bool(check_learning_rate(spec(method, **hyperparameters), Facts())) is warned
+    job = spec(method, **hyperparameters)
+    assert bool(check_learning_rate(job, facts(job))) is warned
 
 
 def test_preflight_runs_it_and_a_rate_of_1000_stays_an_error_force_can_pass():
-    findings, _ = rules.judge(spec(learning_rate=0.9, peft="none"), Facts())
+    warned = spec(learning_rate=0.9, peft="none")
+    findings, _ = rules.judge(warned, facts(warned))
     assert "hyperparameters.learning_rate_destroys" in {f.code for f in findings}
-    refused, _ = rules.judge(spec(learning_rate=1000, peft="none"), Facts())
+    too_high = spec(learning_rate=1000, peft="none")
+    refused, _ = rules.judge(too_high, facts(too_high))
     assert any(f.severity == "error" and "learning_rate" in f.message for f in refused)

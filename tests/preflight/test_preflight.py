@@ -18,7 +18,7 @@ from jobtrail.preflight import rules as checks
 from jobtrail.preflight.dataset import validate_dataset
 from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, gather_requirements
-from jobtrail.preflight.plan import Evaluation, PlanEnv, plan
+from jobtrail.preflight.plan import Evaluation, PlanEnv, job_values, plan
 from jobtrail.preflight.probes import ModelFacts, local_model_facts
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config
@@ -37,6 +37,16 @@ def codes(findings) -> list[str]:
 
 def errors(findings) -> list[str]:
     return [f.code for f in findings if f.severity == "error"]
+
+
+def judge(rule, job: JobSpec, facts: Facts):
+    """A training rule on `job`, with its facts carrying the effective hyperparameters its plan computes."""
+    return rule(job, replace(facts, values=job_values(job)))
+
+
+def config(job: JobSpec, *args):
+    """The job's config, built from the effective hyperparameters its plan computes."""
+    return build_config(job, job_values(job), *args)
 
 
 @pytest.fixture
@@ -86,13 +96,13 @@ def test_gated_not_found_and_unverified_hub_models():
 
 def test_lora_targets_exist(tiny_model, facts):
     ok = spec(tiny_model, hyperparameters={"lora_target_modules": ["q_proj", "v_proj"]})
-    assert checks.check_lora_targets(ok, facts) == []
+    assert judge(checks.check_lora_targets, ok, facts) == []
     bad = spec(tiny_model, hyperparameters={"lora_target_modules": ["query", "v_proj"]})
-    [finding] = checks.check_lora_targets(bad, facts)
+    [finding] = judge(checks.check_lora_targets, bad, facts)
     assert finding.code == "lora.targets" and "q_proj" in finding.fix and "'query'" in finding.message
     unknown = Facts(model=facts.model.model_copy(update={"module_names": None}))
-    assert codes(checks.check_lora_targets(bad, unknown)) == ["lora.targets_unverified"]
-    assert checks.check_lora_targets(spec(tiny_model), facts) == []  # "all-linear" needs no check
+    assert codes(judge(checks.check_lora_targets, bad, unknown)) == ["lora.targets_unverified"]
+    assert judge(checks.check_lora_targets, spec(tiny_model), facts) == []  # "all-linear" needs no check
 
 
 def test_chat_template_needed_for_conversational_data(facts):
@@ -146,33 +156,33 @@ def test_conversational_data_needs_a_chat_template(chat_dataset, facts):
     ],
 )
 def test_config_rules(tiny_model, facts, kw, expected):
-    found = checks.check_config(spec(tiny_model, **kw), facts)
+    found = judge(checks.check_config, spec(tiny_model, **kw), facts)
     assert errors(found) == expected
 
 
 def test_config_warnings(tiny_model, facts):
     compiled_spec = spec(tiny_model, flavor="a10g-large", hyperparameters={"torch_compile": True})
-    compiled = checks.check_config(compiled_spec, facts)
+    compiled = judge(checks.check_config, compiled_spec, facts)
     assert "config.torch_compile" in codes(compiled)
-    assert codes(checks.check_config(spec(tiny_model, flavor="h100"), facts)) == ["config.flavor_ignored"]
+    assert codes(judge(checks.check_config, spec(tiny_model, flavor="h100"), facts)) == ["config.flavor_ignored"]
 
 
 def test_a_run_shorter_than_logging_steps_is_warned_that_it_logs_no_step(tiny_model, facts):
-    short = checks.check_config(spec(tiny_model, hyperparameters={"max_steps": "3"}), facts)  # default: every 10
+    short = judge(checks.check_config, spec(tiny_model, hyperparameters={"max_steps": "3"}), facts)  # default: every 10
     [finding] = [f for f in short if f.code == "config.no_step_logged"]
     assert finding.severity == "warning" and "max_steps=3 is fewer than logging_steps=10" in finding.message
     assert finding.fix == 'Pass hyperparameters={"logging_steps": 1} to log every step.'
     for logged in ({"max_steps": 3, "logging_steps": 1}, {"max_steps": 10}, {"max_steps": -1}):
         assert "config.no_step_logged" not in codes(
-            checks.check_config(spec(tiny_model, hyperparameters=logged), facts)
+            judge(checks.check_config, spec(tiny_model, hyperparameters=logged), facts)
         )
 
 
 def test_default_max_length_is_capped_at_the_models_positions(tiny_model, facts):
     positions = checks.max_positions(facts)
     assert positions == 512
-    assert build_config(spec(tiny_model), "/o", positions)["training_args"]["max_length"] == 512
-    chosen = build_config(spec(tiny_model, hyperparameters={"max_length": 128}), "/o", positions)
+    assert config(spec(tiny_model), "/o", positions)["training_args"]["max_length"] == 512
+    chosen = config(spec(tiny_model, hyperparameters={"max_length": 128}), "/o", positions)
     assert chosen["training_args"]["max_length"] == 128
 
 
@@ -188,7 +198,7 @@ def test_dependencies_of_the_job_python_come_from_the_template_header(tmp_path, 
     assert errors(check_dependencies(spec(), broken)) == ["dependencies.python"]
     # The header read before rendering is the rendered script's header.
     qlora = spec(hyperparameters={"peft": "qlora"})
-    rendered = pep723.read_metadata(render_script("sft", build_config(qlora, "/o")))["dependencies"]
+    rendered = pep723.read_metadata(render_script("sft", config(qlora, "/o")))["dependencies"]
     template = pep723.read_metadata((scripts_dir() / "sft.py").read_text())["dependencies"]
     assert rendered == [pin(r, job_lock()) for r in [*template, QLORA_REQUIREMENT]]  # each pinned as tested
 
@@ -201,7 +211,7 @@ def test_a_job_that_does_not_report_to_trackio_needs_no_trackio(tmp_path, facts)
         quiet = gather_requirements(facts, "sft", python, training_args={"report_to": report_to}).missing_requirements
         assert quiet and not [r for r in quiet if r.startswith("trackio")], quiet
         rendered = pep723.read_metadata(
-            render_script("sft", build_config(spec(hyperparameters={"report_to": report_to}), "/o"))
+            render_script("sft", config(spec(hyperparameters={"report_to": report_to}), "/o"))
         )
         template = pep723.read_metadata((scripts_dir() / "sft.py").read_text())["dependencies"]
         assert rendered["dependencies"] == [pin(r, job_lock()) for r in template if not r.startswith("trackio")]
@@ -334,7 +344,7 @@ def test_a_retry_with_changes_goes_through_the_same_rules(tmp_path, tiny_model, 
 def test_a_numeric_string_max_length_is_judged_against_the_positions_too(tiny_model: Path) -> None:
     facts = Facts(model=local_model_facts(tiny_model))
     positions = facts.model.config["max_position_embeddings"]
-    findings = checks.check_config(spec(hyperparameters={"max_length": str(positions * 2)}), facts)
+    findings = judge(checks.check_config, spec(hyperparameters={"max_length": str(positions * 2)}), facts)
     assert "config.max_length" in errors(findings)
 
 

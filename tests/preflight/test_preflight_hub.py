@@ -182,11 +182,11 @@ def test_offline_estimate_fails_fast_with_a_fix_that_names_real_arguments(offlin
     import time
 
     from jobtrail.errors import JobtrailError
-    from jobtrail.estimate import estimate_cost
+    from jobtrail.preflight.plan import estimate_alone
 
     started = time.monotonic()
     with pytest.raises(JobtrailError) as caught:
-        estimate_cost("Qwen/Qwen2.5-0.5B", num_examples=100, avg_tokens=100)
+        estimate_alone("Qwen/Qwen2.5-0.5B", num_examples=100, avg_tokens=100)
     assert time.monotonic() - started < 10
     assert offline_hub in caught.value.message and "config=" not in str(caught.value)
 

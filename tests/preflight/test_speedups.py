@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from jobtrail.estimate import estimate_cost
 from jobtrail.estimate.microbatch import FILL, MicroBatch, choose_micro_batch, tunable
 from jobtrail.models import JobSpec, Speedups
 from jobtrail.preflight import probes, speedups
+from jobtrail.preflight.plan import estimate_alone, job_values
 from jobtrail.preflight.speedups import PADDING_FREE_MIN_TRAIN_S, Target, Workload
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config, retry_config
@@ -317,7 +317,7 @@ SMOLLM2_17B = {  # HuggingFaceTB/SmolLM2-1.7B
 
 def test_the_estimate_chooses_the_split_per_flavor_and_estimates_with_it():
     def sft(flavor: str, **kw: Any):
-        return estimate_cost("m", config=SMOLLM2_17B, api=OFFLINE, flavor=flavor, tune_micro_batch=True, **kw)
+        return estimate_alone("m", config=SMOLLM2_17B, api=OFFLINE, flavor=flavor, tune_micro_batch=True, **kw)
 
     h200, t4 = sft("h200"), sft("t4-medium")
     assert h200.micro_batch is not None and h200.micro_batch.gradient_checkpointing is False
@@ -325,7 +325,7 @@ def test_the_estimate_chooses_the_split_per_flavor_and_estimates_with_it():
     assert h200.assumptions["gradient_checkpointing"] is False
     assert "Split as submit runs it: per_device_train_batch_size=8" in h200.to_markdown()
     assert "recompute" not in h200.assumptions.get("flops_per_token", "")
-    plain = estimate_cost("m", config=SMOLLM2_17B, api=OFFLINE, flavor="h200")
+    plain = estimate_alone("m", config=SMOLLM2_17B, api=OFFLINE, flavor="h200")
     assert plain.micro_batch is None and plain.assumptions["gradient_checkpointing"] is True
     assert t4.micro_batch is None  # fp16 over fp32 weights: not measured, not tuned
     kept = sft("h200", gradient_checkpointing=True, per_device_train_batch_size=2)
@@ -337,7 +337,7 @@ def test_the_estimate_chooses_the_split_per_flavor_and_estimates_with_it():
 
 def test_the_header_lists_liger_kernel_only_when_liger_is_on(tiny_model):
     spec = JobSpec(method="sft", model=str(tiny_model), dataset="d.jsonl")
-    plain = build_config(spec, "/o")
+    plain = build_config(spec, job_values(spec), "/o")
     for chosen, listed in ((_choose(H100), True), (_choose(T4), False)):
         script = render_script("sft", speedups.apply(plain, chosen))
         assert (LIGER_PINNED in pep723.read_metadata(script)["dependencies"]) is listed
@@ -345,15 +345,16 @@ def test_the_header_lists_liger_kernel_only_when_liger_is_on(tiny_model):
 
 def test_a_retry_does_not_inherit_the_max_length_an_older_padding_free_unset(tiny_model):
     spec = JobSpec(method="sft", model=str(tiny_model), dataset="d.jsonl")
-    flat = speedups.apply(build_config(spec, "/o", 512), _choose(H100))
+    values = job_values(spec)
+    flat = speedups.apply(build_config(spec, values, "/o", 512), _choose(H100))
     assert flat["training_args"]["max_length"] == 512 and flat["training_args"]["padding_free"] is True
-    assert retry_config(flat, spec)["training_args"]["max_length"] == 512  # kept as the first attempt had it
+    assert retry_config(flat, spec, values)["training_args"]["max_length"] == 512  # kept as the first attempt had it
     # An attempt planned before the job cut padding-free rows itself: preflight unset its max_length then.
     chosen = _choose(H100)
     older = chosen.padding_free.model_copy(update={"sets": {**chosen.padding_free.sets, "max_length": None}})
-    first = speedups.apply(build_config(spec, "/o", 512), chosen.model_copy(update={"padding_free": older}))
+    first = speedups.apply(build_config(spec, values, "/o", 512), chosen.model_copy(update={"padding_free": older}))
     assert first["training_args"]["max_length"] is None
-    again = retry_config(first, spec, max_positions=512)
+    again = retry_config(first, spec, values, max_positions=512)
     assert again["training_args"]["max_length"] == 512  # the default, capped at the model's positions, decided anew
 
 

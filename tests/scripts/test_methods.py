@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from jobtrail.methods.effective import Effective, effective
 from jobtrail.methods.registry import training_defaults
 from jobtrail.methods.rewards import BUILTIN_REWARDS, REWARD_HYPERPARAMETERS
 from jobtrail.preflight import hyperparams
@@ -78,6 +79,11 @@ WRONG_LENGTH_REWARD = "def broken(completions, **kwargs):\n    return [1.0]\n"
 # --- building and running jobs -------------------------------------------------------------------
 
 
+def _values(method: str, hyperparameters: dict[str, Any]) -> Effective:
+    """The effective hyperparameters of a job of `method` without an eval_dataset (as a plan computes them)."""
+    return effective(method, hyperparameters, eval_dataset=False)
+
+
 def method_config(
     method: str,
     model: Path,
@@ -112,7 +118,7 @@ def method_config(
         "hub_model_id": None,
     }
     if method == "grpo":
-        config["rewards"] = rewards_config(hyperparameters, user_reward)
+        config["rewards"] = rewards_config(_values("grpo", hyperparameters).inputs, user_reward)
     return config
 
 
@@ -360,7 +366,7 @@ def test_server_knows_the_job_side_builtin_rewards(grpo_template: ModuleType) ->
 
 def test_builtin_rewards_score_completions(grpo_template: ModuleType) -> None:
     funcs = grpo_template.build_reward_funcs(
-        rewards_config({"reward_funcs": list(BUILTIN_REWARDS), "reward_length_target": 4})
+        rewards_config(_values("grpo", {"reward_funcs": list(BUILTIN_REWARDS), "reward_length_target": 4}).inputs)
     )
     assert [f.__name__ for f in funcs] == list(BUILTIN_REWARDS)  # TRL logs rewards/<name>/mean
     exact, numeric, fmt, length = funcs
@@ -468,7 +474,8 @@ def test_reward_file_problems_say_why(tmp_path: Path) -> None:
 
 def test_rewards_config_carries_the_source(tmp_path: Path) -> None:
     path = _reward_file(tmp_path, USER_REWARD)
-    block = rewards_config({"reward_funcs": "format", "max_steps": 3}, {"file": path, "function": "names_a_number"})
+    settings = _values("grpo", {"reward_funcs": "format", "max_steps": 3}).inputs
+    block = rewards_config(settings, {"file": path, "function": "names_a_number"})
     assert block == {
         "builtin": ["format"],
         "user": {"function": "names_a_number", "source": USER_REWARD},
@@ -538,20 +545,23 @@ GOOD_GRPO = {"reward_funcs": ["exact_match"]}
 def test_method_rules(
     method: str, hyperparameters: dict[str, Any], user: dict[str, Any] | None, code: str | None
 ) -> None:
-    findings = check_method(method, hyperparameters, user)
+    findings = check_method(_values(method, hyperparameters), user)
     assert [f.code for f in findings] == ([code] if code else []), findings
     assert all(f.fix for f in findings)
 
 
 def test_grpo_batch_fix_names_exact_values() -> None:
     [finding] = check_method(
-        "grpo", {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 3}
+        _values(
+            "grpo",
+            {**GOOD_GRPO, "num_generations": 8, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 3},
+        )
     )
     assert "per_device_train_batch_size (4) x gradient_accumulation_steps (3) on 1 process = 12" in finding.message
     assert finding.fix == (
         "Set gradient_accumulation_steps=4, or per_device_train_batch_size=8, or num_generations=4 or 6 or 12."
     )
-    [unknown] = check_method("grpo", {"reward_funcs": ["exact_macth"]})
+    [unknown] = check_method(_values("grpo", {"reward_funcs": ["exact_macth"]}))
     assert "Did you mean 'exact_match'?" in unknown.message
 
 
@@ -560,5 +570,5 @@ def test_training_defaults_are_valid_trl_fields_and_pass_the_rules(method: str) 
     defaults = training_defaults(method)
     assert set(defaults) <= hyperparams.trl_fields(method)
     extra = GOOD_GRPO if method == "grpo" else {}
-    assert check_method(method, {**defaults, **extra}) == []
+    assert check_method(_values(method, {**defaults, **extra})) == []
     assert hyperparams.check_names(method, defaults) == []

@@ -9,11 +9,11 @@ import json
 import pytest
 
 from jobtrail.app import build_service
-from jobtrail.estimate.estimator import estimate_cost
 from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import METHODS
 from jobtrail.models import JobStatus
 from jobtrail.outcomes import evals
+from jobtrail.preflight.plan import estimate_alone
 from jobtrail.surface import cli
 from jobtrail.surface.server import build_server
 from jobtrail.templates import llama_cpp
@@ -85,7 +85,7 @@ def test_defaults_and_choices_come_from_the_layer_that_owns_them(tmp_path, monke
     assert schemas["convert_gguf"]["properties"]["quantizations"]["default"] == list(llama_cpp.DEFAULT_QUANTIZATIONS)
     assert schemas["evaluate"]["properties"]["max_new_tokens"]["default"] == evals.DEFAULT_MAX_NEW_TOKENS
     assert schemas["evaluate"]["properties"]["temperature"]["default"] == evals.DEFAULT_TEMPERATURE
-    estimator = inspect.signature(estimate_cost).parameters
+    estimator = inspect.signature(estimate_alone).parameters
     for name, prop in schemas["estimate_cost"]["properties"].items():
         if "default" in prop:
             assert prop["default"] == estimator[name].default, name

@@ -10,12 +10,13 @@ import pytest
 from bundled_tables import derive_trl_config_types
 from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
+from jobtrail.methods.effective import effective
 from jobtrail.methods.hyperparameters import TYPES_TABLE
 from jobtrail.models import JobSpec, JobStatus, TerminationReason
 from jobtrail.outcomes import events
 from jobtrail.preflight import hyperparams
+from jobtrail.preflight.plan import job_values
 from jobtrail.templates.configs import build_config
-from jobtrail.templates.defaults import effective
 from jobtrail.templates.render import render_script
 from jobtrail.templates.versions import environment_lock
 from jobtrail.util.data import load_table
@@ -98,7 +99,7 @@ def test_managed_names_are_refused_with_the_alternative():
 
 def test_rendered_script_is_self_contained_and_deterministic():
     spec = JobSpec(method="sft", model="/models/tiny", dataset="/data/chat.jsonl", hyperparameters={"max_steps": 3})
-    config = build_config(spec, "/out")
+    config = build_config(spec, job_values(spec), "/out")
     first, second = render_script("sft", config), render_script("sft", config)
     assert first == second
     assert "import jobtrail" not in first and "from jobtrail" not in first and "from _runtime" not in first
@@ -108,11 +109,12 @@ def test_rendered_script_is_self_contained_and_deterministic():
         config_json(config) in first or json.dumps(config_json(config)) in first or repr(config_json(config)) in first
     )
     assert config["training_args"]["max_steps"] == 3 and config["peft"]["method"] == "lora"
-    assert sha256_text(first) != sha256_text(render_script("sft", build_config(spec, "/elsewhere")))
+    assert sha256_text(first) != sha256_text(render_script("sft", build_config(spec, job_values(spec), "/elsewhere")))
 
 
 def test_effective_hyperparameters_sort_defaults_and_user_values_by_destination():
-    values = effective("grpo", {"learning_rate": 1e-3, "lora_r": 8, "reward_funcs": ["format"], "dataset_split": "x"})
+    given = {"learning_rate": 1e-3, "lora_r": 8, "reward_funcs": ["format"], "dataset_split": "x"}
+    values = effective("grpo", given, eval_dataset=False)
     assert values.training_args["learning_rate"] == 1e-3 and values.training_args["num_generations"] == 4
     assert values.peft == {"method": "lora", "r": 8, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"}
     assert values.job == {
@@ -124,23 +126,24 @@ def test_effective_hyperparameters_sort_defaults_and_user_values_by_destination(
     }
     assert values.inputs["reward_funcs"] == ["format"] and "reward_funcs" not in values.training_args
     # What the rules judge: TRL's own defaults where jobtrail sets none (sft sets no num_generations).
-    sft = effective("sft", {})
+    sft = effective("sft", {}, eval_dataset=False)
     assert sft.judged["num_generations"] == 8 and "num_generations" not in sft.training_args
 
 
 def test_evaluation_during_training_needs_something_to_evaluate_on():
     spec = JobSpec(method="sft", model="/m", dataset="/d.jsonl", hyperparameters={"eval_split_ratio": 0.2, "seed": 7})
-    config = build_config(spec, "/out")
+    config = build_config(spec, job_values(spec), "/out")
     assert config["eval"] == {"split_ratio": 0.2, "seed": 7, "dataset": None}
     assert (config["training_args"]["eval_strategy"], config["training_args"]["eval_steps"]) == ("steps", 0.1)
     assert config["stall_alert_minutes"] == 10
     held_out = spec.model_copy(update={"hyperparameters": {"eval_steps": 5}, "eval_dataset": "org/evals"})
-    config = build_config(held_out, "/out")
+    config = build_config(held_out, job_values(held_out), "/out")
     assert config["eval"] == {"split_ratio": None, "seed": 42, "dataset": {"source": "org/evals", "split": "test"}}
     assert (config["training_args"]["eval_strategy"], config["training_args"]["eval_steps"]) == ("steps", 5)
     # eval_strategy "no" keeps the eval_dataset for the base/final evaluations only; nothing: no evaluation.
     only_after = held_out.model_copy(update={"hyperparameters": {"eval_strategy": "no"}})
-    assert build_config(only_after, "/out")["eval"] is None
-    plain = build_config(spec.model_copy(update={"hyperparameters": {"stall_alert_minutes": None}}), "/out")
+    assert build_config(only_after, job_values(only_after), "/out")["eval"] is None
+    unwatched = spec.model_copy(update={"hyperparameters": {"stall_alert_minutes": None}})
+    plain = build_config(unwatched, job_values(unwatched), "/out")
     assert plain["eval"] is None and "eval_strategy" not in plain["training_args"]
     assert plain["stall_alert_minutes"] is None

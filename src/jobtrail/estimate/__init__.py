@@ -1,7 +1,7 @@
 """Memory, time and money of a fine-tuning job before a GPU is rented (issue 4).
 
     hardware_report(api=None) -> HardwareResult          the flavor catalog (live or bundled)
-    estimate_cost(model, ...) -> EstimateResult          peak memory, fits, time, cost, timeout
+    estimate_cost(model, values, ...) -> EstimateResult  peak memory, fits, time, cost, timeout
     load_model_config(model) -> dict                     config.json of a directory or Hub id
     record_measurement(ledger, ...) / lookup(ledger, ...) calibration from finished attempts' steady steps
     record_measured_rate(ledger, ...) -> str              a bench's steady-state tokens/s as a calibration

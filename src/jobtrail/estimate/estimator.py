@@ -30,9 +30,8 @@ from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.rates import rescaled_rate
 from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
 from jobtrail.estimate.verdict import Request, Verdict, assumptions, notes, positive, speed_source
-from jobtrail.methods import METHODS
-from jobtrail.methods.hyperparameters import PEFT_DEFAULTS
-from jobtrail.methods.registry import TRL_DEFAULTS, method_spec
+from jobtrail.methods.effective import Effective
+from jobtrail.methods.registry import method_spec
 from jobtrail.util.refs import looks_local
 
 if TYPE_CHECKING:
@@ -40,15 +39,10 @@ if TYPE_CHECKING:
 
 PEFTS: tuple[str, ...] = ("lora", "qlora", "none")
 MAX_OPTIONS = 5
-# What TRL's configs use when jobtrail sets nothing: SFTConfig turns gradient checkpointing on, and
-# the Trainer's AdamW keeps two fp32 moments. A method without max_length (GRPO) is sized at this.
-TRL_FALLBACKS: dict[str, Any] = {"gradient_checkpointing": True, "optim": "adamw", "max_length": 1024}
-
-
-def submit_defaults(method: str) -> dict[str, Any]:
-    """The hyperparameters a job submitted without them runs with: the method registry's merge,
-    the same tables templates.defaults.effective() reads (estimate sits beside templates)."""
-    return {**TRL_FALLBACKS, **TRL_DEFAULTS, **method_spec(method).defaults, **PEFT_DEFAULTS}
+# A method without max_length (GRPO keeps its prompts whole) is sized at this many tokens a row.
+UNCAPPED_LENGTH = 1024
+# The sizes whose defaults the estimate may change when asked to tune (estimate/microbatch.py), unless given.
+TUNABLE = frozenset({"per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing"})
 
 
 def hardware_report(api: Any = None) -> HardwareResult:
@@ -57,23 +51,19 @@ def hardware_report(api: Any = None) -> HardwareResult:
     return HardwareResult(flavors=flavors, source=source, snapshot_date=snapshot_date, note=note, local=local_flavor())
 
 
+def sized_length(values: Effective) -> Any:
+    """The sequence length a job of `values` is sized at: its max_length, or UNCAPPED_LENGTH without one."""
+    length = values.runs_with("max_length")
+    return UNCAPPED_LENGTH if length is None else length
+
+
 def estimate_cost(
     model: str,
-    method: str = "sft",
-    peft: str | None = None,
+    values: Effective,
     dataset: str | None = None,
     num_examples: int | None = None,
     avg_tokens: float | None = None,
-    max_length: int | None = None,
-    per_device_train_batch_size: int | None = None,
-    gradient_accumulation_steps: int | None = None,
-    num_train_epochs: float | None = None,
-    max_steps: int | None = None,
-    gradient_checkpointing: bool | None = None,
     flavor: str | Flavor | None = None,
-    lora_r: int | None = None,
-    optim: str | None = None,
-    num_processes: int | None = None,
     *,
     tune_micro_batch: bool = False,
     config: dict[str, Any] | None = None,
@@ -83,45 +73,21 @@ def estimate_cost(
 ) -> EstimateResult:
     """Memory, time and money of a fine-tuning job before any GPU is rented.
 
-    The hyperparameters are submit's, by the same names; one left out (None) is the value submit
-    would use for `method`. Without a data size (dataset, num_examples and avg_tokens, or max_steps)
-    memory and fits are answered and time and cost are None, with the reason.
+    `values`: the job's effective hyperparameters (methods/effective.py; preflight/plan.py computes them, for a
+    job or for estimate_cost asked alone), read as they are: the estimate merges no defaults of its own. Without
+    a data size (dataset, num_examples and avg_tokens, or max_steps) memory and fits are answered and time and
+    cost are None, with the reason.
     `model` is a Hub id or a local directory with config.json (or pass `config` directly);
     `flavor` a catalog name, or a Flavor describing another machine (e.g. this host, with a
-    measured peak_tflops), which is then the only candidate. `num_processes` is submit's knob: the
-    job's processes (None: one per GPU); each flavor's launcher (parallel.choose_launcher) decides
-    the memory per GPU and the time. `tune_micro_batch`: choose the micro-batch and checkpointing the caller
-    left out, as submit does (estimate/microbatch.py; `micro_batch`). `calibration` is the ledger whose
-    measurements replace the model where they exist; `api` an HfApi for live prices. `data`: the rows
-    already measured (preflight/data_size.py: with the model's tokenizer where it can be read), in
-    place of reading `dataset` here, which can only count characters/4.
+    measured peak_tflops), which is then the only candidate. The job's num_processes (None: one per GPU)
+    and each flavor's launcher (parallel.choose_launcher) decide the memory per GPU and the time.
+    `tune_micro_batch`: choose the micro-batch and checkpointing the user left out, as submit does
+    (estimate/microbatch.py; `micro_batch`). `calibration` is the ledger whose measurements replace the
+    model where they exist; `api` an HfApi for live prices. `data`: the rows already measured
+    (preflight/data_size.py: with the model's tokenizer where it can be read), in place of reading
+    `dataset` here, which can only count characters/4.
     """
-    method = _choice("method", method, METHODS)
-    given = {
-        "peft": peft,
-        "max_length": max_length,
-        "per_device_train_batch_size": per_device_train_batch_size,
-        "gradient_accumulation_steps": gradient_accumulation_steps,
-        "num_train_epochs": num_train_epochs,
-        "gradient_checkpointing": gradient_checkpointing,
-        "lora_r": lora_r,
-        "optim": optim,
-    }
-    values = {**submit_defaults(method), **{k: v for k, v in given.items() if v is not None}}
-    request = Request(
-        method=method,
-        peft=cast(Peft, _choice("peft", values["peft"], PEFTS)),
-        optimizer=_optimizer(values["optim"]),
-        max_length=values["max_length"],
-        per_device_train_batch_size=values["per_device_train_batch_size"],
-        gradient_accumulation_steps=values["gradient_accumulation_steps"],
-        num_train_epochs=values["num_train_epochs"],
-        max_steps=max_steps if max_steps is not None and max_steps != -1 else None,
-        gradient_checkpointing=bool(values["gradient_checkpointing"]),
-        lora_r=values["lora_r"],
-        num_processes=num_processes,
-        tune=frozenset(k for k, v in given.items() if v is not None) if tune_micro_batch else None,
-    )
+    request = _request(values, tune_micro_batch)
     positive("num_examples", num_examples, optional=True, integer=True)
     positive("avg_tokens", avg_tokens, optional=True, integer=False)
     stats = data if data is not None else dataset_stats(dataset) if dataset else None
@@ -179,13 +145,35 @@ def estimate_cost(
     )
 
 
+def _request(values: Effective, tune: bool) -> Request:
+    """The job as the estimate judges it, from its effective hyperparameters (checked: names normalised,
+    sizes positive; TRL's own default where neither the user nor jobtrail set one)."""
+    args = values.training_args
+    max_steps = args.get("max_steps")
+    return Request(
+        method=values.method,
+        peft=cast(Peft, choice("peft", values.peft_method, PEFTS)),
+        optimizer=_optimizer(values.runs_with("optim")),
+        max_length=sized_length(values),
+        per_device_train_batch_size=args["per_device_train_batch_size"],
+        gradient_accumulation_steps=args["gradient_accumulation_steps"],
+        num_train_epochs=args["num_train_epochs"],
+        max_steps=max_steps if max_steps is not None and max_steps != -1 else None,
+        gradient_checkpointing=bool(values.runs_with("gradient_checkpointing")),
+        lora_r=values.peft["r"],
+        num_processes=values.job["num_processes"],
+        tune=TUNABLE & set(values.given) if tune else None,
+    )
+
+
 def _optimizer(name: str) -> str:
     normal = OPTIMIZER_ALIASES.get(str(name).lower(), str(name).lower())
-    _choice("optim", normal, tuple(OPTIMIZER_BYTES))
+    choice("optim", normal, tuple(OPTIMIZER_BYTES))
     return normal
 
 
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    """`value` of `allowed`, normalised; an InvalidRequestError naming the closest choice otherwise."""
     normal = str(value).strip().lower()
     if normal in allowed:
         return normal

@@ -2,7 +2,7 @@
 
     method_spec("dpo") -> MethodSpec     TRL classes, data formats, defaults, FLOPs rule, checks, inputs
 
-Preflight runs a spec's checks, templates/defaults.py merges its defaults and inputs under the
+Preflight runs a spec's checks, effective.py merges its defaults and inputs under the
 user's values, the estimate reads its FLOPs rule, and validate_dataset's verdicts keep to its data
 formats (a test holds them together). Pure: no I/O, nothing heavy imported.
 """

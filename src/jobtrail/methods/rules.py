@@ -2,7 +2,7 @@
 
 Each rule catches, before a GPU is paid for, what TRL would refuse at start-up (or, worse, accept
 and train badly), and its fix names exact values. The registry (registry.py) lists which rules a
-method runs; the values arrive merged with their defaults (templates/defaults.py), so a value the
+method runs; the values arrive merged with their defaults (effective.py), so a value the
 user did not give is judged at the one the job would use. Names are checked elsewhere
 (preflight/hyperparams.py); the data's format by validate_dataset; a reward file by
 preflight/reward_file.py.

@@ -3,12 +3,12 @@
 The model (its directory or the Hub), the data, a GRPO reward file, the Hub identity of the
 token, the estimate on the chosen flavor, and what the job's interpreter lacks of the template's
 dependencies. Probes (probes.py, dataset/, conversion.py) do the reading; the rules (rules.py)
-only look at the Facts they leave.
+only look at the Facts they leave, which carry the training job's effective hyperparameters too
+(plan.py computes them once; the probes, the estimate and every rule read those).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -17,8 +17,10 @@ from typing import Any
 
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
+from jobtrail.estimate.estimator import sized_length
 from jobtrail.estimate.hardware import BUNDLED, LOCAL, flavor_gpu_count, gpu_facts, local_flavor
 from jobtrail.estimate.parallel import choose_launcher
+from jobtrail.methods.effective import Effective
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher
 from jobtrail.outcomes.evals import Evaluation
 from jobtrail.preflight import probes
@@ -30,12 +32,9 @@ from jobtrail.preflight.probes import HubIdentity, ModelFacts, PushedModelFacts,
 from jobtrail.preflight.reward_file import read_reward_file
 from jobtrail.preflight.speedups import Target
 from jobtrail.templates.configs import trained_max_length
-from jobtrail.templates.defaults import effective
 from jobtrail.templates.tracking import trackio_space
 from jobtrail.util.refs import looks_local
 
-# GRPO has no max_length (prompts are kept whole): the estimate bounds its prompts at this.
-ESTIMATE_MAX_LENGTH = 1024
 EVAL_DEFAULT_SPLIT = "test"  # scripts/evaluate.py's DEFAULT_SPLIT: held-out data
 CHECKPOINT_LABEL = re.compile(r"checkpoint-(\d+)")  # an evaluated checkpoint's label names its step
 
@@ -89,13 +88,21 @@ class Facts:
     launcher: Launcher = SINGLE_PROCESS
     budget: BudgetFacts | None = None  # a remote submission's caps and the spend so far
     target: Target | None = None  # the device a training job runs on (what its speedups are chosen for)
+    values: Effective | None = None  # a training job's effective hyperparameters, as the plan computed them
+
+    @property
+    def job_values(self) -> Effective:
+        """The training job's effective hyperparameters: every training rule judges these, the ones its config holds."""
+        if self.values is None:
+            raise ValueError("a training job's facts carry its effective hyperparameters (preflight/plan.py)")
+        return self.values
 
 
-def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
+def gather_training(spec: JobSpec, values: Effective, env: PlanEnv) -> Facts:
     """A training job's facts: model, data (mapped as the job will map it), reward file, then the
-    Hub identity and the estimate (remote) or the interpreter's requirements (local)."""
-    values = effective(spec.method, spec.hyperparameters)
-    facts = Facts(model=probes.model_facts(spec.model, env.hub_token))
+    Hub identity and the estimate (remote) or the interpreter's requirements (local). `values`: the
+    job's effective hyperparameters, which the facts carry on to the rules."""
+    facts = Facts(model=probes.model_facts(spec.model, env.hub_token), values=values)
     max_length = values.training_args.get("max_length")
     if max_length is not None:
         max_length = trained_max_length(spec, max_length, facts.model.max_positions if facts.model else None)
@@ -126,23 +133,23 @@ def gather_training(spec: JobSpec, env: PlanEnv) -> Facts:
         # must be sharded.
         if spec.timeout_s is not None or facts.gpus > 0:
             facts = gather_estimate(facts, spec, env, flavor=LOCAL)
-        return with_launcher(facts, spec)
+        return with_launcher(facts)
     facts = replace(facts, target=gather_target(spec))
     facts = replace(gather_identity(facts, env.hub_token), gpus=flavor_gpu_count(spec.flavor), budget=env.budget)
-    return with_launcher(gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env), spec)
+    return with_launcher(gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env))
 
 
-def with_launcher(facts: Facts, spec: JobSpec) -> Facts:
-    """The facts with the job's launcher: the estimate's (the same choose_launcher, told whether the job fits
-    one GPU), or one chosen from the GPUs and the user's num_processes alone."""
+def with_launcher(facts: Facts) -> Facts:
+    """The training job's facts with its launcher: the estimate's (the same choose_launcher, told whether the
+    job fits one GPU), or one chosen from the GPUs and the user's num_processes alone."""
     if facts.estimate is not None:
         return replace(facts, launcher=facts.estimate.launcher)
-    return replace(facts, launcher=choose_launcher(facts.gpus, requested_processes(spec)))
+    return replace(facts, launcher=choose_launcher(facts.gpus, requested_processes(facts.job_values)))
 
 
-def requested_processes(spec: JobSpec) -> int | None:
+def requested_processes(values: Effective) -> int | None:
     """The user's num_processes, when it is one (a wrong value is the hyperparameter rules' to refuse)."""
-    return _positive_int(effective(spec.method, spec.hyperparameters).job["num_processes"])
+    return _positive_int(values.job["num_processes"])
 
 
 def gather_evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Facts:
@@ -219,58 +226,44 @@ def gather_identity(facts: Facts, token: str | None) -> Facts:
     return replace(facts, has_token=True, identity=probes.hub_identity(token))
 
 
-def remote_trackio_space(spec: JobSpec, identity: HubIdentity | None) -> str | None:
+def remote_trackio_space(spec: JobSpec, values: Effective, identity: HubIdentity | None) -> str | None:
     """The Space a remote job reports to trackio in (None: it does not, or whose namespace is unknown): in the
     output repo's namespace, as the config will say (templates/configs.py)."""
     owner = spec.output.split("/")[0] if spec.output and "/" in spec.output else identity.name if identity else None
-    return trackio_space(effective(spec.method, spec.hyperparameters).training_args, owner)
+    return trackio_space(values.training_args, owner)
 
 
 def gather_trackio_space(facts: Facts, spec: JobSpec, token: str | None) -> Facts:
     """For remote backends: the trackio Space as the Hub shows it now (it is never created here)."""
-    space = remote_trackio_space(spec, facts.identity)
+    space = remote_trackio_space(spec, facts.job_values, facts.identity)
     if space is None or facts.identity is None or facts.identity.error:
         return facts
     return replace(facts, trackio_space=probes.space_facts(space, token))
 
 
 def gather_estimate(facts: Facts, spec: JobSpec, env: PlanEnv, flavor: str | None = None) -> Facts:
-    """Memory and time on the chosen flavor (or `flavor`), from the model's config.json and the data's size."""
+    """Memory and time on the chosen flavor (or `flavor`), from the model's config.json, the data's size and the
+    job's effective hyperparameters (the micro-batch and checkpointing the user left out are chosen as submit
+    does: estimate/microbatch.py)."""
     flavor = flavor or spec.flavor
     if facts.model is None or facts.model.config is None or not flavor:
         return facts
-    values = effective(spec.method, spec.hyperparameters)
-    args = values.training_args
-    batch, accumulation = int(args["per_device_train_batch_size"]), int(args["gradient_accumulation_steps"])
-    max_length = int(args.get("max_length") or ESTIMATE_MAX_LENGTH)
+    values = facts.job_values
     report = facts.dataset
-    max_steps = int(args.get("max_steps") or -1)
-    if max_steps > 0:  # the estimate counts the rows: each of the job's workers trains a micro-batch a step
-        examples, epochs = max_steps * batch * accumulation, 1
-    else:
-        rows = (report.rows or report.rows_checked) if report else 0
-        examples, epochs = rows, math.ceil(float(args["num_train_epochs"]))
-    # The rows as validate_dataset measured them, with the model's tokenizer where it could be read.
+    # The rows as validate_dataset measured them, with the model's tokenizer where it could be read; unmeasured,
+    # each row counts as long as max_length (max_steps, when set, counts the rows itself).
     data = data_stats(report)
+    rows = (report.rows or report.rows_checked) if report else 0
+    length = sized_length(values)
     try:
-        given = values.given  # left out: the estimate chooses the micro-batch as submit does (estimate/microbatch.py)
         estimate = estimate_cost(
             spec.model,
-            spec.method,
-            peft=values.peft_method,
-            num_examples=max(1, examples),
-            avg_tokens=None if data else float(max_length),
+            values,
+            num_examples=max(1, rows),
+            avg_tokens=None if data or not isinstance(length, int | float) else float(length),
             data=data,
-            max_length=max_length,
-            per_device_train_batch_size=batch if "per_device_train_batch_size" in given else None,
-            gradient_accumulation_steps=accumulation if "gradient_accumulation_steps" in given else None,
-            num_train_epochs=max(1, epochs),
-            max_steps=max_steps if max_steps > 0 else None,
-            gradient_checkpointing=bool(given["gradient_checkpointing"]) if "gradient_checkpointing" in given else None,
             tune_micro_batch=True,
             flavor=flavor,
-            lora_r=int(values.peft["r"]),
-            num_processes=requested_processes(spec),
             config=facts.model.config,
             calibration=env.ledger,
             api=env.hub_api() if env.hub_api else None,

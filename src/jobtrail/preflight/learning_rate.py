@@ -16,7 +16,6 @@ from __future__ import annotations
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight.facts import Facts
-from jobtrail.templates.defaults import effective
 
 PREFERENCE = ("dpo", "kto", "grpo")
 CEILINGS = {("full", False): 1e-3, ("full", True): 1e-4, ("adapter", False): 2e-2, ("adapter", True): 5e-3}
@@ -26,7 +25,7 @@ FULL_RATES = {"sft": 2e-5, "reward": 1e-5, "dpo": 1e-6, "kto": 1e-6, "grpo": 1e-
 
 
 def check_learning_rate(spec: JobSpec, facts: Facts) -> list[Finding]:
-    values = effective(spec.method, spec.hyperparameters)
+    values = facts.job_values
     rate = values.training_args.get("learning_rate")
     if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate < 1:
         return []  # not a number, or out of the field's range: the hyperparameter check says so

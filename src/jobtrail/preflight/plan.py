@@ -2,7 +2,11 @@
 evaluation, a GGUF conversion.
 
     plan(spec, env, task=None, previous=None) -> Plan(facts, findings, config, script, push_to)
+    job_values(spec) -> Effective            a training job's effective hyperparameters
+    estimate_alone(model, method, ...)       estimate_cost asked without a job (the tool)
 
+0. a training job's effective hyperparameters are computed once (job_values): the facts carry them
+   to every rule, the estimate and the speedups read them, and the config is built from them;
 1. facts.py gathers everything from outside, first: the model, the data, a reward file, the Hub
    identity and the estimate (remote), what the job's interpreter lacks of the template's
    dependencies (local);
@@ -17,27 +21,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jobtrail.backends.hf_jobs import DEFAULT_FLAVOR
-from jobtrail.estimate import EstimateResult
+from jobtrail.estimate import DataStats, EstimateResult, Flavor, estimate_cost
+from jobtrail.estimate.estimator import choice
 from jobtrail.estimate.memory import device_for
 from jobtrail.estimate.microbatch import tunable
-from jobtrail.methods import METHODS
+from jobtrail.methods import METHODS, TrainingMethod
+from jobtrail.methods.effective import Effective, effective
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher, Speedups
 from jobtrail.outcomes.evals import Evaluation, eval_config
 from jobtrail.preflight import hyperparams, rules, speedups
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
-from jobtrail.preflight.methods import check_method
+from jobtrail.preflight.methods import unknown_method
 from jobtrail.preflight.probes import PushedModelFacts
 from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
-from jobtrail.templates.defaults import effective
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.templates.render import render_script
 
-__all__ = ["Conversion", "Evaluation", "Plan", "PlanEnv", "plan"]
+if TYPE_CHECKING:
+    from jobtrail.ledger.store import Ledger
+
+__all__ = ["Conversion", "Evaluation", "Plan", "PlanEnv", "estimate_alone", "job_values", "plan"]
 
 # Where a remote conversion job builds llama.cpp: its machine is fresh, so no cache survives it.
 REMOTE_LLAMA_CPP_CACHE = Path("/tmp/jobtrail-llama-cpp")
@@ -87,12 +95,76 @@ def plan(
     if isinstance(task, Conversion):
         return _conversion(spec, task, env)
     if spec.method not in METHODS:
-        return Plan(facts=Facts(), findings=check_method(spec.method, spec.hyperparameters), config=None, script="")
+        return Plan(facts=Facts(), findings=unknown_method(spec.method), config=None, script="")
     return _training(spec, env, previous)
 
 
+def job_values(spec: JobSpec) -> Effective:
+    """A training job's effective hyperparameters, from every input that changes them (its method, its
+    hyperparameters, whether it has an eval_dataset): computed here once per plan and handed to every reader,
+    and here too for a config or an estimate made without a plan (estimate_alone, tools/, bench/)."""
+    return effective(spec.method, spec.hyperparameters, eval_dataset=bool(spec.eval_dataset))
+
+
+def estimate_alone(
+    model: str,
+    method: str = "sft",
+    peft: str | None = None,
+    dataset: str | None = None,
+    num_examples: int | None = None,
+    avg_tokens: float | None = None,
+    max_length: int | None = None,
+    per_device_train_batch_size: int | None = None,
+    gradient_accumulation_steps: int | None = None,
+    num_train_epochs: float | None = None,
+    max_steps: int | None = None,
+    gradient_checkpointing: bool | None = None,
+    flavor: str | Flavor | None = None,
+    lora_r: int | None = None,
+    optim: str | None = None,
+    num_processes: int | None = None,
+    *,
+    tune_micro_batch: bool = False,
+    config: dict[str, Any] | None = None,
+    calibration: Ledger | None = None,
+    api: Any = None,
+    data: DataStats | None = None,
+) -> EstimateResult:
+    """estimate_cost asked without a job (the tool): the job submit would run with these hyperparameters, by
+    submit's names (None: left out, so submit's default), estimated (estimate/estimator.py says the rest)."""
+    asked = {
+        "peft": peft,
+        "max_length": max_length,
+        "per_device_train_batch_size": per_device_train_batch_size,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "num_train_epochs": num_train_epochs,
+        "max_steps": max_steps,
+        "gradient_checkpointing": gradient_checkpointing,
+        "lora_r": lora_r,
+        "optim": optim,
+        "num_processes": num_processes,
+    }
+    hyperparameters = {name: value for name, value in asked.items() if value is not None}
+    chosen = cast(TrainingMethod, choice("method", method, METHODS))
+    job = JobSpec(method=chosen, model=model, dataset=dataset or "", hyperparameters=hyperparameters)
+    return estimate_cost(
+        model,
+        job_values(job),
+        dataset,
+        num_examples,
+        avg_tokens,
+        flavor,
+        tune_micro_batch=tune_micro_batch,
+        config=config,
+        calibration=calibration,
+        api=api,
+        data=data,
+    )
+
+
 def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -> Plan:
-    facts = gather_training(spec, env)
+    values = job_values(spec)
+    facts = gather_training(spec, values, env)
     findings, config_ok = rules.judge(spec, facts)
     push_to = None
     if spec.backend != "local":
@@ -100,11 +172,12 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
         push_to = spec.output or (default_repo(owner, spec) if owner else None)
     config = None
     if config_ok and previous is not None:
-        config = retry_config(previous, spec, facts.reward_source, facts.launcher, rules.max_positions(facts))
+        config = retry_config(previous, spec, values, facts.reward_source, facts.launcher, rules.max_positions(facts))
         push_to = config["hub_model_id"]
     elif config_ok:
         config = build_config(
             spec,
+            values,
             _output_dir(spec),
             rules.max_positions(facts),
             push_to=push_to,
@@ -114,8 +187,7 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
     if config is not None:
         target = facts.target or speedups.Target(flavor=spec.flavor or "local")
         chosen = _speedups(spec, facts, target)
-        given = effective(spec.method, spec.hyperparameters).given
-        findings = [*findings, *speedups.attention_findings(target, given, chosen)]
+        findings = [*findings, *speedups.attention_findings(target, values.given, chosen)]
         config = speedups.apply(config, chosen)
     timeout_s = spec.timeout_s
     if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
@@ -136,7 +208,7 @@ def _speedups(spec: JobSpec, facts: Facts, target: speedups.Target) -> Speedups:
         if estimate.steps is not None and estimate.step_time_s is not None:
             train_s = estimate.steps * estimate.step_time_s
         train_unknown = f"the estimate has no training time ({estimate.time_unknown or 'no step time'})"
-    values = effective(spec.method, spec.hyperparameters)
+    values = facts.job_values
     args = values.training_args
     workload = speedups.Workload(
         family=model.get("model_type"),

@@ -1,8 +1,10 @@
 """Preflight rules: each looks at one thing and returns Findings (code, severity, message, fix).
 
 Rules are pure: everything they need from outside (files, the Hub, the job's Python) arrives
-in `Facts`, gathered beforehand by facts.py. A check that could not run says so with a
-warning; it never passes silently. plan.py runs them, once per job.
+in `Facts`, gathered beforehand by facts.py, with the training job's effective hyperparameters
+(`facts.job_values`, computed once by plan.py: what the rules judge is what the config holds). A
+check that could not run says so with a warning; it never passes silently. plan.py runs them,
+once per job.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from jobtrail.preflight.outputs import check_output
 from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
 from jobtrail.preflight.tracking import check_trackio
-from jobtrail.templates.defaults import effective
 from jobtrail.util.refs import HUB_ID, looks_local
 from jobtrail.util.timefmt import human_duration
 
@@ -140,7 +141,7 @@ def check_chat_template(spec: JobSpec, facts: Facts, conversational: bool) -> li
 
 
 def check_lora_targets(spec: JobSpec, facts: Facts) -> list[Finding]:
-    peft = effective(spec.method, spec.hyperparameters).peft
+    peft = facts.job_values.peft
     targets = peft["target_modules"]
     if peft["method"] != "lora" or not isinstance(targets, list) or facts.model is None:
         return []
@@ -188,7 +189,7 @@ def check_hyperparameters(spec: JobSpec, facts: Facts) -> list[Finding]:
 def check_method_rules(spec: JobSpec, facts: Facts) -> list[Finding]:
     """GRPO's batch arithmetic and rewards, DPO/KTO betas, a user reward file that must parse."""
     user = {"function": spec.reward_function} if spec.reward_file else None
-    findings = check_method(spec.method, spec.hyperparameters, user)
+    findings = check_method(facts.job_values, user)
     if spec.reward_file and facts.reward_problem:
         findings.append(facts.reward_problem)
     elif spec.reward_file and facts.reward_source is not None:
@@ -197,7 +198,8 @@ def check_method_rules(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 
 def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
-    h = effective(spec.method, spec.hyperparameters).given  # "4096" is judged as the 4096 the job gets
+    values = facts.job_values
+    h = values.given  # "4096" is judged as the 4096 the job gets
     findings: list[Finding] = []
     positions, max_length = max_positions(facts), h.get("max_length")
     if positions and isinstance(max_length, int) and max_length > positions:
@@ -236,7 +238,7 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
                 fix="Remove torch_compile unless the run is long.",
             )
         )
-    findings += _unlogged_steps(effective(spec.method, spec.hyperparameters).training_args)
+    findings += _unlogged_steps(values.training_args)
     if spec.backend == "local" and spec.flavor:
         findings.append(
             Finding(
@@ -356,7 +358,7 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 def check_launcher(spec: JobSpec, facts: Facts) -> list[Finding]:
     """One worker per GPU at most (NCCL gives each its own); the choice made is said when it is many workers."""
-    requested, gpus = requested_processes(spec), facts.gpus
+    requested, gpus = requested_processes(facts.job_values), facts.gpus
     where = "this machine" if spec.backend == "local" else str(spec.flavor)
     if too_many_processes(gpus, requested):
         bigger = "" if spec.backend == "local" else f", or a flavor with {requested} GPUs (hardware() lists them)"

@@ -21,7 +21,7 @@ def check_trackio(spec: JobSpec, facts: Facts) -> list[Finding]:
     identity = facts.identity
     if spec.backend == "local" or identity is None or identity.error or not identity.name:
         return []  # a local run's trackio folder is the server's own; token problems are auth.* findings
-    space = remote_trackio_space(spec, identity)
+    space = remote_trackio_space(spec, facts.job_values, identity)
     if space is None:
         return []
     owner = space.split("/")[0]

@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.estimate import EstimateResult, HardwareResult, estimate_cost, hardware_report
+from jobtrail.estimate import EstimateResult, HardwareResult, hardware_report
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS
 from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.data_size import measured_data
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
+from jobtrail.preflight.plan import estimate_alone
 from jobtrail.service import chaining
 from jobtrail.service.attempt_note import attempt_note, lineage
 from jobtrail.service.context import local_path
@@ -312,7 +313,7 @@ class Queries(UseCase):
         model, dataset = local_path(model), local_path(dataset) if dataset else None
         # A local data file is counted with the model's tokenizer (validate_dataset's pass), not characters/4.
         measured = measured_data(dataset, arguments.get("method") or "sft", model) if dataset else None
-        return estimate_cost(
+        return estimate_alone(
             model,
             dataset=dataset,
             data=measured,

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from jobtrail.estimate.estimator import estimate_cost
 from jobtrail.estimate.memory import Peft
 from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import TrainingMethod
 from jobtrail.models import BackendName, DependencyVersions, JobSpec, JobStatus
 from jobtrail.outcomes import budget, evals
+from jobtrail.preflight.plan import estimate_alone
 from jobtrail.service import JobService
 from jobtrail.templates import llama_cpp
 
@@ -131,7 +131,7 @@ DEFAULT_QUANTIZATIONS = list(llama_cpp.DEFAULT_QUANTIZATIONS)
 DEFAULT_MAX_NEW_TOKENS: int = _keyword_defaults(JobService.evaluate)["max_new_tokens"]
 DEFAULT_TEMPERATURE: float = _keyword_defaults(JobService.evaluate)["temperature"]
 # estimate_cost's arguments default to what the estimator assumes when it is not told.
-ESTIMATE_DEFAULTS = _keyword_defaults(estimate_cost)
+ESTIMATE_DEFAULTS = _keyword_defaults(estimate_alone)
 
 # --- what a job trains ----------------------------------------------------------------
 

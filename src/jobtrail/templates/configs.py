@@ -1,8 +1,9 @@
 """Job configs: the CONFIG block a rendered script runs with (its immutable snapshot), for
 training jobs and for GGUF conversion jobs.
 
-Built from the effective hyperparameters (defaults.py), so the config holds exactly the values
-preflight judged. A GRPO config also carries the source of the user's reward file.
+Built from the job's effective hyperparameters (methods/effective.py), the very ones preflight's rules
+judged (preflight/plan.py computes them once), so the config holds exactly the values preflight judged.
+A GRPO config also carries the source of the user's reward file.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from jobtrail.methods.effective import Effective
 from jobtrail.methods.hyperparameters import field_type
 from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher
-from jobtrail.templates.defaults import Effective, effective
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
 from jobtrail.templates.tracking import trackio_space
 from jobtrail.util.refs import looks_local
@@ -42,6 +43,7 @@ FSDP_CONFIG: dict[str, Any] = {
 
 def build_config(
     spec: JobSpec,
+    values: Effective,
     output_dir: str | None,
     max_positions: int | None = None,
     *,
@@ -51,13 +53,13 @@ def build_config(
 ) -> dict[str, Any]:
     """The job's config snapshot: everything the rendered script needs, nothing secret.
 
+    `values`: the job's effective hyperparameters, as preflight judged them (read, never edited).
     output_dir None: the job writes where its backend says at launch (a local job's run directory).
     When the caller did not choose max_length, the default is capped at the model's positions.
     `reward_source`: the text of spec.reward_file when the caller has read it already.
     `launcher`: the job's processes, as preflight chose them (the script starts them itself).
     """
-    values = effective(spec.method, spec.hyperparameters, eval_dataset=bool(spec.eval_dataset))
-    training_args = values.training_args
+    training_args = dict(values.training_args)
     if "max_length" in training_args:
         training_args["max_length"] = trained_max_length(spec, training_args["max_length"], max_positions)
     if push_to and (space := trackio_space(training_args, push_to.split("/")[0])):
@@ -70,7 +72,7 @@ def build_config(
         "model": spec.model,
         "dataset": {"source": spec.dataset, "split": values.job["dataset_split"], "mapping": spec.dataset_mapping},
         "output_dir": output_dir,
-        "peft": values.peft,
+        "peft": dict(values.peft),
         "training_args": training_args,
         "checkpoint_retention": values.job["checkpoint_retention"],
         "push_to_hub": push_to is not None,
@@ -83,7 +85,7 @@ def build_config(
         user = None
         if spec.reward_file:
             user = {"file": spec.reward_file, "function": spec.reward_function or "reward", "source": reward_source}
-        config["rewards"] = rewards_config(spec.hyperparameters, user)
+        config["rewards"] = rewards_config(values.inputs, user)
     return config
 
 
@@ -131,6 +133,7 @@ def trained_max_length(spec: JobSpec, max_length: Any, max_positions: int | None
 def retry_config(
     previous: Mapping[str, Any],
     spec: JobSpec,
+    values: Effective,
     reward_source: str | None = None,
     launcher: Launcher = SINGLE_PROCESS,
     max_positions: int | None = None,
@@ -142,6 +145,7 @@ def retry_config(
     anew."""
     config = build_config(
         spec,
+        values,
         previous["output_dir"],
         max_positions,
         push_to=previous.get("hub_model_id"),
@@ -161,15 +165,14 @@ def default_repo(owner: str, spec: JobSpec) -> str:
     return f"{owner}/{name}-{spec.method}-{time.strftime('%Y%m%d')}"
 
 
-def rewards_config(hyperparameters: Mapping[str, Any], user: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def rewards_config(settings: Mapping[str, Any], user: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The GRPO job's CONFIG["rewards"] block.
 
-    `hyperparameters`: the user's, whose reward knobs (GRPO's inputs in the registry) it reads
-    with their defaults; `user`: None, or {"file": path, "function": name} for a reward file that
-    check_reward_file accepted, with its "source" when already read (otherwise it is read now), so
-    the config snapshot holds the code.
+    `settings`: GRPO's reward knobs (its inputs in the registry) with their defaults filled in, the
+    effective hyperparameters' `inputs`; `user`: None, or {"file": path, "function": name} for a reward
+    file that check_reward_file accepted, with its "source" when already read (otherwise it is read now),
+    so the config snapshot holds the code.
     """
-    settings = effective("grpo", hyperparameters).inputs
     names = settings["reward_funcs"] or []
     return {
         "builtin": [names] if isinstance(names, str) else list(names),

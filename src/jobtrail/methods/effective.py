@@ -1,11 +1,13 @@
 """Effective hyperparameters: every default under the user's values, merged once, here.
 
-The job config (configs.py), the method rules and the estimate all read the same merge, so a
-value the user left out is the one the job will run with wherever it is judged. The user's
-values are read as their fields' types first ("2e-4" → 2e-4; preflight says so), so the config
-never holds a number as a string. Pure.
+preflight/plan.py computes them once per job and hands the one result to every reader: the rules,
+the method checks, the speedups, the estimate and the config builder (templates/configs.py), so a
+value the user left out is the one the job will run with wherever it is judged. Every input that
+changes them is an argument: the method, the user's values, and whether there is an eval_dataset
+(an eval_split_ratio is one of the values). The user's values are read as their fields' types
+first ("2e-4" → 2e-4; preflight says so), so the config never holds a number as a string. Pure.
 
-    effective(method, hyperparameters) -> Effective(training_args, peft, job, inputs)
+    effective: (method, hyperparameters, eval_dataset) -> Effective(training_args, peft, job, inputs)
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, typed
+from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, trl_types, typed
 from jobtrail.methods.registry import METHOD_INPUTS, TRL_DEFAULTS, method_spec
 
-__all__ = ["JOB_DEFAULTS", "PEFT_DEFAULTS", "Effective", "effective"]
+__all__ = ["Effective", "effective"]
 
 # Evaluation during training, once there is something to evaluate on (an eval_dataset, or an
 # eval_split_ratio slice of the training rows): TRL's eval_strategy "no" becomes "steps", every tenth
@@ -35,8 +37,10 @@ _PEFT_BLOCK = {
 
 @dataclass(frozen=True)
 class Effective:
-    """One job's hyperparameters with every default filled in, sorted by where they go."""
+    """One job's hyperparameters with every default filled in, sorted by where they go. Shared by every
+    reader of a plan: a reader that edits one (the config builder) edits its own copy."""
 
+    method: str
     training_args: dict[str, Any]  # the TRL config's arguments: the method's defaults under the user's values
     peft: dict[str, Any]  # the config's peft block: {"method", "r", "alpha", "dropout", "target_modules"}
     job: dict[str, Any]  # jobtrail's job options (checkpoint_retention, dataset_split, eval_split_ratio, ...)
@@ -53,12 +57,21 @@ class Effective:
     def peft_method(self) -> str:
         return str(self.peft["method"])
 
+    def runs_with(self, name: str) -> Any:
+        """TRL config field `name` as the job runs it: the user's or jobtrail's value, else TRL's own default
+        (the bundled table); None for a field the method's config lacks."""
+        if name in self.training_args:
+            return self.training_args[name]
+        field = trl_types(self.method).get(name)
+        return field.default if field else None
 
-def effective(method: str, hyperparameters: Mapping[str, Any], *, eval_dataset: bool = False) -> Effective:
+
+def effective(method: str, hyperparameters: Mapping[str, Any], *, eval_dataset: bool) -> Effective:
     """Defaults + the user's `hyperparameters` for `method` (ValueError for an unknown method).
 
     eval_dataset: the job has one (submit(eval_dataset=...)); with it, or an eval_split_ratio, the job
-    evaluates during training (EVAL_DEFAULTS)."""
+    evaluates during training (EVAL_DEFAULTS). No default: a caller that forgot it would judge a job
+    that evaluates as one that does not."""
     spec = method_spec(method)
     given = typed(method, hyperparameters)
     merged = {**spec.defaults, **PEFT_DEFAULTS, **JOB_DEFAULTS, **given}
@@ -69,4 +82,4 @@ def effective(method: str, hyperparameters: Mapping[str, Any], *, eval_dataset: 
     job = {name: merged.pop(name) for name in JOB_DEFAULTS}
     if eval_dataset or job["eval_split_ratio"]:
         merged.update({name: value for name, value in EVAL_DEFAULTS.items() if name not in given})
-    return Effective(training_args=merged, peft=peft, job=job, inputs=inputs, given=given)
+    return Effective(method=method, training_args=merged, peft=peft, job=job, inputs=inputs, given=given)
