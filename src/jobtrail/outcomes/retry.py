@@ -93,10 +93,22 @@ def decide(
     `job` holds the latest attempt's JOB_KEYS, so a change can be compared with them, and what a
     fix names: its job_id, method and the learning_rate it trained with (defaults included), spent_usd,
     what all its attempts cost, and ran_with, its training_args (the memory shape an oom halves)."""
-    last = history[-1]
-    reason = last.reason
+    reason = history[-1].reason
     if reason is None:
         return Decision(False, "The latest attempt has not ended yet.", "Wait for it, or cancel it first.")
+    settled = _settled(reason, changes, automatic, job)
+    if settled is not None:
+        return settled
+    merged = dict(changes or {})
+    real = _real_changes(merged, hyperparameters, job or {})
+    weighed = _weigh_changes(reason, merged, real, hyperparameters, automatic, job or {})
+    if weighed is not None:
+        return weighed
+    return _spend_budget(history, reason, merged, real, hyperparameters, automatic, job or {})
+
+
+def _settled(reason: R, changes: dict[str, Any] | None, automatic: bool, job: dict[str, Any] | None) -> Decision | None:
+    """The ends whose decision no change alters: a success, a cancel, a cause retrying never fixes."""
     if reason is R.SUCCEEDED:
         source = f'"{job["job_id"]}"' if job and job.get("job_id") else "job_id"
         return Decision(
@@ -112,18 +124,29 @@ def decide(
         )
     if reason in NEVER:
         return Decision(False, f"Not retried: {reason.value} does not go away by trying again.", NEVER[reason])
-    merged = dict(changes or {})
-    real = _real_changes(merged, hyperparameters, job or {})
-    if merged and not real:
+    return None
+
+
+def _weigh_changes(
+    reason: R,
+    changes: dict[str, Any],
+    real: list[str],
+    hyperparameters: dict[str, Any],
+    automatic: bool,
+    job: dict[str, Any],
+) -> Decision | None:
+    """The changes weighed before any budget: a no-op is refused, a fix that addresses the cause is retried
+    (so a refusal's fix is never a dead end); a cap, a full disk and a diverged loss decide here too."""
+    if changes and not real:
         return Decision(
             False,
             "Not retried: the changes change nothing (every value equals the current one).",
             "Change a value that addresses the cause, or retry without changes."
             if reason is not R.DIVERGED
-            else diverged_fix(hyperparameters, job or {}),
+            else diverged_fix(hyperparameters, job),
         )
     if reason is R.BUDGET:
-        return _after_budget(merged, automatic, job or {})
+        return _after_budget(changes, automatic, job)
     if reason is R.DISK_FULL and automatic and "flavor" not in real:
         return Decision(
             False,
@@ -135,10 +158,24 @@ def decide(
         return Decision(
             False,
             "Not retried: the loss became NaN or infinite, and the same config would diverge again.",
-            diverged_fix(hyperparameters, job or {}),
+            diverged_fix(hyperparameters, job),
         )
-    if real and _addresses(reason, merged, hyperparameters, job or {}):
-        return Decision(True, f"Retrying after {reason.value} with changes to {', '.join(real)}.", changes=merged)
+    if real and _addresses(reason, changes, hyperparameters, job):
+        return Decision(True, f"Retrying after {reason.value} with changes to {', '.join(real)}.", changes=changes)
+    return None
+
+
+def _spend_budget(
+    history: list[AttemptFacts],
+    reason: R,
+    changes: dict[str, Any],
+    real: list[str],
+    hyperparameters: dict[str, Any],
+    automatic: bool,
+    job: dict[str, Any],
+) -> Decision:
+    """A retry from the reason's budget, unless it is spent, the same config keeps failing (storm), a timed-out
+    run made no progress, or an OOM would meet the same memory shape (automatic retries get a proposed one)."""
     budget = BUDGETS.get(reason)
     if budget is None:
         return Decision(
@@ -160,25 +197,24 @@ def decide(
             f"The same config failed twice with {reason.value}: a retry storm is not progress.",
             "Change the config (retry with changes=...) or fix the cause first.",
         )
-    if reason is R.TIMEOUT and not _advanced(last):
+    if reason is R.TIMEOUT and not _advanced(history[-1]):
         return Decision(
             False,
             "The last attempt timed out without advancing a step; resuming would time out again.",
             "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.",
         )
-    if reason is R.OOM:
-        proposal = propose_memory_change(hyperparameters, (job or {}).get("ran_with"))
-        if not _changes_memory_shape(merged, hyperparameters):
-            if not automatic:
-                return Decision(
-                    False,
-                    "Not retried: the same memory shape would run out of memory again.",
-                    f"retry with changes={proposal} (or shorter max_length, peft, a bigger flavor).",
-                )
-            merged.update(proposal)
+    if reason is R.OOM and not _changes_memory_shape(changes, hyperparameters):
+        proposal = propose_memory_change(hyperparameters, job.get("ran_with"))
+        if not automatic:
+            return Decision(
+                False,
+                "Not retried: the same memory shape would run out of memory again.",
+                f"retry with changes={proposal} (or shorter max_length, peft, a bigger flavor).",
+            )
+        changes.update(proposal)
     delay = budget.backoff_s * (2**used)
     return Decision(
-        True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).", delay_s=delay, changes=merged
+        True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).", delay_s=delay, changes=changes
     )
 
 
@@ -279,7 +315,7 @@ def _addresses(reason: R, changes: dict[str, Any], hyperparameters: dict[str, An
 def _faster_or_longer(name: str, value: Any, hyperparameters: dict[str, Any], job: dict[str, Any]) -> bool:
     """A changed value that gives a timed-out run more time, or makes it need less."""
     if name == "flavor":  # another machine: the caller's judgement that it is faster
-        return value != job.get("flavor")
+        return bool(value != job.get("flavor"))
     if name == "timeout":
         current = job.get("timeout")
         return current is None or (parse_duration(value) or 0) > current
