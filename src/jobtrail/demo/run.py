@@ -98,7 +98,8 @@ async def _call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[st
     result = await client.call_tool(tool, arguments)
     if result.is_error:
         raise JobtrailError(" ".join(getattr(c, "text", "") for c in result.content))
-    return result.structured_content
+    content: dict[str, Any] = result.structured_content  # the tool's output schema is an object
+    return content
 
 
 def _print_progress(lines: list[str]) -> None:

@@ -367,7 +367,8 @@ def _safetensors_header(path: Path) -> dict[str, Any] | None:
             (length,) = struct.unpack("<Q", f.read(8))
             if length > _HEADER_LIMIT:
                 return None
-            return json.loads(f.read(length))
+            header: dict[str, Any] = json.loads(f.read(length))
+            return header
     except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError):
         return None
 

@@ -141,7 +141,7 @@ def total_steps(events: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]
     last = steps[-1] if steps else None
     epoch = last.get("epoch") if last else None
     if last and facts.num_train_epochs and isinstance(epoch, int | float) and epoch > 0:
-        return max(int(last["step"]), round(last["step"] / epoch * facts.num_train_epochs))
+        return max(int(last["step"]), round(int(last["step"]) / epoch * facts.num_train_epochs))
     return None
 
 

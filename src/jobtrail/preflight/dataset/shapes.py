@@ -105,7 +105,8 @@ class Columns:
 def _canonical_role(role: str) -> str | None:
     """The chat role the job's sharegpt mapping gives `role` by default (SHAREGPT_ROLES: human → user,
     gpt → assistant, the chat roles themselves); any other name is never guessed (None)."""
-    return job_runtime().SHAREGPT_ROLES.get(role.lower())
+    roles: dict[str, str] = job_runtime().SHAREGPT_ROLES
+    return roles.get(role.lower())
 
 
 def _ready(reason: str) -> MethodVerdict:
