@@ -100,11 +100,22 @@ def decide(
     if settled is not None:
         return settled
     merged = dict(changes or {})
-    real = _real_changes(merged, hyperparameters, job or {})
-    weighed = _weigh_changes(reason, merged, real, hyperparameters, automatic, job or {})
-    if weighed is not None:
-        return weighed
-    return _spend_budget(history, reason, merged, real, hyperparameters, automatic, job or {})
+    asked = _Asked(
+        reason, merged, _real_changes(merged, hyperparameters, job or {}), hyperparameters, automatic, job or {}
+    )
+    return _weigh_changes(asked) or _spend_budget(history, asked)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A retry asked for after an attempt ended: why it ended, and the changes (`real`: those that change a value)."""
+
+    reason: R
+    changes: dict[str, Any]
+    real: list[str]
+    hyperparameters: dict[str, Any]
+    automatic: bool
+    job: dict[str, Any]
 
 
 def _settled(reason: R, changes: dict[str, Any] | None, automatic: bool, job: dict[str, Any] | None) -> Decision | None:
@@ -127,94 +138,85 @@ def _settled(reason: R, changes: dict[str, Any] | None, automatic: bool, job: di
     return None
 
 
-def _weigh_changes(
-    reason: R,
-    changes: dict[str, Any],
-    real: list[str],
-    hyperparameters: dict[str, Any],
-    automatic: bool,
-    job: dict[str, Any],
-) -> Decision | None:
+def _weigh_changes(asked: _Asked) -> Decision | None:
     """The changes weighed before any budget: a no-op is refused, a fix that addresses the cause is retried
     (so a refusal's fix is never a dead end); a cap, a full disk and a diverged loss decide here too."""
-    if changes and not real:
+    if asked.changes and not asked.real:
         return Decision(
             False,
             "Not retried: the changes change nothing (every value equals the current one).",
             "Change a value that addresses the cause, or retry without changes."
-            if reason is not R.DIVERGED
-            else diverged_fix(hyperparameters, job),
+            if asked.reason is not R.DIVERGED
+            else diverged_fix(asked.hyperparameters, asked.job),
         )
-    if reason is R.BUDGET:
-        return _after_budget(changes, automatic, job)
-    if reason is R.DISK_FULL and automatic and "flavor" not in real:
+    if asked.reason is R.BUDGET:
+        return _after_budget(asked.changes, asked.automatic, asked.job)
+    if asked.reason is R.DISK_FULL and asked.automatic and "flavor" not in asked.real:
         return Decision(
             False,
             "Not retried automatically: the disk filled up, and the same disk would fill again.",
             "Free space (delete old checkpoints, set save_total_limit, clear the Hugging Face cache) or choose a "
             "flavor with a bigger disk, then retry(job_id) once.",
         )
-    if reason is R.DIVERGED and not real:
+    if asked.reason is R.DIVERGED and not asked.real:
         return Decision(
             False,
             "Not retried: the loss became NaN or infinite, and the same config would diverge again.",
-            diverged_fix(hyperparameters, job),
+            diverged_fix(asked.hyperparameters, asked.job),
         )
-    if real and _addresses(reason, changes, hyperparameters, job):
-        return Decision(True, f"Retrying after {reason.value} with changes to {', '.join(real)}.", changes=changes)
+    if asked.real and _addresses(asked.reason, asked.changes, asked.hyperparameters, asked.job):
+        return Decision(
+            True, f"Retrying after {asked.reason.value} with changes to {', '.join(asked.real)}.", changes=asked.changes
+        )
     return None
 
 
-def _spend_budget(
-    history: list[AttemptFacts],
-    reason: R,
-    changes: dict[str, Any],
-    real: list[str],
-    hyperparameters: dict[str, Any],
-    automatic: bool,
-    job: dict[str, Any],
-) -> Decision:
+def _spend_budget(history: list[AttemptFacts], asked: _Asked) -> Decision:
     """A retry from the reason's budget, unless it is spent, the same config keeps failing (storm), a timed-out
     run made no progress, or an OOM would meet the same memory shape (automatic retries get a proposed one)."""
-    budget = BUDGETS.get(reason)
+    budget = BUDGETS.get(asked.reason)
     if budget is None:
         return Decision(
             False,
-            f"Not retried automatically: the cause ({reason.value}) is unknown.",
+            f"Not retried automatically: the cause ({asked.reason.value}) is unknown.",
             "Read the log (logs) and the receipt (inspect); retry(job_id, changes=...) with the value that fixes "
             "it: any real change is retried.",
         )
-    used = _used(history, reason)
+    used = _used(history, asked.reason)
     if used >= budget.retries:
         return Decision(
             False,
-            f"The retry budget for {reason.value} is spent ({used} of {budget.retries}).",
-            "Look at why it keeps happening (inspect, logs); " + _REMEDY.get(reason, "then retry with changes=..."),
+            f"The retry budget for {asked.reason.value} is spent ({used} of {budget.retries}).",
+            "Look at why it keeps happening (inspect, logs); "
+            + _REMEDY.get(asked.reason, "then retry with changes=..."),
         )
-    if budget.charged and not real and _storm(history):
+    if budget.charged and not asked.real and _storm(history):
         return Decision(
             False,
-            f"The same config failed twice with {reason.value}: a retry storm is not progress.",
+            f"The same config failed twice with {asked.reason.value}: a retry storm is not progress.",
             "Change the config (retry with changes=...) or fix the cause first.",
         )
-    if reason is R.TIMEOUT and not _advanced(history[-1]):
+    if asked.reason is R.TIMEOUT and not _advanced(history[-1]):
         return Decision(
             False,
             "The last attempt timed out without advancing a step; resuming would time out again.",
             "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.",
         )
-    if reason is R.OOM and not _changes_memory_shape(changes, hyperparameters):
-        proposal = propose_memory_change(hyperparameters, job.get("ran_with"))
-        if not automatic:
+    if asked.reason is R.OOM and not _changes_memory_shape(asked.changes, asked.hyperparameters):
+        proposal = propose_memory_change(asked.hyperparameters, asked.job.get("ran_with"))
+        if not asked.automatic:
             return Decision(
                 False,
                 "Not retried: the same memory shape would run out of memory again.",
                 f"retry with changes={proposal} (or shorter max_length, peft, a bigger flavor).",
             )
-        changes.update(proposal)
+        asked.changes.update(proposal)
     delay = budget.backoff_s * (2**used)
     return Decision(
-        True, f"Retrying after {reason.value} ({used + 1} of {budget.retries}).", delay_s=delay, changes=changes
+        True,
+        f"Retrying after {asked.reason.value} ({used + 1} of {budget.retries}).",
+        delay_s=delay,
+        changes=asked.changes,
     )
 
 
