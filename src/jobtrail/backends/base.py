@@ -6,13 +6,52 @@ still running, hand back log bytes, and stop it. The service owns everything els
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from jobtrail.models import LaunchRequest, LogChunk, Placement, Probe
+
+# Where a job's results go: a folder on the machine it ran on, or pushed to a Hub repo (its disk is gone when it ends).
+Output = Literal["directory", "hub_repo"]
+# Where a job's trackio run is stored: one folder on the server's machine that every such job shares (TRACKIO_DIR),
+# or a Space in the job's namespace that trackio makes from inside the job.
+TrackioStore = Literal["folder", "space"]
+
+
+@dataclass(frozen=True)
+class BackendTraits:
+    """What a backend is, declared once (the way SkyPilot's clouds declare their features), so that code outside
+    backends/ asks what it needs to know instead of comparing the backend's name: a new backend declares these and
+    every caller behaves accordingly. registry.py holds each backend's; a job's row names its backend, so callers
+    look them up by that name (registry.traits_of) without a live backend object."""
+
+    name: str  # the backend's name: in tool arguments (submit's backend=) and on every job's row
+    place: str  # where its jobs run, in prose: "this machine", "HF Jobs"
+    # Its jobs run on the machine of the server that launches them: they read that machine's files, Python, devices
+    # and Hub cache, their log is a file there, and their host (AttemptRecord.host) is that machine, whose one
+    # server reaches them. Otherwise they run elsewhere and see none of it.
+    runs_here: bool
+    output: Output
+    # A job names the hardware it runs on by flavor (estimate/hardware.py's catalog, with each flavor's GPUs and
+    # price_per_hour); without flavors it runs on the backend's own machine, whatever flavor it names.
+    flavors: bool
+    # Its runs cost money: by the minute at their flavor's price_per_hour (the flavor catalog is the price table),
+    # so spending caps (max_cost_usd, the daily budget) hold them; an unbilled run costs nothing.
+    billed: bool
+    host_noun: str  # what its host is, in prose: "host" (a machine), "namespace" (the account jobs run and bill in)
+    host_in: str  # a job's place at its host, in prose: "on host", "in namespace"
+    host_title: str  # whose a job is, at the head of a sentence: "Host", "HF namespace"
+    host_set_by: str  # how a server's host is chosen, in prose (the setting, then its fallback)
+    cancel: str  # how a cancel stops a running job, in prose
+    # The PEP 723 [tool] table a job's script header carries to say how this backend runs it (flavor, timeout,
+    # secrets); None: the header needs none.
+    script_table: str | None
+    trackio: TrackioStore
 
 
 class Backend(Protocol):
     name: str
+    traits: BackendTraits
     # How many attempts may run at once; None means the backend queues for itself.
     max_concurrent: int | None
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from jobtrail.backends import hf_logs, joblog, logpump
+from jobtrail.backends.registry import HF_JOBS
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
 from jobtrail.util.files import private_dir, write_private
@@ -53,7 +54,8 @@ NAMESPACE_RETRY_S = 60.0
 
 
 class HfJobsBackend:
-    name = "hf-jobs"
+    traits = HF_JOBS
+    name = HF_JOBS.name
     max_concurrent: int | None = None  # HF Jobs queues on its side
 
     def __init__(

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from jobtrail.backends import joblog, logpump, supervisor as sv
 from jobtrail.backends.joblog import MAX_LOG_CHUNK as MAX_LOG_CHUNK  # where tests and callers have found it
+from jobtrail.backends.registry import LOCAL
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
 from jobtrail.util.files import private_dir, private_open, write_private
@@ -46,7 +47,8 @@ OUTPUT_DIR_ENV = "JOBTRAIL_OUTPUT_DIR"
 class LocalBackend:
     """Runs attempts as processes on this machine; see the module docstring."""
 
-    name = "local"
+    traits = LOCAL
+    name = LOCAL.name
 
     def __init__(
         self,

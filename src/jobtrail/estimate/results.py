@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from jobtrail.backends.registry import HF_JOBS, LOCAL as LOCAL_BACKEND
 from jobtrail.estimate.hardware import LOCAL, Flavor
 from jobtrail.estimate.memory import MemoryBreakdown
 from jobtrail.estimate.microbatch import MicroBatch
@@ -207,8 +208,9 @@ def _usd(cost: float | None) -> str:
 
 
 def _submit_args(flavor: str, timeout: str | None) -> str:
-    """submit's arguments for a flavor: local is the local backend (no flavor), any other one is HF Jobs."""
-    where = 'backend="local"' if flavor == LOCAL else f'backend="hf-jobs", flavor="{flavor}"'
+    """submit's arguments for a flavor: this machine's (LOCAL) is the local backend's, any other is one of the
+    catalog's, which are HF Jobs' flavors."""
+    where = f'backend="{LOCAL_BACKEND.name}"' if flavor == LOCAL else f'backend="{HF_JOBS.name}", flavor="{flavor}"'
     return where + (f', timeout="{timeout}"' if timeout else "")
 
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from typing import Any, Literal
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import alerts, events
@@ -229,6 +230,6 @@ def smoke_version(
     smoke = copy.deepcopy(config)
     smoke["training_args"]["max_steps"] = attempt_spec.smoke_steps
     smoke["push_to_hub"], smoke["hub_model_id"] = False, None
-    if attempt_spec.backend == "local":
+    if traits_of(attempt_spec.backend).output == "directory":
         smoke["output_dir"] = str(context.home / "runs" / run_id / "smoke")
     return smoke, render_script(smoke["template"], smoke, dependency_versions=attempt_spec.dependency_versions)

@@ -17,6 +17,7 @@ from secrets import choice
 from typing import Any
 
 from jobtrail.backends.base import Backend
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import Ledger, RunIdTaken
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, NewAttempt, Placement, RunRecord
@@ -63,17 +64,15 @@ class ServiceContext:
         """Who can start, follow and stop the attempt, in words: its host's server, or any with its backend."""
         if attempt.host is None:
             return f"a jobtrail server with the {attempt.backend} backend"
-        if attempt.backend == "local":
-            return f"the jobtrail server of host {attempt.host}"
-        how = "JOBTRAIL_HF_NAMESPACE, else its token's user"
-        return f"a jobtrail server whose HF Jobs run in namespace {attempt.host} ({how})"
+        traits = traits_of(attempt.backend)
+        if traits.runs_here:
+            return f"the jobtrail server of {traits.host_noun} {attempt.host}"
+        return f"a jobtrail server whose {traits.place} run {traits.host_in} {attempt.host} ({traits.host_set_by})"
 
     def here(self, backend: str) -> str:
         """This server as `backend`'s attempts know it, in words: "host gpu-box-1", "namespace alice"."""
-        host = self.backend_host(backend)
-        if backend == "local":
-            return f"host {host}"
-        return f"namespace {host}" if host else f"whose {backend} namespace is unknown now"
+        host, noun = self.backend_host(backend), traits_of(backend).host_noun
+        return f"{noun} {host}" if host else f"whose {backend} {noun} is unknown now"
 
     def backend_host(self, backend: str) -> str | None:
         """The host of this server's backend `backend` (Backend.host: local, this machine; hf-jobs, the namespace it
@@ -98,9 +97,9 @@ class ServiceContext:
 
     @property
     def host(self) -> str | None:
-        """This server's host in the ledger: its local backend's (None when it has none)."""
-        local = self.backends.get("local")
-        return local.host if local is not None else None
+        """This server's host in the ledger: its machine's, as a backend running jobs here names it (None when it
+        has none)."""
+        return next((b.host for name, b in self.backends.items() if traits_of(name).runs_here), None)
 
     def host_for(self, backend: str, reads: str | None = None) -> str | None:
         """The host a new job's attempts belong to: the host of the job whose output it reads (`reads`: the job it

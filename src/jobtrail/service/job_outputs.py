@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, RunRecord
 from jobtrail.outcomes.evals import HubWeights
@@ -38,7 +39,7 @@ def job_output(context: ServiceContext, run: RunRecord, checkpoint: str | None) 
             fix=f'Pass after="{run.run_id}" to queue this until it succeeds, or pass checkpoint= '
             "(a committed one, see inspect).",
         )
-    if run.backend != "local":
+    if traits_of(run.backend).output == "hub_repo":
         return _pushed_output(context, run, latest, checkpoint)
     base = latest.config["model"]
     if checkpoint is None:
@@ -54,7 +55,7 @@ def job_output(context: ServiceContext, run: RunRecord, checkpoint: str | None) 
 def refuse_unpushed(context: ServiceContext, run: RunRecord) -> None:
     """A job queued to read `run`'s final model once it succeeds is refused now, not then, when `run` is a remote
     job that pushes nothing (InvalidRequestError, hub_repo's)."""
-    if run.backend != "local":
+    if traits_of(run.backend).output == "hub_repo":
         hub_repo(run, context.latest(run.run_id))
 
 

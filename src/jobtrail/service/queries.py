@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import EstimateResult, HardwareResult, hardware_report
 from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS
@@ -170,7 +171,7 @@ class Queries(UseCase):
             duration_s=(end - a.started_at) if (a.started_at and end) else None,
             checkpoints=self.ledger.checkpoints(a.attempt_id),
             # A running remote attempt costs what it has run so far.
-            cost_usd=a.cost_usd if a.ended_at or a.backend == "local" else self.tracker.cost(a, time.time()),
+            cost_usd=a.cost_usd if a.ended_at or not traits_of(a.backend).billed else self.tracker.cost(a, time.time()),
             workdir=self._workdir(a),
             launcher=launcher_of(a.config),
             trackio=trackio_run(
@@ -248,7 +249,7 @@ class Queries(UseCase):
         ]
         on_host = ""
         if attempt.host:
-            on_host = f" on host {attempt.host}" if attempt.backend == "local" else f" in namespace {attempt.host}"
+            on_host = f" {traits_of(attempt.backend).host_in} {attempt.host}"
         if limit is None or len(rivals) < limit:
             return f"the next dispatch on {attempt.backend}{on_host}" + (f", behind {_jobs(ahead)}" if ahead else "")
         slots = f"{limit} slot{'s' if limit != 1 else ''}"
@@ -358,12 +359,11 @@ def _eval_delta(evaluations: list[dict[str, Any]]) -> dict[str, float] | None:
 def _elsewhere(attempt: AttemptRecord) -> str:
     """Why the log of an attempt this server does not reach reads empty here."""
     recorded = f'metrics(job_id="{attempt.run_id}") and inspect carry what its server recorded.'
-    if attempt.backend != "local":
-        return f"Its log is on HF Jobs in namespace {attempt.host}, which this server's token cannot read; {recorded}"
-    return (
-        f"Its log is a file on host {attempt.host}, which this server cannot read unless the hosts share "
-        f"$JOBTRAIL_HOME; {recorded}"
-    )
+    traits = traits_of(attempt.backend)
+    at = f"{traits.host_in} {attempt.host}"
+    if not traits.runs_here:
+        return f"Its log is on {traits.place} {at}, which this server's token cannot read; {recorded}"
+    return f"Its log is a file {at}, which this server cannot read unless the hosts share $JOBTRAIL_HOME; {recorded}"
 
 
 def _jobs(attempts: list[AttemptRecord]) -> str:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult
 from jobtrail.outcomes.alerts import BLOCKING, verdict
 from jobtrail.outcomes.budget import usd
@@ -341,7 +342,7 @@ class InspectResult(ToolResult):
         if self.waiting_for:
             lines.append(f"Waiting for {self.waiting_for}.")
         if not self.followed_here:
-            whose = f"Host {self.host}" if self.backend == "local" else f"HF namespace {self.host}"
+            whose = f"{traits_of(self.backend).host_title} {self.host}"
             lines.append(
                 f"{whose if self.host else 'Another server'}'s job: this server shows what the server there recorded; "
                 "a cancel from here is carried out there."
@@ -358,7 +359,7 @@ class InspectResult(ToolResult):
                 lines.append(f"Evidence: `{latest.evidence[:300]}`")
         if self.retries_stopped:
             lines.append(f"Automatic retries stopped: {self.retries_stopped}")
-        if self.max_cost_usd is not None and self.backend != "local":
+        if self.max_cost_usd is not None and traits_of(self.backend).billed:
             lines.append(f"Spent {usd(self.spent_usd)} of its max_cost_usd {usd(self.max_cost_usd)}.")
         elif self.spent_usd:
             lines.append(f"Spent {usd(self.spent_usd)}.")

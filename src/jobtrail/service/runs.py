@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import budget
@@ -391,7 +392,7 @@ class Runs(UseCase):
             # Another host's local job (its pids mean nothing here), or a remote job in another HF namespace (this
             # server's token may not stop it there). The request is in the ledger, and the server that reaches the
             # job carries it out at its next refresh (tracker.refresh_attempt).
-            how = "SIGTERM, then SIGKILL after the grace period" if fresh.backend == "local" else "HF's cancel"
+            how = traits_of(fresh.backend).cancel
             return _cancel_result(
                 fresh,
                 f"Cancel requested: {self.context.reached_by(fresh)} stops it ({how}) at its next refresh; this "

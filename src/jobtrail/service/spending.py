@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.ledger.store import ACTIVE_STATUSES, Ledger
 from jobtrail.models import AttemptRecord, RunRecord
 from jobtrail.outcomes import budget
@@ -65,8 +66,8 @@ class Spending:
 
     def cap_reached(self, run: RunRecord, now: float) -> str | None:
         """Why `run` must stop spending now (its own cap, or the daily budget), or None."""
-        if run.backend == "local":
-            return None  # a local job costs nothing
+        if not traits_of(run.backend).billed:
+            return None  # it costs nothing
         if run.max_cost_usd is not None and budget.reached(spent := self.of_run(run.run_id, now), run.max_cost_usd):
             return budget.job_cap_message(spent, run.max_cost_usd)
         return self.daily_reached(now, started=True)

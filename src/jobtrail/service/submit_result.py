@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.models import Finding, Launcher, Speedups, ToolResult
 from jobtrail.outcomes.budget import usd
 from jobtrail.service.results import (
@@ -90,7 +91,7 @@ class SubmitResult(ToolResult):
             )
         if self.forced:
             lines.append("Forced past preflight errors; the receipt records it.")
-        if self.max_cost_usd is not None and self.backend != "local":
+        if self.max_cost_usd is not None and traits_of(self.backend).billed:
             lines.append(f"It is stopped (termination_reason budget) if its spend reaches {usd(self.max_cost_usd)}.")
         if self.waiting_for:
             lines.append(f"It waits for {self.waiting_for}, then starts.")

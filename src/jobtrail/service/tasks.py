@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from typing import Any, cast
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import EvalRecord
@@ -78,7 +79,7 @@ class Tasks(UseCase):
         """Plan and queue the evaluation of `base` (with `task.adapter` on top) on `dataset`; `base` may be the
         job it waits for (`after`), whose final model it then evaluates."""
         run_id = new_run_id()
-        if backend_name != "local" and target is not None:  # its machine is gone once it ends: rows go to the Hub
+        if traits_of(backend_name).output == "hub_repo" and target is not None:  # its disk is gone: rows go there
             task = replace(task, outputs_repo=self.context.latest(target.run_id).config.get("hub_model_id"))
         spec = JobSpec(
             method="evaluate",
@@ -198,7 +199,7 @@ class Tasks(UseCase):
         return ConvertResult(
             job_id=attempt.run_id,
             status=latest.status.value,
-            output_dir=attempt.output_dir if backend == "local" else None,
+            output_dir=attempt.output_dir if traits_of(backend).output == "directory" else None,
             waiting_for=chaining.waiting_on_parent(self.context, latest),
             **base,
         )

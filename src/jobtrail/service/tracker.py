@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from jobtrail.backends.base import Backend
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
 from jobtrail.estimate.calibration import checkpointing_of
@@ -157,7 +158,11 @@ class Tracker:
 
     def _hold_caps(self, backend: Backend, attempt: AttemptRecord) -> None:
         """Cancel a running remote attempt whose job has reached a spending cap; it then ends `budget`."""
-        if attempt.backend == "local" or attempt.placement is None or attempt.cancel_requested_at is not None:
+        if (
+            not traits_of(attempt.backend).billed
+            or attempt.placement is None
+            or attempt.cancel_requested_at is not None
+        ):
             return
         run = self.ledger.get_run(attempt.run_id)
         if run is None or self.spending.cap_reached(run, time.time()) is None:
@@ -207,8 +212,8 @@ class Tracker:
         return next((f for f in self._flavors if f.name == name), None)
 
     def cost(self, attempt: AttemptRecord, until: float) -> float | None:
-        """Per-minute billing on HF Jobs: the flavor's price times the running time; local runs are free."""
-        if attempt.backend == "local":
+        """Per-minute billing (a billed backend's): the flavor's price times the running time; other runs are free."""
+        if not traits_of(attempt.backend).billed:
             return 0.0
         flavor = self._flavor(attempt.flavor)
         if flavor is None or attempt.started_at is None:
@@ -219,7 +224,7 @@ class Tracker:
         if attempt.started_at is None:
             return 0.0
         gpus = ((attempt.environment or {}).get("gpu") or {}).get("count") or 0
-        if attempt.backend != "local" and (flavor := self._flavor(attempt.flavor)) is not None:
+        if traits_of(attempt.backend).flavors and (flavor := self._flavor(attempt.flavor)) is not None:
             gpus = flavor.gpu_count
         return max(0.0, until - attempt.started_at) * gpus
 
@@ -291,7 +296,7 @@ class Tracker:
                     continue  # a retry still backing off
                 if not self._rules.may_start(attempt):
                     continue  # waits for the job it follows (after=...)
-                if name != "local" and self._refuse_over_daily(attempt, now):
+                if traits_of(name).billed and self._refuse_over_daily(attempt, now):
                     continue
                 host = self.context.backend_host(name)  # recorded on an attempt of no host: it is ours now
                 claim = self.ledger.claim_slot(attempt.attempt_id, name, backend.max_concurrent, host)
@@ -373,7 +378,7 @@ class Tracker:
         """A remote attempt's timeout, cut to what its job's cap has left at the flavor's price: HF Jobs then
         stops it there even when no jobtrail process is running to watch the spend (it ends `budget`)."""
         run = self.ledger.get_run(attempt.run_id)
-        flavor = self._flavor(attempt.flavor) if attempt.backend != "local" else None
+        flavor = self._flavor(attempt.flavor) if traits_of(attempt.backend).billed else None
         if run is None or run.max_cost_usd is None or flavor is None or flavor.price_per_hour <= 0:
             return attempt.timeout_s
         left = max(0.0, run.max_cost_usd - self.spending.of_run(run.run_id))
@@ -384,7 +389,7 @@ class Tracker:
     def _claim_output(self, attempt: AttemptRecord) -> None:
         """A local job's chosen output directory becomes its run's (outputs.claim_output) before it starts:
         preflight judged it at submission, and it may have been filled or claimed by another run since."""
-        if attempt.backend != "local" or not (attempt.spec and attempt.spec.output):
+        if traits_of(attempt.backend).output != "directory" or not (attempt.spec and attempt.spec.output):
             return
         problem = claim_output(Path(attempt.output_dir), attempt.run_id)
         if problem:
@@ -471,15 +476,11 @@ def attempt_labels(attempt: AttemptRecord) -> dict[str, str]:
 
 def _job_env(attempt: AttemptRecord, trackio_dir: Path) -> dict[str, str]:
     env = {"JOBTRAIL_RUN_ID": attempt.run_id, "JOBTRAIL_ATTEMPT_ID": attempt.attempt_id}
-    if attempt.backend == "local":  # one trackio store for every local job: one dashboard shows them all
+    traits = traits_of(attempt.backend)
+    if traits.trackio == "folder":  # one trackio store for every such job: one dashboard shows them all
         env["TRACKIO_DIR"] = str(trackio_dir)
     spec = attempt.spec
-    if (
-        attempt.backend == "local"
-        and spec
-        and looks_local(spec.model)
-        and (not spec.dataset or looks_local(spec.dataset))
-    ):
+    if traits.runs_here and spec and looks_local(spec.model) and (not spec.dataset or looks_local(spec.dataset)):
         # Nothing to fetch: keep the libraries from phoning the Hub (and hanging when offline).
         env["HF_HUB_OFFLINE"] = "1"
     return env

@@ -10,6 +10,7 @@ from typing import Annotated
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.surface import params as p
 
 OtherJobId = Annotated[str, Field(description="The job to compare it with, e.g. 'jt-8h2k4m1p'.")]
@@ -39,7 +40,7 @@ def fine_tune(model: p.Model, dataset: p.Dataset, method: p.Method = "sft", back
 1. validate_dataset(dataset="{dataset}", method="{method}", model="{model}"): if the method is NEEDS_MAPPING,
    pass the proposed `mapping` as dataset_mapping below; if INCOMPATIBLE, stop and say why.
 2. estimate_cost(model="{model}", method="{method}", dataset="{dataset}"): note the memory, the recommended
-   flavor and timeout{" (pass flavor= and timeout= on hf-jobs)" if backend != "local" else ""}.
+   flavor and timeout{f" (pass flavor= and timeout= on {backend})" if traits_of(backend).flavors else ""}.
 3. submit(method="{method}", model="{model}", dataset="{dataset}", backend="{backend}", dry_run=true): fix every
    error finding (each says how) before going on.
 4. submit(...) the same arguments without dry_run; keep the job_id.
