@@ -286,6 +286,7 @@ class AttemptRecord(BaseModel):
     output_dir: str
     forced: bool = False
     findings: list[Finding] = Field(default_factory=list)
+    # Optional fields alike in shape: each a fact the attempt gains as it runs, None until it has it.
     placement: Placement | None = None
     exit_code: int | None = None
     signal: int | None = None

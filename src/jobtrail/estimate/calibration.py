@@ -175,6 +175,8 @@ def checkpointing_of(training_args: dict[str, Any]) -> bool | None:
     return bool(value) if value is not None else None
 
 
+# Keyword-only like record_measurement (shape shared: the same key, written there and read here) and, by shape
+# alone, like Runs.submit: each call names the measurement it means.
 def lookup(
     ledger: Ledger,
     *,

@@ -86,6 +86,8 @@ CPU_FUSED_TILE_BYTES = 8 * FP32 + 1
 class MemoryBreakdown(BaseModel):
     """GB (1e9 bytes) per component, for one device; total_gb is their sum."""
 
+    # Shaped like models.Speedups and the other output models, a described Field a line: the descriptions are
+    # the schema an agent reads.
     weights_gb: float = Field(description="Frozen weights: the base model under LoRA/QLoRA, a vision tower.")
     trainable_gb: float = Field(description="Weights being trained: the adapters, or the whole model without PEFT.")
     gradients_gb: float = Field(description="fp32 gradients of the trainable weights.")

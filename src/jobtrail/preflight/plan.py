@@ -123,7 +123,7 @@ def estimate_alone(
     lora_r: int | None = None,
     optim: str | None = None,
     num_processes: int | None = None,
-    *,
+    *,  # shape shared with estimator.estimate_cost: its own options, passed through as they are
     tune_micro_batch: bool = False,
     config: dict[str, Any] | None = None,
     calibration: Ledger | None = None,
