@@ -21,14 +21,13 @@ from jobtrail.service import chaining
 from jobtrail.service.attempt_note import attempt_note, lineage
 from jobtrail.service.context import local_path
 from jobtrail.service.next_steps import NextStep, next_steps
-from jobtrail.service.progress import AttemptFacts, job_progress, timeout_warning
+from jobtrail.service.progress import AttemptFacts, Progress, job_progress, timeout_warning
 from jobtrail.service.results import (
     AttemptView,
     ChainLink,
     InspectResult,
     JobRow,
     LogsResult,
-    Progress,
     PsResult,
     empty_list_note,
 )
@@ -128,7 +127,11 @@ class Queries(UseCase):
         )
 
     def _next_steps(
-        self, run: RunRecord, attempts: list[AttemptRecord], trackio: TrackioRun | None, evaluations: list[dict]
+        self,
+        run: RunRecord,
+        attempts: list[AttemptRecord],
+        trackio: TrackioRun | None,
+        evaluations: list[dict[str, Any]],
     ) -> list[NextStep]:
         latest = attempts[-1]
         ended = latest.status in (JobStatus.FAILED, JobStatus.CANCELLED)

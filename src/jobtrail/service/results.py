@@ -506,6 +506,8 @@ class CancelResult(ToolResult):
     status: str
     termination_reason: str | None
     message: str
+    # Shape shared with InspectResult's host and followed_here: the same two facts (where the job runs, whether this
+    # server reaches it), each result saying them in its own words.
     host: str | None = Field(None, description=HOST)
     pending: bool = Field(
         False,

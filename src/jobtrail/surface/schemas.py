@@ -51,7 +51,8 @@ class _RecordsShallow(StrictJsonSchema):
 
 def lean_input(schema: dict[str, Any]) -> dict[str, Any]:
     """An input schema without pydantic's titles; descriptions, defaults and limits are what an agent reads."""
-    return _without(schema, frozenset({"title"}), nullable_types=False)
+    lean: dict[str, Any] = _without(schema, frozenset({"title"}), nullable_types=False)
+    return lean
 
 
 def lean_output(schema: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +63,8 @@ def lean_output(schema: dict[str, Any]) -> dict[str, Any]:
     """
     definitions = schema.get("$defs", {})
     fields = {key: value for key, value in schema.items() if key != "$defs"}
-    return _without(_shallow(fields, definitions), _PROSE, nullable_types=True)
+    lean: dict[str, Any] = _without(_shallow(fields, definitions), _PROSE, nullable_types=True)
+    return lean
 
 
 def _shallow(schema: Any, definitions: dict[str, Any]) -> Any:
