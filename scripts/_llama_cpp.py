@@ -47,7 +47,8 @@ def text_model_map(source: str) -> dict[str, str]:
     """conversion/__init__.py's TEXT_MODEL_MAP: the architectures get_model_class() accepts."""
     for node in ast.parse(source).body:
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "TEXT_MODEL_MAP" and node.value:
-            return ast.literal_eval(node.value)
+            mapping: dict[str, str] = ast.literal_eval(node.value)  # architecture → converter class name
+            return mapping
     raise ValueError("llama.cpp's conversion/__init__.py defines no TEXT_MODEL_MAP")
 
 

@@ -93,7 +93,7 @@ def _rename_problems(columns: Any, drop: Any) -> list[str]:
     return problems
 
 
-def _names_problems(mapping: dict, required: tuple[str, ...], optional: tuple[str, ...]) -> list[str]:
+def _names_problems(mapping: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...]) -> list[str]:
     return [
         f"dataset_mapping.{key} must be a column name (a non-empty string)"
         for key in (*required, *optional)
@@ -159,7 +159,7 @@ def _sharegpt_messages(row: dict[str, Any], mapping: dict[str, Any]) -> list[dic
 
 def _alpaca_prompt_completion(row: dict[str, Any], mapping: dict[str, Any]) -> dict[str, Any]:
     names = {key: mapping.get(key, key) for key in ("instruction", "input", "output")}
-    values = {key: row[name] if name is not None else None for key, name in names.items()}
+    values: dict[str, Any] = {key: row[name] if name is not None else None for key, name in names.items()}
     for key in ("instruction", "output"):
         if not isinstance(values[key], str):
             raise ValueError(f"column {names[key]!r} must be a string, got {type(values[key]).__name__}")

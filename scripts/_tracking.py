@@ -341,7 +341,12 @@ def make_trackio_callback(config: dict[str, Any], run_id: str, attempt_id: str, 
     class TrackioCallback(TrainerCallback):
         """Mirrors the Trainer's logs to trackio; every hook is cheap and none raises."""
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        target: dict[str, Any]  # where it reports, for the model card
+        reporter: TrackioReporter  # its trackio run, for bench/step_overhead.py to wait on
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
             if logs and state.is_world_process_zero:
                 reporter.log(trackio_metrics(logs), state.global_step)
                 reporter.poll(state.global_step)
@@ -362,8 +367,8 @@ def make_trackio_callback(config: dict[str, Any], run_id: str, attempt_id: str, 
             return both
 
     callback = TrackioCallback()
-    callback.target = target  # where it reports, for the model card
-    callback.reporter = reporter  # its trackio run, for bench/step_overhead.py to wait on
+    callback.target = target
+    callback.reporter = reporter
     reporter.announce()  # before trackio's own thread starts printing
     reporter.start()
     if reporter.off:  # trackio could not even be imported: say so before training starts

@@ -238,7 +238,9 @@ def prepare_dataset(job: Job, detect_format: Callable[[Any], str]) -> tuple[Any,
     return dataset, held_out
 
 
-def held_out_rows(job: Job, dataset: Any, manifest: dict[str, Any], detect_format: Callable[[Any], str]) -> tuple:
+def held_out_rows(
+    job: Job, dataset: Any, manifest: dict[str, Any], detect_format: Callable[[Any], str]
+) -> tuple[Any, Any | None]:
     """(training rows, evaluation rows or None) as CONFIG["eval"] says; manifest["eval"] records them.
 
     A split_ratio cuts that share of the rows off with a fixed seed (the run's), so every attempt
@@ -299,7 +301,7 @@ def load_train_dataset(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
             raise ValueError(f"unsupported dataset file type {path.suffix!r}; use one of {supported}")
         # A single data file always loads as the "train" split.
         dataset = datasets.load_dataset(loader, data_files=str(path), split="train")
-        origin = {"kind": "file", "sha256": sha256_file(path), "split": "train"}
+        origin: dict[str, Any] = {"kind": "file", "sha256": sha256_file(path), "split": "train"}
     else:
         revision = spec.get("revision")
         dataset = datasets.load_dataset(source, split=split, revision=revision)
@@ -604,7 +606,9 @@ def make_callback(job: Job, method: Method, args: Any) -> Any:
                 self.alert(*self.watch.new(method.check_steps(self.steps, job.config)))
                 self.alert(*self.watch.on_train_end(self.steps, job.config, self.start_step))
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
             # The final summary is no step. Every worker logs the same numbers (gathered) and watches
             # them, so all stop together on a lost loss; only rank 0's events are printed (emit).
             if not logs:
@@ -667,7 +671,7 @@ def counting_tokens_on_device(trainer_class: type, tokens: DeviceTokenCount) -> 
     """The method's trainer class, counting its non-padding input tokens into `tokens` (what transformers counts
     for include_num_input_tokens_seen="non_padding", the job's setting) without reading each count back."""
 
-    class Trainer(trainer_class):  # type: ignore[misc, valid-type]  # TRL's class, known once the job runs
+    class Trainer(trainer_class):  # type: ignore[misc]  # TRL's class, known once the job runs
         def _track_num_input_tokens(self, inputs: Any) -> None:
             name = getattr(self.model, "main_input_name", "input_ids")
             pad = getattr(self.processing_class, "pad_token_id", None)
@@ -716,7 +720,7 @@ def method_metrics(logs: dict[str, Any]) -> dict[str, float]:
 
 def vocabulary_size(model: Any) -> int | None:
     """The size of the vocabulary a causal LM predicts over (a multimodal model's text part), if it says."""
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     size = getattr(text, "vocab_size", None)
     return size if isinstance(size, int) else None
@@ -790,7 +794,7 @@ def save_final(trainer: Any, job: Job) -> Path:
 def write_model_card(trainer: Any, job: Job, final: Path) -> None:
     """jobtrail's card (_model_card.py) replaces PEFT's template in final/ (pushed with the model) and
     TRL's card in output_dir, which names no base model for a local one ("fine-tuned version of [None]")."""
-    summary = next((log for log in reversed(trainer.state.log_history) if "train_loss" in log), {})
+    summary: dict[str, Any] = next((log for log in reversed(trainer.state.log_history) if "train_loss" in log), {})
     card = trained_model_card(
         job.config,
         base_model=base_model(job.config["model"]),

@@ -20,7 +20,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import pairwise
 from typing import Any
 
@@ -140,7 +140,9 @@ def loss_spike_alert(step: int, loss: Any, earlier: list[float]) -> dict[str, An
     )
 
 
-def grad_norm_alert(step: int, grad_norm: Any, earlier: list[float], *, overflow_expected: bool) -> dict | None:
+def grad_norm_alert(
+    step: int, grad_norm: Any, earlier: list[float], *, overflow_expected: bool
+) -> dict[str, Any] | None:
     """A gradient norm that is not finite, or far above its running median once the run has warmed up (far
     above the first logged one before that).
 
@@ -348,7 +350,9 @@ def still_from_start_alert(step: int, grad_norms: list[Any], config: dict[str, A
     )
 
 
-def loss_not_falling_alert(step: int, losses: list[float], job_id: str, learning_rate: float | None) -> dict | None:
+def loss_not_falling_alert(
+    step: int, losses: list[float], job_id: str, learning_rate: float | None
+) -> dict[str, Any] | None:
     """A judgment, not a certainty (a warning): over FLAT_LOGS logged steps or more, the loss's last third was no
     lower on average than its first third. A run trained from its start only (a resumed one may start at its floor)."""
     if len(losses) < FLAT_LOGS:
@@ -457,7 +461,9 @@ class RunWatch:
             if is_finite(leaving) and leaving != 0:
                 self.earlier_grad = [float(leaving)]
 
-    def on_train_end(self, steps: list[dict[str, Any]], config: dict[str, Any], start_step: int) -> list[dict]:
+    def on_train_end(
+        self, steps: list[dict[str, Any]], config: dict[str, Any], start_step: int
+    ) -> list[dict[str, Any]]:
         """What the whole attempt says once it ended on its own: nothing learned (sure), or a loss that never fell
         (a judgment). `steps` are the method's metrics step by step; `start_step` the step it resumed at."""
         if self.stopped is not None or not self.losses:
@@ -495,7 +501,7 @@ class RunWatch:
         self.evals.append((step, float(eval_loss)))
         return self.new([overfitting_alert(self.evals, self.losses)])
 
-    def new(self, found: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    def new(self, found: Iterable[dict[str, Any] | None]) -> list[dict[str, Any]]:
         """The alerts among `found` whose code was not raised before (and now is)."""
         fresh = []
         for alert in found:

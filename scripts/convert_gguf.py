@@ -55,7 +55,7 @@ from _runtime import (
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = {
+CONFIG: dict[str, Any] = {
     "template": "convert_gguf",
     "template_version": 1,
     # kind "dir": a local model or adapter directory; "hub": a Hub repo id. base_model overrides
@@ -406,7 +406,7 @@ def checked_quantizations(facts: dict[str, Any], names: list[str]) -> list[str]:
     unknown = [name for name in names if canonical_quantization(name, known, aliases) is None]
     if unknown:
         refuse(f"llama-quantize has no type {', '.join(unknown)}; it accepts {', '.join(known)}")
-    wanted = [canonical_quantization(name, known, aliases) for name in names]
+    wanted = [q for name in names if (q := canonical_quantization(name, known, aliases)) is not None]
     return [q for i, q in enumerate(wanted) if q != BASE_QUANTIZATION and q not in wanted[:i]]
 
 
@@ -492,7 +492,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 def preflight_config(source: Source) -> dict[str, Any] | None:
     """The config.json that decides the architecture, when readable before any download or merge."""
-    if not source.is_adapter:
+    if source.base is None:  # a full model
         return read_json(source.model_dir / "config.json")
     return read_json(Path(source.base).expanduser() / "config.json") if is_local(source.base) else None
 
@@ -502,14 +502,17 @@ def preflight_config(source: Source) -> dict[str, Any] | None:
 
 def merge_adapter(source: Source, dest: Path) -> Path:
     """Base + adapter → one transformers model (and tokenizer) in `dest`."""
+    adapter_dir, base_model = source.model_dir, source.base
+    if base_model is None:
+        raise ValueError(f"{adapter_dir} is a whole model, not an adapter: there is nothing to merge")
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    has_tokenizer = any((source.model_dir / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "vocab.json"))
-    tokenizer = AutoTokenizer.from_pretrained(source.model_dir if has_tokenizer else source.base)
-    base = AutoModelForCausalLM.from_pretrained(source.base, dtype="auto")
-    match_embeddings(base, source.model_dir, len(tokenizer))
-    merged = PeftModel.from_pretrained(base, str(source.model_dir)).merge_and_unload()
+    has_tokenizer = any((adapter_dir / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "vocab.json"))
+    tokenizer = AutoTokenizer.from_pretrained(adapter_dir if has_tokenizer else base_model)
+    base = AutoModelForCausalLM.from_pretrained(base_model, dtype="auto")
+    match_embeddings(base, adapter_dir, len(tokenizer))
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     if dest.exists():  # an earlier attempt's: this one's replaces it
         shutil.rmtree(dest)
     merged.save_pretrained(dest)
@@ -517,8 +520,8 @@ def merge_adapter(source: Source, dest: Path) -> Path:
     emit(
         "merged",
         path=str(dest),
-        base_model=source.base,
-        adapter=str(source.model_dir),
+        base_model=base_model,
+        adapter=str(adapter_dir),
         vocab_size=merged.get_input_embeddings().weight.shape[0],
     )
     return dest

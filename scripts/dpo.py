@@ -14,6 +14,7 @@ prints the same `JOBTRAIL {...}` events; step events also carry DPO's reward acc
 """
 
 import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
+from typing import Any
 
 # --- jobtrail:runtime ---
 from _runtime import run_job
@@ -22,7 +23,7 @@ from _training import Method, example_config, preference_format, train
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = example_config(
+CONFIG: dict[str, Any] = example_config(
     "dpo",
     "Qwen/Qwen2.5-0.5B-Instruct",
     "trl-lib/ultrafeedback_binarized",

@@ -54,7 +54,7 @@ from _training import load_train_dataset, map_dataset, start_job
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = {
+CONFIG: dict[str, Any] = {
     "template": "evaluate",
     "template_version": 1,
     "model": "Qwen/Qwen2.5-0.5B-Instruct",
@@ -274,6 +274,7 @@ def evaluated_weights(config: dict[str, Any], output_dir: Path) -> tuple[dict[st
     A directory without adapter_config.json is a whole model (a job trained with peft "none"): it is the model.
     """
     hub, adapter = config.get("adapter_hub"), config.get("adapter")
+    local: str | None
     if hub is not None and adapter:
         local, record = fetch_pushed(config, hub, output_dir / WEIGHTS_DIR)
     else:
@@ -407,7 +408,7 @@ def render(tokenizer: Any, prompt: Turns, completion: Turns) -> tuple[list[int],
     Tokenized apart, so the completion's tokens are exactly those scored and generated after
     the prompt; a chat template already holds its special tokens, so none are added to it.
     """
-    if isinstance(prompt, str):
+    if isinstance(prompt, str) or isinstance(completion, str):  # both are, or neither (the row builders check)
         return (tokenizer(prompt)["input_ids"], tokenizer(completion, add_special_tokens=False)["input_ids"])
     prompt_text = ""
     if prompt:  # an implicit-prompt preference pair has none: the response is the whole text
@@ -460,7 +461,8 @@ def generate(model: Any, tokenizer: Any, prompt_ids: list[int], decoding: dict[s
         **sampling,
         **PLAIN_DECODING,
     )
-    return tokenizer.decode(output[0, len(prompt_ids) :], skip_special_tokens=True).strip()
+    text: str = tokenizer.decode(output[0, len(prompt_ids) :], skip_special_tokens=True)
+    return text.strip()
 
 
 def normalize_answer(text: str) -> str:
@@ -494,7 +496,11 @@ def score_examples(
     raw: list[dict[str, Any]] = []
     with torch.inference_mode():
         for index, example in enumerate(examples):
-            record = {"index": index, "prompt": plain_text(example.prompt), "reference": example.reference}
+            record: dict[str, Any] = {
+                "index": index,
+                "prompt": plain_text(example.prompt),
+                "reference": example.reference,
+            }
             record.update(score_example(model, tokenizer, example, metrics, decoding, reward_head))
             totals["nll"] += record.get("nll", 0.0)
             totals["tokens"] += record.get("tokens", 0)
@@ -507,7 +513,7 @@ def score_example(
     model: Any, tokenizer: Any, example: Example, metrics: list[str], decoding: dict[str, Any], reward_head: bool
 ) -> dict[str, Any]:
     """This row's raw outputs for the chosen metrics."""
-    if "pairwise_accuracy" in metrics:
+    if "pairwise_accuracy" in metrics and example.rejected is not None:  # metric_misfit: preference rows only
         chosen = preference_score(model, tokenizer, example.prompt, example.completion, reward_head)
         rejected = preference_score(model, tokenizer, example.prompt, example.rejected, reward_head)
         return {
@@ -610,7 +616,7 @@ def main() -> None:
         weights, checkpoint = evaluated_weights(CONFIG, job.output_dir)
         reward_head = has_reward_head(weights)
         metrics = choose_metrics(CONFIG.get("metrics"), manifest["format"], examples, reward_head)
-        record = {
+        record: dict[str, Any] = {
             "scorer": "reward_head" if reward_head else "log_likelihood",
             "evaluator": evaluator_record(),
             "task_set": task_set_record(manifest),

@@ -36,7 +36,7 @@ from _training import Method, example_config, train
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = example_config(
+CONFIG: dict[str, Any] = example_config(
     "grpo",
     "Qwen/Qwen2.5-0.5B-Instruct",
     "trl-lib/DeepMath-103K",

@@ -24,7 +24,7 @@ from _training import Method, example_config, preference_format, train
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = example_config(
+CONFIG: dict[str, Any] = example_config(
     "kto",
     "Qwen/Qwen2.5-0.5B-Instruct",
     "trl-lib/kto-mix-14k",

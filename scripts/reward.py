@@ -15,6 +15,7 @@ a 'prompt'). Runs as it is from scripts/ or rendered by jobtrail, like sft.py, a
 """
 
 import json  # noqa: F401 - the rendered config block is `CONFIG: dict = json.loads(...)`
+from typing import Any
 
 # --- jobtrail:runtime ---
 from _runtime import run_job
@@ -23,7 +24,7 @@ from _training import Method, example_config, preference_format, train
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = example_config(
+CONFIG: dict[str, Any] = example_config(
     "reward",
     "Qwen/Qwen2.5-0.5B-Instruct",
     "trl-lib/ultrafeedback_binarized",

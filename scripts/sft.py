@@ -28,7 +28,7 @@ from _training import Method, example_config, train
 # --- end jobtrail:runtime ---
 
 # --- jobtrail:config ---
-CONFIG: dict = example_config(
+CONFIG: dict[str, Any] = example_config(
     "sft", "Qwen/Qwen2.5-0.5B", "trl-lib/Capybara", learning_rate=2e-4, per_device_train_batch_size=2, max_length=512
 )
 # --- end jobtrail:config ---
@@ -61,7 +61,7 @@ def cutting_rows_itself(trainer_class: type) -> type:
     so its truncation (truncation_mode, and the rows left with no trained token dropped) makes the same rows,
     tokens and labels a padded run trains, the eval rows as well."""
 
-    class SFTTrainer(trainer_class):  # type: ignore[misc, valid-type]  # TRL's class, known once the job runs
+    class SFTTrainer(trainer_class):  # type: ignore[misc]  # TRL's class, known once the job runs
         def __init__(self, *, args: Any, **kwargs: Any) -> None:
             self.rows_cut_at = args.max_length if args.padding_free and not args.packing else None
             if self.rows_cut_at is not None:
