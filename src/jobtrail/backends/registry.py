@@ -33,6 +33,7 @@ def traits_of(name: str) -> BackendTraits:
         ) from None
 
 
+# The declarations are alike in shape by design: every trait named, none defaulted, so a new backend answers each.
 LOCAL = register(
     BackendTraits(
         name="local",
