@@ -24,8 +24,8 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 demo: $(VENV)/.installed
 	$(VENV)/bin/jobtrail demo
 
-# The lint gate, run before the tests: ruff (lint and format check) over the code, mypy over src/
-# (both configured in pyproject.toml). A violation fails `make test`.
+# The lint gate, run before the tests: ruff (lint and format check) over the code, mypy --strict over src/ and
+# scripts/ (the job side) (both configured in pyproject.toml). A violation fails `make test`.
 LINT_PATHS := src tests bench scripts tools
 
 lint: $(VENV)/.installed
