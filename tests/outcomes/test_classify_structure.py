@@ -65,6 +65,12 @@ def test_only_a_parents_report_of_a_childs_signal_is_relayed():
         ("`a` and `b`", "`a` and `b`", None),
         ("E0501 10:00:00.123 glog line", "E0501 10:00:00.123 glog line", None),
         ("  3%|▎         | 12/400 [00:41<22:10,  3.43s/it]", "  3%|▎         | 12/400 [00:41<22:10,  3.43s/it]", None),
+        ("> OSError: [Errno 28] No space left", "OSError: [Errno 28] No space left", None),  # a markdown quote
+        (">>> import torch", ">>> import torch", None),  # Python's prompt is no quote
+        ('1204.5s\t812\t  File "/kaggle/train.py", line 3', '  File "/kaggle/train.py", line 3', None),  # Kaggle
+        # Two ranks writing the same exception line at once, their writes interleaved.
+        ("ValueErrorValueError: : boom", "ValueError: boom", None),
+        ("[rank0]: torch.OutOfMemoryErrortorch.OutOfMemoryError: : CUDA", "torch.OutOfMemoryError: CUDA", "[rank0]:"),
     ],
 )
 def test_line_prefixes_are_stripped_and_the_process_kept(raw, cleaned, process):
@@ -594,3 +600,68 @@ def test_a_refusals_words_count_on_the_exceptions_own_line_not_in_advice_around_
 def test_the_priors_table_is_the_one_the_dev_corpus_gives():
     proc = run_bench("exception_priors.py", "--check", timeout_s=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+COMMIT_FRAMES = [
+    "Traceback (most recent call last):",
+    '  File "/job/train.py", line 40, in <module>',
+    '  File "/usr/lib/python3.11/site-packages/huggingface_hub/hf_api.py", line 1, in {function}',
+    '  File "/usr/lib/python3.11/site-packages/huggingface_hub/utils/_http.py", line 1, in hf_raise_for_status',
+    "huggingface_hub.errors.BadRequestError: (Request ID: Root=1-66aa)",
+    "",
+    "Bad request:",
+    "the frobnication quota of this namespace is spent",
+]
+
+
+def test_a_commit_the_hub_refuses_for_its_content_is_the_push_failing_whenever_it_ran():
+    """No wording names the refusal: that the Hub answered a commit with a 400 is what says the push failed."""
+    commit = explain("\n".join(COMMIT_FRAMES).replace("{function}", "create_commit"), 1)
+    assert commit.reason is R.HUB_ERROR
+    # A repo refused before anything was sent is no failed push.
+    repo = explain("\n".join(COMMIT_FRAMES).replace("{function}", "create_repo"), 1)
+    assert repo.reason is not R.HUB_ERROR
+
+
+FINISHED = "Training completed. Do not forget to share your model on huggingface.co/models =)"
+SERVER_ERROR = "requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://example.com/x"
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        # Training finished, the upload began, a server failed: the push failed, whatever the destination.
+        ([FINISHED, "Uploading model.safetensors to s3://acme-models/run-7", SERVER_ERROR], R.HUB_ERROR),
+        # ...and so did a refusal of the token then (DESIGN.md: the same refusal once training finished).
+        ([FINISHED, "Pushing to acme/llama-ft", "401 Client Error: Unauthorized for url: https://x/up"], R.HUB_ERROR),
+        # A download after training (an evaluation's data) is no push.
+        ([FINISHED, "Downloading data: 100%|██████████| 2.1M/2.1M", SERVER_ERROR], R.INFRA_TRANSIENT),
+        # An upload before training finished (a dataset pushed first) says nothing of the push after it.
+        (["Uploading the tokenized data to acme/data", "{'loss': 1.2}", SERVER_ERROR], R.INFRA_TRANSIENT),
+    ],
+)
+def test_a_server_failure_while_uploading_after_training_is_the_push(tail, expected):
+    assert explain("\n".join(tail), 1).reason is expected
+
+
+RANK_OOM = [
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "/job/train.py", line 9, in <module>',
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+]
+
+
+def test_the_terminals_ctrl_c_echo_is_someone_stopping_the_job_unless_a_failure_came_first():
+    step = "{'loss': 1.2, 'epoch': 0.1}"
+    ctrl_c = "^C[2024-06-01 10:00:00] [INFO] [launch.py:1:sigkill_handler] Killing subprocess 4242"
+    stopped = explain("\n".join([step, ctrl_c]))
+    assert stopped.reason is R.CANCELLED and "SIGINT" in stopped.message
+    # A rank's OOM, the others hung at a collective until someone pressed Ctrl-C: the OOM ended the job.
+    assert explain("\n".join([step, *RANK_OOM, ctrl_c])).reason is R.OOM
+
+
+def test_a_time_limits_words_inside_another_failures_message_are_no_time_limit():
+    """A harness's `Timeout expired` alone on its line is its time limit; the words inside a client's error are a
+    connection's timeout."""
+    assert explain("Pass 2: FAIL\n  Timeout expired", 1).reason is R.TIMEOUT
+    assert explain("psycopg2.OperationalError: timeout expired", 1).reason is not R.TIMEOUT

@@ -139,6 +139,11 @@ _PUSHING = {
     "_push_from_checkpoint",
     "create_repo",
 }
+# The frames of a commit's upload (not create_repo: a repo refused before anything was sent is no failed push).
+_COMMITTING = _PUSHING - {"create_repo"}
+# The Hub refusing what a commit holds (its model card's metadata, a file it does not accept, a quota), not who sent it
+# (401/403), where to (404) or how often (429).
+_CONTENT_REFUSED = _text(r"\b(?:400|409|412|413|422) Client Error", r"Payload Too Large")
 _NATIVE = _text(
     r"CUDA Setup failed",
     r"libcudart",
@@ -208,9 +213,14 @@ def _network(error: RaisedError, _: Progress) -> str | None:
 
 
 def _push_failed(error: RaisedError, reached: Progress) -> str | None:
-    """A refusal once work is saved, or any Hub or network failure while the finished model is pushed."""
+    """A refusal once work is saved, any Hub or network failure while the finished model is pushed, or a commit the Hub
+    refused for its content, whenever it was sent: the push is what failed, and only the push needs repeating."""
     if reached >= Progress.CHECKPOINT and (line := _refused(error, reached)):
         return line
+    if any(frame.function in _COMMITTING for frame in error.frames) and (
+        error.name == "BadRequestError" or _line(error, _CONTENT_REFUSED)
+    ):
+        return error.lines[0]
     if reached is not Progress.FINISHED or not any(frame.function in _PUSHING for frame in error.frames):
         return None
     from_the_hub = error.module == "huggingface_hub" or error.name.endswith("HTTPError")

@@ -36,7 +36,7 @@ from jobtrail.models import ExitRecord, TerminationReason as R
 from jobtrail.outcomes import causes, events, exits, families, generic, priors
 from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
 from jobtrail.outcomes.lines import clean
-from jobtrail.outcomes.tracebacks import Progress, last_chain, progress, went_on
+from jobtrail.outcomes.tracebacks import Progress, finished_at, last_chain, progress, went_on
 
 TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
@@ -64,7 +64,11 @@ def _rule(reason: R, message: str, *alternatives: str, ignore_case: bool = True)
 # and a job timeout before a read timeout).
 LOG_RULES: list[LogRule] = [
     _rule(
-        R.TIMEOUT, "The job ran past its timeout.", r"Job timed out", r"exceeded (its|the) (timeout|maximum duration)"
+        R.TIMEOUT,
+        "The job ran past its timeout.",
+        r"Job timed out",
+        r"exceeded (its|the) (timeout|maximum duration)",
+        r"^\s*(?:Error: )?(?:Timeout|Time limit) (?:expired|exceeded|reached)[.!]?\s*$",  # a harness's word alone
     ),
     _rule(
         R.HUB_ERROR,
@@ -139,6 +143,8 @@ LOG_RULES: list[LogRule] = [
         r"Connection reset",
         r"ConnectionError",
         r"\b5\d\d Server Error",
+        r"\b(?:Internal |Unhandled )?server error\b",
+        r"\bHTTP(?: Error| status(?: code)?)?:? 5\d\d\b",
         r"Bad Gateway",
         r"Service Unavailable",
         r"Gateway Time-?out",
@@ -179,7 +185,7 @@ def classify(
         or _from_prior(status, reports, log_tail)
         or _unrecognised(status, reports, log_tail)
     )
-    return _waited_for_data(verdict, log_tail)
+    return _pushed_after_training(_waited_for_data(verdict, log_tail), log_tail)
 
 
 def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Verdict:
@@ -223,6 +229,23 @@ def _waited_for_data(verdict: Verdict, lines: list[str]) -> Verdict:
     )
 
 
+def _pushed_after_training(verdict: Verdict, lines: list[str]) -> Verdict:
+    """A server's failure or a refusal logged once training had finished and the job had begun uploading its results:
+    the push failed (any HTTP status, to the Hub or any other registry), not the training, whose files are kept."""
+    if verdict.reason not in (R.INFRA_TRANSIENT, R.AUTH_ERROR) or not verdict.evidence:
+        return verdict
+    at = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()[:500] == verdict.evidence), 0)
+    finished = finished_at(lines[:at])
+    if finished is None or not any(generic.UPLOADING.search(clean(line)) for line in lines[finished : at + 1]):
+        return verdict
+    return Verdict(
+        R.HUB_ERROR,
+        "Training finished, then uploading its results failed (a server error or a refusal while pushing to the Hub "
+        "or another registry): the trained files are kept, so only the upload needs repeating.",
+        evidence=verdict.evidence,
+    )
+
+
 def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Verdict:
     told = Verdict(
         R(termination["reason"]), str(termination.get("message") or termination["reason"]), "termination event"
@@ -249,8 +272,19 @@ def _from_scheduler(reports: list[exits.Report]) -> Verdict | None:
 
 
 _SCHEDULER = [
-    ("time_limit", R.TIMEOUT, "The scheduler stopped the job at its time limit."),
-    ("preempted", R.PREEMPTED, "The scheduler or platform took the machine back (preemption or node failure)."),
+    (
+        "time_limit",
+        R.TIMEOUT,
+        "The scheduler or platform stopped the job at its time limit (a batch scheduler's wall time, a serverless "
+        "function's or a CI runner's timeout, a cloud job's maximum runtime): raise the limit, or resume from the last "
+        "checkpoint.",
+    ),
+    (
+        "preempted",
+        R.PREEMPTED,
+        "The scheduler or platform took the machine back (a preemption, a spot VM shut down, a notebook's runtime "
+        "disconnected, a node failure): resume from the last checkpoint.",
+    ),
     (
         "cancelled",
         R.CANCELLED,

@@ -9,8 +9,9 @@ The log adds what the exit status cannot: which process died. `read` collects th
 (torchrun's `exitcode: -9`, its ChildFailedError summary, accelerate's CalledProcessError, DeepSpeed's
 `exits with return code = -9`, a shell's `Killed` or zsh's `killed`, even on the line of the progress bar it
 interrupted), the signal a launcher was itself sent (torch elastic's SignalException), schedulers (SLURM's
-CANCELLED ... DUE TO TIME LIMIT, preemption, node failure and cgroup OOM; Kubernetes' OOMKilled and evictions)
-and the kernel's OOM killer.
+CANCELLED ... DUE TO TIME LIMIT, preemption, node failure and cgroup OOM; Kubernetes' OOMKilled and evictions),
+platforms (a serverless function's or a CI runner's time limit, a spot VM's shutdown, a notebook's runtime dropped),
+the kernel's OOM killer, and someone's Ctrl-C.
 A launcher or shell that reports its child killed was itself alive: the kill took one process, not the
 machine, which is what the OOM killer does and what a preemption does not.
 """
@@ -126,7 +127,16 @@ _SHELL_WORDS = {
 _BAR = re.compile(r"[\d.]+[kMGTP]?i?B?/[\d.]+[kMGTP]?i?B? \[[^\]]*\]")
 # The launcher itself was sent a signal (torch elastic's agent: it then stops its workers with the same signal).
 _RECEIVED = re.compile(
-    r"SignalException: Process \d+ got signal: (?P<signal>\d+)|Received (?P<received>\d+) death signal, shutting down"
+    r"SignalException: Process \d+ got signal: (?P<signal>\d+)"
+    r"|Received (?:(?P<received>\d+)|Signals\.(?P<name>SIG[A-Z]+)) death signal, shutting down"
+)
+# Someone pressed Ctrl-C: the terminal's echo of it (`^C` where the next output begins), or a launcher's or server's
+# words for the SIGINT it got. A traceback pasted after it is often cut before its `KeyboardInterrupt`.
+_INTERRUPTED = re.compile(
+    r"^\^C"
+    r"|(?i:\b(?:received|got|caught) (?:a )?SIGINT\b|\bSIGINT received\b"
+    r"|\bKeyboard ?interrupt(?:ion)? (?:received|detected)|\bDetected KeyboardInterrupt\b"
+    r"|\binterrupted by (?:the )?user\b)"
 )
 # The kernel, a cgroup, SLURM or Kubernetes taking memory back.
 _OOM = re.compile(
@@ -171,21 +181,38 @@ _PREEMPTED = re.compile(
     # vanished with it "lame".
     r"|termination is imminent|compute\.instances\.preempted|\bEventType\W+Preempt\b"
     r"|(?:spot|preemptible) (?:VM |instance |node )?(?:was|has been) (?:stopped|terminated|reclaimed)"
-    r"|\bTPU\b[^.]{0,80}\b(?:was|is|has been|got) preempted|\blame workers found",
+    r"|\bTPU\b[^.]{0,80}\b(?:was|is|has been|got) preempted|\blame workers found"
+    r"|\bspot/instance-action\b"  # AWS: the metadata path a spot instance polls for its interruption notice
+    # The machine shutting down under the job: the ACPI power button a cloud presses to stop a VM (systemd-logind's
+    # words), the shutdown that follows, a Kubernetes node's graceful shutdown.
+    r"|\bPower key pressed\b|\bSystem is (?:powering down|going down|rebooting)\b|\bPowering off\.\.\."
+    r"|\bThe system (?:is going down|will (?:power ?off|halt|reboot)) (?:for \w+ )?now\b"
+    r"|in response to imminent node shutdown|\bnode is shutting down\b"
+    # A notebook platform dropping the runtime the job ran in (Colab, and its words as other hosted notebooks echo).
+    r"|\bruntime (?:has been |was |got )?disconnected\b|\bNot connected to a runtime\b",
     re.IGNORECASE,
 )
 
 
-# Other schedulers' words for a job stopped at its wall-clock limit: sacct's State column, PBS/Torque, LSF, SGE, and
-# Kubernetes' activeDeadlineSeconds.
+# Other schedulers' and platforms' words for a job stopped at its wall-clock limit: sacct's State column, PBS/Torque,
+# LSF, SGE, Kubernetes' activeDeadlineSeconds (a Job's, a RayJob's), serverless functions (Modal), SageMaker's
+# MaxRuntimeInSeconds, CI runners (GitHub Actions, GitLab), a parent process's own limit on its child (subprocess).
 _TIME_LIMIT = re.compile(
     r"(?-i:\|TIMEOUT\||\sTIMEOUT\s+\d+:\d+\b)"
     r"|PBS: job killed: walltime \d+ exceeded limit"
     r"|\bTERM_RUNLIMIT\b|job killed after reaching LSF run time limit"
     r"|exceeded hard wallclock time"
     r"|Job was active longer than specified deadline|\bDeadlineExceeded\b"
+    r"|\bactiveDeadlineSeconds\b.{0,60}\b(?:exceeded|passed|reached)\b"
+    r"|\b(?:exceeded|passed|reached) (?:its |the )?activeDeadlineSeconds\b"
     r"|this job is timed-out"  # submitit's handler of SLURM's signal before the time limit
-    r"|^timeout: sending signal \w+ to command",  # coreutils' timeout --verbose, at the limit it was given
+    r"|^timeout: sending signal \w+ to command"  # coreutils' timeout --verbose, at the limit it was given
+    r"|\bFunctionTimeoutError\b|\bhit its timeout of \d+"  # Modal
+    r"|\bMax(?:Runtime|WaitTime)Exceeded\b"  # SageMaker's stopping condition (a spot job's wait included)
+    r"|execution took longer than \S+ seconds"  # GitLab's runner (GitHub's says it in the words of the next line)
+    r"|\bexceeded (?:the |its )?(?:maximum|max) (?:allowed )?(?:execution|run(?:ning)?|wall[- ]?clock) ?"
+    r"(?:time|duration)\b"
+    r"|\bTimeoutExpired: Command .+ timed out after [\d.]+ seconds",
     re.IGNORECASE,
 )
 
@@ -222,7 +249,10 @@ def _report(line: str, raw: str) -> Report | None:
         if match := pattern.search(line):
             return Report("child", raw, decode(int(match["code"])))
     if received := _RECEIVED.search(line):
-        return Report("received", raw, Exit(None, int(received["signal"] or received["received"])))
+        number = int(received["signal"] or received["received"] or 0) or _signal_number(received["name"])
+        return Report("received", raw, Exit(None, number))
+    if _INTERRUPTED.search(line):
+        return Report("received", raw, Exit(None, int(signals.SIGINT)))
     after_bar = _BAR.split(line.split("\r")[-1])[-1]
     for pattern in _CHILD_SIGNAL:
         if match := pattern.search(line) or pattern.search(after_bar):

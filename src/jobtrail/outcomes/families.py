@@ -111,11 +111,17 @@ SIGNATURES: list[Signature] = [
     # not; another machine (or a reset of this one) runs it.
     _sig(
         R.INFRA_TRANSIENT,
-        "The GPU had a hardware fault (an uncorrectable ECC error, or it fell off the bus): retry on another machine; "
-        "if it recurs on this one, the GPU needs a reset or replacing.",
+        "The GPU had a hardware fault (an uncorrectable ECC error, or it fell off the bus and the driver lost it): "
+        "retry on another machine; if it recurs on this one, the GPU needs a reset or replacing.",
         r"uncorrectable ECC error",
         r"cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE",
         r"GPU has fallen off the bus",
+        # The driver no longer reaches the card: NVML (nvidia-smi, DCGM, a container's toolkit) and the kernel's Xid
+        # codes for it (79: off the bus; 48, 94, 95: ECC; 119, 120: the GPU's own processor stopped answering).
+        r"Unable to determine the device handle for GPU ?[\w:.]*: (?:Unknown Error|GPU is lost)",
+        r"\bGPU is lost\b",
+        r"Failed to initialize NVML: Unknown Error",
+        r"\bNVRM: Xid \([^)]*\): (?:48|79|94|95|119|120)\b",
     ),
     # NCCL's own failure codes. Not "remote process exited": that is a rank's echo of a peer that died first.
     _sig(
@@ -216,13 +222,20 @@ SIGNATURES: list[Signature] = [
     _sig(
         R.HUB_ERROR,
         "Uploading to the Hub failed (an LFS upload or the commit was refused); the saved files are intact: repeat "
-        "the push (upload_folder / push_to_hub), in smaller commits for a large model.",
+        "the push (upload_folder / push_to_hub), in smaller commits for a large model. Where the Hub refused what the "
+        "commit holds (the model card's metadata, a file type, a secret, a quota), fix what its message names first.",
         r"Your proposed upload is smaller than the minimum allowed size",
         r"\bEntityTooSmall\b",
         r"\bLFS: (?:Authorization|Client) error\b",
         r"Error while uploading '[^']+' to the Hub",
         r"\b4(?!01|03|29)\d\d Client Error.*huggingface\.co/api/\S+/(?:commit|preupload)/",
         r"complete_multipart",
+        # The Hub refusing what a commit holds: its model card's metadata (checked by the validate-yaml endpoint, or
+        # first by the client), a file type, size or secret its checks reject, a storage quota.
+        r"Bad request for commit endpoint",
+        r"Invalid metadata in README\.md",
+        r"Your push was rejected because",
+        r"\b4\d\d Client Error.*huggingface\.co/api/validate-yaml",
     ),
     # A class from an optional dependency that a library imports only when the package is there (`if
     # is_peft_available(): from peft import PeftModel`): a NameError for it is the package missing or out of step.
@@ -271,14 +284,8 @@ SIGNATURES: list[Signature] = [
         r"Error\(s\) in loading state_dict for \w+",
         r"size mismatch for \S+: copying a param with shape",
     ),
-    # safetensors reading a file that is not one: a Git LFS pointer, an HTML page or a cut download saved as weights.
-    _sig(
-        R.CONFIG_ERROR,
-        "The weights file is not a complete safetensors file (a Git LFS pointer, an error page or a partial "
-        "download): download it again (git lfs pull, or from the Hub) and check its size.",
-        r"Error while deserializing header: (?:HeaderTooLarge|HeaderTooSmall|MetadataIncompleteBuffer"
-        r"|InvalidHeader\w*|header too large)",
-    ),
+    # Before the llama.cpp and loader signatures below, whose words a pointer file also provokes.
+    generic.CORRUPT_FILE,
     # A distributed launch whose rendezvous port is taken (another job on the node, a launch that did not exit).
     _sig(
         R.CONFIG_ERROR,
@@ -295,17 +302,6 @@ SIGNATURES: list[Signature] = [
         r"Job violates accounting/QOS policy",
         r"Batch job submission failed",
         r"Unable to allocate resources: (?:Invalid|Requested|Job violates)",
-    ),
-    # argparse's report of a rejected command line, `<prog>: error: <why>` (any CLI: a training script,
-    # HfArgumentParser, llama.cpp's converter), and HfArgumentParser's own for options no dataclass declares.
-    _sig(
-        R.CONFIG_ERROR,
-        "The command line was rejected (an unknown option, a value outside its choices, a required argument "
-        "missing): fix the arguments; the usage line lists what the program accepts.",
-        r"^[^:]{1,80}: error: (?:argument [^:]+: (?:invalid |expected |not allowed |ignored )"
-        r"|unrecognized arguments: |the following arguments are required: |one of the arguments .* is required"
-        r"|ambiguous option: )",
-        r"Some specified arguments are not used by the HfArgumentParser",
     ),
     # llama.cpp's tools check their own positional arguments (`main: invalid nthread 'Q8_0' (stoi)`, `main: invalid
     # ftype`), and its common parser its options (`error: invalid argument: --foo`): a command line out of order.
@@ -339,6 +335,12 @@ SIGNATURES: list[Signature] = [
         "the filters (length limits, formatting) that drop samples.",
         r"num_samples should be a positive integer value, but got num_samples=0\b",
         r"With n_samples=0, test_size=",
+        # Drawing a random sample from data of no length (a batch index below len(data), or below len(data) minus a
+        # block): torch's, Python's and numpy's words for a range or population that is empty.
+        r"random_ expects 'from' to be less than 'to', but got from=0 >= to=(?:0|-\d+)\b",
+        r"empty range (?:for|in) randrange\(",
+        r"Cannot choose from an empty sequence",
+        r"'?a'? cannot be empty unless no samples are taken",
     ),
     _sig(
         R.DEPENDENCY_ERROR,

@@ -10,7 +10,9 @@ happened in the common words of their trade. These are those vocabulary classes:
 - a library refusing what it was asked (`REFUSALS`, read on an exception's own message only): a Hub token or API key
   that is missing, a package to install, a setting it does not allow ("is not compatible with", "not supported",
   "must be specified", "please set");
-- a shell that could not run what the command line named.
+- a shell that could not run what the command line named, and a command-line parser refusing its arguments;
+- weights that do not fit the model, and model files that are not files of their format (a Git LFS pointer);
+- lines that say a job is uploading its results (a server's failure then is the push's).
 """
 
 from __future__ import annotations
@@ -101,8 +103,70 @@ YAML = sig(
     r"^(?:ScannerError|ParserError): (?:while scanning|while parsing|mapping values are not allowed)",
 )
 
+# A command-line parser's report of a command line it rejects, whatever the parser: argparse (`prog: error: ...`, or
+# `error: ...` alone as jsonargparse prints it), click and typer (`Error: No such command 'x'.`, typer in a box), Fire,
+# absl flags, Hydra's overrides, HfArgumentParser. A subcommand or option the installed program does not have is the
+# same rejection: the command was written for another release of the program, or another program owns its name on PATH.
+CLI = sig(
+    R.CONFIG_ERROR,
+    "The command line was rejected (a subcommand or option the program does not have, a value outside its choices, "
+    "a required argument missing): fix the arguments; the usage line lists what the program accepts. A command copied "
+    "from documentation of another release needs that release, and `which <program>` shows which one is on PATH.",
+    r"^(?:[^:]{1,80}: )?error: (?:argument [^:]+: (?:invalid |expected |not allowed |ignored )"
+    r"|(?i:unrecognized) arguments: |the following arguments are required: |one of the arguments .* is required"
+    r"|ambiguous option: )",
+    r"(?:^Error: |^\W{0,3}│\s*)(?i:No such (?:command|option|subcommand)|Missing (?:argument|option|parameter)"
+    r"|Invalid value for|Got unexpected extra arguments?"
+    r"|Option '[^']+' (?:requires an argument|does not take a value))",
+    r"^ERROR: Could not consume arg",  # Fire
+    r"\bFlags parsing error: Unknown command line flag",  # absl
+    r"\bCould not override '[\w.]+'",  # Hydra
+    r"Some specified arguments are not used by the HfArgumentParser",
+)
+
+# Weights that do not fit the model they are loaded into, in any framework's words (torch's strict load, MLX's
+# load_weights, accelerate placing a tensor, Keras): a checkpoint of another architecture or size, or a script or
+# converter that does not support this model.
+WEIGHTS = sig(
+    R.CONFIG_ERROR,
+    "The weights do not fit the model they are loaded into (parameters it does not have, missing ones, or other "
+    "shapes): a checkpoint of another architecture or size, or a script or converter that does not support this "
+    "model. Use the matching model and config, or a tool that supports this architecture.",
+    r"\b(?:Missing|Unexpected) key\(s\) in state_dict\b",
+    r"\bReceived parameters not in model\b|\bMissing parameters: |but received shape \([\d, ]*\) for parameter\b",
+    r"Trying to set a tensor of shape \S+ in \S+ \(which has shape",
+    r"\bLayer count mismatch when loading weights\b|load a weight file containing \d+ layers into a model with",
+)
+
+# A model or tokenizer file that is not what its name says: a Git LFS pointer (a clone without git-lfs: the file is a
+# few lines of text starting `version https://git-lfs`), an HTML error page, a download cut short. Each reader fails in
+# its own words on the first bytes it checks (safetensors' header length, pickle's first opcode, zip's directory,
+# sentencepiece's protobuf, HDF5's signature, GGUF's magic). The job's input is broken, not an argument.
+CORRUPT_FILE = sig(
+    R.BAD_INPUT,
+    "A model or tokenizer file is not a complete file of its format (a Git LFS pointer from a clone without git-lfs, "
+    "an error page, or a partial download): download it again (`git lfs install && git lfs pull`, or from the Hub) "
+    "and check its size.",
+    r"Error while deserializing header: (?:HeaderTooLarge|HeaderTooSmall|MetadataIncompleteBuffer"
+    r"|InvalidHeader\w*|header too large)",
+    r"\bversion https://git-lfs\.github\.com/spec/v1\b",
+    r"\binvalid load key, '[v<]'",  # pickle reading `version ...` (a pointer) or `<html` (a page)
+    r"PytorchStreamReader failed reading zip archive",
+    r"sentencepiece_processor\.cc\(\d+\)\s*\[model_proto->ParseFromArray",
+    r"\(file signature not found\)",  # HDF5
+    r"invalid magic characters:? '?vers",  # a GGUF reader given a pointer's `version ...`
+    r"Unable to load weights from pytorch checkpoint file",  # transformers' wrapping of the reader's failure
+)
+
+# Lines that say a job is sending its results somewhere (the Hub, a model registry, a bucket): a server's failure
+# after training finished, while these are under way, is the push failing, not the training.
+UPLOADING = re.compile(
+    r"(?i)\b(?:uploading|pushing|committing|upload(?:ing)? (?:to|of|the|final|model|checkpoint|weights|artifacts?)"
+    r"|push(?:ing)? to|push_to_hub|upload_(?:folder|file|large_folder)|create_commit)\b"
+)
+
 # The loose-line vocabulary (`families` tries it after the libraries' own sentences).
-SIGNATURES: list[Signature] = [MEMORY, UNDECODABLE, COMMAND, YAML]
+SIGNATURES: list[Signature] = [MEMORY, UNDECODABLE, COMMAND, CLI, WEIGHTS, YAML]
 
 MISSING_TOKEN = (
     "The Hub token (or the service's API key) is missing or not accepted: log in (`hf auth login`), set HF_TOKEN or "

@@ -151,9 +151,15 @@ SIGNATURES: list[Signature] = [
     # toolchain. The GPU is the machine's; the software installed does not use it.
     _sig(
         R.DEPENDENCY_ERROR,
-        "The installed torch cannot use the GPU (a CPU-only build, no NVIDIA driver, or a build for another CUDA "
-        "toolchain): install a torch wheel built for this machine's CUDA and driver.",
+        "The installed torch cannot use the GPU (a CPU-only build, no NVIDIA driver, a build for another CUDA "
+        "toolchain, or one without kernels for this GPU's architecture, newer or older than the build supports): "
+        "install a torch wheel built for this machine's CUDA, driver and GPU.",
         r"Torch not compiled with CUDA enabled",
+        # The build has no kernels for this GPU's compute capability (torch's warning at its first CUDA call, then the
+        # job fails or runs on the CPU): a GPU newer than the build (Blackwell's sm_120 under a cu12.4 torch), or older.
+        r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
+        r"PyTorch no longer supports this GPU because it is too old",
+        r"The minimum required Cuda capability is \d",  # TensorFlow ignoring the GPU for the same reason
         r"Found no NVIDIA driver on your system",
         r"the provided PTX was compiled with an unsupported toolchain",
         r"Unsloth: No NVIDIA GPU found\? Unsloth currently only supports GPUs",

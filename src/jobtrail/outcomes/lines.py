@@ -24,9 +24,13 @@ _PROCESS = re.compile(
     r"|[\w.-]+\s+\|\s"  # docker compose: `service-1  | ` (v2), `service  | ` (v1)
     r")"
 )
-# What a reader of the log put around it: pytest's `E   ` before the lines of a failure it reports, and a markdown
-# code span around a line pasted into a thread (`` `RuntimeError: ...` ``). Neither tells processes apart.
-_QUOTING = re.compile(r"^E {3,}(?=\S)|^`([^`]+)`\s*$")
+# What a reader of the log put around it: pytest's `E   ` before the lines of a failure it reports, a markdown
+# code span around a line pasted into a thread (`` `RuntimeError: ...` ``), and a markdown quote (`> RuntimeError: ...`;
+# not `>>> `, Python's prompt). None tells processes apart.
+_QUOTING = re.compile(r"^E {3,}(?=\S)|^`([^`]+)`\s*$|^>(?!>) ?(?=\S)")
+# Two processes writing the same exception line at once, their writes interleaved: the type twice, then both
+# separators (`KeyErrorKeyError: : 'x'`). Read as the one line each of them meant.
+_INTERLEAVED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?:(?P=type))+(?::\s?){2,}")
 # Timestamps and log-level headers that carry no content of their own.
 _STAMP = re.compile(
     r"^(?:"
@@ -34,6 +38,7 @@ _STAMP = re.compile(
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?\s"  # a clock alone
     # vLLM's logger after its worker prefix: `ERROR 05-01 10:00:00 file.py:12] ` (also INFO/WARNING/DEBUG)
     r"|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL)\s+\d\d-\d\d\s\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?[\w./-]+:\d+\]?\]\s?"
+    r"|\d+(?:\.\d+)?s\t\d+\t"  # Kaggle's log viewer: seconds since the start, then the line's number, tab-separated
     r")"
 )
 _MAX_PREFIXES = 4  # a line is rarely wrapped more than thrice (stamp, rank, stamp); this bounds the loop
@@ -51,7 +56,7 @@ def clean(line: str) -> str:
         if stripped == text:
             break
         text = stripped
-    return text
+    return _INTERLEAVED.sub(r"\g<type>: ", text, count=1)
 
 
 def source(line: str) -> str | None:

@@ -181,9 +181,18 @@ class Progress(enum.IntEnum):
 
 # The trainer's own output, for logs written without jobtrail's events: a `{'loss': ...}` log
 # dict, the unlabelled training progress bar (data maps and downloads carry a label), the
-# checkpoint notice and the final summary.
+# checkpoint notice and the final summary, or a trainer's words for its end (transformers' `Training completed.`,
+# a `<tool>: Training finished` banner, YOLO's `100 epochs completed in 2.1 hours.`, Lightning's `Trainer.fit` stopped).
 _TRAINER_LINES: list[tuple[re.Pattern[str], Progress]] = [
     (re.compile(r"'train_runtime':"), Progress.FINISHED),
+    (
+        re.compile(
+            r"(?i)^\s*(?:[\w .-]{1,40}: )?training (?:has )?(?:completed|complete|finished|done)\b(?! with error)"
+            r"|\b\d+ epochs? completed in [\d.]+ (?:hours|minutes|seconds)\b"
+            r"|`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"
+        ),
+        Progress.FINISHED,
+    ),
     (re.compile(r"^Saving model checkpoint to "), Progress.CHECKPOINT),
     (re.compile(r"^\{'loss': "), Progress.TRAINING),
     (re.compile(r"^\s*\d{1,3}%\|[^|]*\|\s*\d+/\d+ \["), Progress.TRAINING),
@@ -192,13 +201,18 @@ _TRAINER_LINES: list[tuple[re.Pattern[str], Progress]] = [
 
 def progress(lines: list[str]) -> Progress:
     """The furthest stage the given lines show."""
-    reached = Progress.NONE
-    for raw in lines:
-        line = clean(raw).split("\r")[-1]
-        event = events.parse_line(line)
-        stage = _event_stage(event) if event else _trainer_stage(line)
-        reached = max(reached, stage)
-    return reached
+    return max((_stage(raw) for raw in lines), default=Progress.NONE)
+
+
+def finished_at(lines: list[str]) -> int | None:
+    """Where the lines first show training finished, if they do."""
+    return next((index for index, raw in enumerate(lines) if _stage(raw) is Progress.FINISHED), None)
+
+
+def _stage(raw: str) -> Progress:
+    line = clean(raw).split("\r")[-1]
+    event = events.parse_line(line)
+    return _event_stage(event) if event else _trainer_stage(line)
 
 
 def _event_stage(event: dict[str, Any]) -> Progress:
