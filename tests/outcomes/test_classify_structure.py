@@ -493,11 +493,12 @@ SITE = "/usr/lib/python3.11/site-packages"
             "AttributeError: 'TrainingArguments' object has no attribute 'model_init_kwargs'",
             R.DEPENDENCY_ERROR,
         ),
-        # The same in the user's own script is the user's call (torch's __getattr__ only forwards the lookup).
+        # The same in the user's own script is the user's call (torch's __getattr__ only forwards the lookup): no
+        # package is out of step, and only the prior of AttributeError (config_error in dev/) offers a guess.
         (
             [USER, (f"{SITE}/torch/nn/modules/module.py", "__getattr__")],
             "AttributeError: 'LlamaForCausalLM' object has no attribute 'module'",
-            R.UNKNOWN,
+            R.CONFIG_ERROR,
         ),
         ([USER], "TypeError: Trainer.__init__() missing 1 required positional argument: 'model'", R.CONFIG_ERROR),
         # A library calling the user's own function (a datasets map function) with other arguments than it takes:
