@@ -9,6 +9,7 @@ structured content. Errors print the message and the fix and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -318,17 +319,24 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from jobtrail.app import build_service
-    from jobtrail.surface.server import build_server
+    # Starting allocates much and frees little (the SDK's modules, the tools' models and schemas): the collector
+    # would walk all of it again and again (~8% of a start). Frozen once built, it is never walked while serving.
+    gc.disable()
+    try:
+        from jobtrail.app import build_service
+        from jobtrail.surface.server import build_server
 
-    token = None
-    if args.http:
-        from jobtrail.surface.http_server import auth_token, serve_http
+        token = None
+        if args.http:
+            from jobtrail.surface.http_server import auth_token, serve_http
 
-        token = auth_token(args.host)  # refuses an exposed address without a token, before anything starts
-    service = build_service()
+            token = auth_token(args.host)  # refuses an exposed address without a token, before anything starts
+        service = build_service()
+        server = build_server(service)
+    finally:
+        gc.freeze()
+        gc.enable()
     _start_poller(service)
-    server = build_server(service)
     if args.http:
         serve_http(server, args.host, args.port, token)
     else:
