@@ -15,6 +15,7 @@ from jobtrail.models import TerminationReason
 CORPUS = Path(__file__).parent / "real_logs"
 HALVES = ("dev", "heldout")
 THREAD = re.compile(r"^# thread: (https://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+)$")
+HEADER_LINE = re.compile(r"# (thread|found): |#(exit_code|signal): ")
 REASONS = {r.value for r in TerminationReason} | {"disk_full"}
 
 
@@ -23,7 +24,11 @@ def _logs() -> list[Path]:
 
 
 def _header(path: Path) -> list[str]:
-    return [line for line in path.read_text(encoding="utf-8").splitlines()[:4] if line.startswith("#")]
+    """The leading `# name: value` lines, as bench/diagnosis.py reads them: a pasted log may itself start with
+    lines beginning '#' (a root shell's prompt, a quoted line), which are log, not header."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    ends = next((i for i, line in enumerate(lines) if not HEADER_LINE.match(line)), len(lines))
+    return lines[:ends]
 
 
 def _thread(path: Path) -> str:
