@@ -162,7 +162,7 @@ def _tool_command(
 ) -> argparse.ArgumentParser:
     """A subcommand calling one tool, its flags made from the tool's parameters (`layout`: see add_tool_arguments)."""
     spec = tool_spec(area, tool)
-    command = sub.add_parser(
+    command: argparse.ArgumentParser = sub.add_parser(
         name or tool.replace("_", "-"),
         help=help_line or f"{spec.info.title} (the {tool} tool)",
         description=spec.info.description,
