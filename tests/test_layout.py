@@ -37,9 +37,6 @@ LONG_FUNCTIONS = {
     "estimate/estimator.py:estimate_cost": "the estimate's steps in order; being reworked with the effective "
     "hyperparameters (issue 26 item 1), split after that",
     "estimate/estimator.py:_judge": "every verdict on the estimate in one place; split with estimate_cost",
-    "service/runs.py:Runs.submit": "judges, edits and renders after the plan; issue 26 item 3 moves that into "
-    "preflight",
-    "service/runs.py:Runs._retry": "re-plans a retry the way submit plans a job; goes with submit (issue 26 item 3)",
 }
 
 

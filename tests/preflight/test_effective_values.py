@@ -14,10 +14,9 @@ from jobtrail.methods import METHODS
 from jobtrail.methods.registry import SPECS, TRL_DEFAULTS
 from jobtrail.methods.rules import RuleInput
 from jobtrail.models import JobSpec, Speedups
-from jobtrail.preflight import speedups
 from jobtrail.preflight.hyperparams import known_names
 from jobtrail.preflight.plan import Plan, PlanEnv, plan
-from jobtrail.templates.configs import trained_max_length
+from jobtrail.templates.configs import trained_max_length, with_speedups
 
 # The job that passed preflight and failed in TRL: 3 generations fill its generation batch (3 x 2), but its
 # eval_dataset turns evaluation on, and TRL's eval batch of 8 holds no whole group of 3.
@@ -128,7 +127,7 @@ def test_what_the_rules_judged_is_exactly_the_configs_training_args(tmp_path_fac
     if "max_length" in args:  # the default is capped at the model's positions (the dataset check measured so)
         args["max_length"] = trained_max_length(spec, args["max_length"], planned.facts.model.max_positions)
     chosen = Speedups.model_validate(planned.config["speedups"])
-    assert planned.config["training_args"] == speedups.apply({"training_args": args}, chosen)["training_args"]
+    assert planned.config["training_args"] == with_speedups(args, chosen)
     assert planned.config["peft"] == judged.peft
     # The config as built, judged afresh, raises no error the plan did not raise.
     assert _judged_again(planned.config, method) <= set(_errors(planned)), hyperparameters

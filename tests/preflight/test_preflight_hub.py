@@ -70,7 +70,9 @@ def test_validate_dataset_reads_a_hub_dataset_through_the_emulator(hub, chat_dat
     assert {f.code for f in private.findings} & {"dataset.not_found", "dataset.access"}
 
 
-def test_output_repo_must_be_a_hub_id_and_creatable(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
+def test_output_repo_must_be_a_hub_id_the_token_may_write(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
+    """A dry run refuses an output repo the token may not create, as the submit does (output.permission, before any
+    job); the repo is made when the job starts, and a refusal there (the token changed since) ends it auth_error."""
     from jobtrail.app import build_service
 
     publish(hub, TOKEN, tiny_model, chat_dataset, monkeypatch)
@@ -79,10 +81,19 @@ def test_output_repo_must_be_a_hub_id_and_creatable(hub, tiny_model, chat_datase
     dry = service.submit(spec, dry_run=True)
     [finding] = [f for f in dry.findings if f.code == "output.repo"]
     assert "<your-user-or-org>/<model-name>" in finding.fix
+    assert not [f for f in dry.findings if f.code.startswith("output.") and f.code != "output.repo"]
+    elsewhere = spec.model_copy(update={"output": "someorg/out"})
+    for dry_run in (True, False):
+        refused = service.submit(elsewhere, dry_run=dry_run)
+        [finding] = [f for f in refused.findings if f.code == "output.permission"]
+        assert "someorg is neither alice nor one of its organizations" in finding.message
+        assert "output='alice/out'" in finding.fix
+    assert refused.status == "rejected" and service.ps().jobs == [] and hub.jobs == {}
+    assert ("model", "someorg/out") not in hub.repos
     hub.inject.fail(r"^/api/repos/create", status=403, times=None, message="You don't have the rights")
-    refused = service.submit(spec.model_copy(update={"output": "someorg/out"}))
-    assert refused.status == "rejected" and "output.create_failed" in {f.code for f in refused.findings}
-    assert service.ps().jobs == []
+    started = service.submit(spec.model_copy(update={"output": "alice/out"}))
+    assert started.status == "failed" and "Could not create the output repo alice/out" in started.termination_message
+    assert service.inspect(started.job_id).termination_reason == "auth_error" and hub.jobs == {}
 
 
 PAIRS = [{"prompt": f"Question {i}?", "chosen": f"A good answer {i}.", "rejected": f"Bad {i}."} for i in range(8)]

@@ -22,7 +22,7 @@ from jobtrail.preflight import probes, speedups
 from jobtrail.preflight.plan import estimate_alone, job_values
 from jobtrail.preflight.speedups import PADDING_FREE_MIN_TRAIN_S, Target, Workload
 from jobtrail.templates import pep723
-from jobtrail.templates.configs import build_config, retry_config
+from jobtrail.templates.configs import build_config, retry_config, with_speedups
 from jobtrail.templates.render import LIGER_REQUIREMENT, render_script
 from jobtrail.templates.versions import job_lock, pin
 from support.estimates import OFFLINE
@@ -69,7 +69,7 @@ def _choose(target: Target, given: dict[str, Any] | None = None, **changes: Any)
 
 
 def _rendered(chosen: Speedups) -> dict[str, Any]:
-    return speedups.apply({"training_args": {"learning_rate": 2e-4, "max_length": 1024}}, chosen)["training_args"]
+    return with_speedups({"learning_rate": 2e-4, "max_length": 1024}, chosen)
 
 
 def _on(chosen: Speedups) -> set[str]:
@@ -337,22 +337,21 @@ def test_the_estimate_chooses_the_split_per_flavor_and_estimates_with_it():
 
 def test_the_header_lists_liger_kernel_only_when_liger_is_on(tiny_model):
     spec = JobSpec(method="sft", model=str(tiny_model), dataset="d.jsonl")
-    plain = build_config(spec, job_values(spec), "/o")
     for chosen, listed in ((_choose(H100), True), (_choose(T4), False)):
-        script = render_script("sft", speedups.apply(plain, chosen))
+        script = render_script("sft", build_config(spec, job_values(spec), "/o", speedups=chosen))
         assert (LIGER_PINNED in pep723.read_metadata(script)["dependencies"]) is listed
 
 
 def test_a_retry_does_not_inherit_the_max_length_an_older_padding_free_unset(tiny_model):
     spec = JobSpec(method="sft", model=str(tiny_model), dataset="d.jsonl")
     values = job_values(spec)
-    flat = speedups.apply(build_config(spec, values, "/o", 512), _choose(H100))
+    flat = build_config(spec, values, "/o", 512, speedups=_choose(H100))
     assert flat["training_args"]["max_length"] == 512 and flat["training_args"]["padding_free"] is True
     assert retry_config(flat, spec, values)["training_args"]["max_length"] == 512  # kept as the first attempt had it
     # An attempt planned before the job cut padding-free rows itself: preflight unset its max_length then.
     chosen = _choose(H100)
     older = chosen.padding_free.model_copy(update={"sets": {**chosen.padding_free.sets, "max_length": None}})
-    first = speedups.apply(build_config(spec, values, "/o", 512), chosen.model_copy(update={"padding_free": older}))
+    first = build_config(spec, values, "/o", 512, speedups=chosen.model_copy(update={"padding_free": older}))
     assert first["training_args"]["max_length"] is None
     again = retry_config(first, spec, values, max_positions=512)
     assert again["training_args"]["max_length"] == 512  # the default, capped at the model's positions, decided anew
@@ -467,7 +466,7 @@ def test_the_jobs_trl_config_takes_what_the_record_sets(tmp_path):
         training = load_script_module("_training")
     finally:
         sys.path.remove(str(SCRIPTS))
-    config = speedups.apply({"training_args": {"max_length": 64}}, _choose(H100, micro_batch=FILLED))
+    config = {"training_args": with_speedups({"max_length": 64}, _choose(H100, micro_batch=FILLED))}
     args = training.build_training_args(trl.SFTConfig, config, tmp_path)
     assert args.use_liger_kernel is True and args.optim == "adamw_torch_fused"
     assert args.gradient_checkpointing is False and args.padding_free is True and args.max_length == 64
@@ -479,9 +478,9 @@ def test_the_jobs_trl_config_takes_what_the_record_sets(tmp_path):
 def test_under_jobtrails_fsdp_the_choice_goes_to_fsdps_activation_checkpointing():
     from jobtrail.templates.configs import fsdp_training_args
 
-    sharded = {"training_args": fsdp_training_args({"learning_rate": 2e-4}, "sft")}
-    assert sharded["training_args"]["fsdp_config"]["activation_checkpointing"] is True  # TRL's default, as FSDP's
-    args = speedups.apply(sharded, _choose(H100, micro_batch=FILLED))["training_args"]
+    sharded = fsdp_training_args({"learning_rate": 2e-4}, "sft")
+    assert sharded["fsdp_config"]["activation_checkpointing"] is True  # TRL's default, as FSDP's
+    args = with_speedups(sharded, _choose(H100, micro_batch=FILLED))
     assert args["gradient_checkpointing"] is False and args["fsdp_config"]["activation_checkpointing"] is False
     own = _choose(H100, {"fsdp": "full_shard", "fsdp_config": {"activation_checkpointing": True}}, micro_batch=FILLED)
     assert own.gradient_checkpointing.source == "user" and "gradient_checkpointing" not in _rendered(own)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.errors import BackendError, JobtrailError
 from jobtrail.estimate import EstimateResult, estimate_cost
 from jobtrail.estimate.estimator import sized_length
@@ -27,13 +28,13 @@ from jobtrail.preflight import probes
 from jobtrail.preflight.conversion import ConversionFacts, conversion_facts
 from jobtrail.preflight.data_size import data_stats
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
-from jobtrail.preflight.outputs import OutputFacts, probe_output
+from jobtrail.preflight.outputs import OutputFacts, OutputRepoFacts, probe_output, probe_output_repo
 from jobtrail.preflight.probes import HubIdentity, ModelFacts, PushedModelFacts, SpaceFacts, UntestedVersion
 from jobtrail.preflight.reward_file import read_reward_file
 from jobtrail.preflight.speedups import Target
 from jobtrail.templates.configs import trained_max_length
 from jobtrail.templates.tracking import trackio_space
-from jobtrail.util.refs import looks_local
+from jobtrail.util.refs import HUB_ID, looks_local
 
 EVAL_DEFAULT_SPLIT = "test"  # scripts/evaluate.py's DEFAULT_SPLIT: held-out data
 CHECKPOINT_LABEL = re.compile(r"checkpoint-(\d+)")  # an evaluated checkpoint's label names its step
@@ -82,6 +83,7 @@ class Facts:
     estimate: EstimateResult | None = None  # remote backends: memory, hours and timeout on the flavor
     estimate_error: str | None = None
     output: OutputFacts | None = None  # a local job's chosen output directory, as it is now
+    output_repo: OutputRepoFacts | None = None  # a remote training job's Hub repo, as its token sees it now
     gpus: int = 0  # GPUs of the job's machine: the flavor's (remote), the visible ones of this machine (local)
     # The job's processes, chosen once from the facts above (with_launcher): the estimate's choice when
     # there is one (it knows whether the model fits one GPU), else one per GPU or the user's num_processes.
@@ -122,7 +124,8 @@ def gather_training(spec: JobSpec, values: Effective, env: PlanEnv) -> Facts:
     if spec.reward_file:
         source, problem = read_reward_file(spec.reward_file)
         facts = replace(facts, reward_source=None if problem else source, reward_problem=problem)
-    if spec.backend == "local":
+    backend = traits_of(spec.backend)
+    if backend.runs_here:
         facts = gather_requirements(
             facts, spec.method, env.job_python, qlora=values.peft_method == "qlora", training_args=values.training_args
         )
@@ -136,7 +139,9 @@ def gather_training(spec: JobSpec, values: Effective, env: PlanEnv) -> Facts:
         return with_launcher(facts)
     facts = replace(facts, target=gather_target(spec))
     facts = replace(gather_identity(facts, env.hub_token), gpus=flavor_gpu_count(spec.flavor), budget=env.budget)
-    return with_launcher(gather_estimate(gather_trackio_space(facts, spec, env.hub_token), spec, env))
+    if backend.trackio == "space":
+        facts = gather_trackio_space(facts, spec, env.hub_token)
+    return with_launcher(gather_estimate(facts, spec, env))
 
 
 def with_launcher(facts: Facts) -> Facts:
@@ -170,13 +175,13 @@ def gather_evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Facts:
         pushed=pushed,
         dataset=validate_dataset(spec.dataset, None, split=split),
     )
-    return gather_requirements(facts, "evaluate", env.job_python) if spec.backend == "local" else facts
+    return gather_requirements(facts, "evaluate", env.job_python) if traits_of(spec.backend).runs_here else facts
 
 
 def gather_conversion(spec: JobSpec, env: PlanEnv) -> Facts:
     """A conversion's facts: the source's small JSON files and tokenizer (conversion.py's probes)."""
     facts = Facts(conversion=conversion_facts(spec.model))
-    if spec.backend != "local":
+    if not traits_of(spec.backend).runs_here:
         return facts
     return gather_output(gather_requirements(facts, "convert_gguf", env.job_python), spec, env)
 
@@ -185,7 +190,7 @@ def gather_target(spec: JobSpec, packages: dict[str, str] | None = None) -> Targ
     """The device the job trains on: this machine for the local backend (nvidia-smi, when present), with what
     its job's Python has (`packages`, gather_requirements') and whether Triton finds a C compiler here; else the
     flavor's GPU (the bundled table; a flavor it lacks counts as unknown, so nothing risky is turned on)."""
-    local = spec.backend == "local"
+    local = traits_of(spec.backend).runs_here
     flavor = local_flavor() if local else next((f for f in BUNDLED if f.name == spec.flavor), None)
     if flavor is None:
         return Target(flavor=spec.flavor or "?")
@@ -224,6 +229,16 @@ def gather_identity(facts: Facts, token: str | None) -> Facts:
     if not token:
         return replace(facts, has_token=False)
     return replace(facts, has_token=True, identity=probes.hub_identity(token))
+
+
+def gather_output_repo(facts: Facts, repo_id: str | None, token: str | None) -> Facts:
+    """For remote training jobs: whether the token may write the Hub repo the job pushes to (None: it pushes
+    nowhere). Not asked when the token itself could not be checked, or the output is no Hub repo id: those
+    findings say so already."""
+    identity = facts.identity
+    if repo_id is None or "/" not in repo_id or not HUB_ID.match(repo_id) or identity is None or identity.error:
+        return facts
+    return replace(facts, output_repo=probe_output_repo(repo_id, token))
 
 
 def remote_trackio_space(spec: JobSpec, values: Effective, identity: HubIdentity | None) -> str | None:

@@ -1,4 +1,5 @@
-"""Where a local job may write: the directory given as `output` is confined.
+"""Where a job may write: a local job's chosen directory is confined, and a remote job's Hub repo must be
+one its token may create or write.
 
 A local job writes checkpoints, a model card (TRL's README.md) and its final model into `output`,
 and deletes its older checkpoints there. So `output` must be a new or empty directory, or one that
@@ -6,9 +7,16 @@ jobtrail claimed for an earlier attempt of the same run (its MARKER file names t
 home, system or hidden directory, nor jobtrail's own state. `~`, `..` and symlinks are resolved
 before anything is judged, so `../../etc` or a link into ~/.ssh is seen for what it is.
 
+A remote training job pushes to its Hub repo, which its launch creates (private) before the job starts, so
+the job itself needs only push rights. Preflight asks the Hub whether the token may write an existing repo
+(auth_check) and judges a new one by the namespaces whoami lists, so a dry run refuses what the launch would.
+
     probe_output(requested, run_id, jobtrail_home)   the I/O, called by facts.py  → OutputFacts
     check_output(spec, facts)                        the pure rule (preflight findings)
     claim_output(path, run_id)                       the dispatcher marks the directory as the run's at launch
+    probe_output_repo(repo_id, token)                the I/O, called by facts.py  → OutputRepoFacts
+    check_output_repo(repo, identity)                the pure rule: output.permission, output.repo_unreachable
+    create_output_repo(api, repo_id)                 the dispatcher creates a training job's repo at launch
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from jobtrail.errors import BackendError
 from jobtrail.models import Finding, JobSpec
+from jobtrail.preflight.probes import HubIdentity
+from jobtrail.util.hub import hub_unreachable
 
 MARKER = ".jobtrail-output"  # {"run_id": ..., "claimed_at": ...}: this run may write here
 _SHOWN_ENTRIES = 3
@@ -31,6 +42,8 @@ SYSTEM_TREES = tuple(
 ) + tuple(Path(p) for p in ("/sbin", "/sys", "/usr", "/var"))
 # Shared top-level folders: a directory inside one is fine, the folder itself never.
 SHARED_ROOTS = tuple(Path(p) for p in ("/", "/tmp", "/var/tmp", "/home", "/opt", "/mnt", "/media", "/srv", "/snap"))
+# What a fine-grained token needs in a namespace to create a repo there.
+CREATE_PERMISSION = "repo.write"
 
 
 @dataclass(frozen=True)
@@ -140,6 +153,108 @@ def read_owner(path: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return owner if isinstance(owner, str) else None
+
+
+@dataclass(frozen=True)
+class OutputRepoFacts:
+    """The Hub repo a remote training job pushes to, as its token sees it before the job is submitted."""
+
+    repo_id: str
+    exists: bool | None = None  # False: the launch creates it; None: the Hub could not be asked (`error` says why)
+    writable: bool | None = None  # an existing repo this token may write to
+    error: str | None = None
+
+
+def probe_output_repo(repo_id: str, token: str | None) -> OutputRepoFacts:
+    """Whether `repo_id` exists and this token may write to it (the Hub's auth_check for write access)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    unreachable = hub_unreachable()
+    if unreachable:
+        return OutputRepoFacts(repo_id=repo_id, error=unreachable)
+    try:
+        HfApi(token=token).auth_check(repo_id, write=True)
+    except RepositoryNotFoundError:  # or private to another namespace: either way not one this token writes
+        return OutputRepoFacts(repo_id=repo_id, exists=False)
+    except Exception as exc:  # noqa: BLE001 - reported as a finding, never raised
+        if _status(exc) == 403:
+            return OutputRepoFacts(repo_id=repo_id, exists=True, writable=False)
+        text = str(exc).strip().splitlines()
+        return OutputRepoFacts(repo_id=repo_id, error=f"{type(exc).__name__}: {text[0] if text else ''}"[:300])
+    return OutputRepoFacts(repo_id=repo_id, exists=True, writable=True)
+
+
+def check_output_repo(repo: OutputRepoFacts | None, identity: HubIdentity | None) -> list[Finding]:
+    """A remote training job's Hub repo: an existing one must be writable by the token, a new one in a namespace
+    where the token may create repos. A token that cannot be checked, or writes nowhere, is auth.*'s finding."""
+    if repo is None or identity is None or identity.error or not identity.name:
+        return []
+    if repo.error:
+        return [
+            Finding(
+                code="output.repo_unreachable",
+                severity="warning",
+                message=f"Could not check the output repo {repo.repo_id} ({repo.error}): the job's launch creates it, "
+                "and the job fails (auth_error) if this token may not.",
+                fix="Make sure the server can reach the Hub, then dry_run again.",
+            )
+        ]
+    if repo.writable or identity.can_write_repos is False:
+        return []
+    namespace, user = repo.repo_id.split("/")[0], identity.name
+    name = repo.repo_id.split("/")[-1]
+    mine = f"Pass output='{user}/{name}' (or a repo of an organization of {user}'s where it may write)"
+    if repo.exists:
+        why = f"{repo.repo_id} exists, and the token of {user} may not write to it"
+    elif namespace != user and namespace not in identity.orgs:
+        others = ", ".join(sorted(identity.orgs)) or "none"
+        why = f"{namespace} is neither {user} nor one of its organizations ({others}): it cannot be created there"
+    elif identity.orgs.get(namespace) == "read":
+        why = f"{user} is a read-only member of {namespace}: it cannot be created there"
+    elif identity.scopes and CREATE_PERMISSION not in identity.scopes.get(namespace, []):
+        why = f"the fine-grained token of {user} has no {CREATE_PERMISSION} permission in {namespace}"
+        mine += f", or give the token {CREATE_PERMISSION} in {namespace} (https://huggingface.co/settings/tokens)"
+    else:
+        return []
+    return [
+        _error(
+            "output.permission",
+            f"output={repo.repo_id}: {why}. The job would push its checkpoints and model there.",
+            f"{mine}; or set HF_TOKEN to a token that may write there.",
+        )
+    ]
+
+
+def pushed_repo(config: dict[str, Any]) -> str | None:
+    """The Hub repo a training job's config pushes to, which its launch creates; None for a job that pushes nothing
+    (a local job, a smoke run) and for a conversion, whose script makes its own repo."""
+    if "training_args" not in config or not config.get("push_to_hub"):
+        return None
+    repo = config.get("hub_model_id")
+    return repo if isinstance(repo, str) else None
+
+
+def create_output_repo(api: Any, repo_id: str) -> None:
+    """Create a training job's repo, private, as its launch's first step (a retry's finds it there), so the job
+    needs only push rights. Preflight judged whether this token may (output.permission); a refusal now (the
+    token or the namespace changed since) ends the attempt auth_error, anything else infra_transient."""
+    try:
+        api.create_repo(repo_id, private=True, exist_ok=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()
+        denied = _status(exc) in (401, 403)
+        raise BackendError(
+            f"Could not create the output repo {repo_id}: {type(exc).__name__}: {first[0] if first else ''}"[:400],
+            fix="Use a token that can create repos in that namespace, or create the repo yourself and pass output=..."
+            if denied
+            else "Check the network and https://status.huggingface.co, then retry.",
+            reason="auth_error" if denied else "infra_transient",
+        ) from exc
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(getattr(exc, "response", None), "status_code", None)
 
 
 def _forbidden(path: Path, jobtrail_home: Path | None) -> str | None:

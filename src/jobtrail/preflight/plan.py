@@ -1,29 +1,38 @@
 """ONE preflight pass for every job jobtrail starts: training (submit, a retry with changes), an
 evaluation, a GGUF conversion.
 
-    plan(spec, env, task=None, previous=None) -> Plan(facts, findings, config, script, push_to)
+    plan(spec, env, task=None, previous=None) -> Plan(facts, findings, config, script, push_to, smoke)
+    Plan.accepts(force) / Plan.forced(force) the verdict: whether a job starts from it, forced or not
     job_values(spec) -> Effective            a training job's effective hyperparameters
     estimate_alone(model, method, ...)       estimate_cost asked without a job (the tool)
 
 0. a training job's effective hyperparameters are computed once (job_values): the facts carry them
    to every rule, the estimate and the speedups read them, and the config is built from them;
 1. facts.py gathers everything from outside, first: the model, the data, a reward file, the Hub
-   identity and the estimate (remote), what the job's interpreter lacks of the template's
-   dependencies (local);
+   identity, whether it may write the output repo, and the estimate (remote), what the job's
+   interpreter lacks of the template's dependencies (local);
 2. the pure rules run once (rules.py; conversion.py's for a conversion);
 3. the config is built (templates/configs.py, outcomes/evals.py) unless a finding leaves nothing
    to build it from, with a training job's speed measures for its device (speedups.py);
-4. the script is rendered from it (a remote job's header says how HF Jobs runs it: [tool.hf-jobs]).
+4. the script is rendered from it (a remote job's header says how HF Jobs runs it: [tool.hf-jobs]),
+   and for a job submitted with smoke_steps, the smoke run's config and script too.
+
+Nothing after the plan judges, edits or renders: a submission, a dry run, a retry and a follower take
+its verdict, config and script as they are, so a dry run says what a submit would do. Only the launch
+acts on what the plan judged: it claims a local output directory or creates the Hub repo (outputs.py).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from jobtrail.backends.hf_jobs import DEFAULT_FLAVOR
+from jobtrail.backends.registry import traits_of
+from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import DataStats, EstimateResult, Flavor, estimate_cost
 from jobtrail.estimate.estimator import choice
 from jobtrail.estimate.memory import device_for
@@ -32,10 +41,17 @@ from jobtrail.methods import METHODS, TrainingMethod
 from jobtrail.methods.effective import Effective, effective
 from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher, Speedups
 from jobtrail.outcomes.evals import Evaluation, eval_config
-from jobtrail.preflight import hyperparams, rules, speedups
+from jobtrail.preflight import caps, hyperparams, rules, speedups
 from jobtrail.preflight.conversion import check_conversion
 from jobtrail.preflight.dependencies import check_dependencies
-from jobtrail.preflight.facts import Facts, PlanEnv, gather_conversion, gather_evaluation, gather_training
+from jobtrail.preflight.facts import (
+    Facts,
+    PlanEnv,
+    gather_conversion,
+    gather_evaluation,
+    gather_output_repo,
+    gather_training,
+)
 from jobtrail.preflight.methods import unknown_method
 from jobtrail.preflight.probes import PushedModelFacts
 from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
@@ -45,7 +61,7 @@ from jobtrail.templates.render import render_script
 if TYPE_CHECKING:
     from jobtrail.ledger.store import Ledger
 
-__all__ = ["Conversion", "Evaluation", "Plan", "PlanEnv", "estimate_alone", "job_values", "plan"]
+__all__ = ["Conversion", "Evaluation", "Plan", "PlanEnv", "SmokeRun", "estimate_alone", "job_values", "plan"]
 
 # Where a remote conversion job builds llama.cpp: its machine is fresh, so no cache survives it.
 REMOTE_LLAMA_CPP_CACHE = Path("/tmp/jobtrail-llama-cpp")
@@ -60,6 +76,16 @@ class Conversion:
 
 
 @dataclass(frozen=True)
+class SmokeRun:
+    """The first attempt of a job submitted with smoke_steps: the job's config for that many steps, pushing
+    nothing and, where output is a directory, writing into one of its own (so the full job never finds and
+    resumes from its checkpoints), and its script."""
+
+    config: dict[str, Any]
+    script: str
+
+
+@dataclass(frozen=True)
 class Plan:
     facts: Facts
     findings: list[Finding]
@@ -69,10 +95,31 @@ class Plan:
     # The timeout the job runs with: the one given, else a remote training job's estimate + 30% (rounded
     # up to hours; HF's own 30-minute default kills most training).
     timeout_s: int | None = None
+    smoke: SmokeRun | None = None  # a job planned with smoke_steps: what its first attempt runs
 
     @property
     def blocked(self) -> bool:
         return bool(rules.blocking(self.findings))
+
+    def accepts(self, force: bool = False) -> bool:
+        """The verdict: a job starts from this plan when nothing blocks it, or when it is forced (force=true, which
+        its receipt records) past errors force may pass: a config was built, and no finding is one that force
+        never overrides (the daily budget, caps.UNFORCEABLE)."""
+        if self.config is None:
+            return False
+        return not self.blocked or (force and not caps.unforceable(self.findings))
+
+    def forced(self, force: bool) -> bool:
+        """Whether a job started from this plan with `force` is forced past its errors."""
+        return self.blocked and self.accepts(force)
+
+    @property
+    def first_run(self) -> tuple[dict[str, Any], str]:
+        """(config, script) of the job's first attempt: its smoke run when it has one, else the job itself."""
+        if self.smoke is not None:
+            return self.smoke.config, self.smoke.script
+        assert self.config is not None, "a plan without a config starts nothing (accepts is False)"
+        return self.config, self.script
 
     @property
     def estimate(self) -> EstimateResult | None:
@@ -165,35 +212,87 @@ def estimate_alone(
 def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -> Plan:
     values = job_values(spec)
     facts = gather_training(spec, values, env)
+    push_to = _push_target(spec, facts, previous)
+    facts = gather_output_repo(facts, push_to, env.hub_token)
     findings, config_ok = rules.judge(spec, facts)
-    push_to = None
-    if spec.backend != "local":
-        owner = facts.identity.name if facts.identity and facts.identity.name else None
-        push_to = spec.output or (default_repo(owner, spec) if owner else None)
     config = None
-    if config_ok and previous is not None:
-        config = retry_config(previous, spec, values, facts.reward_source, facts.launcher, rules.max_positions(facts))
-        push_to = config["hub_model_id"]
-    elif config_ok:
-        config = build_config(
-            spec,
-            values,
-            _output_dir(spec),
-            rules.max_positions(facts),
-            push_to=push_to,
-            reward_source=facts.reward_source,
-            launcher=facts.launcher,
-        )
-    if config is not None:
+    if config_ok:
         target = facts.target or speedups.Target(flavor=spec.flavor or "local")
         chosen = _speedups(spec, facts, target)
         findings = [*findings, *speedups.attention_findings(target, values.given, chosen)]
-        config = speedups.apply(config, chosen)
+        config = _training_config(spec, facts, previous, push_to, chosen)
     timeout_s = spec.timeout_s
     if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
         timeout_s = facts.estimate.recommended_timeout_s
-    script = _render(spec, spec.method, config, _hf_jobs_table(spec, env, timeout_s))
-    return Plan(facts=facts, findings=findings, config=config, script=script, push_to=push_to, timeout_s=timeout_s)
+    hf_jobs = _hf_jobs_table(spec, env, timeout_s)
+    return Plan(
+        facts=facts,
+        findings=findings,
+        config=config,
+        script=_render(spec, spec.method, config, hf_jobs),
+        push_to=push_to,
+        timeout_s=timeout_s,
+        smoke=_smoke_run(spec, env, config, hf_jobs),
+    )
+
+
+def _push_target(spec: JobSpec, facts: Facts, previous: Mapping[str, Any] | None) -> str | None:
+    """The Hub repo the job pushes to: a retry's keeps its run's; a job whose results go to the Hub pushes to the
+    output given, else to a new repo of the token's user; a job writing to a directory pushes nowhere."""
+    if previous is not None:
+        return previous.get("hub_model_id")
+    if traits_of(spec.backend).output != "hub_repo":
+        return None
+    owner = facts.identity.name if facts.identity and facts.identity.name else None
+    return spec.output or (default_repo(owner, spec) if owner else None)
+
+
+def _training_config(
+    spec: JobSpec, facts: Facts, previous: Mapping[str, Any] | None, push_to: str | None, chosen: Speedups
+) -> dict[str, Any]:
+    """The job's config, built with its speed measures: a retry's from the attempt it follows (same output)."""
+    values, positions = facts.job_values, rules.max_positions(facts)
+    if previous is not None:
+        return retry_config(
+            previous, spec, values, facts.reward_source, facts.launcher, max_positions=positions, speedups=chosen
+        )
+    return build_config(
+        spec,
+        values,
+        _output_dir(spec),
+        positions,
+        push_to=push_to,
+        reward_source=facts.reward_source,
+        launcher=facts.launcher,
+        speedups=chosen,
+    )
+
+
+def _smoke_run(
+    spec: JobSpec, env: PlanEnv, config: dict[str, Any] | None, hf_jobs: dict[str, str | list[str]] | None
+) -> SmokeRun | None:
+    """The smoke run of a job planned with smoke_steps: its config for smoke_steps steps, pushing nothing, and
+    locally into a directory of its own (a remote job's working directory is its own anyway), with its script.
+    smoke_steps must be fewer than the steps the job trains for, when it trains for a fixed number (raised, as
+    for any argument that cannot be turned into a job)."""
+    steps = spec.smoke_steps
+    if steps is None or config is None:
+        return None
+    max_steps = config["training_args"].get("max_steps")
+    if isinstance(max_steps, int) and 0 < max_steps <= steps:
+        raise InvalidRequestError(
+            f"smoke_steps={steps} is not fewer than the job's max_steps ({max_steps}): the smoke run would be "
+            "the whole job.",
+            fix=f"Pass smoke_steps below {max_steps} (a few steps, e.g. {max(1, min(5, max_steps // 4))}), "
+            "or leave smoke_steps out: the job is that short already.",
+        )
+    smoke = copy.deepcopy(config)
+    smoke["training_args"]["max_steps"] = steps
+    smoke["push_to_hub"], smoke["hub_model_id"] = False, None
+    if traits_of(spec.backend).output == "directory":
+        assert env.home is not None, "a local smoke run writes under the service's home"
+        smoke["output_dir"] = str(env.home / "runs" / env.run_id / "smoke")
+    return SmokeRun(config=smoke, script=_render(spec, spec.method, smoke, hf_jobs))
 
 
 def _speedups(spec: JobSpec, facts: Facts, target: speedups.Target) -> Speedups:

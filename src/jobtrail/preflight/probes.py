@@ -65,6 +65,8 @@ class HubIdentity(BaseModel):
     can_write_repos: bool | None = None  # None: a fine-grained token whose scopes were not listed
     # A fine-grained token's permissions by namespace (its user, or an org): what it may do where.
     scopes: dict[str, list[str]] = Field(default_factory=dict)
+    # The organizations its user belongs to, with the user's role in each (roleInOrg: read, contributor, write, admin).
+    orgs: dict[str, str | None] = Field(default_factory=dict)
     error: str | None = None
     status: int | None = None  # HTTP status of the failure, when there was one
 
@@ -86,7 +88,10 @@ def hub_identity(token: str) -> HubIdentity:
     scopes = {
         str(entry["entity"]["name"]): list(entry.get("permissions") or []) for entry in scoped if entry.get("entity")
     }
-    return HubIdentity(name=info.get("name"), role=role, can_write_repos=_can_write(role, access), scopes=scopes)
+    orgs = {str(org["name"]): org.get("roleInOrg") for org in info.get("orgs") or [] if org.get("name")}
+    return HubIdentity(
+        name=info.get("name"), role=role, can_write_repos=_can_write(role, access), scopes=scopes, orgs=orgs
+    )
 
 
 class SpaceFacts(BaseModel):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.estimate import EstimateResult
 from jobtrail.estimate.cost import TIMEOUT_BUFFER
 from jobtrail.estimate.hardware import BUNDLED
@@ -26,7 +27,7 @@ from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, requested_processes
 from jobtrail.preflight.learning_rate import check_learning_rate
 from jobtrail.preflight.methods import check_method
-from jobtrail.preflight.outputs import check_output
+from jobtrail.preflight.outputs import check_output, check_output_repo
 from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
 from jobtrail.preflight.tracking import check_trackio
@@ -239,12 +240,13 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
             )
         )
     findings += _unlogged_steps(values.training_args)
-    if spec.backend == "local" and spec.flavor:
+    backend = traits_of(spec.backend)
+    if spec.flavor and not backend.flavors:
         findings.append(
             Finding(
                 code="config.flavor_ignored",
                 severity="warning",
-                message=f"flavor={spec.flavor!r} has no effect on the local backend.",
+                message=f"flavor={spec.flavor!r} has no effect on the {backend.name} backend.",
                 fix="Drop flavor, or use a remote backend.",
             )
         )
@@ -255,15 +257,19 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 
 def check_remote(spec: JobSpec, facts: Facts) -> list[Finding]:
-    if spec.backend == "local":
+    backend = traits_of(spec.backend)
+    if backend.runs_here:
         return []
-    findings = [*_remote_token(facts), *check_remote_paths(spec, facts)]
+    findings = check_remote_paths(spec, facts)
+    if backend.output != "hub_repo":  # the token pushes the job's output: a job that pushes nothing needs none
+        return findings
+    findings = [*_remote_token(facts, backend.place), *findings]
     if spec.output and not (HUB_ID.match(spec.output) and "/" in spec.output):
         findings.append(
             _error(
                 "output.repo",
                 f"output={spec.output!r} is not a Hub repo id; a remote job's disk is gone when it ends.",
-                "Pass output='<your-user-or-org>/<model-name>' (it is created, private, before submission).",
+                "Pass output='<your-user-or-org>/<model-name>' (it is created, private, when the job starts).",
             )
         )
     return findings
@@ -289,9 +295,10 @@ def check_timeout_unit(spec: JobSpec, facts: Facts) -> list[Finding]:
 def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
     """Remote jobs: the flavor holds the job, and the timeout covers the estimate + 30%. Local jobs:
     a timeout shorter than this machine's estimate + 30% is a warning (a CPU estimate is rough)."""
-    if spec.backend == "local":
+    backend = traits_of(spec.backend)
+    if backend.runs_here:
         return _local_timeout(spec, facts.estimate)
-    if not spec.flavor:
+    if backend.flavors and not spec.flavor:
         return [
             _error(
                 "flavor.missing",
@@ -299,8 +306,10 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
                 "Pass flavor=... (estimate_cost recommends the cheapest that fits; hardware lists them).",
             )
         ]
-    if facts.estimate_error or facts.estimate is None:
-        why = facts.estimate_error or "the model's config.json could not be read"
+    if facts.estimate_error or facts.estimate is None or not spec.flavor:
+        # Without flavors a job runs on the backend's own machines, which the flavor table does not hold.
+        unread = "the model's config.json could not be read"
+        why = facts.estimate_error or (unread if spec.flavor else f"{backend.place} has no flavor table")
         return [
             Finding(
                 code="estimate.unavailable",
@@ -359,9 +368,10 @@ def check_estimate(spec: JobSpec, facts: Facts) -> list[Finding]:
 def check_launcher(spec: JobSpec, facts: Facts) -> list[Finding]:
     """One worker per GPU at most (NCCL gives each its own); the choice made is said when it is many workers."""
     requested, gpus = requested_processes(facts.job_values), facts.gpus
-    where = "this machine" if spec.backend == "local" else str(spec.flavor)
+    backend = traits_of(spec.backend)
+    where = str(spec.flavor) if backend.flavors else backend.place
     if too_many_processes(gpus, requested):
-        bigger = "" if spec.backend == "local" else f", or a flavor with {requested} GPUs (hardware() lists them)"
+        bigger = f", or a flavor with {requested} GPUs (hardware() lists them)" if backend.flavors else ""
         return [
             _error(
                 "launcher.too_many_processes",
@@ -398,12 +408,12 @@ def _local_timeout(spec: JobSpec, e: EstimateResult | None) -> list[Finding]:
     ]
 
 
-def _remote_token(facts: Facts) -> list[Finding]:
+def _remote_token(facts: Facts, place: str) -> list[Finding]:
     if not facts.has_token:
         return [
             _error(
                 "auth.no_token",
-                "HF Jobs needs a Hugging Face token, and none is set for the jobtrail server.",
+                f"{place} needs a Hugging Face token, and none is set for the jobtrail server.",
                 "Create a write token at https://huggingface.co/settings/tokens and set HF_TOKEN "
                 "in the server's environment.",
             )
@@ -450,7 +460,7 @@ def _remote_token(facts: Facts) -> list[Finding]:
 
 def check_remote_paths(spec: JobSpec, facts: Facts) -> list[Finding]:
     """A remote job cannot see this machine's files."""
-    if spec.backend == "local":
+    if traits_of(spec.backend).runs_here:
         return []
     findings = []
     if looks_local(spec.model):
@@ -480,6 +490,11 @@ def check_output_dir(spec: JobSpec, facts: Facts) -> list[Finding]:
     return check_output(spec, facts.output)
 
 
+def check_output_target(spec: JobSpec, facts: Facts) -> list[Finding]:
+    """A remote training job's Hub repo: one its token may create or write (outputs.py)."""
+    return check_output_repo(facts.output_repo, facts.identity)
+
+
 Check = Callable[[JobSpec, Facts], list[Finding]]
 TRAINING_CHECKS: tuple[Check, ...] = (
     check_output_dir,
@@ -492,6 +507,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_config,
     check_dependencies,
     check_remote,
+    check_output_target,
     check_trackio,
     check_launcher,
     check_estimate,

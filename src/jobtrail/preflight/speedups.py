@@ -1,10 +1,11 @@
 """What a training job turns on for speed, chosen once in the preflight pass for the job's device. Pure.
 
     choose(method, target, given, workload, micro_batch=...) -> Speedups    each measure: on, source, why, sets
-    apply(config, speedups) -> config                                       sets into training_args, the record
     attention_findings(target, given, speedups) -> [Finding]                an attention the job fails or crawls with
 
-(templates/render.py adds liger-kernel to the script's header when its training_args turn Liger on.)
+The config is built with the choice (templates/configs.build_config merges what each measure sets into the training
+arguments and records the choice); templates/render.py adds liger-kernel to the script's header when those training
+arguments turn Liger on.
 
 A value the caller gave always wins (source "user"). Everything else is turned on only where it was measured to
 keep the loss curve, and says why where it stays off. Measured with bench/speedups_gpu.py on an H100 (torch 2.11,
@@ -138,25 +139,6 @@ def choose(
             "host syncs each); SFTConfig has no switch for them, and the job's step events report them",
         ),
     )
-
-
-def apply(config: dict[str, Any], speedups: Speedups) -> dict[str, Any]:
-    """`config` with what the speedups set merged into its training_args, and the record as config["speedups"]."""
-    args = dict(config["training_args"])
-    for item in _items(speedups):
-        for name, value in item.sets.items():
-            if name == "gradient_checkpointing" and args.get("fsdp"):
-                # Sharded by jobtrail (templates/configs.py): FSDP's own activation checkpointing carries it.
-                args["fsdp_config"] = {**args["fsdp_config"], "activation_checkpointing": value}
-            elif name == "model_init_kwargs":
-                args[name] = {**(args.get(name) or {}), **value}
-            else:
-                args[name] = value
-    return {**config, "training_args": args, "speedups": speedups.model_dump()}
-
-
-def _items(speedups: Speedups) -> list[Speedup]:
-    return [value for value in speedups.__dict__.values() if isinstance(value, Speedup)]
 
 
 def _user(on: bool, why: str) -> Speedup:

@@ -9,18 +9,17 @@ else the model the chain starts from: same architecture, tokenizer and size), an
 final model itself when it is dispatched.
 
 A smoke run is the job's own config for `smoke_steps` steps, into a directory of its own, pushing
-nothing. The full job then starts from the beginning: it never resumes from the smoke run's checkpoints
-(a short run's schedule, warm-up and optimizer state are not the full job's).
+nothing (the plan holds it: preflight/plan.SmokeRun). The full job then starts from the beginning: it
+never resumes from the smoke run's checkpoints (a short run's schedule, warm-up and optimizer state are
+not the full job's).
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
-from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import alerts, events
@@ -30,7 +29,6 @@ from jobtrail.preflight.plan import Conversion, Evaluation, Plan, PlanEnv
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.job_outputs import JobOutput, job_output
 from jobtrail.service.retry_state import ended_for_good
-from jobtrail.templates.render import render_script
 
 ParentState = Literal["waiting", "succeeded", "ended"]
 
@@ -200,36 +198,3 @@ def waiting_on_parent(context: ServiceContext, attempt: AttemptRecord) -> str | 
         state += f" ({latest.termination_reason.value}), an automatic retry may follow"
     smoke = ", its smoke run" if latest.smoke_steps and not latest.status.is_terminal else ""
     return f"{parent.run_id} to succeed (it is {state}{smoke})"
-
-
-# --- smoke runs -----------------------------------------------------------------------------
-
-
-def check_smoke(spec: JobSpec, config: dict[str, Any] | None) -> None:
-    """smoke_steps must be fewer than the steps the job trains for, when it trains for a fixed number."""
-    steps = spec.smoke_steps
-    if steps is None or config is None:
-        return
-    max_steps = (config.get("training_args") or {}).get("max_steps")
-    if isinstance(max_steps, int) and 0 < max_steps <= steps:
-        raise InvalidRequestError(
-            f"smoke_steps={steps} is not fewer than the job's max_steps ({max_steps}): the smoke run would be "
-            "the whole job.",
-            fix=f"Pass smoke_steps below {max_steps} (a few steps, e.g. {max(1, min(5, max_steps // 4))}), "
-            "or leave smoke_steps out: the job is that short already.",
-        )
-
-
-def smoke_version(
-    context: ServiceContext, attempt_spec: JobSpec, run_id: str, config: dict[str, Any]
-) -> tuple[dict[str, Any], str]:
-    """(config, script) of the smoke run of `config`: smoke_steps steps, pushing nothing, and locally into a
-    directory of its own (a remote job's working directory is its own anyway), so the full job never
-    finds and resumes from its checkpoints."""
-    assert attempt_spec.smoke_steps is not None
-    smoke = copy.deepcopy(config)
-    smoke["training_args"]["max_steps"] = attempt_spec.smoke_steps
-    smoke["push_to_hub"], smoke["hub_model_id"] = False, None
-    if traits_of(attempt_spec.backend).output == "directory":
-        smoke["output_dir"] = str(context.home / "runs" / run_id / "smoke")
-    return smoke, render_script(smoke["template"], smoke, dependency_versions=attempt_spec.dependency_versions)

@@ -58,8 +58,10 @@ class Followers:
             return attempt
         assert spec is not None
         env = self.context.plan_env(attempt.run_id)
-        planned, plan = chaining.plan_on_parent(self.context, spec, env, chaining.task_of(attempt))
-        if plan.config is None or (plan.blocked and not attempt.forced):
+        # Planned with the attempt's smoke_steps: a smoke attempt runs the smoke run of the job's plan.
+        attempt_spec = spec.model_copy(update={"smoke_steps": attempt.smoke_steps})
+        planned, plan = chaining.plan_on_parent(self.context, attempt_spec, env, chaining.task_of(attempt))
+        if not plan.accepts(attempt.forced):
             self.ledger.update_attempt(attempt.attempt_id, findings=plan.findings)
             errors = [f for f in plan.findings if f.severity == "error"]
             first = errors[0] if errors else None
@@ -69,9 +71,7 @@ class Followers:
                 fix=(first.fix if first and first.fix else "inspect lists the findings.")
                 + " Then submit this job again.",
             )
-        config, script = plan.config, plan.script
-        if attempt.smoke_steps:
-            config, script = chaining.smoke_version(self.context, planned, attempt.run_id, config)
+        config, script = plan.first_run
         self.ledger.update_attempt(
             attempt.attempt_id,
             spec=planned,
@@ -89,22 +89,24 @@ class Followers:
         as at submission. A blocking finding now (the data changed since) refuses it (InvalidRequestError)."""
         spec = smoke.spec
         assert spec is not None and smoke.smoke_steps
-        plan = preflight.plan(spec, self.context.plan_env(smoke.run_id))
-        if plan.config is None or (plan.blocked and not smoke.forced):
+        # Planned as the job itself: its smoke run is behind it.
+        plan = preflight.plan(spec.model_copy(update={"smoke_steps": None}), self.context.plan_env(smoke.run_id))
+        if not plan.accepts(smoke.forced):
             errors = [f for f in plan.findings if f.severity == "error"]
             raise InvalidRequestError(
                 f"The smoke run's {smoke.smoke_steps} steps succeeded, but the full job no longer passes "
                 f"preflight: {errors[0].message if errors else 'nothing could be planned.'}",
                 fix=errors[0].fix if errors else None,
             )
+        config, script = plan.first_run
         return queued_attempt(
             smoke.run_id,
             smoke.number + 1,
             spec,
-            plan.config,
-            plan.script,
-            output_dir=self.context.output_dir(smoke.run_id, plan.config),
-            forced=smoke.forced and plan.blocked,
+            config,
+            script,
+            output_dir=self.context.output_dir(smoke.run_id, config),
+            forced=plan.forced(smoke.forced),
             findings=plan.findings,
             retry_note=f"The smoke run (attempt {smoke.number}, {smoke.smoke_steps} steps) succeeded: the full job "
             "starts from the beginning, not from the smoke run's checkpoints.",

@@ -8,7 +8,7 @@ script, in one pass); this module decides what to do with the plan.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +16,7 @@ from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import budget
-from jobtrail.preflight import caps, plan as preflight, rules as checks
+from jobtrail.preflight import plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.service import chaining, idempotency, retry_state, secrets
 from jobtrail.service.attempt_note import resume_point
@@ -71,58 +71,60 @@ class Runs(UseCase):
         if key is not None and (held := self.ledger.run_by_idempotency_key(key)):
             return idempotency.replay(self.context, key, *held, request)
         run_id = new_run_id()
-        env = replace(self.context.plan_env(run_id), budget=self._budget(cap, max_retries))
-        if chaining.uses_parent_output(spec):  # planned on the parent's final model, or on a stand-in for now
-            _, plan = chaining.plan_on_parent(self.context, spec, env, None)
-        else:
-            spec = self._start_from(spec)
-            plan = preflight.plan(spec, env)
-        chaining.check_smoke(spec, plan.config)
-        blocked = bool(checks.blocking(plan.findings))
-        base: dict[str, Any] = dict(
-            script_sha256=sha256_text(plan.script) if plan.script else "",
-            config_sha256=sha256_text(config_json(plan.config)) if plan.config else "",
-            backend=spec.backend,
-            output_repo=plan.push_to,
-            launcher=plan.launcher if plan.config else None,
-            max_cost_usd=cap,
-            speedups=(plan.config or {}).get("speedups"),
-            after=spec.after,
-            smoke_steps=spec.smoke_steps,
-        )
-        if dry_run:
+        spec, plan = self._plan(spec, run_id, cap, max_retries)
+        summary = _planned(spec, plan, cap)
+        if dry_run:  # the plan's verdict, as a submit would act on it
+            script_path = self._keep_dry_run(plan.script, summary["script_sha256"])
+            script = plan.script if include_script else None
             return SubmitResult(
                 job_id=None,
                 status="dry_run",
                 findings=plan.findings,
-                script=plan.script if include_script else None,
-                script_path=self._keep_dry_run(plan.script, base["script_sha256"]),
-                **base,
+                forced=plan.forced(force),
+                script=script,
+                script_path=script_path,
+                **summary,
             )
-        if blocked and (not force or plan.config is None or caps.unforceable(plan.findings)):
-            return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **base)
-        assert plan.config is not None
+        if not plan.accepts(force):
+            return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **summary)
         spec = spec.model_copy(update={"timeout_s": plan.timeout_s})
-        if plan.push_to:
-            problem = self._create_output_repo(plan.push_to)
-            if problem:
-                return SubmitResult(job_id=None, status="rejected", findings=[*plan.findings, problem], **base)
-        created = time.time()
         run = new_run(
-            run_id, spec, created, flavor=spec.flavor, max_retries=max_retries, max_cost_usd=cap, idempotency_key=key
-        )
-        config, script = plan.config, plan.script
-        if spec.smoke_steps:  # the first attempt is the smoke run; the full job follows it (followers.py)
-            config, script = chaining.smoke_version(self.context, spec, run_id, config)
-        attempt = queued_attempt(
             run_id,
+            spec,
+            time.time(),
+            flavor=spec.flavor,
+            max_retries=max_retries,
+            max_cost_usd=cap,
+            idempotency_key=key,
+        )
+        return self._start(run, plan, force, request, summary)
+
+    def _plan(self, spec: JobSpec, run_id: str, cap: float | None, max_retries: int) -> tuple[JobSpec, preflight.Plan]:
+        """The spec the job runs with and its plan, judged against the caps: a job whose model names the job it
+        follows is planned on that job's final model (or a stand-in for now)."""
+        env = replace(self.context.plan_env(run_id), budget=self._budget(cap, max_retries))
+        if chaining.uses_parent_output(spec):
+            _, plan = chaining.plan_on_parent(self.context, spec, env, None)
+            return spec, plan
+        spec = self._start_from(spec)
+        return spec, preflight.plan(spec, env)
+
+    def _start(
+        self, run: RunRecord, plan: preflight.Plan, force: bool, request: dict[str, Any], summary: dict[str, Any]
+    ) -> SubmitResult:
+        """Queue the accepted plan's first attempt (its smoke run, when it has one: the full job follows it,
+        followers.py), the base model's evaluation when there is eval data, and dispatch."""
+        spec, key = run.spec, run.idempotency_key
+        config, script = plan.first_run
+        attempt = queued_attempt(
+            run.run_id,
             1,
             spec,
             config,
             script,
-            output_dir=self.context.output_dir(run_id, config),
-            created_at=created,
-            forced=force and blocked,
+            output_dir=self.context.output_dir(run.run_id, config),
+            created_at=run.created_at,
+            forced=plan.forced(force),
             findings=plan.findings,
             smoke_steps=spec.smoke_steps,
             host=self.context.host_for(spec.backend, reads=spec.after or spec.init_from),
@@ -133,7 +135,6 @@ class Runs(UseCase):
             held = self.ledger.run_by_idempotency_key(key) if key is not None else None
             assert key is not None and held is not None
             return idempotency.replay(self.context, key, *held, request)
-        run_id = run.run_id
         if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
             after = spec.after if chaining.uses_parent_output(spec) else None  # the base is the parent's output
             evaluation = preflight.Evaluation("base")
@@ -141,7 +142,7 @@ class Runs(UseCase):
         self.tracker.dispatch()
         current = self.context.attempt(attempt.attempt_id)
         return SubmitResult(
-            job_id=run_id,
+            job_id=run.run_id,
             status=_SUBMITTED_STATUS.get(current.status, "running"),
             termination_message=current.termination_message,
             findings=plan.findings,
@@ -150,7 +151,7 @@ class Runs(UseCase):
             output_dir=attempt.output_dir,
             idempotency_key=key,
             waiting_for=chaining.waiting_on_parent(self.context, current),
-            **base,
+            **summary,
         )
 
     def _budget(self, cap: float | None, max_retries: int) -> BudgetFacts:
@@ -211,22 +212,6 @@ class Runs(UseCase):
         folder = private_dir(self.context.home / "dry-runs")
         return str(write_private(folder / f"{sha256}.py", script))
 
-    def _create_output_repo(self, repo_id: str) -> Finding | None:
-        """Create the push target before the job starts, so the job itself needs only push rights."""
-        try:
-            self.context.hub_api().create_repo(repo_id, private=True, exist_ok=True)
-        except Exception as exc:  # noqa: BLE001 - refused as a finding with the fix
-            first = str(exc).strip().splitlines()
-            return Finding(
-                code="output.create_failed",
-                severity="error",
-                message=f"Could not create the output repo {repo_id}: "
-                f"{type(exc).__name__}: {first[0] if first else ''}"[:400],
-                fix="Use a token that can create repos in that namespace, "
-                "or create the repo yourself and pass output=...",
-            )
-        return None
-
     # --- retry ------------------------------------------------------------------------
 
     def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
@@ -249,43 +234,15 @@ class Runs(UseCase):
         spec = latest.spec or run.spec
         decision = retry_state.decide(self.ledger, run, attempts, spec, changes, automatic=automatic)
         if not decision.retry:
-            diagnosis = latest.termination_message
-            if diagnosis and latest.evidence and latest.evidence != "termination event":
-                diagnosis += f" (evidence: {latest.evidence})"
-            return RetryResult(
-                job_id=run.run_id,
-                retried=False,
-                attempt=None,
-                status=latest.status.value,
-                message=decision.message,
-                diagnosis=diagnosis,
-                fix=decision.fix,
-                resume_from=None,
-            )
+            return _not_retried(latest, decision.message, diagnosis=_diagnosis(latest), fix=decision.fix)
         job_changes = {k: v for k, v in decision.changes.items() if k != "max_cost_usd"}  # the cap is the run's
         new_spec = _apply_changes(spec, job_changes)
-        config, script, findings, forced = latest.config, self.ledger.script(latest.script_sha256), [], False
+        rerun = _Rerun(latest.config, self.ledger.script(latest.script_sha256))
         if job_changes:  # a changed config goes through the same preflight as a submission
-            # A smoke run's config is not the job's: its retry is planned as the job's, then made a smoke run again.
-            previous = None if latest.smoke_steps else latest.config
-            plan = preflight.plan(new_spec, self.context.plan_env(run.run_id), previous=previous)
-            bad = checks.blocking(plan.findings)
-            if plan.config is None or (bad and not latest.forced):  # a forced run stays forced
-                if not automatic:
-                    raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
-                return RetryResult(
-                    job_id=run.run_id,
-                    retried=False,
-                    attempt=None,
-                    status=latest.status.value,
-                    message=f"The retry's changes do not pass preflight: {bad[0].message}",
-                    diagnosis=None,
-                    fix=bad[0].fix,
-                    resume_from=None,
-                )
-            config, script, findings, forced = plan.config, plan.script, plan.findings, bool(bad)
-            if latest.smoke_steps:
-                config, script = chaining.smoke_version(self.context, new_spec, run.run_id, config)
+            replanned = self._replan(latest, new_spec, automatic=automatic)
+            if isinstance(replanned, RetryResult):
+                return replanned
+            rerun = replanned
         if "max_cost_usd" in decision.changes:
             self.ledger.set_max_cost(run.run_id, decision.changes["max_cost_usd"])
         now = time.time()
@@ -293,12 +250,12 @@ class Runs(UseCase):
             run.run_id,
             latest.number + 1,
             new_spec,
-            config,
-            script,
-            output_dir=self.context.output_dir(run.run_id, config),
+            rerun.config,
+            rerun.script,
+            output_dir=self.context.output_dir(run.run_id, rerun.config),
             created_at=now,
-            forced=forced,
-            findings=findings,
+            forced=rerun.forced,
+            findings=rerun.findings,
             not_before=now + decision.delay_s if decision.delay_s else None,
             retry_note=decision.message,
             smoke_steps=latest.smoke_steps,  # a failed smoke run is run again; the full job follows it
@@ -307,15 +264,7 @@ class Runs(UseCase):
             host=latest.host,
         )
         if not self.ledger.add_attempt(attempt):
-            return RetryResult(
-                job_id=run.run_id,
-                retried=False,
-                attempt=None,
-                status=latest.status.value,
-                message="Another retry of this job was started at the same moment.",
-                diagnosis=None,
-                resume_from=None,
-            )
+            return _not_retried(latest, "Another retry of this job was started at the same moment.")
         self.tracker.dispatch()
         return RetryResult(
             job_id=run.run_id,
@@ -328,6 +277,21 @@ class Runs(UseCase):
             resume_from=self._last_committed(run.run_id),
             delay_s=decision.delay_s,
         )
+
+    def _replan(self, latest: AttemptRecord, spec: JobSpec, *, automatic: bool) -> _Rerun | RetryResult:
+        """A retry with changes, planned as a submission is; a forced run stays forced. A smoke run is run again as
+        the smoke run of the job's plan (its own config is not the job's), any other attempt as the job itself.
+        Refused by preflight: raised when asked for, the refusal when automatic."""
+        previous = None if latest.smoke_steps else latest.config  # the attempt a retry keeps the output of
+        planned = spec.model_copy(update={"smoke_steps": latest.smoke_steps})
+        plan = preflight.plan(planned, self.context.plan_env(latest.run_id), previous=previous)
+        if not plan.accepts(force=latest.forced):
+            bad = checks.blocking(plan.findings)
+            if not automatic:
+                raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
+            return _not_retried(latest, f"The retry's changes do not pass preflight: {bad[0].message}", fix=bad[0].fix)
+        config, script = plan.first_run
+        return _Rerun(config, script, plan.findings, plan.forced(latest.forced))
 
     def _last_committed(self, run_id: str) -> str | None:
         point = resume_point(self.ledger.committed_checkpoints(run_id))
@@ -409,6 +373,56 @@ class Runs(UseCase):
                 return _cancel_result(fresh, "Stopped (SIGTERM, then SIGKILL after the grace period).")
             time.sleep(0.2)  # polling the process state; bounded by cancel_wait_s
         return _cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
+
+
+@dataclass(frozen=True)
+class _Rerun:
+    """What a retry's attempt runs: the attempt's own config and script again, or a new plan's (its findings, and
+    whether it is forced past them)."""
+
+    config: dict[str, Any]
+    script: str
+    findings: list[Finding] = field(default_factory=list)
+    forced: bool = False
+
+
+def _planned(spec: JobSpec, plan: preflight.Plan, cap: float | None) -> dict[str, Any]:
+    """What submit says of its plan however it ends (a dry run, a refusal, the job started): its fingerprints,
+    output, processes, cap and speed measures."""
+    return dict(
+        script_sha256=sha256_text(plan.script) if plan.script else "",
+        config_sha256=sha256_text(config_json(plan.config)) if plan.config else "",
+        backend=spec.backend,
+        output_repo=plan.push_to,
+        launcher=plan.launcher if plan.config else None,
+        max_cost_usd=cap,
+        speedups=(plan.config or {}).get("speedups"),
+        after=spec.after,
+        smoke_steps=spec.smoke_steps,
+    )
+
+
+def _diagnosis(latest: AttemptRecord) -> str | None:
+    """Why the last attempt ended, with the evidence the reason was read from (unless its own termination event)."""
+    diagnosis = latest.termination_message
+    if diagnosis and latest.evidence and latest.evidence != "termination event":
+        diagnosis += f" (evidence: {latest.evidence})"
+    return diagnosis
+
+
+def _not_retried(
+    latest: AttemptRecord, message: str, *, diagnosis: str | None = None, fix: str | None = None
+) -> RetryResult:
+    return RetryResult(
+        job_id=latest.run_id,
+        retried=False,
+        attempt=None,
+        status=latest.status.value,
+        message=message,
+        diagnosis=diagnosis,
+        fix=fix,
+        resume_from=None,
+    )
 
 
 def _cancel_result(attempt: AttemptRecord, message: str, pending: bool = False) -> CancelResult:

@@ -29,7 +29,10 @@ class SubmitResult(ToolResult):
     findings: list[Finding]
     script_sha256: str
     config_sha256: str
-    forced: bool = False
+    forced: bool = Field(
+        default=False,
+        description="Started (a dry run: would start) past preflight errors because force=true; the receipt says so.",
+    )
     backend: str
     workdir: str | None = None
     output_dir: str | None = None
@@ -73,7 +76,12 @@ class SubmitResult(ToolResult):
                 f"Not submitted again: idempotency_key {self.idempotency_key!r} started **{self.job_id}** "
                 f"earlier with the same arguments; it is {self.status}."
             )
-        if self.status in ("rejected", "dry_run") and error_findings(self.findings):
+        errors = error_findings(self.findings)
+        if self.status == "dry_run" and self.forced:  # force=true passes these errors: so would the submit
+            count = f"{len(errors)} preflight error{'s' if len(errors) != 1 else ''}"
+            lead = f"Dry run, nothing submitted: forced, the job would be accepted past {count} (its receipt says so)."
+            return "\n".join([lead, *findings_markdown(errors)])
+        if self.status in ("rejected", "dry_run") and errors:
             return refusal(
                 "Not submitted" if self.status == "rejected" else "Dry run, nothing submitted", self.findings
             )
@@ -106,7 +114,7 @@ class SubmitResult(ToolResult):
             return [f'inspect(job_id="{self.job_id}") says why it ended and what to do next']
         if self.job_id:
             return follow_calls(self.job_id)
-        if error_findings(self.findings):
+        if error_findings(self.findings) and not self.forced:
             return [
                 "submit(...) again with each Fix applied (dry_run=true checks them first; "
                 "force=true submits anyway and is recorded)"

@@ -37,7 +37,7 @@ from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES
 from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, LogChunk, NewAttempt, Placement, TerminationReason
 from jobtrail.outcomes import classify, events
-from jobtrail.preflight.outputs import claim_output
+from jobtrail.preflight.outputs import claim_output, create_output_repo, pushed_repo
 from jobtrail.service import secrets
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.spending import Spending
@@ -328,6 +328,8 @@ class Tracker:
         try:
             attempt = self._rules.prepare(attempt)
             self._claim_output(attempt)
+            if repo := pushed_repo(attempt.config):  # preflight judged whether the token may: submit acts no more
+                create_output_repo(self.context.hub_api(), repo)
             request = LaunchRequest(
                 attempt_id=attempt.attempt_id,
                 script=self.ledger.script(attempt.script_sha256),

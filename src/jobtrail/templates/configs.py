@@ -2,8 +2,10 @@
 training jobs and for GGUF conversion jobs.
 
 Built from the job's effective hyperparameters (methods/effective.py), the very ones preflight's rules
-judged (preflight/plan.py computes them once), so the config holds exactly the values preflight judged.
-A GRPO config also carries the source of the user's reward file.
+judged (preflight/plan.py computes them once), so the config holds exactly the values preflight judged,
+with the speed measures preflight chose for the job's device (preflight/speedups.py) merged in as the
+config is built: nothing edits a config once it is built. A GRPO config also carries the source of the
+user's reward file.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from jobtrail.methods.effective import Effective
 from jobtrail.methods.hyperparameters import field_type
-from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher
+from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher, Speedup, Speedups
 from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
 from jobtrail.templates.tracking import trackio_space
 from jobtrail.util.refs import looks_local
@@ -50,6 +52,7 @@ def build_config(
     push_to: str | None = None,
     reward_source: str | None = None,
     launcher: Launcher = SINGLE_PROCESS,
+    speedups: Speedups | None = None,
 ) -> dict[str, Any]:
     """The job's config snapshot: everything the rendered script needs, nothing secret.
 
@@ -58,6 +61,8 @@ def build_config(
     When the caller did not choose max_length, the default is capped at the model's positions.
     `reward_source`: the text of spec.reward_file when the caller has read it already.
     `launcher`: the job's processes, as preflight chose them (the script starts them itself).
+    `speedups`: the speed measures preflight chose (None: none chosen); what they set joins the training
+    arguments last, and the config records them.
     """
     training_args = dict(values.training_args)
     if "max_length" in training_args:
@@ -66,6 +71,8 @@ def build_config(
         training_args["trackio_space_id"] = space  # a remote job's trackio run: a private Space of the user's
     if launcher.strategy == "fsdp":
         training_args = fsdp_training_args(training_args, spec.method)
+    if speedups is not None:
+        training_args = with_speedups(training_args, speedups)
     config = {
         "template": spec.method,
         "template_version": TEMPLATE_VERSION,
@@ -86,7 +93,25 @@ def build_config(
         if spec.reward_file:
             user = {"file": spec.reward_file, "function": spec.reward_function or "reward", "source": reward_source}
         config["rewards"] = rewards_config(values.inputs, user)
+    if speedups is not None:
+        config["speedups"] = speedups.model_dump()
     return config
+
+
+def with_speedups(training_args: Mapping[str, Any], speedups: Speedups) -> dict[str, Any]:
+    """`training_args` with what the speedups set merged in. Reads the final training arguments (FSDP's
+    included), so build_config merges them last."""
+    args = dict(training_args)
+    for item in (value for value in speedups.__dict__.values() if isinstance(value, Speedup)):
+        for name, value in item.sets.items():
+            if name == "gradient_checkpointing" and args.get("fsdp"):
+                # Sharded by jobtrail (fsdp_training_args): FSDP's own activation checkpointing carries it.
+                args["fsdp_config"] = {**args["fsdp_config"], "activation_checkpointing": value}
+            elif name == "model_init_kwargs":
+                args[name] = {**(args.get(name) or {}), **value}
+            else:
+                args[name] = value
+    return args
 
 
 def fsdp_training_args(training_args: dict[str, Any], method: str) -> dict[str, Any]:
@@ -137,6 +162,7 @@ def retry_config(
     reward_source: str | None = None,
     launcher: Launcher = SINGLE_PROCESS,
     max_positions: int | None = None,
+    speedups: Speedups | None = None,
 ) -> dict[str, Any]:
     """A retry's config: the new spec, with the same output (directory and Hub repo) and max_length
     (capped at the model's positions the first time) unless the retry sets one. A max_length the previous
@@ -151,6 +177,7 @@ def retry_config(
         push_to=previous.get("hub_model_id"),
         reward_source=reward_source,
         launcher=launcher,
+        speedups=speedups,
     )
     kept = previous["training_args"].get("max_length")
     unset = "max_length" in ((previous.get("speedups") or {}).get("padding_free") or {}).get("sets", {})
