@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.estimate import EstimateResult
 from jobtrail.estimate.hardware import LOCAL
 from jobtrail.estimate.results import FlavorOption
@@ -29,7 +30,7 @@ def unforceable(findings: list[Finding]) -> list[Finding]:
 
 def check_caps(spec: JobSpec, facts: Facts) -> list[Finding]:
     b = facts.budget
-    if spec.backend == "local" or b is None or (b.max_cost_usd is None and b.daily_budget_usd is None):
+    if not traits_of(spec.backend).billed or b is None or (b.max_cost_usd is None and b.daily_budget_usd is None):
         return []
     e = facts.estimate
     if e is None or e.cost_usd is None:

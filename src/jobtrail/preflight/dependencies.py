@@ -5,6 +5,7 @@ facts.gather_requirements."""
 
 from __future__ import annotations
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight.facts import Facts
 from jobtrail.templates.versions import job_lock
@@ -45,7 +46,7 @@ def _untested_versions(spec: JobSpec, facts: Facts) -> list[Finding]:
         "a release can rename or drop an argument the job passes, change a default (the same config trains "
         "differently) or the checkpoint format"
     )
-    if spec.backend != "local" and spec.dependency_versions == "newest":
+    if not traits_of(spec.backend).runs_here and spec.dependency_versions == "newest":
         lock = job_lock()
         tested = ", ".join(f"{name} {lock.require(name)}" for name in TESTED_LIBRARIES if lock.version_of(name))
         return [

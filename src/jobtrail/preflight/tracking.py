@@ -10,6 +10,7 @@ change that fixes it. jobtrail never creates the Space itself: that is what make
 
 from __future__ import annotations
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight.facts import Facts, remote_trackio_space
 from jobtrail.preflight.probes import HubIdentity
@@ -19,7 +20,7 @@ _OFF = "or pass hyperparameters={'report_to': 'none'} to leave trackio out (trai
 
 def check_trackio(spec: JobSpec, facts: Facts) -> list[Finding]:
     identity = facts.identity
-    if spec.backend == "local" or identity is None or identity.error or not identity.name:
+    if traits_of(spec.backend).trackio != "space" or identity is None or identity.error or not identity.name:
         return []  # a local run's trackio folder is the server's own; token problems are auth.* findings
     space = remote_trackio_space(spec, facts.job_values, identity)
     if space is None:
