@@ -666,3 +666,62 @@ def test_a_time_limits_words_inside_another_failures_message_are_no_time_limit()
     connection's timeout."""
     assert explain("Pass 2: FAIL\n  Timeout expired", 1).reason is R.TIMEOUT
     assert explain("psycopg2.OperationalError: timeout expired", 1).reason is not R.TIMEOUT
+
+
+# rich's traceback (typer's, an app's rich.traceback): frames in a box, a long one folded over two of its lines, a frame
+# of a file not on disk as `in function:line`; the exception after the box.
+RICH_BOX = [
+    "╭───────────────────── Traceback (most recent call last) ──────────────────────╮",
+    "│ /job/train.py:88 in main                                                     │",
+    "│                                                                              │",
+    "│ ❱  88 │   trainer.train()                                                    │",
+    "│                                                                              │",
+    "│ /usr/lib/python3.11/site-packages/accelerate/accelerator.py:1204 in prepare  │",
+    "│ /usr/lib/python3.11/site-packages/deepspeed/runtime/zero/partition_parameter │",
+    "│ s.py:512 in _convert_to_deepspeed_param                                      │",
+    "│ in wrapped_fn:31                                                             │",
+    "╰──────────────────────────────────────────────────────────────────────────────╯",
+    "RuntimeError: the frobnicator refused",
+]
+
+
+def test_rich_boxed_frames_are_read_as_pythons():
+    chain = last_chain(RICH_BOX)
+    assert [e.name for e in chain] == ["RuntimeError"]
+    assert [f.function for f in chain[0].frames] == ["main", "prepare", "_convert_to_deepspeed_param", "wrapped_fn"]
+    assert chain[0].frames[2].path.endswith("deepspeed/runtime/zero/partition_parameters.py")
+
+
+def test_a_message_wrapped_at_a_consoles_width_is_read_whole_but_short_lines_are_not_joined():
+    wrapped = "AssertionError: Check batch related parameters. train_batch_size is not equal\nto micro_batch_per_gpu"
+    assert explain(wrapped, 1).reason is R.CONFIG_ERROR
+    # Two short lines that each end a sentence are not one wrapped line: their words are not read across the break.
+    short = "FrobnicationError: Check batch related parameters.\ntrain_batch_size is not equal to anything"
+    assert explain(short, 1).reason is R.UNKNOWN
+
+
+JAX_PEER = (
+    "F0926 17:26:32.075587  157988 client.h:77] Terminating process because the JAX distributed service detected "
+    "fatal errors. This most likely indicates that another task died"
+)
+
+
+def test_a_collective_losing_a_peer_is_the_network_only_when_nothing_else_failed():
+    assert explain(JAX_PEER, 1).reason is R.INFRA_TRANSIENT
+    # Every rank says it when any rank dies: another process's failure in the same log is why the peer went away.
+    assert (
+        explain("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n" + JAX_PEER, 1).reason
+        is R.OOM
+    )
+    assert explain("\n".join([*UNREAD_VALUE, JAX_PEER]), 1).reason is R.CONFIG_ERROR
+    unread = [*UNREAD_VALUE[:2], "FrobnicationError: the widget broke", JAX_PEER]
+    assert explain("\n".join(unread), 1).reason is R.UNKNOWN
+
+
+def test_a_config_systems_frames_decide_only_where_it_raised():
+    """Hydra's frames wrap the whole job: an exception raised in the job's code under them is not the config's."""
+    hydra = '  File "/usr/lib/python3.11/site-packages/hydra/_internal/utils.py", line 1, in run_and_report'
+    raised_in_hydra = ["Traceback (most recent call last):", hydra, "KeyError: 'frobnicator'"]
+    assert explain("\n".join(raised_in_hydra), 1).reason is R.CONFIG_ERROR
+    under_hydra = [*raised_in_hydra[:2], '  File "/job/train.py", line 3, in main', "FrobnicationError: it broke"]
+    assert explain("\n".join(under_hydra), 1).reason is R.UNKNOWN

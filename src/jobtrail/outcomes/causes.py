@@ -51,8 +51,24 @@ class CauseRule:
     test: CauseTest
 
 
+# A line at least this long may end where a console wrapped it (rich's traceback at its width, a terminal's hard wrap).
+_WRAP_WIDTH = 60
+
+
 def _line(error: RaisedError, pattern: re.Pattern[str]) -> str | None:
-    return next((line for line in error.lines if pattern.search(line)), None)
+    """The message line the pattern finds, or the first of two where a console's wrap cut its words in two (at a space,
+    or mid-word): the match must cross the cut, so words a line has on its own are never joined to the next's."""
+    if found := next((line for line in error.lines if pattern.search(line)), None):
+        return found
+    for first, second in zip(error.lines, error.lines[1:], strict=False):
+        head = first.rstrip()
+        if len(head) < _WRAP_WIDTH:
+            continue
+        for joined in (f"{head} {second.strip()}", head + second.strip()):
+            match = pattern.search(joined)
+            if match and match.start() < len(head) < match.end():
+                return first
+    return None
 
 
 def _text(*alternatives: str) -> re.Pattern[str]:
@@ -178,6 +194,31 @@ _CALLS_USER_CODE = ("datasets", "utils/data", "multiprocess")
 _FORWARDERS = re.compile(
     r"(?:^|\.)(?:_call_impl|_wrapped_call_impl|wrapper|wrapped_func|inner_f|_inner_fn|decorate_\w+|__getattr__)$"
 )
+# Config systems (OmegaConf, Hydra, jsonargparse, yacs and the configs of detectron2, mmcv/mmengine and fvcore built on
+# it, gin, ml_collections, draccus, simple_parsing): whatever they raise is a config that does not match the code
+# reading it. Told by the type's package or by the frame that raised it, never an outer one: Hydra's frames wrap the
+# whole job.
+_CONFIG_MODULES = {"omegaconf", "hydra", "jsonargparse", "yacs", "gin", "ml_collections", "draccus", "simple_parsing"}
+_CONFIG_CODE = re.compile(
+    r"[\\/](?:omegaconf|hydra|jsonargparse|yacs|gin|ml_collections|draccus|simple_parsing)[\\/]"
+    r"|[\\/](?:mmengine|mmcv|detectron2)[\\/](?:utils[\\/])?config[\\/.]|[\\/]fvcore[\\/]common[\\/]config\.py"
+)
+_CONFIG_TYPE = re.compile(
+    r"^(?:Config\w*(?:Error|Exception)|MissingMandatoryValue|Interpolation\w*Error|MissingConfigException"
+    r"|OverrideParseException)$"
+)
+# Hydra's instantiate passing on what the class it built raised: the config only carried that failure.
+_TARGET_FAILED = _text(r"Error in call to target ")
+# Functions that read data rows, by the words their names are made of (`load_dataset`, `read_rows`, `collate_fn`,
+# `preprocess_function`, `tokenize_examples`, a dataset's `__getitem__`), not those that load a model, weights, a state
+# or a config, or read the command line.
+_READS_DATA = re.compile(
+    r"(?i)^(?:__getitem__|__next__|_generate_(?:examples|tables))$|collate"
+    r"|(?:^|_)(?:load|read|preprocess|tokeni[sz]e|format)(?:_|$)"
+    r"|(?:^|_)(?:data|datasets?|csv|tsv|jsonl?|rows?|records?|samples?|examples?|corpus|conversations?|dialog(?:ue)?s?)"
+    r"(?:_|$)"
+)
+_READS_OTHER = re.compile(r"(?i)model|state|checkpoint|ckpt|weight|config|tokenizer|adapter|lora|args|argv|option")
 _DATA_TYPES = {
     "JSONDecodeError",
     "DatasetGenerationError",
@@ -311,7 +352,30 @@ def _bad_data(error: RaisedError, _: Progress) -> str | None:
     if error.name in _DATA_TYPES:
         return error.lines[0]
     wrong = error.name in ("ValueError", "KeyError", "TypeError") and error.raised_in("datasets")
-    return error.lines[0] if wrong else None
+    return error.lines[0] if wrong or _malformed_row(error) else None
+
+
+def _malformed_row(error: RaisedError) -> bool:
+    """An IndexError or KeyError raised by the function reading data rows (`row[0]` of a CSV row without the field,
+    `example["text"]` of a record without the key): the data does not have the shape the code indexes. A library's own
+    `__getitem__` (a ModuleList's, a tokenizer output's) is not reading rows; the datasets library's is."""
+    frame = error.frames[-1] if error.frames else None
+    if error.name not in ("IndexError", "KeyError") or frame is None:
+        return False
+    name = frame.function
+    if name.startswith("__") and frame.is_library and not frame.in_package("datasets"):
+        return False
+    return _READS_DATA.search(name) is not None and _READS_OTHER.search(name) is None
+
+
+def _config_mismatch(error: RaisedError, _: Progress) -> str | None:
+    """An exception a config system raised (by its type's package or name, or the frame that raised it): the config
+    does not match what the code reads."""
+    if _line(error, _TARGET_FAILED):
+        return None
+    raiser = error.frames[-1] if error.frames else None
+    by_system = error.module in _CONFIG_MODULES or (raiser is not None and _CONFIG_CODE.search(raiser.path))
+    return error.lines[0] if by_system or _CONFIG_TYPE.match(error.name) else None
 
 
 def _unknown_model_type(error: RaisedError, _: Progress) -> str | None:
@@ -385,6 +449,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
     CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _packages_out_of_step),
     CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _library_name_error),
+    CauseRule(R.CONFIG_ERROR, generic.CONFIG_KEYS.message, _config_mismatch),
     *_REFUSALS,
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),

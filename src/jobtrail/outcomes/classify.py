@@ -15,7 +15,9 @@
    another signal after a process of the job had failed: that failure);
 7. patterns in loose lines, newest first (a metric logged NaN decides only if no later line logs it finite);
 8. a best guess from the type of an exception no rule reads, raised before training (`priors`), saying so;
-9. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
+9. a collective broken by a peer that went away or the network, when nothing else in the log failed (every rank
+   reports it when any rank dies, so it names the cause only alone);
+10. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
 
 Lines are read without their prefixes (`lines.clean`: ranks, timestamps, colours). Before or after
 training is read from the log itself: jobtrail's own events (`step`, a `committed` checkpoint, `metrics`,
@@ -183,6 +185,7 @@ def classify(
         or _from_kill(status, log_tail)
         or _from_patterns(log_tail)
         or _from_prior(status, reports, log_tail)
+        or _from_peer_lost(log_tail)
         or _unrecognised(status, reports, log_tail)
     )
     return _pushed_after_training(_waited_for_data(verdict, log_tail), log_tail)
@@ -252,7 +255,12 @@ def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Verdi
     )
     # The job could not name the cause; its log may (a library's exception it does not know).
     if told.reason is R.UNKNOWN:
-        return _from_log(log_tail) or _from_prior(exits.Exit(None, None), [], log_tail) or told
+        return (
+            _from_log(log_tail)
+            or _from_prior(exits.Exit(None, None), [], log_tail)
+            or _from_peer_lost(log_tail)
+            or told
+        )
     if isinstance(termination.get("signal"), int):
         # A worker died by a signal (its launcher's account, as a job's own exit by signal): OOM lines say why.
         by_log = _from_log(log_tail)
@@ -430,6 +438,20 @@ def _from_prior(
         f"shows: {shown}.",
         evidence=raised.line[:500],
     )
+
+
+def _from_peer_lost(lines: list[str]) -> Verdict | None:
+    """The newest line saying a collective lost a peer or its network, when no other failure explains it: the fatal
+    exception, if the log shows one, must be that same report (an exception of another kind is why a peer went away,
+    even one no rule reads)."""
+    lost = generic.PEER_LOST.pattern
+    failed = [error.lines[0] for error in causes.fatal_chain(lines)]
+    if not failed and (within := priors.raised(lines)):
+        failed = [within.line]
+    if failed and not any(lost.search(clean(line)) for line in failed):
+        return None
+    line = next((raw for raw in reversed(lines) if lost.search(clean(raw))), None)
+    return Verdict(R.INFRA_TRANSIENT, generic.PEER_LOST.message, evidence=line.strip()[:500]) if line else None
 
 
 def _from_cause(lines: list[str]) -> Verdict | None:

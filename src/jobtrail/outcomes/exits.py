@@ -173,7 +173,6 @@ _PREEMPTED = re.compile(
     r"|\bSpot (?:instance )?(?:interruption|termination)"
     r"|instance (?:was )?preempted"
     r"|\bpreempted by the (?:scheduler|platform|provider)"
-    r"|this job is preempted"  # submitit's handler of SLURM's preemption signal (it requeues the job)
     r"|(?-i:\|PREEMPTED\||\sPREEMPTED\s+\d+:\d+\b)"  # sacct's State column (then its ExitCode), -P or aligned
     r"|\bPreempted by (?:pod \S+|\S+/\S+) on node"  # Kubernetes' scheduler making room for a pod of higher priority
     # Clouds reclaiming spot/preemptible machines: GCP's metadata notice (and its audit log's event), Azure's scheduled
@@ -181,6 +180,17 @@ _PREEMPTED = re.compile(
     # vanished with it "lame".
     r"|termination is imminent|compute\.instances\.preempted|\bEventType\W+Preempt\b"
     r"|(?:spot|preemptible) (?:VM |instance |node )?(?:was|has been) (?:stopped|terminated|reclaimed)"
+    # A job or cluster manager telling of the machines it lost: submitit's handler of SLURM's preemption signal (`this
+    # job is preempted`: it requeues the job), SkyPilot's controller (`The cluster is preempted.`), Ray's node death
+    # (`failed due to node preemption`, `Terminated due to preemption`, AUTOSCALER_DRAIN_PREEMPTED), a spot or
+    # low-priority VM evicted or reclaimed (Azure, GKE, EKS), a node's state `Preempted` (Azure Batch), AWS's node
+    # termination handler (`Spot ITN`).
+    r"|\b(?:cluster|node|instance|VM|virtual machine|machine|host|worker|pod|job|TPU|slice|allocation)s?\b"
+    r"(?:\s+\S+){0,2}?\s+(?:is|are|was|were|has been|have been|got|being)\s+preempted\b"
+    r"|\bdue to (?:a |the )?(?:node |spot |instance |VM )?preemption\b|\bAUTOSCALER_DRAIN_PREEMPTED\b"
+    r"|\b(?:spot|low[- ]priority|preemptible) (?:VM|node|instance|virtual machine)s?\b(?:\s+\S+){0,2}?\s+"
+    r"(?:is|was|were|has been|have been|got|being)\s+(?:evicted|preempted|reclaimed)\b"
+    r"|\b(?:in )?state:? Preempted\b|\bSpot[ _]ITN\b"
     r"|\bTPU\b[^.]{0,80}\b(?:was|is|has been|got) preempted|\blame workers found"
     r"|\bspot/instance-action\b"  # AWS: the metadata path a spot instance polls for its interruption notice
     # The machine shutting down under the job: the ACPI power button a cloud presses to stop a VM (systemd-logind's

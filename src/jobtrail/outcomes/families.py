@@ -57,6 +57,7 @@ SIGNATURES: list[Signature] = [
         R.DIVERGED,
         "The loss or the model's outputs became NaN/inf: training (or generation from it) cannot go on.",
         r"Current loss scale already at minimum",  # DeepSpeed's fp16 loss scaler gave up
+        generic.LOSS_SCALE_COLLAPSED,  # or any scaler's scale at zero: every step overflows and is skipped
         r"probability tensor contains either `?inf`?, `?nan`? or element < 0",  # sampling from NaN logits
         r"Loss is (?:NaN|nan|inf)",
         r"Detected (?:NaN|nan|inf) (?:loss|in loss)",
@@ -68,8 +69,9 @@ SIGNATURES: list[Signature] = [
         R.DIVERGED,
         "The loss was NaN/inf at the last step the log shows: training diverged (lower the learning rate, train in "
         "bf16 or fp32 rather than fp16, clip gradients).",
-        # `'loss': nan`, `loss=nan`, `train_loss = inf`, litgpt's `loss nan,`, a printed `Loss: tensor(nan, ...)`.
-        r"(?i:(?:^|[{,\s|])['\"]?(?:train[_/]|eval[_/])?loss['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?-?(?:nan|inf|infinity)\b)",
+        # `'loss': nan`, `loss=nan`, `train_loss = inf`, litgpt's `loss nan,`, a printed `Loss: tensor(nan, ...)`, and a
+        # loss's parts as detection and multi-task trainers log them (`'loss_cls': nan`, `lm_loss: inf`).
+        generic.NAN_LOSS,
         # The gradient norm, NaN at the newest step: the weights are being poisoned whatever the loss shows (a loss
         # of 0.0 follows).
         generic.NAN_GRAD_NORM,

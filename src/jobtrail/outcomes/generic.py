@@ -12,6 +12,10 @@ happened in the common words of their trade. These are those vocabulary classes:
   "must be specified", "please set");
 - a shell that could not run what the command line named, and a command-line parser refusing its arguments;
 - weights that do not fit the model, and model files that are not files of their format (a Git LFS pointer);
+- a config that does not match what the code reads, in a config system's words (OmegaConf, Hydra, yacs, jsonargparse,
+  gin, draccus, HfArgumentParser);
+- a loss or its gradients gone NaN/inf in a framework's own sentence, and fp16's loss scale collapsed to nothing;
+- a collective broken by a peer that went away or the network (read last: every rank says it when any rank dies);
 - lines that say a job is uploading its results (a server's failure then is the push's).
 """
 
@@ -44,9 +48,14 @@ MEMORY = sig(
 NAN_GRAD_NORM = r"(?i:(?:^|[{,\s|/])['\"]?grad(?:ient)?[ _]?norm['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?nan\b)"
 # A loss printed as a tensor (`print(loss)`), NaN: its grad_fn names it a loss.
 NAN_LOSS_TENSOR = r"\btensor\((?:nan|inf)\b.*grad_fn=<\w*Loss\w*Backward"
+# A loss's name as loggers write it: `loss`, `train/loss`, `eval_loss`, and the parts a detection or multi-task trainer
+# logs (`loss_cls`, `lm_loss`), but not fp16's `loss_scale`, which is no loss.
+LOSS_NAME = r"(?:[a-z0-9]+[_/])*loss(?:_(?!scale\b)[a-z0-9]+)*"
+# A loss logged NaN/inf: `'loss': nan`, `loss=nan`, `train_loss = inf`, litgpt's `loss nan,`, `Loss: tensor(nan, ...)`.
+NAN_LOSS = rf"(?i:(?:^|[{{,\s|])['\"]?{LOSS_NAME}['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?-?(?:nan|inf|infinity)\b)"
 # A metric's logged value, NaN or not: a later finite value of the same metric is training that recovered.
 METRIC_VALUE = re.compile(
-    r"(?i)(?:^|[{,\s|'\"(/])(?P<name>loss|grad(?:ient)?[ _]?norm)['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?"
+    rf"(?i)(?:^|[{{,\s|'\"(/])(?P<name>{LOSS_NAME}|grad(?:ient)?[ _]?norm)['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?"
     r"(?P<value>-?(?:nan|inf(?:inity)?)\b|-?\d+(?:\.\d*)?(?:e[+-]?\d+)?)"
 )
 
@@ -71,7 +80,10 @@ def nan_metrics(line: str) -> set[str]:
 
 
 def _metric(name: str) -> str:
-    return "loss" if name.lower() == "loss" else "gradnorm"
+    """One key per metric: the gradient norm in any spelling, a loss by its name (the training loss with or without
+    its `train` prefix)."""
+    lowered = name.lower()
+    return "gradnorm" if lowered.startswith("grad") else re.sub(r"^train[_/]", "", lowered)
 
 
 # Bytes that are not the text or table format the data is read as.
@@ -165,8 +177,76 @@ UPLOADING = re.compile(
     r"|push(?:ing)? to|push_to_hub|upload_(?:folder|file|large_folder)|create_commit)\b"
 )
 
+# A config that does not match the code reading it: a key the code reads that the config lacks, one the config has that
+# the schema does not, a config file or group that is not there. Each config system's words (OmegaConf's struct mode,
+# Hydra's composition, yacs/detectron2's CfgNode, jsonargparse's check, gin, draccus, HfArgumentParser's leftovers).
+# `causes` also reads any exception these packages raise as this.
+CONFIG_KEYS = sig(
+    R.CONFIG_ERROR,
+    "The config does not match what the code reads (a key it needs is missing, a key it has is unknown to the schema, "
+    "or a config file or group is not found): add or rename the key the message names, or use a config written for "
+    "this version of the code.",
+    r"\bKey '[^']+' (?:is )?not in (?:struct|'[\w.]+')",  # OmegaConf: struct mode, a structured config's class
+    r"\bMissing mandatory value\b",  # OmegaConf's `???`
+    r"\bNon-existent config key\b",  # yacs (detectron2, maskrcnn-benchmark, fvcore)
+    r"\bCannot find primary config\b|\bIn '[\w/.-]+': Could not find '[\w/.-]+'",  # Hydra
+    r"\bConfiguration check failed :: ",  # jsonargparse (LightningCLI)
+    r"\bNo configurable matching '[^']+'",  # gin
+    r"\bThe fields? `[^`]+` (?:is|are) not valid for \w+",  # draccus
+    r"\bSome keys are not used by the HfArgumentParser\b",  # a dict or YAML file parsed into its dataclasses
+)
+
+# A loss (or its gradients) gone non-finite, in the sentence a framework stops or warns with: detectron2's and mmcv's
+# checks, Lightning's finite check and its early stopping on a NaN metric, fairseq's and torch's on the gradients,
+# Keras' TerminateOnNaN, JAX's debug_nans, TensorFlow's check_numerics, and a summary writer refusing a NaN scalar. Not
+# advice in the same words (`if the loss is nan, ...`).
+NONFINITE = sig(
+    R.DIVERGED,
+    "The loss (or the gradients) became NaN or infinite and training stopped: lower the learning rate, clip gradients, "
+    "train in bf16 or fp32 rather than fp16, and check the data for empty or extreme samples.",
+    r"(?i:(?<!\bif )(?<!\bif the )(?<!\bwhen )(?<!\bwhen the )(?<!\bwhether )(?<!\bwhether the )"
+    r"\b(?:the )?(?:total |training |train |model )?loss(?:es)?\b[^.;!\n]{0,40}?"
+    r"\b(?:became|become|has become|is|was|went|turned|are|were)\s+(?:either\s+)?(?:tensor\()?"
+    r"(?:infinite|inf|nan|non-?finite|not finite)\b)",
+    r"(?i:\bgrad(?:ient)?s?(?: norm)? (?:are|is|was|were|became) (?:nan|inf)(?:/(?:nan|inf)| or (?:nan|inf))?\b)",
+    r"\bis non-finite, so it cannot be clipped\b",
+    r"\bInvalid loss,? terminating training\b",
+    r"\bMonitored metric \S+ = (?:nan|-?inf) is not finite\b",
+    r"\binvalid value \((?:nan|inf)\) encountered in\b",
+    r"\bTensor had (?:NaN|Inf) values\b",
+    r"\bNaN or Inf found in input tensor\b",
+)
+
+# fp16's dynamic loss scale, halved at each overflow, reaching zero (or a denormal, or the scaler's floor): every step
+# overflows and is skipped, so nothing trains any more. DeepSpeed's and apex's `reducing (loss scale) to 0`, fairseq's
+# and flashlight's `Minimum loss scale reached`, a logged `loss scale: 0.0` (Megatron, torch.amp's scale as trainers log
+# it).
+LOSS_SCALE_COLLAPSED = (
+    r"(?i:\bminimum loss scale reached\b|\bloss scale (?:is )?(?:already )?at (?:its |the )?minimum\b"
+    r"|\breducing (?:loss scale |the scale )?to (?:0(?:\.0+)?(?![\d.e])|\d(?:\.\d+)?e-(?:[3-9]\d|\d{3})\b)"
+    r"|\b(?:loss|grad(?:ient)?|amp)[ _-]?scal(?:e|er)(?: value)?\s*[:=]\s*0(?:\.0+)?(?![\d.e]))"
+)
+
 # The loose-line vocabulary (`families` tries it after the libraries' own sentences).
-SIGNATURES: list[Signature] = [MEMORY, UNDECODABLE, COMMAND, CLI, WEIGHTS, YAML]
+SIGNATURES: list[Signature] = [MEMORY, UNDECODABLE, COMMAND, CLI, WEIGHTS, YAML, CONFIG_KEYS, NONFINITE]
+
+# A collective between processes broken because a peer went away or the network between them failed: NCCL's
+# ncclRemoteError (as torch and XLA print it), JAX's coordination service losing a task, PyTorch/XLA's rendezvous over a
+# closed socket, gloo's peer closing, InfiniBand completions with an error. Each rank says it when ANY rank dies, so it
+# is only the reason when the log shows no other failure (`classify` reads it last, and a traceback naming it is passed
+# over for another's, see `tracebacks`): then the fabric or a machine failed under the job, which a retry gets past.
+PEER_LOST = sig(
+    R.INFRA_TRANSIENT,
+    "A collective between processes failed because a peer exited or the network between them failed (NCCL, XLA/JAX's "
+    "coordination, gloo), and the log shows no other failure that made a peer exit: a fault of the fabric or of a "
+    "machine; retry. If it recurs, read the other ranks' logs for the first error.",
+    r"\bremote process exited or there was a network error\b|\bncclRemoteError\b",
+    r"\bJAX distributed service detected fatal errors\b",
+    r"\bheartbeat timeout\b.{0,80}\b(?:remote task has failed|got preempted|crashed unexpectedly)",
+    r"\bFailed to meet rendezvous '[^']+': Socket closed\b",
+    r"\bConnection closed by (?:remote )?peer\b",
+    r"\bNET/IB ?: Got completion from peer\b.*\berror\b",
+)
 
 MISSING_TOKEN = (
     "The Hub token (or the service's API key) is missing or not accepted: log in (`hf auth login`), set HF_TOKEN or "

@@ -44,6 +44,18 @@ SIGNATURES: list[Signature] = [
         r"CUDA error: invalid device ordinal",
         r"Cannot re-initialize CUDA in forked subprocess",
     ),
+    # Trainer computed no loss, and the inputs it lists (transformers names them) hold no labels: the batches reached
+    # the model without targets, so the dataset has no `labels` column (a `label` one, or none: causal LM data takes its
+    # labels from a collator), or the collator or remove_unused_columns dropped it. With labels among the inputs, a
+    # model class without a loss head is what is wrong (the next signature).
+    _sig(
+        R.BAD_INPUT,
+        "The batches reached the model without labels (the inputs it received name none), so it computed no loss: give "
+        "the dataset a `labels` column (rename `label`; for causal LM use a collator that makes labels, such as "
+        "DataCollatorForLanguageModeling(mlm=False)), and check that remove_unused_columns did not drop it.",
+        r"The model did not return a loss from the inputs, only the following keys: .*For reference, the inputs it "
+        r"received are (?![^\n]*(?:label|start_positions))",
+    ),
     # A setting the trainer or framework refuses before training starts: its own message says which one.
     _sig(
         R.CONFIG_ERROR,
@@ -57,7 +69,7 @@ SIGNATURES: list[Signature] = [
         r"You can't train a model that has been loaded with `device_map='auto'` in any distributed mode",
         r"You can't use same `Accelerator\(\)` instance with multiple models when using DeepSpeed",
         r"no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage",
-        r"The model did not return a loss from the inputs, only the following keys",
+        r"The model did not return a loss from the inputs, only the following keys",  # with labels: no loss head
         r"Input length of input_ids is \d+, but `max_length` is set to \d+",
         r"Untrained tokens of .* found, but embed_tokens & lm_head not trainable",  # unsloth
         r"Please set lora_modules_to_save to",  # axolotl: new special tokens need trainable embeddings

@@ -2,11 +2,11 @@
 
 A log tail is whatever the backend kept: it may start in the middle of a traceback, carry prefixes
 (`[rank0]: `, timestamps, colours: see `lines`), interleave the tracebacks of several ranks, or chain
-several exceptions ("The above exception was the direct cause ..."). `last_chain` returns the
-exceptions of the traceback that ended the job: each process's lines are read on their own, a
-launcher's own traceback (torchrun's ChildFailedError, accelerate's CalledProcessError) only reports
-its child's and is passed over for it, and so is a rank's collective error that only says another rank
-died first.
+several exceptions ("The above exception was the direct cause ..."), as Python, IPython or rich (in a
+box) print them. `last_chain` returns the exceptions of the traceback that ended the job: each process's
+lines are read on their own, a launcher's own traceback (torchrun's ChildFailedError, accelerate's
+CalledProcessError) only reports its child's and is passed over for it, and so is a rank's collective
+error that only says another rank died first.
 """
 
 from __future__ import annotations
@@ -32,6 +32,15 @@ _FRAME = re.compile(
 )
 # IPython's header: `TypeError                                 Traceback (most recent call last)`.
 _IPYTHON_HEAD = re.compile(r"^\w+\s{2,}Traceback \(most recent call last\)")
+# rich's traceback (typer's, and any program that installs rich.traceback) draws its frames in a box headed `Traceback
+# (most recent call last)`, each as `path:line in function` (or `in function:line` for a file not on disk), a long one
+# folded over the box's next lines; the exception follows the box, its message wrapped at the console's width.
+_BOX_HEAD = re.compile(r"^\s*╭─+ ?Traceback \(most recent call last\) ?─+╮")
+_BOX_LINE = re.compile(r"^\s*│ ?(?P<inner>.*?)\s*│\s*$")
+_RICH_FRAME = re.compile(
+    r"^(?P<path>(?:/|[A-Za-z]:\\|~|\.{1,2}/)\S*?\.py):\s?\d+\s?in (?P<function>\S+)$|^in (?P<function2>\S+):\d+$"
+)
+_RICH_PATH = re.compile(r"^(?:/|[A-Za-z]:\\|~|\.{1,2}/)\S*$")
 # `pkg.module.SomeError: message` at the start of a line. The class name must look like an
 # exception's (warnings are printed the same way but end nothing), unless a module qualifies
 # it and a message follows (huggingface_hub.errors.OfflineModeIsEnabled: ...).
@@ -112,6 +121,15 @@ class _Reading:
     frames: list[Frame]
     linked: bool = False
     chain: int | None = None  # the chain (index in `chains`) a linked exception joins
+    folded: str = ""  # the start of a rich frame's line that the box folded onto its next line
+
+    def read_box(self, inner: str) -> None:
+        """One line inside rich's box: a frame, or a piece of one the box folded."""
+        text, self.folded = self.folded + inner, ""
+        if frame := _RICH_FRAME.match(text):
+            self.frames.append(Frame(frame["path"] or "", frame["function"] or frame["function2"]))
+        elif _RICH_PATH.match(text):
+            self.folded = text
 
 
 def chains(lines: list[str]) -> list[list[RaisedError]]:
@@ -122,8 +140,10 @@ def chains(lines: list[str]) -> list[list[RaisedError]]:
     readings: dict[str | None, _Reading] = {}
     for index, line in enumerate(clean_lines):
         reading = readings.setdefault(sources[index], _Reading([]))
-        if line.startswith(_TRACEBACK_HEAD) or _IPYTHON_HEAD.match(line):
+        if line.startswith(_TRACEBACK_HEAD) or _IPYTHON_HEAD.match(line) or _BOX_HEAD.match(line):
             reading.frames = []
+        elif box := _BOX_LINE.match(line):
+            reading.read_box(box["inner"])
         elif line.strip() in _CHAIN_MARKERS:
             reading.linked = True
         elif frame := _FRAME.match(line):
