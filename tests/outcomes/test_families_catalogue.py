@@ -1256,6 +1256,188 @@ CATALOGUE: list[tuple[str, str, R]] = [
         "ValueError: The model did not return a loss from the inputs, only the following keys: last_hidden_state. For reference, the inputs it received are input_ids,attention_mask,labels.",
         R.CONFIG_ERROR,
     ),
+    # Round 10's classes, in other readers', tools' and services' words than its logs'.
+    # A data item's media file that its reader cannot decode (audio, image, video readers).
+    ("media", "soundfile.LibsndfileError: Error opening '/data/clips/0041.flac': Format not recognised.", R.BAD_INPUT),
+    ("media", "audioread.exceptions.NoBackendError", R.BAD_INPUT),
+    (
+        "media",
+        'RuntimeError: Failed to open the input "/data/audio/utt_17.mp3" (Invalid data found when processing input).',
+        R.BAD_INPUT,
+    ),
+    ("media", "PIL.UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7f2a>", R.BAD_INPUT),
+    (
+        "media",
+        "cv2.error: OpenCV(4.8.0) /io/opencv/modules/imgproc/src/color.cpp:182: error: (-215:Assertion failed) !_src.empty() in function 'cvtColor'",
+        R.BAD_INPUT,
+    ),
+    (
+        "media",
+        "decord._ffi.base.DECORDError: [10:21:03] src/video/video_reader.cc:151: cannot find video stream with wanted index: -1",
+        R.BAD_INPUT,
+    ),
+    # A data row's file that is not there (the row names it), as opposed to a script or model path.
+    (
+        "data-item-missing",
+        _tb(
+            "FileNotFoundError: [Errno 2] No such file or directory: '/data/coco/train2017/000000391895.png'",
+            "torch/utils/data/_utils/fetch.py:fetch",
+        ),
+        R.BAD_INPUT,
+    ),
+    # A native extension failing to compile or link (DeepSpeed ops, flash-attn, apex, a custom kernel).
+    (
+        "native-build",
+        "/usr/bin/ld: cannot find -lcudart: No such file or directory\ncollect2: error: ld returned 1 exit status",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("native-build", "ninja: build stopped: subcommand failed.", R.DEPENDENCY_ERROR),
+    ("native-build", "nvcc fatal   : Unsupported gpu architecture 'compute_90'", R.DEPENDENCY_ERROR),
+    (
+        "native-build",
+        "csrc/flash_attn/flash_api.cpp:5:10: fatal error: cuda_runtime_api.h: No such file or directory",
+        R.DEPENDENCY_ERROR,
+    ),
+    ("native-build", "error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1", R.DEPENDENCY_ERROR),
+    (
+        "native-build",
+        "/usr/local/cuda/include/crt/host_config.h:132:2: error: #error -- unsupported GNU version! gcc versions later than 11 are not supported!",
+        R.DEPENDENCY_ERROR,
+    ),
+    # A rate limit (HTTP 429), whatever the tool makes of it afterwards.
+    (
+        "rate-limit",
+        "huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: https://huggingface.co/api/models/org/m",
+        R.INFRA_TRANSIENT,
+    ),
+    (
+        "rate-limit",
+        "openai.RateLimitError: Error code: 429 - {'error': {'message': 'Rate limit reached for requests'}}",
+        R.INFRA_TRANSIENT,
+    ),
+    ("rate-limit", "WARNING: request to https://api.wandb.ai/graphql failed with status code 429", R.INFRA_TRANSIENT),
+    ("rate-limit", "{'loss': 0.41, 'epoch': 2.0}\nstep 429 of 1000", R.UNKNOWN),
+    # NCCL's socket transport losing its peer, then a hang.
+    (
+        "nccl-socket",
+        "node3:1201:1290 [1] NCCL WARN NET/Socket : Call to send to 10.0.0.5<5512> failed : Broken pipe",
+        R.INFRA_TRANSIENT,
+    ),
+    (
+        "nccl-socket",
+        "node3:1201:1290 [1] NCCL WARN Net : Connect to 10.0.0.5<5512> failed : Connection refused",
+        R.INFRA_TRANSIENT,
+    ),
+    # A kernel that died after a huge allocation warning: host RAM; either alone decides nothing.
+    (
+        "host-ram",
+        "2023-03-01 10:02:11.5 W tensorflow/core/framework/cpu_allocator_impl.cc:82] Allocation of 9437184000 exceeds 10% of free system memory.\n[I 10:02:40.1 NotebookApp] KernelRestarter: restarting kernel (1/5), keep random ports",
+        R.OOM,
+    ),
+    ("host-ram", "tcmalloc: large alloc 2147483648 bytes == 0x5581 @  0x7f1\nKernel died, restarting", R.OOM),
+    (
+        "host-ram",
+        "tcmalloc: large alloc 2147483648 bytes == 0x5581 @  0x7f1\n{'train_runtime': 120.0, 'train_loss': 0.5}",
+        R.UNKNOWN,
+    ),
+    # XLA on TPU out of HBM.
+    (
+        "tpu-memory",
+        "RuntimeError: Resource exhausted: Ran out of memory in memory space hbm. Used 17.5G of 15.48G hbm.",
+        R.OOM,
+    ),
+    # A tokenizer given a data value that is not text.
+    (
+        "not-text",
+        "TypeError: TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]",
+        R.BAD_INPUT,
+    ),
+    ("not-text", "TypeError: argument 'text': 'float' object cannot be converted to 'PyString'", R.BAD_INPUT),
+    (
+        "not-text",
+        "ValueError: Input nan is not valid. Should be a string, a list/tuple of strings or a list/tuple of integers.",
+        R.BAD_INPUT,
+    ),
+    # A Hub address for a repo id left unset: the argument, not the token.
+    (
+        "unset-repo",
+        "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. (Request ID: Root=1-65) Repository Not Found for url: https://huggingface.co/api/models/None/revision/main.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "unset-repo",
+        "OSError: 404 Client Error: Not Found for url: https://huggingface.co/null/resolve/main/config.json",
+        R.CONFIG_ERROR,
+    ),
+    # A disk quota in any case, over memory words around it.
+    ("disk-quota", "OSError: [Errno 122] EDQUOT writing '/home/u/ckpt/model.safetensors'", R.DISK_FULL),
+    (
+        "disk-quota",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: /scratch/run/ckpt-3.data-00000-of-00001.tempstate; disk quota exceeded",
+        R.DISK_FULL,
+    ),
+    # An upload hook at the end of training failing, whatever it raised.
+    (
+        "end-upload",
+        _tb(
+            "KeyError: 'metrics'",
+            "transformers/trainer.py:train",
+            "transformers/trainer_callback.py:on_train_end",
+            "mytool/hub_callback.py:on_train_end",
+        ),
+        R.HUB_ERROR,
+    ),
+    (
+        "end-upload",
+        _tb(
+            "TypeError: 'NoneType' object is not subscriptable",
+            "lightning/pytorch/trainer/call.py:_call_callback_hooks",
+            "mlops/registry_upload.py:on_fit_end",
+        ),
+        R.HUB_ERROR,
+    ),
+    # A server error in a client library's words, under a hedge about preemption.
+    (
+        "server-status",
+        "INFO:tensorflow:An error was raised. This may be due to a preemption in a connected worker or parameter server.\nAll 10 retry attempts failed. The last failure: Unavailable: Error executing an HTTP request: HTTP response code 502",
+        R.INFRA_TRANSIENT,
+    ),
+    # torch.save's short write after memory ran out in the chain: the RAM; alone it stays the disk.
+    (
+        "short-write",
+        _tb("MemoryError", "torch/serialization.py:_save")
+        + "\n\nDuring handling of the above exception, another exception occurred:\n\n"
+        + _tb(
+            "RuntimeError: [enforce fail at inline_container.cc:337] . unexpected pos 4412 vs 4300",
+            "torch/serialization.py:__exit__",
+        ),
+        R.OOM,
+    ),
+    (
+        "short-write",
+        _tb(
+            "RuntimeError: [enforce fail at inline_container.cc:337] . unexpected pos 4412 vs 4300",
+            "torch/serialization.py:__exit__",
+        ),
+        R.DISK_FULL,
+    ),
+    # A framework calling a hook or callback whose signature does not fit: an API mismatch.
+    (
+        "hook-signature",
+        _tb(
+            "TypeError: MyCallback.on_validation_end() takes 2 positional arguments but 3 were given",
+            "lightning/pytorch/trainer/call.py:_call_callback_hooks",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    (
+        "hook-signature",
+        _tb(
+            "TypeError: CustomTrainer.compute_loss() got an unexpected keyword argument 'num_items_in_batch'",
+            "transformers/trainer.py:training_step",
+        ),
+        R.CONFIG_ERROR,
+    ),
 ]
 
 

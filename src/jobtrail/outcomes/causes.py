@@ -38,6 +38,12 @@ MISMATCH = (
     "One installed package calls another with arguments its installed release does not take: their versions do not "
     "match (pin the versions the calling package supports, or update it)."
 )
+# DESIGN.md: an API mismatch is config_error whatever fixed it (the code, or the versions).
+API_MISMATCH = (
+    "A call does not fit the installed release's API (a framework calling a hook, override or callback with other "
+    "arguments than it takes, or reading an attribute the class no longer has): change the code (the override's or "
+    "callback's signature) to this release's API, or install the versions the code was written for."
+)
 NATIVE = "A native library (CUDA runtime, GPU driver or bitsandbytes build) is missing or does not match this machine."
 
 # Each test looks at one exception of the fatal chain and returns the line that decides, or None.
@@ -104,7 +110,11 @@ _NOT_FOUND = {
     "EmptyDatasetError",
 }
 _DATASET_REF = _text(r"\bdataset\b", r"huggingface\.co/(api/)?datasets/")
-_DATA_FILE = re.compile(r"\.(jsonl?|csv|tsv|parquet|arrow)['\"]")
+# A data file, or a data item's media file (an image, audio clip or video a row names): a path that comes from the data.
+_DATA_FILE = re.compile(
+    r"\.(?i:jsonl?|csv|tsv|parquet|arrow|jpe?g|png|gif|bmp|webp|tiff?|wav|flac|mp3|ogg|m4a|opus|mp4|avi|mov|mkv|webm"
+    r"|npy|npz)['\"]"
+)
 # Transport failures (DNS, connect, read), rate limits and server errors: worth a retry.
 _NETWORK_TYPES = {
     "ConnectionError",
@@ -268,6 +278,17 @@ def _push_failed(error: RaisedError, reached: Progress) -> str | None:
     return error.lines[0] if from_the_hub else _network(error, reached)
 
 
+# A hook run once training ends (Lightning's, transformers', Ultralytics' callbacks), in code that uploads: the results
+# are made, and what failed is their push, whatever it raised.
+_END_HOOK = re.compile(r"(?i)^(?:\w+\.)*(?:on_(?:train|training|fit)_(?:end|finish(?:ed)?)|after_train(?:ing)?)$")
+_UPLOADER = re.compile(r"(?i)hub|upload|push|registry")
+
+
+def _push_at_end(error: RaisedError, _: Progress) -> str | None:
+    ending = [frame for frame in error.frames if _END_HOOK.match(frame.function)]
+    return error.lines[0] if any(_UPLOADER.search(frame.path) for frame in ending) else None
+
+
 def _gated(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name == "GatedRepoError" else _line(error, _GATED)
 
@@ -315,9 +336,10 @@ def _library_name_error(error: RaisedError, _: Progress) -> str | None:
 
 def _packages_out_of_step(error: RaisedError, _: Progress) -> str | None:
     """A call with the wrong number of arguments (TypeError), or a read of an attribute a library class lacks
-    (AttributeError), made inside installed packages: one package uses another's API as a release it was not written
-    for has it, a version mismatch between them. The traceback's last frame (past the frames that only forward a call)
-    is the caller, since Python checks arguments before the callee runs; in the user's script it is the user's code."""
+    (AttributeError), made inside installed packages: one package uses another's API (or calls a hook another overrides)
+    as a release it was not written for has it, an API mismatch (DESIGN.md: config_error). The traceback's last frame
+    (past the frames that only forward a call) is the caller, since Python checks arguments before the callee runs; in
+    the user's script it is the user's code."""
     if error.name == "TypeError":
         line = _line(error, _WRONG_ARGUMENTS)
     elif error.name == "AttributeError":  # a library reads an attribute another's release does not have
@@ -439,6 +461,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _unknown_model_type),
     CauseRule(R.OOM, OOM, _oom),
     CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_failed),
+    CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_at_end),
     CauseRule(R.AUTH_ERROR, REFUSED, _gated),
     CauseRule(R.BAD_INPUT, DATASET_MISSING, _dataset_missing),
     CauseRule(R.CONFIG_ERROR, libraries.MODEL_MISSING, _model_missing),
@@ -447,7 +470,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.INFRA_TRANSIENT, TRANSIENT, _network),
     CauseRule(R.DEPENDENCY_ERROR, NATIVE, _native),
     CauseRule(R.DEPENDENCY_ERROR, DEPENDENCY, _package),
-    CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _packages_out_of_step),
+    CauseRule(R.CONFIG_ERROR, API_MISMATCH, _packages_out_of_step),
     CauseRule(R.DEPENDENCY_ERROR, MISMATCH, _library_name_error),
     CauseRule(R.CONFIG_ERROR, generic.CONFIG_KEYS.message, _config_mismatch),
     *_REFUSALS,
@@ -455,6 +478,10 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
     _INTERRUPTED,
 ]
+
+
+def _line_of_any(chain: list[RaisedError], pattern: re.Pattern[str]) -> bool:
+    return any(_line(error, pattern) for error in chain)
 
 
 def fatal_chain(lines: list[str]) -> list[RaisedError]:
@@ -472,7 +499,11 @@ def find(lines: list[str]) -> tuple[CauseRule, str] | None:
     if not chain:
         return None
     reached = progress(lines[: chain[-1].index])
+    # torch.save's short write (`unexpected pos`) after the chain ran out of memory writing it: the RAM, not the disk.
+    short_of_memory = any(_oom(error, reached) for error in chain)
     for rule in CAUSE_RULES:
+        if rule is _DISK and short_of_memory and not _line_of_any(chain, families.DISK_ERRNO):
+            continue
         for error in reversed(chain):
             if line := rule.test(error, reached):
                 if rule.reason is R.CANCELLED:

@@ -150,6 +150,7 @@ LOG_RULES: list[LogRule] = [
         r"Bad Gateway",
         r"Service Unavailable",
         r"Gateway Time-?out",
+        r"\b(?:HTTP )?(?:response|status) code:? 5\d\d\b",  # a client library's words (TF's GCS filesystem, curl)
     ),
 ]
 
@@ -184,6 +185,7 @@ def classify(
         or _from_launcher_signal(reports, status, log_tail)
         or _from_kill(status, log_tail)
         or _from_patterns(log_tail)
+        or _from_host_memory(log_tail)
         or _from_prior(status, reports, log_tail)
         or _from_peer_lost(log_tail)
         or _unrecognised(status, reports, log_tail)
@@ -437,6 +439,21 @@ def _from_prior(
         f"training most often means {prior.reason.value} ({prior.count} of {prior.total} labelled logs). What the log "
         f"shows: {shown}.",
         evidence=raised.line[:500],
+    )
+
+
+def _from_host_memory(lines: list[str]) -> Verdict | None:
+    """A notebook kernel that died and restarted with no traceback, the allocator having warned of a huge allocation
+    before it: the host's RAM ran out (`generic.KERNEL_DIED`)."""
+    died = next((raw for raw in reversed(lines) if generic.KERNEL_DIED.search(clean(raw))), None)
+    if died is None or not any(generic.LARGE_ALLOCATION.search(clean(raw)) for raw in lines):
+        return None
+    return Verdict(
+        R.OOM,
+        "The notebook's kernel died and restarted after a huge allocation: the host's RAM ran out (the GPU's memory "
+        "would raise an error instead). Use less CPU memory (a smaller batch or dataset in memory, streaming, "
+        "low_cpu_mem_usage) or a runtime with more RAM.",
+        evidence=died.strip()[:500],
     )
 
 

@@ -187,7 +187,9 @@ _PREEMPTED = re.compile(
     # termination handler (`Spot ITN`).
     r"|\b(?:cluster|node|instance|VM|virtual machine|machine|host|worker|pod|job|TPU|slice|allocation)s?\b"
     r"(?:\s+\S+){0,2}?\s+(?:is|are|was|were|has been|have been|got|being)\s+preempted\b"
-    r"|\bdue to (?:a |the )?(?:node |spot |instance |VM )?preemption\b|\bAUTOSCALER_DRAIN_PREEMPTED\b"
+    # Not a hedge (TensorFlow's `This may be due to a preemption ... or a gRPC failure` before any session error).
+    r"|(?<!may be )(?<!might be )(?<!could be )\bdue to (?:a |the )?(?:node |spot |instance |VM )?preemption\b"
+    r"|\bAUTOSCALER_DRAIN_PREEMPTED\b"
     r"|\b(?:spot|low[- ]priority|preemptible) (?:VM|node|instance|virtual machine)s?\b(?:\s+\S+){0,2}?\s+"
     r"(?:is|was|were|has been|have been|got|being)\s+(?:evicted|preempted|reclaimed)\b"
     r"|\b(?:in )?state:? Preempted\b|\bSpot[ _]ITN\b"

@@ -16,7 +16,7 @@ from jobtrail.models import TerminationReason as R
 from jobtrail.outcomes import generic, libraries
 from jobtrail.outcomes.signature import Signature, sig as _sig
 
-__all__ = ["COLLECTIVE_TIMEOUT", "DISK_FULL", "SIGNATURES", "Signature", "disk_message", "match"]
+__all__ = ["COLLECTIVE_TIMEOUT", "DISK_ERRNO", "DISK_FULL", "SIGNATURES", "Signature", "disk_message", "match"]
 
 
 DISK = "The disk filled up (No space left on device)."
@@ -33,11 +33,17 @@ DISK_FULL = _sig(
     r"unexpected pos \d+ vs \d+",
     r"PytorchStreamWriter failed writing file",
     r"The node was low on resource: ephemeral-storage",
-    r"Disk quota exceeded",
+    r"(?i:\bdisk quota exceeded\b)|\bEDQUOT\b|\[Errno 122\]",  # any case (TF's ResourceExhaustedError words it lower)
     r"ephemeral local storage usage exceeds",  # Kubernetes: the pod's own limit on its scratch disk
     # torch.save's writer reports the failed write(2) itself; an I/O error while writing a checkpoint is a full (or
     # failing) disk far more often than anything the job did.
     r"write\(\): fd \d+ failed with (?:No space left|Input/output error)",
+)
+
+# The disk's own words for being full (errno 28, a quota), as opposed to a short write (`unexpected pos`), which a
+# process out of memory while writing also leaves.
+DISK_ERRNO = re.compile(
+    r"No space left on device|\[Errno (?:28|122)\]|\bStorageFull\b|(?i:\bdisk quota exceeded\b)|\bEDQUOT\b"
 )
 
 # A collective between GPUs that waited past its timeout. Alone it reads as a network or peer hiccup; `classify`
@@ -355,6 +361,15 @@ SIGNATURES: list[Signature] = [
         r"Failed to find C compiler",  # triton compiles its kernels at run time: no gcc/cc on the machine
         r"MissingCUDAException",
         r"Could not find a version that satisfies the requirement",
+        # A native extension built at install or run time (DeepSpeed's ops, flash-attn, bitsandbytes, apex, a custom
+        # kernel) failing at compile or link: the linker missing a CUDA library, nvcc or ninja giving up, a header of
+        # the toolkit absent, a compiler the toolkit does not accept.
+        r"\bld(?:\.\w+)?: cannot find -l\w+|collect2: error: ld returned \d+ exit status",
+        r"ninja: build stopped: subcommand failed",
+        r"\bnvcc fatal\b|nvcc\S* failed with exit code \d+",
+        r"fatal error: [\w/.+-]+\.(?:h|hpp|cuh): No such file or directory",
+        r"#error -- unsupported (?:GNU|clang|Microsoft Visual Studio) version",
+        r"error: command '[^']*(?:gcc|g\+\+|c\+\+|cc|nvcc|cl\.exe|clang\+*)' failed with exit (?:code|status) \d+",
     ),
     _sig(
         R.CONFIG_ERROR,

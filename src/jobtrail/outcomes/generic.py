@@ -40,7 +40,81 @@ MEMORY = sig(
     r"\bResourceExhaustedError\b|\bRESOURCE_EXHAUSTED\b.*(?i:memory|allocat)|OOM when allocating tensor",  # TF, XLA
     r"(?i:\b(?:MPS|XPU|NPU|HIP|TPU|GPU|Metal) (?:backend )?out of memory\b)",
     r"(?i:\bnot enough (?:GPU |device |system |host )?(?:memory|RAM) (?:to|for|available)\b)",
+    # XLA on TPU: a program whose buffers do not fit the chip's HBM; and the TPU runtime's abort when a step's
+    # allocation fails on the device (its queue closed under the step, as mesh-tensorflow's maintainers read it).
+    r"(?i:\bRan out of memory in memory space \w+)|\bAttempting to reserve \S+ at the bottom of memory\b",
+    r"\bBad hardware status: Queue is closed\b",
 )
+
+# A notebook's kernel (or a runtime's worker) dying and restarting with no traceback, after the allocator warned of a
+# huge allocation: the host's RAM ran out and the kernel was killed (Colab, Jupyter, Kaggle). Neither alone decides:
+# the warning is also printed by runs that fit, and a kernel dies for other reasons too (`classify` wants both).
+KERNEL_DIED = re.compile(
+    r"(?i)\bKernelRestarter: restarting kernel\b|\bkernel (?:appears to have )?died\b|\bKernel Restarting\b"
+    r"|\bkernel \S+ died unexpectedly\b|\bYour session crashed\b|\bruntime (?:has )?(?:crashed|restarted)\b"
+)
+LARGE_ALLOCATION = re.compile(
+    r"\btcmalloc: large alloc \d+ bytes|\bAllocation of \d+ exceeds \d+% of (?:free )?system memory\b"
+    r"|(?i:\bjemalloc\b.*\bout of memory\b)"
+)
+
+# The server answering how often, not what: HTTP 429 (a rate limit), whoever asks (the Hub's whoami, a download, an
+# API), and whatever a tool then makes of it (one reports a throttled token check as an invalid token). A retry later
+# gets through. Where the number is an HTTP status: next to the words of a request or a response, not a count.
+RATE_LIMITED = sig(
+    R.INFRA_TRANSIENT,
+    "The server rate-limited the job (HTTP 429 Too Many Requests): wait and retry, fewer requests at once (a shared "
+    "IP or token asks too often); what the tool says after it (an invalid token, a failed download) follows from it.",
+    r"(?i:\bToo Many Requests\b|\brate[ -]?limit(?:ed|ing)?\b.{0,40}\b(?:exceeded|reached|hit)\b"
+    r"|\b(?:rate[ -]limited|RateLimitError|RateLimitExceeded)\b)",
+    r"(?i:\b(?:HTTP(?:/[\d.]+)?|status(?: code)?|response(?: code)?|(?:error|return) code)[\s:=(]{1,3}429\b(?![\d.,]))",
+    # a request that failed, its status last on the line (`Failed to request /api/whoami-v2 - 429`)
+    r"(?i:\brequests?\b.{0,80}[\s:=(-]429\W{0,3}$)",
+    r"\b429\b(?: Client Error| Too Many)",
+)
+
+# A Hub address whose repo id is a value left unset (`None`, `null`, `undefined`, empty): a path or repo argument the
+# job never got, so the Hub answers 401/404 for a repo nobody named. The argument is wrong, not the token.
+UNSET_REPO = sig(
+    R.CONFIG_ERROR,
+    "A model, tokenizer or dataset argument was left unset: the Hub was asked for a repo named `None` (or an empty "
+    "name). Pass the path or repo id the job needs (a tokenizer path, a checkpoint to load).",
+    r"huggingface\.co/(?:api/)?(?:(?:models|datasets|spaces)/)?(?:None|null|undefined|nan|NaN)?/(?:resolve|tree|blob|raw"
+    r"|revision)/",
+    r"\bRepo id must be in the form '[^']+' or '[^']+': '(?:None|null|undefined|)'",
+)
+
+# A data item's media file that its reader cannot decode or find (a corrupt or mislabelled WAV, an image saved under
+# another format's name, a video without a stream): the dataset holds a bad item. Each reader's words: libsndfile
+# (soundfile, librosa), audioread, torchaudio and ffmpeg/av, PIL, OpenCV (an imread that returned nothing), decord,
+# torchvision's decoder.
+MEDIA = sig(
+    R.BAD_INPUT,
+    "A media file of the dataset (an audio clip, an image, a video) cannot be read: it is corrupt, empty, or not the "
+    "format its name says. Find it (the message names it or the sample's index), then fix, convert or drop it.",
+    r"\bLibsndfileError\b|\bError opening '[^']+': (?:File contains data in an unknown format|Format not recognised"
+    r"|System error|Error in WAV file|Malformed|Unspecified internal error)",
+    r"\bNoBackendError\b",  # audioread (librosa's fallback): no decoder can read the file
+    r"\bFailed to open the input \S+|\bError (?:opening|loading) audio file\b|\bFailed to load audio\b",
+    r"\bInvalid data found when processing input\b|\bmoov atom not found\b|\bav\.error\.InvalidDataError\b",
+    r"\bUnidentifiedImageError\b|\bbroken data stream when reading image file\b|\bDecompressionBombError\b",
+    r"\(-215:Assertion failed\) !_?src\.empty\(\)|\bcan't open/read file: check file path/integrity\b",
+    r"\bDECORDError\b|\bcannot find video stream\b",
+    r"\bUnsupported image file\. Only jpeg, png",
+)
+
+# A tokenizer (or a text function) given a value of the data that is no text: an integer label, a NaN of an empty cell,
+# a list where a string was expected. The data's values are of another type than the column's use.
+NOT_TEXT = sig(
+    R.BAD_INPUT,
+    "A tokenizer was given a data value that is not text (an integer label, a NaN from an empty cell, a nested list): "
+    "convert the column to strings (or map labels to their names), and drop or fill empty rows.",
+    r"\btext input must (?:be )?of type `?str`?",
+    r"\bTextEncodeInput must be Union\b|\bTextInputSequence must be str\b",
+    r"\bargument '\w+': '(?:int|float|NoneType|list)' object cannot be converted to 'PyString'",
+    r"\bInput \S+ is not valid\. Should be a string, a list/tuple of strings or a list/tuple of integers\b",
+)
+
 
 # A gradient norm NaN at the newest logged step, in any logger's spelling (`grad_norm: nan`, `grad norm: nan |`,
 # `'grad_norm': nan`, `gradient_norm=nan`). Not inf: fp16's grad scaler logs an inf norm for each step it skips and
@@ -228,7 +302,20 @@ LOSS_SCALE_COLLAPSED = (
 )
 
 # The loose-line vocabulary (`families` tries it after the libraries' own sentences).
-SIGNATURES: list[Signature] = [MEMORY, UNDECODABLE, COMMAND, CLI, WEIGHTS, YAML, CONFIG_KEYS, NONFINITE]
+SIGNATURES: list[Signature] = [
+    RATE_LIMITED,
+    UNSET_REPO,
+    MEMORY,
+    MEDIA,
+    NOT_TEXT,
+    UNDECODABLE,
+    COMMAND,
+    CLI,
+    WEIGHTS,
+    YAML,
+    CONFIG_KEYS,
+    NONFINITE,
+]
 
 # A collective between processes broken because a peer went away or the network between them failed: NCCL's
 # ncclRemoteError (as torch and XLA print it), JAX's coordination service losing a task, PyTorch/XLA's rendezvous over a
@@ -246,6 +333,10 @@ PEER_LOST = sig(
     r"\bFailed to meet rendezvous '[^']+': Socket closed\b",
     r"\bConnection closed by (?:remote )?peer\b",
     r"\bNET/IB ?: Got completion from peer\b.*\berror\b",
+    # NCCL's socket transport losing its connection to a peer (a recv or send that failed, a dropped link): every rank
+    # then waits at the collective, often with no exception at all.
+    r"\bNCCL WARN (?:Net|NET/\w+) ?: (?:Call to (?:recv|send|connect)\b.*\bfailed\b|socket progress error\b)",
+    r"\bNCCL WARN\b.*\bConnection (?:timed out|reset by peer|refused)\b",
 )
 
 MISSING_TOKEN = (

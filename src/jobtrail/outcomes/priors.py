@@ -33,11 +33,11 @@ class Prior:
 # job from outside (memory, disk, a NaN, a signal) leaves words of its own, which the rules read before any guess.
 # 411 dev logs (rounds 1-9), 262 with a root exception before training.
 PRIORS: dict[str, Prior] = {
-    "ValueError": Prior(R.CONFIG_ERROR, 26, 36),
-    "ImportError": Prior(R.DEPENDENCY_ERROR, 24, 24),
-    "TypeError": Prior(R.CONFIG_ERROR, 13, 15),
+    "ValueError": Prior(R.CONFIG_ERROR, 28, 41),
+    "ImportError": Prior(R.DEPENDENCY_ERROR, 25, 25),
+    "TypeError": Prior(R.CONFIG_ERROR, 17, 18),
+    "AttributeError": Prior(R.CONFIG_ERROR, 6, 8),
     "ConnectionError": Prior(R.INFRA_TRANSIENT, 8, 8),
-    "AttributeError": Prior(R.CONFIG_ERROR, 3, 5),
     "CalledProcessError": Prior(R.DEPENDENCY_ERROR, 3, 5),
     "NotImplementedError": Prior(R.DEPENDENCY_ERROR, 3, 5),
 }

@@ -27,8 +27,10 @@ _CHAIN_MARKERS = (
 _FRAME = re.compile(
     r'^\s+File "(?P<path>[^"]+)", line \d+, in (?P<function>\S+)'
     # IPython and Jupyter (Colab, Kaggle: where many fine-tuning runs live) print a frame as `/path/x.py in f(args)`
-    # or, since IPython 8, `File /path/x.py:123, in Class.f(args)`.
-    r"|^(?:File )?(?P<ipath>(?:/|[A-Za-z]:\\|~)[^\s:]+\.py)(?::\d+)?,? in (?P<ifunction>[\w.<>]+)\("
+    # or, since IPython 8, `File /path/x.py:123, in Class.f(args)`; Colab renders the path as a markdown link
+    # (`[/path/x.py](https://localhost:8080/#) in f(args)`).
+    r"|^(?:File )?\[?(?P<ipath>(?:/|[A-Za-z]:\\|~)[^\s:\]]+\.py)(?:\]\([^)\s]*\))?(?::\d+)?,? "
+    r"in (?P<ifunction>[\w.<>]+)\("
 )
 # IPython's header: `TypeError                                 Traceback (most recent call last)`.
 _IPYTHON_HEAD = re.compile(r"^\w+\s{2,}Traceback \(most recent call last\)")
