@@ -1438,6 +1438,106 @@ CATALOGUE: list[tuple[str, str, R]] = [
         ),
         R.CONFIG_ERROR,
     ),
+    # Round 11's classes, in other tools' words than its logs'. Data with no examples at all (bad_input, not a refused
+    # setting, though the writer says "please pass").
+    (
+        "empty-data",
+        _tb(
+            "IndexError: Invalid key: 0 is out of bounds for size 0",
+            "datasets/arrow_dataset.py:__getitem__",
+            "datasets/formatting/formatting.py:_check_valid_index_key",
+        ),
+        R.BAD_INPUT,
+    ),
+    ("empty-data", 'ValueError: Instruction "train" corresponds to no data!', R.BAD_INPUT),
+    (
+        "empty-data",
+        _tb("ValueError: The training dataset is empty after filtering.", "trl/trainer/sft_trainer.py:__init__"),
+        R.BAD_INPUT,
+    ),
+    ("empty-data", "[ERROR] No valid samples were found in the dataset, please check the data format.", R.BAD_INPUT),
+    (
+        "empty-data",
+        _tb("RuntimeError: The dataset contains no examples after preprocessing", "swift/llm/dataset/loader.py:load"),
+        R.BAD_INPUT,
+    ),
+    # A tool refusing a model's architecture or type, inside other words or another language.
+    (
+        "architecture",
+        "llama_model_load: error loading model: 模型加载失败 unsupported model architecture 'deepseek2'",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "architecture",
+        _tb("ValueError: Model type qwen3_moe not supported.", "mlx_lm/utils.py:_get_classes"),
+        R.CONFIG_ERROR,
+    ),
+    (
+        "architecture",
+        "2024-05-01T10:00:00Z ERROR text_generation_launcher: Unsupported model type phi3v",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "architecture",
+        _tb("TypeError: gemma2 isn't supported yet.", "awq/models/auto.py:check_and_get_model_type"),
+        R.CONFIG_ERROR,
+    ),
+    (
+        "architecture",
+        "Error: architecture MllamaForConditionalGeneration is not supported by this converter",
+        R.CONFIG_ERROR,
+    ),
+    # Saving refused tensors sharing memory (tied weights): the save's settings.
+    (
+        "shared-tensors",
+        _tb(
+            "RuntimeError: The weights trying to be saved contained shared tensors [{'lm_head.weight', 'model.embed_tokens.weight'}] that are mismatching the transformers base configuration. Try saving using `safe_serialization=False` or remove this tensor sharing.",
+            "transformers/modeling_utils.py:save_pretrained",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    (
+        "shared-tensors",
+        _tb(
+            "ValueError: You are trying to save a non contiguous tensor: `encoder.weight` which is not allowed. It either means you are trying to save tensors which are reference of each other in which case it's recommended to save only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to pack it before saving.",
+            "safetensors/torch.py:_flatten",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    # A KeyError keyed by a precision, device or implementation: a table of settings, not a data column.
+    (
+        "setting-key",
+        _tb("KeyError: '16-mixed'", "lightning/fabric/connector.py:_check_config_and_set_final_flags"),
+        R.CONFIG_ERROR,
+    ),
+    ("setting-key", _tb("KeyError: 'torch.float8_e4m3fn'", "mylib/flops.py:lookup"), R.CONFIG_ERROR),
+    ("setting-key", "KeyError: 'no peak FLOPs entry for device NVIDIA L4'", R.CONFIG_ERROR),
+    ("setting-key", _tb("KeyError: 'text'", "job/data.py:preprocess_function"), R.BAD_INPUT),
+    # An assertion in the code checking its arguments (a constructor, a validator): the caller passed what it refuses.
+    ("argument-assertion", _tb("AssertionError", "vllm/config.py:__post_init__"), R.CONFIG_ERROR),
+    (
+        "argument-assertion",
+        _tb("AssertionError: world size must divide heads", "megatron/arguments.py:validate_args"),
+        R.CONFIG_ERROR,
+    ),
+    # A feature the GPU cannot run, by what it requires.
+    (
+        "gpu-capability",
+        _tb(
+            "RuntimeError: FP8 quantization requires a GPU with compute capability 8.9 or newer",
+            "vllm/model_executor/layers/quantization/fp8.py:__init__",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    (
+        "gpu-capability",
+        _tb(
+            "ValueError: The quantization method awq_marlin is not supported for the current GPU. Minimum capability: 80. Current capability: 75.",
+            "vllm/config.py:_verify_quantization",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    ("gpu-capability", "NotImplementedError: Flash Llama requires Flash Attention v2 enabled models.", R.CONFIG_ERROR),
 ]
 
 

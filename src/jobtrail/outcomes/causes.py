@@ -400,6 +400,20 @@ def _config_mismatch(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if by_system or _CONFIG_TYPE.match(error.name) else None
 
 
+# Functions that check what they were given: a constructor, a dataclass's post-init, a validator.
+_CHECKS_ARGUMENTS = re.compile(r"^(?:__init__|__post_init__|_*(?:validate|check|verify|assert|sanity)\w*|parse_args)$")
+
+
+def _argument_assertion(error: RaisedError, _: Progress) -> str | None:
+    """An assertion that failed in the function checking its arguments (lm-eval's HFLM asserting `pretrained` is a
+    name, DeepSpeed checking its config): the caller passed what the code does not accept, a config_error, whatever
+    the assertion's words (often none)."""
+    frame = error.frames[-1] if error.frames else None
+    if error.name != "AssertionError" or frame is None:
+        return None
+    return error.lines[0] if _CHECKS_ARGUMENTS.match(frame.function) else None
+
+
 def _unknown_model_type(error: RaisedError, _: Progress) -> str | None:
     """transformers' table of model types has no entry for the checkpoint's: the installed release predates it."""
     in_auto = any("configuration_auto" in frame.path for frame in error.frames)
@@ -475,6 +489,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.CONFIG_ERROR, generic.CONFIG_KEYS.message, _config_mismatch),
     *_REFUSALS,
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
+    CauseRule(R.CONFIG_ERROR, CONFIG, _argument_assertion),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
     _INTERRUPTED,
 ]

@@ -433,6 +433,12 @@ SIGNATURES: list[Signature] = [
         "The model does not fit the device or precision it was given.",
         r"Bfloat16 is only supported on GPUs with compute capability",
         r"FlashAttention only supports (?:Ampere|Turing)",  # flash-attn on an older GPU: use sdpa attention
+        # A feature the GPU cannot run, by what it requires (a server's sharded model needing Flash Attention, a
+        # kernel needing a compute capability): the hardware does not fit the setting, by DESIGN.md a config_error.
+        r"(?i:\brequires Flash ?Attention(?: v?2)? enabled models\b)",
+        r"(?i:\brequires? (?:a )?(?:GPU|device|card)s? with (?:a )?(?:compute )?capability\b)",
+        r"(?i:\bcompute capability (?:of )?(?:at least|>= ?)\s?\d)",
+        r"\bMinimum capability: \d+\.? ?Current capability: \d+",  # vLLM's quantization methods
         r"can't train a model that has been loaded in 8-bit precision on a different device",
         r"Expected all tensors to be on the same device",
         r"does not appear to have a file named (?:config\.json|pytorch_model\.bin|model\.safetensors)",

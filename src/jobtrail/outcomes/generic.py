@@ -103,6 +103,63 @@ MEDIA = sig(
     r"\bUnsupported image file\. Only jpeg, png",
 )
 
+# The data reached the writer or trainer with no rows at all (a wrong format, path or split, or filters that dropped
+# every sample), in a data library's or trainer's words: datasets' writer asking for "at least one example" (a split of
+# 0 examples), an index into a dataset of size 0, a dataset, split or file said to be empty or to hold no samples. Its
+# words ("please pass `features`") would otherwise read as a refused setting.
+EMPTY_DATA = sig(
+    R.BAD_INPUT,
+    "The dataset has no examples (a file in another format than the loader expects, a wrong path or split, or filters "
+    "that dropped every sample): check the data's format against what the loader reads, its path and split.",
+    r"(?i:\bat least one (?:example|sample|row|record)\b.{0,40}\bwhen writing\b)",
+    r"(?i:\bout of bounds for (?:dataset of )?size 0\b|\bIndex \d+ out of range for dataset of size 0\b)",
+    r"(?i:\b(?:train(?:ing)?|eval(?:uation)?|validation|test)?[ _-]?(?:dataset|data ?set|split|data|samples|examples)\b"
+    r"(?: after \w+(?: \w+)?)? (?:is|was|are|were|became) empty\b)",
+    r"(?i:\b(?:no|zero|0) (?:valid |usable |training |train )?(?:examples|samples|rows|records|data points)\b"
+    r" (?:were |was )?(?:found|left|remain(?:ing|ed)?|loaded|generated|available)\b)",
+    r"(?i:\b(?:contains|has|have|yielded|produced|got) (?:no|zero|0) (?:valid )?(?:examples|samples|rows|records)\b)",
+    r"(?i:\bcorresponds to no data\b)",  # datasets' split instruction selecting nothing
+)
+
+# A converter, loader or server refusing a model's architecture (or model type) it has no code for: ollama, llama.cpp,
+# vLLM's GGUF loader, TGI, mlx-lm, exllama, AutoAWQ/AutoGPTQ. The model named is one the tool does not run; any line, in
+# any language around it. (Where a tool's own words say the install is too old for it, `families` reads that first.)
+ARCHITECTURE = sig(
+    R.CONFIG_ERROR,
+    "The tool does not support this model's architecture (or model type): use a model it supports, another tool (or "
+    "a release of it that added the architecture), or convert the model another way.",
+    r"(?i:\bunsupported (?:model )?(?:architecture|arch|model[ _]type)s?\b)",
+    r"(?i:\b(?:architecture|arch|model[ _]type)s?\b[^.;]{0,60}\b(?:(?:is|are) not|isn't|aren't|not) "
+    r"(?:yet |currently )?(?:supported|implemented)\b)",
+    r"(?i:\bunknown (?:model )?architecture\b)",
+    r"(?i:\b\w+ isn't supported yet\b)",  # AutoAWQ/AutoGPTQ: the model type has no quantization code
+)
+
+# Saving weights in a format that refuses tensors sharing memory (tied embeddings, a merge's aliases) or not contiguous:
+# safetensors' own refusal and transformers' words for it. The save's settings decide (save_model, cloning the tensors,
+# safe_serialization=False), not the weights.
+SHARED_TENSORS = sig(
+    R.CONFIG_ERROR,
+    "Saving refused tensors that share memory (tied weights) or are not contiguous: save with safetensors' "
+    "`save_model` (or clone the tensors, e.g. mergekit's --clone-tensors), untie them, or save without safetensors.",
+    r"\bSome tensors share memory, this will lead to duplicate memory on disk\b",
+    r"\bThe weights trying to be saved contained shared tensors\b",
+    r"\bfound no suitable name to keep for saving amongst\b",
+    r"\bYou are trying to save a non contiguous tensor\b",
+)
+
+# A KeyError whose key is a device, precision or hardware name (or a sentence about one): a table of settings has no
+# entry for the machine or precision given (litgpt's flop counts, a dtype map, an attention implementation's registry),
+# not a data record without a column.
+SETTING_KEY = sig(
+    R.CONFIG_ERROR,
+    "A table of settings has no entry for the device, precision or implementation given (a GPU it does not know, a "
+    "precision the GPU lacks): choose a supported precision or setting for this hardware.",
+    r"\bKeyError: ['\"](?i:(?:torch\.)?(?:bf16|fp16|fp32|fp8\w*|float8\w*|fp4|tf32|bfloat16"
+    r"|float16|float32|half|nf4|int8|int4|(?:bf)?16-(?:mixed|true)|32-true|cuda(?::\d+)?|cpu|mps|xla|tpu|npu|xpu|hpu|sdpa|eager|flash_attention_[23]))['\"]",
+    r"\bKeyError: ['\"][^'\"]*\b(?i:precision|dtype|device|hardware|accelerator)\b[^'\"]*['\"]",
+)
+
 # A tokenizer (or a text function) given a value of the data that is no text: an integer label, a NaN of an empty cell,
 # a list where a string was expected. The data's values are of another type than the column's use.
 NOT_TEXT = sig(
@@ -307,6 +364,10 @@ SIGNATURES: list[Signature] = [
     UNSET_REPO,
     MEMORY,
     MEDIA,
+    EMPTY_DATA,
+    ARCHITECTURE,
+    SHARED_TENSORS,
+    SETTING_KEY,
     NOT_TEXT,
     UNDECODABLE,
     COMMAND,
