@@ -1624,3 +1624,50 @@ CTRL_C = ["Traceback (most recent call last):", '  File "/job/train.py", line 3,
 )
 def test_a_sweep_wording_does_not_override_the_root_cause(tail: list[str], expected: R) -> None:
     assert explain("\n".join(tail), exit_code=1).reason is expected
+
+
+# Round 12's classes, in other tools' and threads' words than its logs' (each failed on the rules before them). A
+# KeyError keyed by a model-config field or a tensor type is a converter or loader not supporting the model; an
+# exception quoted inside a worker's or remote task's is read as itself; a vocabulary grown by added tokens met in a
+# merge's or delta's arithmetic; a value above a `max_*` setting (config_error).
+ROUND_12 = [
+    _tb(
+        "KeyError: 'num_attention_heads'",
+        "llama.cpp/convert_hf_to_gguf.py:write",
+        "llama.cpp/convert_hf_to_gguf.py:modify_tensors",
+    ),
+    "KeyError: \"could not find any of: ['num_local_experts', 'num_experts']\"",
+    _tb("KeyError: 'architectures'", "llama.cpp/convert-hf-to-gguf.py:<module>"),
+    _tb("KeyError: 'F8_E4M3'", "llama.cpp/convert.py:convert"),
+    _tb("KeyError: torch.float8_e4m3fn", "gguf/gguf_writer.py:add_tensor"),
+    _tb(
+        "ray.exceptions.RayTaskError(KeyError): ray::WorkerDict.init_model() (pid=4, ip=10.0.0.2) KeyError: 'rope_theta'",
+        "ray/_private/worker.py:get",
+    ),
+    "RuntimeError: Worker failed with error KeyError('hidden_size'), please check the stack trace above for the root cause",
+    "RuntimeError: Engine process failed with error 'LoRA rank 128 is greater than max_lora_rank 64.'",
+    _tb(
+        "RuntimeError: The size of tensor a (32000) must match the size of tensor b (32003) at non-singleton dimension 0",
+        "fastchat/model/apply_delta.py:apply_delta",
+    ),
+    "RuntimeError: The size of tensor a (128256) must match the size of tensor b (128258) at non-singleton dimension 0",
+]
+
+
+@pytest.mark.parametrize("log", ROUND_12)
+def test_round_12_classes_are_config_errors(log: str) -> None:
+    assert explain(log, exit_code=1).reason is R.CONFIG_ERROR
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # Sizes that are no vocabulary's (an audio frame count, a doubled hidden size): a shape bug, not added tokens.
+        "RuntimeError: The size of tensor a (8000) must match the size of tensor b (8001) at non-singleton dimension 3",
+        "RuntimeError: The size of tensor a (4015) must match the size of tensor b (8030) at non-singleton dimension 1",
+        # A data record's column, even through a worker's wrapper, stays the data's.
+        "RuntimeError: Worker failed with error KeyError('text')",
+    ],
+)
+def test_round_12_classes_stay_narrow(log: str) -> None:
+    assert explain(log, exit_code=1).reason is not R.CONFIG_ERROR

@@ -11,7 +11,8 @@ happened in the common words of their trade. These are those vocabulary classes:
   that is missing, a package to install, a setting it does not allow ("is not compatible with", "not supported",
   "must be specified", "please set");
 - a shell that could not run what the command line named, and a command-line parser refusing its arguments;
-- weights that do not fit the model, and model files that are not files of their format (a Git LFS pointer);
+- weights that do not fit the model (a vocabulary grown by added tokens among them), a model config without a
+  field the code reads, and model files that are not files of their format (a Git LFS pointer);
 - a config that does not match what the code reads, in a config system's words (OmegaConf, Hydra, yacs, jsonargparse,
   gin, draccus, HfArgumentParser);
 - a loss or its gradients gone NaN/inf in a framework's own sentence, and fp16's loss scale collapsed to nothing;
@@ -158,6 +159,39 @@ SETTING_KEY = sig(
     r"\bKeyError: ['\"](?i:(?:torch\.)?(?:bf16|fp16|fp32|fp8\w*|float8\w*|fp4|tf32|bfloat16"
     r"|float16|float32|half|nf4|int8|int4|(?:bf)?16-(?:mixed|true)|32-true|cuda(?::\d+)?|cpu|mps|xla|tpu|npu|xpu|hpu|sdpa|eager|flash_attention_[23]))['\"]",
     r"\bKeyError: ['\"][^'\"]*\b(?i:precision|dtype|device|hardware|accelerator)\b[^'\"]*['\"]",
+    # A tensor type by its file format's name (safetensors' `I8`, `F8_E4M3`; GGML's `Q4_K`) or torch's: a converter's
+    # table of the types it writes has none for this checkpoint's (a fine-tuned or quantized model it does not handle).
+    r"\bKeyError: ['\"](?:BOOL|[UI](?:8|16|32|64)|B?F(?:16|32|64)|F8_E[45]M[23]|I?Q\d_\w+|torch\.\w+)['\"]",
+    r"\bKeyError: torch\.(?:u?int|float|bfloat|complex|bool)\w*\b",  # a torch.dtype key, printed without quotes
+)
+
+# A KeyError whose key is a field of a model's config (Hugging Face's names and GPT-2's/Meta's short ones): the code
+# reads the config of an architecture it supports, and this model's has no such field (a converter or loader taking an
+# architecture it does not support as another, or an incomplete config), not a data record without a column.
+MODEL_CONFIG_KEY = sig(
+    R.CONFIG_ERROR,
+    "The model's config has no field the code reads: the tool or script does not support this architecture (it reads "
+    "it as another one) or the config is incomplete. Use a tool (or release) that supports this model, or its full "
+    "config.json.",
+    r"\bKeyError: ['\"](?:(?:rms_|layer_)?norm_eps(?:ilon)?|layer_norm_epsilon|hidden_(?:size|dim)|d_model|n_embd"
+    r"|num_(?:attention|key_value|kv)_heads|n_(?:kv_)?heads?|num_(?:hidden_)?layers|n_layers?|intermediate_size"
+    r"|ffn_(?:hidden_size|dim)|(?:padded_)?vocab_size|n_vocab|max_position_embeddings|n_positions|n_ctx|seq_length"
+    r"|rope_(?:theta|scaling)|rotary_(?:emb_base|dim|pct)|head_dim|kv_channels|multi_query_group_num"
+    r"|tie_word_embeddings|num_(?:local_)?experts(?:_per_tok)?|sliding_window|(?:text|vision)_config|architectures)['\"]",
+    r"\bKeyError: ['\"]could not find any of: \[",  # llama.cpp's converter looking a field up by its several names
+)
+
+# Embeddings (or an LM head) whose vocabulary sizes differ by a few added tokens (32000, 32002), met in the arithmetic
+# of a merge or a delta: an adapter or fine-tune trained with tokens added to the base's vocabulary. torch's words for
+# two tensors that do not broadcast, read only where both sizes are vocabulary-sized (5 digits or more) and agree in
+# their leading digits; a loader's own wording for it (`size mismatch for ...`) is in `families`.
+VOCABULARY = sig(
+    R.CONFIG_ERROR,
+    "The weights' vocabulary sizes differ (a fine-tune or adapter trained with added tokens, merged into or loaded "
+    "onto the base's smaller vocabulary): resize the base model's embeddings to the tokenizer the fine-tune used "
+    "(`resize_token_embeddings(len(tokenizer))`) before merging, or use the matching tokenizer.",
+    r"\bThe size of tensor a \((?P<lead>\d{2,3})\d{3}\) must match the size of tensor b \((?P=lead)\d{3}\)",
+    r"(?i:\bvocab(?:ulary)?[ _]size(?:s)? (?:mismatch|do(?:es)? not match)\b)",
 )
 
 # A tokenizer (or a text function) given a value of the data that is no text: an integer label, a NaN of an empty cell,
@@ -368,11 +402,13 @@ SIGNATURES: list[Signature] = [
     ARCHITECTURE,
     SHARED_TENSORS,
     SETTING_KEY,
+    MODEL_CONFIG_KEY,
     NOT_TEXT,
     UNDECODABLE,
     COMMAND,
     CLI,
     WEIGHTS,
+    VOCABULARY,
     YAML,
     CONFIG_KEYS,
     NONFINITE,
@@ -450,5 +486,8 @@ REFUSALS: list[Signature] = [
         r"|choice|setting|config\w*|mode|strategy)\b)",
         r"(?i:\bexpected one of\b)",
         r"(?i:\bmissing (?:a )?required (?:argument|parameter|option|field|key)\b)",
+        # A value above a limit the settings name (`max_lora_rank`, `max_num_seqs`): raise the setting or the value.
+        r"(?i:\b(?:greater|larger|bigger|higher|more) than (?:the )?(?:configured |allowed )?max(?:imum)?_\w+"
+        r"|\bexceeds? (?:the )?(?:configured |allowed )?max(?:imum)?_\w+)",
     ),
 ]

@@ -166,11 +166,43 @@ def chains(lines: list[str]) -> list[list[RaisedError]]:
 
 def last_chain(lines: list[str]) -> list[RaisedError]:
     """The chain of the traceback that ended the job ([] if none): the last one, passing over launchers'
-    reports of a child's failure and ranks' collective errors when another traceback holds the cause."""
+    reports of a child's failure and ranks' collective errors when another traceback holds the cause. An exception
+    quoted inside another's message (a worker's, a remote task's) joins the chain as that one's cause."""
     found = chains(lines)
     workers = [chain for chain in found if chain[-1].name not in _LAUNCHER_TYPES] or found
     causes = [chain for chain in workers if not any(_line_of(e, _COLLATERAL) for e in chain)] or workers
-    return causes[-1] if causes else []
+    return [inner for error in causes[-1] for inner in (*_quoted(error), error)] if causes else []
+
+
+# An exception a wrapper quotes in its own message, when the process that raised it printed no traceback of its own
+# here: a remote or worker process's failure re-raised by its caller (vLLM's `Worker failed with error '...'`, Ray's
+# `RayTaskError(ValueError)`, an executor's `ValueError('...')` in repr, `... failed: KeyError: 'x'`). Its type, where
+# the wrapper says it, and its message are the cause; the wrapper's type says only that it came from elsewhere.
+_QUOTED = (
+    re.compile(r"\bRayTaskError\((?P<type>\w+)\)(?::.*?\b(?P=type): (?P<message>.+))?"),
+    re.compile(r"(?<![\w.])(?P<type>[A-Z]\w*(?:Error|Exception))\((?P<q>['\"])(?P<message>.+)(?P=q)\)"),
+    re.compile(
+        r"(?i:\b(?:failed|died|crashed|exited|error(?:ed)?)\b.{0,30}?\b(?:with|error|exception|:))\s*"
+        r"(?P<type>[A-Z]\w*(?:Error|Exception)): (?P<message>.+)"
+    ),
+    re.compile(
+        r"(?i:\b(?:failed|died|crashed) with (?:an? )?(?:error|exception)):? (?P<q>['\"])(?P<message>.+?)(?P=q)"
+    ),
+)
+
+
+def _quoted(error: RaisedError) -> tuple[RaisedError, ...]:
+    """The exception `error`'s first line quotes, as an exception of that type (the wrapper's, where it names none)
+    whose first line stands for the wrapper's line in the log (same index), or nothing."""
+    message = error.lines[0].partition(":")[2]
+    for pattern in _QUOTED:
+        if found := pattern.search(message):
+            kind = found["type"] if "type" in found.re.groupindex and found["type"] else error.name
+            text = found["message"] or message.strip()
+            if kind == "KeyError" and "q" in found.re.groupindex and found["q"]:
+                text = f"{found['q']}{text}{found['q']}"  # str(KeyError) is the key's repr, quotes and all
+            return (RaisedError(kind, (f"{kind}: {text}", *error.lines[1:]), error.index, error.frames),)
+    return ()
 
 
 def _line_of(error: RaisedError, pattern: re.Pattern[str]) -> bool:
