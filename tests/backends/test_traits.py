@@ -41,9 +41,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "jobtrail"
 NAME_COMPARISON = re.compile(r'(==|!=) ?"local"|"hf-jobs"')
 # models.BackendName lists the names tools accept.
 NAMES_ALLOWED = {"models.py"}
-# Issue 26 item 2: preflight/plan.py is being restructured (item 3, one pass decides); its owner converts its
-# comparisons with it, and then this allowance goes.
-NOT_YET_CONVERTED = {"preflight/plan.py"}
 
 CLUSTER = BackendTraits(
     name="cluster",
@@ -210,7 +207,7 @@ def test_no_caller_outside_backends_compares_a_backend_name():
         f"{path.relative_to(SRC)}:{number}: {line.strip()}"
         for path in sorted(SRC.rglob("*.py"))
         if not path.relative_to(SRC).as_posix().startswith("backends/")
-        and path.relative_to(SRC).as_posix() not in NAMES_ALLOWED | NOT_YET_CONVERTED
+        and path.relative_to(SRC).as_posix() not in NAMES_ALLOWED
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if NAME_COMPARISON.search(line)
     ]

@@ -222,7 +222,8 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
         findings = [*findings, *speedups.attention_findings(target, values.given, chosen)]
         config = _training_config(spec, facts, previous, push_to, chosen)
     timeout_s = spec.timeout_s
-    if timeout_s is None and spec.backend != "local" and facts.estimate is not None:
+    # A job run elsewhere gets its backend's default timeout without one (HF's 30 minutes); this machine's runs on.
+    if timeout_s is None and not traits_of(spec.backend).runs_here and facts.estimate is not None:
         timeout_s = facts.estimate.recommended_timeout_s
     hf_jobs = _hf_jobs_table(spec, env, timeout_s)
     return Plan(
@@ -335,7 +336,7 @@ def _evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Plan:
         if task.hub is not None and facts.pushed is not None and facts.pushed.revision:
             # The commit preflight looked at is the one the job reads, whatever is pushed meanwhile.
             task = replace(task, hub=replace(task.hub, revision=facts.pushed.revision))
-        remote = spec.backend != "local"
+        remote = traits_of(spec.backend).output == "hub_repo"  # in the job's own working directory
         config = eval_config(spec.model, spec.dataset, task, output_dir=_output_dir(spec), remote=remote)
     script = _render(spec, "evaluate", config, _hf_jobs_table(spec, env, spec.timeout_s))
     return Plan(facts=facts, findings=findings, config=config, script=script, timeout_s=spec.timeout_s)
@@ -350,11 +351,12 @@ def _conversion(spec: JobSpec, task: Conversion, env: PlanEnv) -> Plan:
         *rules.check_output_dir(spec, facts),
         *check_dependencies(spec, facts),
     ]
-    remote = spec.backend != "local"
+    backend = traits_of(spec.backend)
+    remote = backend.output == "hub_repo"
     push_to = spec.output if remote else None
     config = None
     if not rules.blocking(findings):
-        cache = REMOTE_LLAMA_CPP_CACHE if remote else env.llama_cpp_cache
+        cache = env.llama_cpp_cache if backend.runs_here else REMOTE_LLAMA_CPP_CACHE
         config = conversion_config(
             spec.model,
             output_dir=_output_dir(spec),
@@ -440,7 +442,7 @@ def check_model_reachable(spec: JobSpec, facts: Facts) -> list[Finding]:
     """A local evaluation downloads a Hub model from this machine: when the Hub cannot be reached
     and the model is not cached, it would fail after its start-up, so it is refused now."""
     m = facts.model
-    if spec.backend != "local" or m is None or m.access != "unverified" or m.cached is not False:
+    if not traits_of(spec.backend).runs_here or m is None or m.access != "unverified" or m.cached is not False:
         return []
     return [
         Finding(
@@ -464,7 +466,7 @@ EVALUATION_CHECKS: tuple[rules.Check, ...] = (
 
 
 def _conversion_output(spec: JobSpec) -> list[Finding]:
-    if spec.backend == "local" or (spec.output and "/" in spec.output):
+    if traits_of(spec.backend).output != "hub_repo" or (spec.output and "/" in spec.output):
         return []
     return [
         Finding(
@@ -477,9 +479,10 @@ def _conversion_output(spec: JobSpec) -> list[Finding]:
 
 
 def _output_dir(spec: JobSpec) -> str | None:
-    """A remote job's results live on the Hub; a local one's in the chosen directory, else (None) in its
-    run's, which the local backend gives the job at launch: the config never holds the job id."""
-    if spec.backend != "local":
+    """A job whose results go to the Hub writes them in its own working directory first; a local one writes in the
+    chosen directory, else (None) in its run's, which the local backend gives the job at launch: the config never
+    holds the job id."""
+    if traits_of(spec.backend).output == "hub_repo":
         return REMOTE_OUTPUT_DIR
     return str(Path(spec.output).expanduser().resolve()) if spec.output else None
 
@@ -494,9 +497,9 @@ def _render(
 
 def _hf_jobs_table(spec: JobSpec, env: PlanEnv, timeout_s: int | None) -> dict[str, str | list[str]] | None:
     """How HF Jobs runs a remote job, for its script's header: the flavor and timeout the backend asks for
-    (no timeout: HF's default) and the names of the secrets it passes (the token as HF_TOKEN). A local job
-    has none: nothing but this machine runs it."""
-    if spec.backend == "local":
+    (no timeout: HF's default) and the names of the secrets it passes (the token as HF_TOKEN). A backend whose
+    scripts need no such table (the local one: nothing but this machine runs its jobs) gets none."""
+    if traits_of(spec.backend).script_table is None:
         return None
     table: dict[str, str | list[str]] = {"flavor": spec.flavor or DEFAULT_FLAVOR}
     if timeout_s is not None:
