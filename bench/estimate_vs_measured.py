@@ -60,6 +60,7 @@ from jobtrail.estimate import EstimateResult, Flavor
 from jobtrail.estimate.hardware import gpu_facts
 from jobtrail.models import JobSpec
 from jobtrail.preflight.plan import estimate_alone
+from jobtrail.requests import EstimateRequest
 
 DEADLINE_S = 900
 POLL_S = 1.0  # gentle: on a 2-core machine a busy poller slows the job it measures
@@ -207,18 +208,20 @@ def run_job(home: Path, model: Path, dataset: Path, shape: Shape, steps: int) ->
 
 def estimate(model: Path, shape: Shape, steps: int, host: Flavor) -> EstimateResult:
     return estimate_alone(
-        str(model),
-        method=shape.method,
-        peft=shape.peft,
-        num_examples=steps * shape.batch,
-        avg_tokens=shape.max_length,
-        max_length=shape.max_length,
-        per_device_train_batch_size=shape.batch,
-        gradient_accumulation_steps=1,
-        num_train_epochs=1,
-        gradient_checkpointing=shape.checkpointing,
-        flavor=host,
-        lora_r=16,
+        EstimateRequest(
+            str(model),
+            method=shape.method,
+            peft=shape.peft,
+            num_examples=steps * shape.batch,
+            avg_tokens=shape.max_length,
+            max_length=shape.max_length,
+            per_device_train_batch_size=shape.batch,
+            gradient_accumulation_steps=1,
+            num_train_epochs=1,
+            gradient_checkpointing=shape.checkpointing,
+            lora_r=16,
+        ),
+        machine=host,
     )
 
 
@@ -268,7 +271,9 @@ def run_local(home: Path, model: Path, dataset: Path) -> float:
 
 
 def local_estimate(home: Path, model: Path, dataset: Path) -> EstimateResult:
-    est = build_service(home).estimate_cost(str(model), dataset=str(dataset), num_train_epochs=1, **LOCAL_SHAPE)
+    est = build_service(home).estimate_cost(
+        EstimateRequest(str(model), dataset=str(dataset), num_train_epochs=1, **LOCAL_SHAPE)
+    )
     print(
         f"  estimate {dataset.name}: {est.hours * 3600 if est.hours else 0:.1f}s, {est.tokens} tokens "
         f"({est.tokens_counted}), {est.tokens_per_second} tokens/s; {est.speed_source}; "

@@ -206,6 +206,7 @@ def rendered(model_dir: Path, rows: list[list[int]], args: Any, tmp: Path) -> di
 
     from jobtrail.app import build_service
     from jobtrail.models import JobSpec
+    from jobtrail.requests import SubmitOptions
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     data = tmp / "rows.jsonl"  # the rows as text: about as many tokens again when the job tokenizes them
@@ -213,7 +214,8 @@ def rendered(model_dir: Path, rows: list[list[int]], args: Any, tmp: Path) -> di
     service = build_service(tmp / "home")
     shape = {"max_steps": 10**6, "logging_steps": 1, "save_steps": 10**6, "max_length": 2 * args.max_tokens}
     planned = service.submit(
-        JobSpec(method="sft", model=str(model_dir), dataset=str(data), hyperparameters=shape), dry_run=True
+        JobSpec(method="sft", model=str(model_dir), dataset=str(data), hyperparameters=shape),
+        SubmitOptions(dry_run=True),
     )
     assert planned.speedups is not None and planned.script_path, planned.to_markdown()
     for name, item in planned.speedups:

@@ -89,6 +89,7 @@ from jobtrail.app import build_service
 from jobtrail.methods.hyperparameters import field_type
 from jobtrail.models import JobSpec
 from jobtrail.outcomes.events import parse_line
+from jobtrail.requests import SubmitOptions
 
 BENCH = Path(__file__).resolve().parent
 BASELINE_SCRIPT, HOOK_SCRIPT, STANDIN_SCRIPT = BENCH / "baseline_sft.py", BENCH / "step_hook.py", BENCH / "standin.py"
@@ -185,7 +186,7 @@ def render_job(home: Path, setup: Setup, workdir: Path) -> tuple[Path, dict[str,
         output=str(workdir / "output"),
         hyperparameters=hyperparameters,
     )
-    result = build_service(home).submit(spec, dry_run=True, include_script=True)
+    result = build_service(home).submit(spec, SubmitOptions(dry_run=True, include_script=True))
     errors = [f"{f.code}: {f.message} {f.fix or ''}" for f in result.findings if f.severity == "error"]
     if errors or not result.script:
         raise SystemExit("jobtrail refused the job:\n  " + "\n  ".join(errors))

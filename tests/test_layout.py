@@ -23,7 +23,7 @@ RANK = {
     "preflight": 3,
     "templates": 2, "estimate": 2, "outcomes": 2,
     "backends": 1, "ledger": 1,
-    "models": 0, "errors": 0, "util": 0, "methods": 0, "__init__": 0,
+    "models": 0, "requests": 0, "errors": 0, "util": 0, "methods": 0, "__init__": 0,
 }  # fmt: skip
 # The CLI is an entry point like __main__: it builds the service (and its ledger commands the ledger) through the
 # composition root.

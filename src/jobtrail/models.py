@@ -21,6 +21,8 @@ BackendName = Literal["local", "hf-jobs"]
 DependencyVersions = Literal["tested", "newest"]
 DEFAULT_DEPENDENCY_VERSIONS: DependencyVersions = "tested"
 Severity = Literal["error", "warning", "info"]
+# How a job trains the model's weights: LoRA adapters, LoRA over a 4-bit base, or all of them.
+Peft = Literal["lora", "qlora", "none"]
 
 
 class JobStatus(enum.StrEnum):

@@ -18,6 +18,7 @@ from jobtrail.ledger.store import Ledger
 from jobtrail.preflight.data_size import data_stats, measured_data
 from jobtrail.preflight.dataset import validate_dataset
 from jobtrail.preflight.plan import estimate_alone
+from jobtrail.requests import EstimateRequest
 
 RATE = 200.0  # tokens/s: what the demo model's LoRA SFT reaches on a small CPU
 
@@ -47,12 +48,14 @@ def test_a_local_models_rows_are_counted_with_its_tokenizer_and_the_estimate_say
     assert "lengths" not in report.model_dump()["token_lengths"]  # kept in the process, out of the result
     data = measured_data(str(chat_dataset), "sft", str(tiny_model))
     assert data is not None and data.counted == "tokenizer" and data.token_lengths == report.token_lengths.lengths
-    result = estimate_alone(str(tiny_model), data=data, max_length=1024, per_device_train_batch_size=4)
+    result = estimate_alone(EstimateRequest(str(tiny_model), max_length=1024, per_device_train_batch_size=4), data=data)
     assert result.tokens == sum(report.token_lengths.lengths) and result.tokens_counted == "tokenizer"
     assert "counted with" in result.assumptions["data"] and "chat-templated" in result.assumptions["data"]
     assert "counted with the model's tokenizer" in result.to_markdown()
     # characters/4 (what the estimate used before) is far below what the chat template makes of these rows
-    guessed = estimate_alone(str(tiny_model), dataset=str(chat_dataset), max_length=1024, per_device_train_batch_size=4)
+    guessed = estimate_alone(
+        EstimateRequest(str(tiny_model), dataset=str(chat_dataset), max_length=1024, per_device_train_batch_size=4)
+    )
     assert guessed.tokens_counted == "characters" and guessed.tokens is not None and guessed.tokens < result.tokens / 2
 
 
@@ -65,12 +68,12 @@ def test_without_a_tokenizer_the_estimate_counts_characters_and_says_why(tmp_pat
 
 def test_the_speed_says_where_it_came_from_and_another_batch_is_rescaled(tmp_path: Path, tiny_model: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.sqlite")
-    ask = dict(num_examples=64, avg_tokens=40, max_length=128, calibration=ledger)
-    guess = estimate_alone(str(tiny_model), per_device_train_batch_size=4, **ask)
+    ask = dict(num_examples=64, avg_tokens=40, max_length=128)
+    guess = estimate_alone(EstimateRequest(str(tiny_model), per_device_train_batch_size=4, **ask), calibration=ledger)
     assert not guess.calibrated and guess.speed_source == GUESSED and GUESSED in guess.to_markdown()
 
     _measure(ledger, tiny_model, batch=4, max_length=128, attempt="jt-a/1")
-    same = estimate_alone(str(tiny_model), per_device_train_batch_size=4, **ask)
+    same = estimate_alone(EstimateRequest(str(tiny_model), per_device_train_batch_size=4, **ask), calibration=ledger)
     # Recorded without step events (no attempt ran): its whole-run figure, and the estimate says so.
     assert same.speed_source == (
         "calibrated from 1 run on this machine (whole train_runtime: too few steps logged for a steady state)"
@@ -79,14 +82,14 @@ def test_the_speed_says_where_it_came_from_and_another_batch_is_rescaled(tmp_pat
 
     # A measurement at another micro-batch is carried over by the model's ratio: the demo model's step is
     # mostly per-micro-batch overhead, so twice the batch runs nearly twice the tokens/s.
-    bigger = estimate_alone(str(tiny_model), per_device_train_batch_size=8, **ask)
+    bigger = estimate_alone(EstimateRequest(str(tiny_model), per_device_train_batch_size=8, **ask), calibration=ledger)
     assert bigger.calibrated and "rescaled from batch 4 × max_length 128" in bigger.speed_source
     assert RATE * 1.3 < (bigger.tokens_per_second or 0) < RATE * 2.5
     # Once that shape is measured too, its own measurement wins.
     _measure(ledger, tiny_model, batch=8, max_length=128, attempt="jt-b/1", rate=300.0)
     m = lookup(ledger, architecture="qwen2", params=same.params, method="sft", peft="lora", flavor="local", batch=8)
     assert m is not None and m.samples == 2 and m.tokens_per_second == 250.0  # no max_length: every shape counts
-    again = estimate_alone(str(tiny_model), per_device_train_batch_size=8, **ask)
+    again = estimate_alone(EstimateRequest(str(tiny_model), per_device_train_batch_size=8, **ask), calibration=ledger)
     assert again.tokens_per_second == pytest.approx(300.0) and "rescaled" not in again.speed_source
 
 
@@ -113,7 +116,7 @@ def test_a_50mb_local_dataset_gets_a_timeout_that_follows_its_tokens_and_the_mea
     assert data is not None and data.counted == "tokenizer" and data.rows > 200_000
     assert len(data.token_lengths) == 10_000 and "the first 10,000 measured" in data.source
     result = estimate_alone(
-        str(tiny_model), data=data, max_length=128, per_device_train_batch_size=4, calibration=ledger
+        EstimateRequest(str(tiny_model), max_length=128, per_device_train_batch_size=4), data=data, calibration=ledger
     )
     assert result.tokens is not None and result.hours is not None and result.recommended_timeout_s is not None
     train_hours = result.tokens / RATE / 3600

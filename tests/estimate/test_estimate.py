@@ -38,6 +38,7 @@ from jobtrail.methods import METHODS
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import SINGLE_PROCESS, Launcher
 from jobtrail.preflight.plan import estimate_alone
+from jobtrail.requests import EstimateRequest
 from support.estimates import LLAMA_31_8B, OFFLINE, QWEN25_05B
 
 LLAMA_32_1B = {  # meta-llama/Llama-3.2-1B
@@ -168,7 +169,7 @@ def _estimate(config: dict, **kwargs):
     # The figures below were worked out for one row per step; submit's defaults are tested apart.
     kwargs.setdefault("per_device_train_batch_size", 1)
     kwargs.setdefault("gradient_accumulation_steps", 1)
-    return estimate_alone(kwargs.pop("model", "some/model"), config=config, api=OFFLINE, **kwargs)
+    return estimate_alone(EstimateRequest(kwargs.pop("model", "some/model"), **kwargs), config=config, api=OFFLINE)
 
 
 # --- parameter counts -----------------------------------------------------------------------
@@ -495,25 +496,23 @@ def test_a_local_jsonl_dataset_gives_rows_and_characters_over_4(tmp_path):
     stats = dataset_stats(str(path))
     assert stats.rows == 10
     assert stats.token_lengths == [math.ceil((4 + 36 + 9 + 51) / 4)] * 10  # roles count too
-    result = estimate_alone("m", dataset=str(path), config=QWEN25_05B, api=OFFLINE, flavor="a10g-small")
+    result = estimate_alone(
+        EstimateRequest("m", dataset=str(path), flavor="a10g-small"), config=QWEN25_05B, api=OFFLINE
+    )
     assert result.tokens == 10 * 25
     assert "characters/4" in result.assumptions["data"]
 
 
 def test_explicit_numbers_win_and_without_a_data_size_memory_and_fits_are_still_answered(tmp_path):
-    unsized = estimate_alone("m", dataset="trl-lib/Capybara", config=QWEN25_05B, api=OFFLINE)
+    unsized = estimate_alone(EstimateRequest("m", dataset="trl-lib/Capybara"), config=QWEN25_05B, api=OFFLINE)
     assert unsized.memory.total_gb > 0 and unsized.fits and unsized.recommended_flavor
     assert unsized.hours is None and unsized.cost_usd is None and unsized.recommended_timeout_s is None
     assert "num_examples" in unsized.time_unknown and "max_steps" in unsized.time_unknown
     assert "time and cost unknown" in unsized.to_markdown()
     result = estimate_alone(
-        "m",
-        dataset="trl-lib/Capybara",
-        num_examples=100,
-        avg_tokens=300,
+        EstimateRequest("m", dataset="trl-lib/Capybara", num_examples=100, avg_tokens=300, flavor="a10g-small"),
         config=QWEN25_05B,
         api=OFFLINE,
-        flavor="a10g-small",
     )
     assert result.tokens == 100 * 300
 
@@ -554,7 +553,7 @@ def test_optimizer_names_from_trl_are_understood():
 def test_load_model_config_from_a_directory(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(QWEN25_05B))
     assert load_model_config(str(tmp_path)) == QWEN25_05B
-    result = estimate_alone(str(tmp_path), num_examples=10, avg_tokens=100, api=OFFLINE)
+    result = estimate_alone(EstimateRequest(str(tmp_path), num_examples=10, avg_tokens=100), api=OFFLINE)
     assert result.params == 494_032_768
     with pytest.raises(NotFoundError) as err:
         load_model_config(str(tmp_path / "missing"))
@@ -652,11 +651,13 @@ def test_live_catalog_maps_hub_hardware_onto_flavors():
 
 
 def test_estimates_on_a_live_catalog_leave_out_gpus_of_unknown_speed():
-    result = estimate_alone("m", config=QWEN25_05B, num_examples=100, avg_tokens=256, api=FakeHfApi())
+    result = estimate_alone(EstimateRequest("m", num_examples=100, avg_tokens=256), config=QWEN25_05B, api=FakeHfApi())
     assert result.catalog_source == "live"
     assert "b300x8" not in result.fits and any("b300x8" in n for n in result.notes)
     with pytest.raises(InvalidRequestError):
-        estimate_alone("m", config=QWEN25_05B, num_examples=100, avg_tokens=256, api=FakeHfApi(), flavor="b300x8")
+        estimate_alone(
+            EstimateRequest("m", num_examples=100, avg_tokens=256, flavor="b300x8"), config=QWEN25_05B, api=FakeHfApi()
+        )
 
 
 def test_catalog_falls_back_to_the_bundled_snapshot_on_any_failure():
@@ -715,13 +716,15 @@ def test_calibration_round_trip_and_estimates_that_use_it(tmp_path):
     def estimate_again(max_length: int, flavor: str) -> EstimateResult:
         """The measured shape (or another) on the measured flavor (or another), with the ledger."""
         return estimate_alone(
-            "m",
+            EstimateRequest(
+                "m",
+                num_examples=10_000,
+                avg_tokens=500,
+                max_length=max_length,
+                per_device_train_batch_size=2,
+                flavor=flavor,
+            ),
             config=QWEN25_05B,
-            num_examples=10_000,
-            avg_tokens=500,
-            max_length=max_length,
-            per_device_train_batch_size=2,
-            flavor=flavor,
             calibration=ledger,
             api=OFFLINE,
         )
@@ -755,13 +758,17 @@ def test_arguments_are_submits_with_submits_defaults_and_max_steps_sizes_the_job
     from jobtrail.methods.effective import effective
 
     args = effective("dpo", {}, eval_dataset=False).training_args
-    result = estimate_alone("m", "dpo", config=QWEN25_05B, api=OFFLINE, flavor="a10g-small", max_steps=10)
+    result = estimate_alone(
+        EstimateRequest("m", "dpo", flavor="a10g-small", max_steps=10), config=QWEN25_05B, api=OFFLINE
+    )
     batch, accumulation = args["per_device_train_batch_size"], args["gradient_accumulation_steps"]
     assert result.steps == 10 and f"{10 * batch * accumulation:,} rows" in result.assumptions["data"]
     # A DPO row is a pair: chosen and rejected run as one batch of twice the rows.
     assert result.assumptions["memory_sequence"].startswith(f"{batch} pairs × 2 × {args['max_length']}")
     memory_hint = estimate_alone(
-        "m", config=LLAMA_31_8B, api=OFFLINE, peft="none", flavor="t4-small", per_device_train_batch_size=4
+        EstimateRequest("m", peft="none", flavor="t4-small", per_device_train_batch_size=4),
+        config=LLAMA_31_8B,
+        api=OFFLINE,
     )
     assert any("per_device_train_batch_size=1" in n and 'optim="adamw_8bit"' in n for n in memory_hint.notes)
 
@@ -779,7 +786,7 @@ def test_hardware_and_estimates_include_this_machine_and_a_local_model_is_estima
     assert "This machine (local)" in report.to_markdown()
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text(json.dumps(TINY))
-    result = estimate_alone(str(tmp_path / "model"), api=OFFLINE, num_examples=10, avg_tokens=32)
+    result = estimate_alone(EstimateRequest(str(tmp_path / "model"), num_examples=10, avg_tokens=32), api=OFFLINE)
     assert result.flavor == "local" and result.recommended_flavor == "local" and set(result.fits) == {"local"}
     assert result.cost_usd == 0 and any("only the local backend" in note for note in result.notes)
 

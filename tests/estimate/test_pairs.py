@@ -24,6 +24,7 @@ from jobtrail.estimate.params import lora_params, model_shape
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Launcher
 from jobtrail.preflight.plan import estimate_alone
+from jobtrail.requests import EstimateRequest
 from support.estimates import OFFLINE, QWEN25_05B
 
 SHAPE = model_shape(QWEN25_05B)
@@ -126,7 +127,6 @@ def test_fsdp_shards_the_reference_model_like_the_policys_weights():
 
 def _estimate(method: str, peft: str, **options: Any) -> Any:
     ask: dict[str, Any] = dict(
-        config=QWEN25_05B,
         num_examples=1000,
         avg_tokens=1024,
         max_length=1024,
@@ -134,9 +134,9 @@ def _estimate(method: str, peft: str, **options: Any) -> Any:
         gradient_accumulation_steps=1,
         gradient_checkpointing=True,
         flavor="a100-large",
-        api=OFFLINE,
     )
-    return estimate_alone("Qwen/Qwen2.5-0.5B", method=method, peft=peft, **{**ask, **options})
+    request = EstimateRequest("Qwen/Qwen2.5-0.5B", method=method, peft=peft, **{**ask, **options})
+    return estimate_alone(request, config=QWEN25_05B, api=OFFLINE)
 
 
 def test_estimate_cost_counts_both_sequences_the_reference_and_says_so():

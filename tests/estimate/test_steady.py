@@ -16,6 +16,7 @@ from jobtrail.estimate.steady import MIN_STEADY_STEPS, WARMUP_STEPS, steady_rate
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import TerminationReason
 from jobtrail.preflight.plan import estimate_alone
+from jobtrail.requests import EstimateRequest
 from support.estimates import OFFLINE, QWEN25_05B
 from support.records import add_ended_run
 
@@ -139,15 +140,17 @@ def test_a_finished_attempt_calibrates_with_its_steady_steps_and_the_rest_is_ove
     assert m.overhead_s == pytest.approx(120.0 - 30 * TOKENS / (TOKENS / STEP_S), abs=0.05)
 
     estimate = estimate_alone(
-        "Qwen/Qwen2.5-0.5B",
-        peft="none",
+        EstimateRequest(
+            "Qwen/Qwen2.5-0.5B",
+            peft="none",
+            num_examples=8000,
+            avg_tokens=1024,
+            max_length=1024,
+            per_device_train_batch_size=8,
+            gradient_checkpointing=False,
+            flavor="h200",
+        ),
         config=QWEN25_05B,
-        num_examples=8000,
-        avg_tokens=1024,
-        max_length=1024,
-        per_device_train_batch_size=8,
-        gradient_checkpointing=False,
-        flavor="h200",
         calibration=ledger,
         api=OFFLINE,
     )
@@ -192,9 +195,8 @@ def test_a_bench_records_its_steady_figure_for_a_flavor_and_estimates_use_it(tmp
     m = lookup(ledger, **KEY, **SHAPED)
     assert m is not None and m.sources == ["bench"] and m.tokens_per_second == 9000.0 and m.overhead_s is None
 
-    def estimate(**options: Any) -> Any:
+    def estimate(calibration: Ledger | None = ledger, **options: Any) -> Any:
         ask: dict[str, Any] = dict(
-            config=QWEN25_05B,
             peft="none",
             num_examples=8000,
             avg_tokens=1024,
@@ -202,10 +204,9 @@ def test_a_bench_records_its_steady_figure_for_a_flavor_and_estimates_use_it(tmp
             per_device_train_batch_size=8,
             gradient_checkpointing=False,
             flavor="h200",
-            calibration=ledger,
-            api=OFFLINE,
         )
-        return estimate_alone("Qwen/Qwen2.5-0.5B", **{**ask, **options})
+        request = EstimateRequest("Qwen/Qwen2.5-0.5B", **{**ask, **options})
+        return estimate_alone(request, config=QWEN25_05B, calibration=calibration, api=OFFLINE)
 
     same = estimate()
     assert same.tokens_per_second == pytest.approx(9000.0)

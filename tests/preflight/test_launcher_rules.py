@@ -12,6 +12,7 @@ from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher
 from jobtrail.preflight import rules
 from jobtrail.preflight.facts import Facts, with_launcher
 from jobtrail.preflight.plan import Evaluation, PlanEnv, estimate_alone, job_values, plan
+from jobtrail.requests import EstimateRequest
 from jobtrail.templates.configs import FSDP_CONFIG, build_config, launcher_of
 from support.estimates import LLAMA_31_8B, OFFLINE
 
@@ -105,7 +106,9 @@ def test_a_local_job_with_num_processes_renders_its_launcher(tmp_path, tiny_mode
 
 def test_a_job_too_big_even_sharded_is_refused_per_gpu():
     estimate = estimate_alone(
-        "org/m", peft="none", optim="adamw", flavor="l4x4", max_steps=10, config=LLAMA_31_8B, api=OFFLINE
+        EstimateRequest("org/m", peft="none", optim="adamw", flavor="l4x4", max_steps=10),
+        config=LLAMA_31_8B,
+        api=OFFLINE,
     )
     spec = JobSpec(method="sft", model="org/m", dataset="org/d", backend="hf-jobs", flavor="l4x4", timeout_s=36000)
     [finding] = [f for f in rules.check_estimate(spec, Facts(estimate=estimate)) if f.severity == "error"]

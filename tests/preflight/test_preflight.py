@@ -20,6 +20,7 @@ from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, gather_requirements
 from jobtrail.preflight.plan import Evaluation, PlanEnv, job_values, plan
 from jobtrail.preflight.probes import ModelFacts, local_model_facts
+from jobtrail.requests import EvaluateRequest
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config
 from jobtrail.templates.render import QLORA_REQUIREMENT, render_script, scripts_dir
@@ -318,7 +319,7 @@ def test_an_evaluation_of_a_missing_model_adapter_or_dataset_is_refused_before_a
     from jobtrail.app import build_service
 
     service = build_service(tmp_path / "home")
-    refused = service.evaluate(str(tmp_path / "gone.jsonl"), model=str(tiny_model))
+    refused = service.evaluate(EvaluateRequest(str(tmp_path / "gone.jsonl"), model=str(tiny_model)))
     assert refused.job_id is None and refused.status == "rejected" and "dataset.missing" in codes(refused.findings)
     assert "Not evaluated" in refused.to_markdown() and service.ps().jobs == []
 

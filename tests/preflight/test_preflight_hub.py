@@ -9,6 +9,7 @@ from jobtrail.models import JobSpec
 from jobtrail.preflight import rules as checks
 from jobtrail.preflight.facts import Facts
 from jobtrail.preflight.probes import hub_model_facts
+from jobtrail.requests import EstimateRequest, EvaluateRequest, SubmitOptions
 from support.jobs import write_jsonl
 from support.remote import model_files, publish, remote_spec
 
@@ -78,13 +79,13 @@ def test_output_repo_must_be_a_hub_id_the_token_may_write(hub, tiny_model, chat_
     publish(hub, TOKEN, tiny_model, chat_dataset, monkeypatch)
     service = build_service(tmp_path / "home")
     spec = remote_spec(hyperparameters={"max_steps": 2, "max_length": 64}, output="just-a-name")
-    dry = service.submit(spec, dry_run=True)
+    dry = service.submit(spec, SubmitOptions(dry_run=True))
     [finding] = [f for f in dry.findings if f.code == "output.repo"]
     assert "<your-user-or-org>/<model-name>" in finding.fix
     assert not [f for f in dry.findings if f.code.startswith("output.") and f.code != "output.repo"]
     elsewhere = spec.model_copy(update={"output": "someorg/out"})
     for dry_run in (True, False):
-        refused = service.submit(elsewhere, dry_run=dry_run)
+        refused = service.submit(elsewhere, SubmitOptions(dry_run=dry_run))
         [finding] = [f for f in refused.findings if f.code == "output.permission"]
         assert "someorg is neither alice nor one of its organizations" in finding.message
         assert "output='alice/out'" in finding.fix
@@ -115,10 +116,10 @@ def test_remote_dry_run_of_every_method_checks_the_estimate_and_the_timeout(
     publish(hub, TOKEN, tiny_model, data, monkeypatch)
     service = build_service(tmp_path / "home")
     spec = remote_spec(method=method, hyperparameters={"max_steps": 5000}, output="alice/out", timeout_s=60)
-    short = service.submit(spec, dry_run=True)
+    short = service.submit(spec, SubmitOptions(dry_run=True))
     codes = {f.code for f in short.findings}
     assert "estimate.unavailable" not in codes and {"estimate", "timeout.short"} <= codes
-    unset = service.submit(spec.model_copy(update={"timeout_s": None}), dry_run=True)
+    unset = service.submit(spec.model_copy(update={"timeout_s": None}), SubmitOptions(dry_run=True))
     assert "timeout.default" in {f.code for f in unset.findings}
 
 
@@ -147,7 +148,9 @@ def test_offline_dry_run_of_a_hub_model_warns_within_seconds(offline_hub, chat_d
 
     service = build_service(tmp_path / "home")
     started = time.monotonic()
-    dry = service.submit(JobSpec(method="sft", model="Qwen/Qwen2.5-0.5B", dataset=str(chat_dataset)), dry_run=True)
+    dry = service.submit(
+        JobSpec(method="sft", model="Qwen/Qwen2.5-0.5B", dataset=str(chat_dataset)), SubmitOptions(dry_run=True)
+    )
     assert time.monotonic() - started < 10
     [model] = [f for f in dry.findings if f.code.startswith("model.")]
     assert (model.code, model.severity) == ("model.unverified", "warning") and offline_hub in model.message
@@ -182,7 +185,7 @@ def test_a_hanging_hub_costs_one_probe_timeout_per_call_not_one_per_check(hangin
     service = build_service(tmp_path / "home")
     started = time.monotonic()
     # Model, dataset, token and prices are each checked on the Hub: four probes, one wait.
-    dry = service.submit(remote_spec(model="Qwen/Qwen2.5-0.5B", dataset="org/data"), dry_run=True)
+    dry = service.submit(remote_spec(model="Qwen/Qwen2.5-0.5B", dataset="org/data"), SubmitOptions(dry_run=True))
     took = time.monotonic() - started
     assert took < 2 * HUB_PROBE_TIMEOUT_S + 3, took
     unverified = {f.code for f in dry.findings if hanging_hub in f.message}
@@ -197,7 +200,7 @@ def test_offline_estimate_fails_fast_with_a_fix_that_names_real_arguments(offlin
 
     started = time.monotonic()
     with pytest.raises(JobtrailError) as caught:
-        estimate_alone("Qwen/Qwen2.5-0.5B", num_examples=100, avg_tokens=100)
+        estimate_alone(EstimateRequest("Qwen/Qwen2.5-0.5B", num_examples=100, avg_tokens=100))
     assert time.monotonic() - started < 10
     assert offline_hub in caught.value.message and "config=" not in str(caught.value)
 
@@ -206,7 +209,7 @@ def test_offline_evaluation_of_an_uncached_hub_model_is_refused_at_once(offline_
     from jobtrail.app import build_service
 
     service = build_service(tmp_path / "home")
-    result = service.evaluate(str(chat_dataset), model="Qwen/Qwen2.5-0.5B")
+    result = service.evaluate(EvaluateRequest(str(chat_dataset), model="Qwen/Qwen2.5-0.5B"))
     assert result.job_id is None and "model.unreachable" in {f.code for f in result.findings}
 
 
@@ -234,10 +237,10 @@ def test_local_job_timeout_is_checked_against_this_machines_estimate(tiny_model,
 
     service = build_service(tmp_path / "home")
     spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters={"max_steps": 10**7})
-    short = service.submit(spec.model_copy(update={"timeout_s": 60}), dry_run=True)
+    short = service.submit(spec.model_copy(update={"timeout_s": 60}), SubmitOptions(dry_run=True))
     [finding] = [f for f in short.findings if f.code == "timeout.short"]
     assert finding.severity == "warning" and "this machine" in finding.message and 'timeout="' in finding.fix
     enough = service.submit(
-        spec.model_copy(update={"hyperparameters": {"max_steps": 2}, "timeout_s": 3600}), dry_run=True
+        spec.model_copy(update={"hyperparameters": {"max_steps": 2}, "timeout_s": 3600}), SubmitOptions(dry_run=True)
     )
     assert "timeout.short" not in {f.code for f in enough.findings}

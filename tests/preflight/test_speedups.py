@@ -21,6 +21,7 @@ from jobtrail.models import JobSpec, Speedups
 from jobtrail.preflight import probes, speedups
 from jobtrail.preflight.plan import estimate_alone, job_values
 from jobtrail.preflight.speedups import PADDING_FREE_MIN_TRAIN_S, Target, Workload
+from jobtrail.requests import EstimateRequest, SubmitOptions
 from jobtrail.templates import pep723
 from jobtrail.templates.configs import build_config, retry_config, with_speedups
 from jobtrail.templates.render import LIGER_REQUIREMENT, render_script
@@ -317,7 +318,9 @@ SMOLLM2_17B = {  # HuggingFaceTB/SmolLM2-1.7B
 
 def test_the_estimate_chooses_the_split_per_flavor_and_estimates_with_it():
     def sft(flavor: str, **kw: Any):
-        return estimate_alone("m", config=SMOLLM2_17B, api=OFFLINE, flavor=flavor, tune_micro_batch=True, **kw)
+        return estimate_alone(
+            EstimateRequest("m", flavor=flavor, **kw), config=SMOLLM2_17B, api=OFFLINE, tune_micro_batch=True
+        )
 
     h200, t4 = sft("h200"), sft("t4-medium")
     assert h200.micro_batch is not None and h200.micro_batch.gradient_checkpointing is False
@@ -325,7 +328,7 @@ def test_the_estimate_chooses_the_split_per_flavor_and_estimates_with_it():
     assert h200.assumptions["gradient_checkpointing"] is False
     assert "Split as submit runs it: per_device_train_batch_size=8" in h200.to_markdown()
     assert "recompute" not in h200.assumptions.get("flops_per_token", "")
-    plain = estimate_alone("m", config=SMOLLM2_17B, api=OFFLINE, flavor="h200")
+    plain = estimate_alone(EstimateRequest("m", flavor="h200"), config=SMOLLM2_17B, api=OFFLINE)
     assert plain.micro_batch is None and plain.assumptions["gradient_checkpointing"] is True
     assert t4.micro_batch is None  # fp16 over fp32 weights: not measured, not tuned
     kept = sft("h200", gradient_checkpointing=True, per_device_train_batch_size=2)
@@ -369,7 +372,7 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
 
     publish(hub, "hf_user_write_token", tiny_model, chat_dataset, monkeypatch)
     service = build_service(tmp_path / "home")
-    h200 = service.submit(remote_spec(flavor="h200", hyperparameters={"max_steps": 20}), dry_run=True)
+    h200 = service.submit(remote_spec(flavor="h200", hyperparameters={"max_steps": 20}), SubmitOptions(dry_run=True))
     assert h200.speedups is not None and h200.speedups.device == "H200 (h200)"
     assert h200.speedups.liger_kernel.on and h200.speedups.fused_adamw.on and h200.speedups.micro_batch.on
     assert not h200.speedups.gradient_checkpointing.on  # the tiny model fits without it
@@ -382,7 +385,7 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (8, 1)
     assert args["dataloader_num_workers"] == 2 and args["dataloader_persistent_workers"] is True
     assert args["gradient_checkpointing"] is False and _job_config(script)["speedups"] == h200.speedups.model_dump()
-    t4 = service.submit(remote_spec(flavor="t4-small", hyperparameters={"max_steps": 20}), dry_run=True)
+    t4 = service.submit(remote_spec(flavor="t4-small", hyperparameters={"max_steps": 20}), SubmitOptions(dry_run=True))
     assert t4.speedups is not None and not t4.speedups.liger_kernel.on
     t4_script = Path(t4.script_path).read_text()
     assert LIGER_PINNED not in pep723.read_metadata(t4_script)["dependencies"]
@@ -391,7 +394,7 @@ def test_a_dry_run_on_a_gpu_flavor_shows_the_speedups_it_renders(hub, tiny_model
     # Training long enough: padding-free with flex attention (the job lock's torch and transformers have it), the
     # max_length kept for the job to cut the rows with.
     long = remote_spec(flavor="h200", hyperparameters={"max_steps": 10**6, "max_length": 256})
-    flat = service.submit(long, dry_run=True)
+    flat = service.submit(long, SubmitOptions(dry_run=True))
     assert flat.speedups is not None and flat.speedups.padding_free.on, flat.speedups
     flat_args = _job_config(Path(flat.script_path).read_text())["training_args"]
     assert flat_args["padding_free"] is True and flat_args["max_length"] == 256
@@ -437,7 +440,7 @@ def test_a_local_dry_run_on_an_h100_asks_the_jobs_python(tiny_model, chat_datase
     service = build_service(tmp_path / "home")
     long = {"max_steps": 10**7}
     local = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=long)
-    planned = service.submit(local, dry_run=True)
+    planned = service.submit(local, SubmitOptions(dry_run=True))
     chosen = planned.speedups
     assert chosen is not None and chosen.device == "H100 80GB HBM3 (local)", planned.to_markdown()
     assert chosen.liger_kernel.on and "liger-kernel 0.8.5 is importable by the job's Python" in chosen.liger_kernel.why
@@ -449,7 +452,7 @@ def test_a_local_dry_run_on_an_h100_asks_the_jobs_python(tiny_model, chat_datase
     assert args["model_init_kwargs"]["attn_implementation"] == "flex_attention"
     # Without liger-kernel in the job's Python, the same job keeps Liger off and says how to turn it on.
     monkeypatch.setenv("JOBTRAIL_PYTHON", str(_job_python(tmp_path / "bare", {"triton": "3.6.0"})))
-    lacking = build_service(tmp_path / "home").submit(local, dry_run=True).speedups
+    lacking = build_service(tmp_path / "home").submit(local, SubmitOptions(dry_run=True)).speedups
     assert lacking is not None and not lacking.liger_kernel.on and lacking.padding_free.on
     assert "pip install liger-kernel" in lacking.liger_kernel.why
 
@@ -503,7 +506,7 @@ def test_a_local_cpu_job_hears_of_its_attention_before_it_starts(tiny_model, cha
     def spec(**hyperparameters: Any) -> JobSpec:
         return JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=hyperparameters)
 
-    flat = service.submit(spec(padding_free=True, max_length=32), dry_run=True)
+    flat = service.submit(spec(padding_free=True, max_length=32), SubmitOptions(dry_run=True))
     assert flat.speedups is not None and flat.speedups.device == "CPU (local)"
     assert flat.speedups.padding_free.on and flat.speedups.padding_free.source == "user"
     assert [f.severity for f in flat.findings if f.code == "config.padding_free_attention"] == ["warning"]

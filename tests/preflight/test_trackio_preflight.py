@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobtrail.app import build_service
+from jobtrail.requests import SubmitOptions
 from support.remote import publish, remote_spec
 
 WRITE = "hf_alice_write_secret_token_42"
@@ -23,7 +24,7 @@ def alice(hub, tiny_model, chat_dataset, monkeypatch):
 
 def _dry_run(tmp_path, monkeypatch, token: str = WRITE, **spec):
     monkeypatch.setenv("HF_TOKEN", token)
-    result = build_service(tmp_path / "home").submit(remote_spec(timeout_s=1800, **spec), dry_run=True)
+    result = build_service(tmp_path / "home").submit(remote_spec(timeout_s=1800, **spec), SubmitOptions(dry_run=True))
     return {f.code: f for f in result.findings if f.code.startswith("trackio.")}, result
 
 

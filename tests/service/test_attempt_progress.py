@@ -13,6 +13,7 @@ from typing import Any
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from jobtrail.service.facade import JobService
 from support.jobs import TINY_SFT
 from support.waiting import wait_for, wait_until_terminal
@@ -88,7 +89,9 @@ def test_an_automatic_retry_after_a_preemption_is_announced_with_its_checkpoint_
     tmp_path, tiny_model, chat_dataset
 ):
     service = build_service(tmp_path / "home")
-    job_id = service.submit(_spec(tiny_model, chat_dataset, hyperparameters={"max_steps": 400}), max_retries=1).job_id
+    job_id = service.submit(
+        _spec(tiny_model, chat_dataset, hyperparameters={"max_steps": 400}), SubmitOptions(max_retries=1)
+    ).job_id
     notes: list[str] = []
     seen: list[Any] = []
     taken: dict[str, int] = {}

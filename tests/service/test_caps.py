@@ -11,6 +11,7 @@ from jobtrail.app import build_service
 from jobtrail.backends.hf_jobs import SCRIPT_VARIABLE, unpack_script
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import ExitRecord, JobSpec, JobStatus, LogChunk, Placement, Probe, RunRecord, TerminationReason
+from jobtrail.requests import SubmitOptions
 from jobtrail.service import JobService
 from support.records import new_attempt
 from support.remote import publish, remote_spec
@@ -43,32 +44,36 @@ def test_an_over_cap_job_is_refused_with_a_cheaper_flavor_fewer_retries_or_the_c
     remote, tiny_model, chat_dataset, monkeypatch
 ):
     # The tiny job's estimate: ~3 minutes, ~$0.10 on a10g-large, ~$0.03 on t4-small.
-    refused = remote.submit(remote_spec(flavor="a10g-large", hyperparameters=HYPER), max_cost_usd=0.05)
+    refused = remote.submit(remote_spec(flavor="a10g-large", hyperparameters=HYPER), SubmitOptions(max_cost_usd=0.05))
     assert refused.status == "rejected" and refused.job_id is None and refused.max_cost_usd == 0.05
     over = _finding(refused, "budget.over_cap")
     assert over.severity == "error" and "above max_cost_usd $0.05" in over.message
     assert "flavor='t4-small'" in over.fix and "max_cost_usd=0.1" in over.fix and "max_steps" in over.fix
     # Retries count: each may pay for the whole run again; the fix names the max_retries that fits.
     retried = remote.submit(
-        remote_spec(flavor="t4-small", hyperparameters=HYPER), dry_run=True, max_retries=2, max_cost_usd=0.05
+        remote_spec(flavor="t4-small", hyperparameters=HYPER),
+        SubmitOptions(dry_run=True, max_retries=2, max_cost_usd=0.05),
     )
     over = _finding(retried, "budget.over_cap")
     assert "× 3 attempts" in over.message and "max_retries=0" in over.fix
-    fits = remote.submit(remote_spec(flavor="t4-small", hyperparameters=HYPER), dry_run=True, max_cost_usd=0.05)
+    fits = remote.submit(
+        remote_spec(flavor="t4-small", hyperparameters=HYPER), SubmitOptions(dry_run=True, max_cost_usd=0.05)
+    )
     assert _finding(fits, "budget").severity == "info" and not [f for f in fits.findings if f.severity == "error"]
     # JOBTRAIL_MAX_COST_USD is the default cap; a local job costs nothing and is never judged.
     monkeypatch.setenv("JOBTRAIL_MAX_COST_USD", "0.01")
     capped = build_service(remote.home)
-    by_default = capped.submit(remote_spec(flavor="t4-small", hyperparameters=HYPER), dry_run=True)
+    by_default = capped.submit(remote_spec(flavor="t4-small", hyperparameters=HYPER), SubmitOptions(dry_run=True))
     assert by_default.max_cost_usd == 0.01 and "max_cost_usd=" in _finding(by_default, "budget.over_cap").fix
     local = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER)
-    assert not [f for f in capped.submit(local, dry_run=True).findings if f.code.startswith("budget")]
+    assert not [f for f in capped.submit(local, SubmitOptions(dry_run=True)).findings if f.code.startswith("budget")]
 
 
 def test_a_running_job_that_reaches_its_cap_is_cancelled_as_budget_and_resumes_only_under_a_larger_cap(remote, hub):
     _price(hub, "cpu-basic", 36.0)  # a cent a second
     submitted = remote.submit(
-        remote_spec(timeout_s=1800, hyperparameters=ENDLESS), force=True, max_retries=2, max_cost_usd=0.05
+        remote_spec(timeout_s=1800, hyperparameters=ENDLESS),
+        SubmitOptions(force=True, max_retries=2, max_cost_usd=0.05),
     )
     assert submitted.job_id and submitted.forced  # the estimate is over the cap: forced, the tracker still holds it
     assert "budget.over_cap" in {f.code for f in submitted.findings}
@@ -152,7 +157,7 @@ def test_the_daily_budget_is_a_rolling_24_hours_checked_at_submit_and_at_dispatc
     assert "of the daily budget of $6.50" in report.summary
     # Submit: spend so far + the job's worst case must fit; the person's daily budget is not forced past.
     for force in (False, True):
-        refused = service.submit(remote_spec(flavor="a10g-large", hyperparameters=HYPER), force=force)
+        refused = service.submit(remote_spec(flavor="a10g-large", hyperparameters=HYPER), SubmitOptions(force=force))
         daily = _finding(refused, "budget.daily")
         assert refused.status == "rejected" and "JOBTRAIL_DAILY_BUDGET_USD" in daily.message
     # Dispatch: a queued attempt (here a retry of the cancelled job) is not started while the budget is spent; it
@@ -172,12 +177,12 @@ def test_the_remote_script_says_how_it_runs_and_never_a_secret_value(remote, tin
 
     monkeypatch.setenv("WANDB_KEY_FOR_TEST", "wandb-secret-value-1234567890")
     spec = remote_spec(flavor="t4-small", hyperparameters=HYPER, secrets={"WANDB_API_KEY": "$WANDB_KEY_FOR_TEST"})
-    dry = remote.submit(spec, dry_run=True, include_script=True)
+    dry = remote.submit(spec, SubmitOptions(dry_run=True, include_script=True))
     assert dry.script and "wandb-secret-value" not in dry.script and TOKEN not in dry.script
     table = read_metadata(dry.script)["tool"]["hf-jobs"]
     assert table == {"flavor": "t4-small", "timeout": "1h", "secrets": ["HF_TOKEN", "WANDB_API_KEY"]}
     local = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER)
-    local_script = remote.submit(local, dry_run=True, include_script=True).script
+    local_script = remote.submit(local, SubmitOptions(dry_run=True, include_script=True)).script
     # Nothing but this machine runs it: no [tool.hf-jobs]; [tool.uv] pins what uv would resolve (versions.py).
     assert local_script and set(read_metadata(local_script)["tool"]) == {"uv"}
 
@@ -188,13 +193,14 @@ def test_a_remote_job_runs_the_tested_versions_unless_it_asks_for_the_newest(rem
     from jobtrail.templates.pep723 import read_metadata
     from jobtrail.templates.versions import job_lock
 
-    tested = remote.submit(remote_spec(hyperparameters=HYPER), dry_run=True, include_script=True)
+    tested = remote.submit(remote_spec(hyperparameters=HYPER), SubmitOptions(dry_run=True, include_script=True))
     header = read_metadata(tested.script)
     assert "trl==" + job_lock().require("trl") in header["dependencies"]
     assert header["tool"]["uv"] == {"exclude-newer": job_lock().exclude_newer}
     assert not [f for f in tested.findings if f.code == "dependencies.untested"]
     newest = remote.submit(
-        remote_spec(hyperparameters=HYPER, dependency_versions="newest"), dry_run=True, include_script=True
+        remote_spec(hyperparameters=HYPER, dependency_versions="newest"),
+        SubmitOptions(dry_run=True, include_script=True),
     )
     header = read_metadata(newest.script)
     assert "trl>=1.16" in header["dependencies"] and "uv" not in header["tool"]
@@ -206,7 +212,7 @@ def test_a_remote_job_runs_the_tested_versions_unless_it_asks_for_the_newest(rem
 def test_a_restarted_server_adopts_a_remote_job_whose_launch_was_never_recorded_by_its_labels(remote, hub):
     from jobtrail.service.tracker import STALE_CLAIM_S
 
-    job_id = remote.submit(remote_spec(timeout_s=1800, hyperparameters=ENDLESS), force=True).job_id
+    job_id = remote.submit(remote_spec(timeout_s=1800, hyperparameters=ENDLESS), SubmitOptions(force=True)).job_id
     attempt_id = f"{job_id}/1"
     launched = wait_for(lambda: remote.ledger.get_attempt(attempt_id).placement, 30, "the launch")
     # As if the launching process died between HF's answer and the ledger write: claimed, no placement.

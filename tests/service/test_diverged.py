@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from support.jobs import TINY_SFT
 from support.waiting import wait_until_terminal
 
@@ -22,7 +23,7 @@ def test_a_diverging_run_ends_diverged_and_is_retried_only_with_a_lower_learning
         dataset=str(chat_dataset),
         hyperparameters={**TINY_SFT, "learning_rate": 1e20},
     )
-    job_id = service.submit(spec, force=True, max_retries=2).job_id
+    job_id = service.submit(spec, SubmitOptions(force=True, max_retries=2)).job_id
     done = wait_until_terminal(lambda: service.inspect(job_id), 180, "the diverging job to end")
     assert (done.status, done.termination_reason) == ("failed", "diverged"), done.to_markdown()
     assert len(done.attempts) == 1  # max_retries never retries a diverged run without a change

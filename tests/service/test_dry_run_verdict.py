@@ -17,6 +17,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.errors import JobtrailError
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from jobtrail.service import JobService
 from support.jobs import TINY_SFT, job_spec, write_jsonl
 from support.remote import SHORT_TRAINING, publish, remote_spec
@@ -135,7 +136,7 @@ CASES = [
 def _verdict(service: JobService, spec: JobSpec, options: dict[str, Any], *, dry_run: bool) -> dict[str, Any]:
     """What a submit (or a dry run) decided: accepted, forced past errors, rejected, or the argument refused."""
     try:
-        result = service.submit(spec, dry_run=dry_run, **options)
+        result = service.submit(spec, SubmitOptions(dry_run=dry_run, **options))
     except JobtrailError as exc:
         return {"verdict": "raised", "message": exc.message}
     errors = [f for f in result.findings if f.severity == "error"]

@@ -11,6 +11,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.estimate.steady import steady_rate
 from jobtrail.models import JobSpec
+from jobtrail.requests import EstimateRequest
 from support.waiting import wait_until_terminal
 
 SHAPE = {"max_length": 128, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}
@@ -21,7 +22,7 @@ def test_a_local_estimate_after_a_run_is_calibrated_from_it_on_the_tokenizers_co
 ) -> None:
     service = build_service(tmp_path / "home")
     ask = dict(dataset=str(chat_dataset), num_train_epochs=1, **SHAPE)
-    before = service.estimate_cost(str(tiny_model), **ask)
+    before = service.estimate_cost(EstimateRequest(str(tiny_model), **ask))
     assert not before.calibrated and before.speed_source.startswith("a guess")
     job = service.submit(
         JobSpec(
@@ -34,7 +35,7 @@ def test_a_local_estimate_after_a_run_is_calibrated_from_it_on_the_tokenizers_co
     done = wait_until_terminal(lambda: service.inspect(job), 300, "the calibrating run")
     assert done.status == "succeeded", done.to_markdown()
     summary = done.attempts[-1].summary or {}
-    after = service.estimate_cost(str(tiny_model), **ask)
+    after = service.estimate_cost(EstimateRequest(str(tiny_model), **ask))
     speed = "calibrated from 1 run on this machine (steady-state steps)"
     assert after.calibrated and after.speed_source == speed, after.to_markdown()
     assert speed in after.to_markdown()

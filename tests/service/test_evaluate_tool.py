@@ -10,6 +10,7 @@ from jobtrail.app import build_service
 from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.outcomes import events
+from jobtrail.requests import EvaluateRequest
 from support.jobs import job_spec
 from support.waiting import wait_for, wait_until_terminal
 
@@ -30,11 +31,13 @@ def test_evaluations_of_base_and_trained_checkpoints_with_provenance(
     service = build_service(tmp_path / "home")
     heldout = write_chat_dataset(tmp_path / "heldout.jsonl", rows=12, seed=7)
     trained = service.submit(job_spec("sft", tiny_model, chat_dataset, hyperparameters=HYPER))
-    base = service.evaluate(str(heldout), model=str(tiny_model))  # the base model needs no training: beside it
+    base = service.evaluate(
+        EvaluateRequest(str(heldout), model=str(tiny_model))
+    )  # the base model needs no training: beside it
     assert wait_until_terminal(lambda: service.inspect(trained.job_id), 180, "training").status == "succeeded"
 
-    final = service.evaluate(str(heldout), job_id=trained.job_id)
-    middle = service.evaluate(str(heldout), job_id=trained.job_id, checkpoint="checkpoint-4")
+    final = service.evaluate(EvaluateRequest(str(heldout), job_id=trained.job_id))
+    middle = service.evaluate(EvaluateRequest(str(heldout), job_id=trained.job_id, checkpoint="checkpoint-4"))
     for ev in (base, final, middle):
         job_id = ev.job_id
         assert (
@@ -86,15 +89,15 @@ def test_a_crashing_evaluator_ends_eval_failed_and_leaves_training_alone(tmp_pat
     service = build_service(tmp_path / "home")
     trained = service.submit(job_spec("sft", tiny_model, chat_dataset, hyperparameters={**HYPER, "max_steps": 2}))
     assert wait_until_terminal(lambda: service.inspect(trained.job_id), 180, "training").status == "succeeded"
-    failing = service.evaluate(str(chat_dataset), job_id=trained.job_id, metrics=["pairwise_accuracy"])
+    failing = service.evaluate(EvaluateRequest(str(chat_dataset), job_id=trained.job_id, metrics=["pairwise_accuracy"]))
     done = wait_until_terminal(lambda: service.inspect(failing.job_id), 180, "the evaluation")
     assert done.status == "failed" and done.termination_reason == "eval_failed"
     job = service.inspect(trained.job_id)
     assert job.status == "succeeded" and job.evaluations[0]["state"] == "failed"
     with pytest.raises(NotFoundError):
-        service.evaluate(str(chat_dataset), job_id=trained.job_id, checkpoint="checkpoint-999")
+        service.evaluate(EvaluateRequest(str(chat_dataset), job_id=trained.job_id, checkpoint="checkpoint-999"))
     with pytest.raises(InvalidRequestError):
-        service.evaluate(str(chat_dataset))
+        service.evaluate(EvaluateRequest(str(chat_dataset)))
 
 
 def test_submit_with_eval_dataset_measures_base_before_and_final_after(

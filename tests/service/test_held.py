@@ -12,6 +12,7 @@ from pathlib import Path
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
 from jobtrail.outcomes.alerts import verdict
+from jobtrail.requests import EstimateRequest, SubmitOptions
 from jobtrail.service.results import JobRow
 from jobtrail.service.watch_results import WaitResult
 from support.waiting import wait_for, wait_until_terminal
@@ -34,7 +35,8 @@ def test_a_blown_up_parent_holds_its_follower_until_a_retry_succeeds(
 ) -> None:
     service = build_service(tmp_path / "home")
     parent = service.submit(
-        JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=BLOWN), force=True
+        JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=BLOWN),
+        SubmitOptions(force=True),
     ).job_id
     follower = service.submit(
         JobSpec(
@@ -79,7 +81,9 @@ def test_a_blown_up_parent_holds_its_follower_until_a_retry_succeeds(
     assert trained.status == "succeeded", trained.to_markdown()
     # What the local jobs measured is what the next local estimate uses (one key for writing and reading).
     estimate = service.estimate_cost(
-        str(tiny_model), num_examples=12, avg_tokens=20, max_length=64, per_device_train_batch_size=2, peft="none"
+        EstimateRequest(
+            str(tiny_model), num_examples=12, avg_tokens=20, max_length=64, per_device_train_batch_size=2, peft="none"
+        )
     )
     assert estimate.calibrated, estimate.to_markdown()
 

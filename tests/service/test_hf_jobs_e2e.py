@@ -7,6 +7,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec, Launcher
+from jobtrail.requests import EstimateRequest, SubmitOptions
 from support.remote import SHORT_TRAINING, publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal
 
@@ -43,7 +44,14 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
     assert job.spec["labels"]["jobtrail-run"] == submitted.job_id
     assert job.spec["labels"]["jobtrail-config-sha256"] == attempt.config_sha256
     calibrated = remote.estimate_cost(
-        "alice/tiny", num_examples=12, avg_tokens=20, max_length=64, per_device_train_batch_size=2, flavor="cpu-basic"
+        EstimateRequest(
+            "alice/tiny",
+            num_examples=12,
+            avg_tokens=20,
+            max_length=64,
+            per_device_train_batch_size=2,
+            flavor="cpu-basic",
+        )
     )
     assert calibrated.calibrated, "a finished attempt's measurement should replace the model's guess"
     files = set(hub.repo_files("alice/tiny-sft"))
@@ -61,13 +69,13 @@ def test_sft_runs_on_hf_jobs_pushes_committed_checkpoints_and_keeps_the_token_se
 
 
 def test_remote_preflight_refuses_local_paths_and_missing_token(remote, tiny_model, chat_dataset, monkeypatch):
-    local = remote.submit(_spec(model=str(tiny_model), dataset=str(chat_dataset)), dry_run=True)
+    local = remote.submit(_spec(model=str(tiny_model), dataset=str(chat_dataset)), SubmitOptions(dry_run=True))
     codes = {f.code for f in local.findings if f.severity == "error"}
     assert {"remote.local_model", "remote.local_dataset"} <= codes
     fix = next(f.fix for f in local.findings if f.code == "remote.local_dataset")
     assert "hf upload" in fix and "--repo-type dataset" in fix
     monkeypatch.delenv("HF_TOKEN")
-    anonymous = build_service(remote.home).submit(_spec(), dry_run=True)
+    anonymous = build_service(remote.home).submit(_spec(), SubmitOptions(dry_run=True))
     assert "auth.no_token" in {f.code for f in anonymous.findings}
 
 
@@ -81,7 +89,7 @@ def test_read_only_token_cannot_push_so_the_job_is_refused(remote, hub, monkeypa
 def test_cancel_a_remote_job(remote):
     # 100,000 steps would outlast the timeout (preflight says so): forced, since it is cancelled anyway.
     job_id = remote.submit(
-        _spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 100000}), force=True
+        _spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 100000}), SubmitOptions(force=True)
     ).job_id
     wait_for(lambda: remote.inspect(job_id).status == "running", 120, "the remote job to run", interval=0.5)
     result = remote.cancel(job_id)
@@ -89,7 +97,9 @@ def test_cancel_a_remote_job(remote):
 
 
 def test_remote_timeout_is_classified_timeout(remote):
-    job_id = remote.submit(_spec(timeout_s=3, hyperparameters={**HYPER, "max_steps": 100000}), force=True).job_id
+    job_id = remote.submit(
+        _spec(timeout_s=3, hyperparameters={**HYPER, "max_steps": 100000}), SubmitOptions(force=True)
+    ).job_id
     done = wait_for(lambda: (r := remote.inspect(job_id)).status == "failed" and r, 120, "the timeout", interval=0.5)
     assert done.termination_reason == "timeout"
 
@@ -105,7 +115,9 @@ def test_jobs_403_ends_the_attempt_as_auth_error_with_the_fix(remote, hub):
 
 
 def test_a_retried_remote_job_resumes_on_a_fresh_machine_from_the_hubs_last_checkpoint(remote, hub):
-    job_id = remote.submit(_spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 2}), force=True).job_id
+    job_id = remote.submit(
+        _spec(hyperparameters={**HYPER, "max_steps": 100000, "save_steps": 2}), SubmitOptions(force=True)
+    ).job_id
     wait_for(
         lambda: "last-checkpoint/JOBTRAIL_COMMITTED" in set(hub.repo_files("alice/tiny-sft")),
         180,
@@ -129,12 +141,14 @@ def test_a_retried_remote_job_resumes_on_a_fresh_machine_from_the_hubs_last_chec
 
 
 def test_remote_preflight_estimates_memory_and_time_on_the_flavor(remote):
-    short = remote.submit(_spec(timeout_s=60, hyperparameters={**HYPER, "max_steps": 5000}), dry_run=True)
+    short = remote.submit(
+        _spec(timeout_s=60, hyperparameters={**HYPER, "max_steps": 5000}), SubmitOptions(dry_run=True)
+    )
     [finding] = [f for f in short.findings if f.code == "timeout.short"]
     assert finding.severity == "error" and finding.fix.startswith('timeout="')
-    unset = remote.submit(_spec(timeout_s=None), dry_run=True)
+    unset = remote.submit(_spec(timeout_s=None), SubmitOptions(dry_run=True))
     assert "timeout.default" in {f.code for f in unset.findings}
-    no_flavor = remote.submit(_spec(flavor=None), dry_run=True)
+    no_flavor = remote.submit(_spec(flavor=None), SubmitOptions(dry_run=True))
     assert "flavor.missing" in {f.code for f in no_flavor.findings if f.severity == "error"}
     submitted = remote.submit(_spec(timeout_s=None))
     run = remote.inspect(submitted.job_id)

@@ -13,6 +13,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from support.jobs import TINY_SFT, job_spec
 
 
@@ -27,21 +28,26 @@ def _spec(tiny_model, chat_dataset, **hyper) -> JobSpec:
 
 def test_the_same_key_gives_one_job_and_other_arguments_are_refused(service, tiny_model, chat_dataset, monkeypatch):
     spec = _spec(tiny_model, chat_dataset)
-    dry = service.submit(spec, dry_run=True, idempotency_key="call-1")
+    dry = service.submit(spec, SubmitOptions(dry_run=True, idempotency_key="call-1"))
     assert dry.status == "dry_run" and dry.job_id is None and dry.idempotency_key is None  # a dry run uses no key
-    first = service.submit(spec, idempotency_key="call-1")
+    first = service.submit(spec, SubmitOptions(idempotency_key="call-1"))
     try:
         assert first.job_id and not first.already_submitted and first.idempotency_key == "call-1"
         # The agent's client timed out: it sends the same call again, a relative path this time.
         monkeypatch.chdir(chat_dataset.parent)
-        again = service.submit(spec.model_copy(update={"dataset": chat_dataset.name}), idempotency_key="call-1")
+        again = service.submit(
+            spec.model_copy(update={"dataset": chat_dataset.name}), SubmitOptions(idempotency_key="call-1")
+        )
         assert again.job_id == first.job_id and again.already_submitted
         assert again.status in ("queued", "starting", "running") and again.script_sha256 == first.script_sha256
         assert "Not submitted again" in again.summary and first.job_id in again.summary
         assert len(service.ps().jobs) == 1
 
         with pytest.raises(InvalidRequestError) as refused:
-            service.submit(_spec(tiny_model, chat_dataset, learning_rate=5e-4), max_retries=2, idempotency_key="call-1")
+            service.submit(
+                _spec(tiny_model, chat_dataset, learning_rate=5e-4),
+                SubmitOptions(max_retries=2, idempotency_key="call-1"),
+            )
         text = str(refused.value)
         assert first.job_id in text and "hyperparameters.learning_rate: 0.001 then, 0.0005 now" in text
         assert "max_retries: 0 then, 2 now" in text and "new idempotency_key" in text
@@ -49,7 +55,9 @@ def test_the_same_key_gives_one_job_and_other_arguments_are_refused(service, tin
         assert len(service.ps().jobs) == 1
 
         # A rejected submit uses no key: fixed, the same key starts the job.
-        rejected = service.submit(_spec(tiny_model, chat_dataset, learning_rate=-1.0), idempotency_key="call-2")
+        rejected = service.submit(
+            _spec(tiny_model, chat_dataset, learning_rate=-1.0), SubmitOptions(idempotency_key="call-2")
+        )
         assert rejected.status == "rejected" and rejected.job_id is None
         assert service.ledger.run_by_idempotency_key("call-2") is None
     finally:
@@ -61,8 +69,9 @@ import json, sys
 from pathlib import Path
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 spec = JobSpec.model_validate_json(sys.argv[2])
-result = build_service(Path(sys.argv[1])).submit(spec, idempotency_key="race")
+result = build_service(Path(sys.argv[1])).submit(spec, SubmitOptions(idempotency_key="race"))
 print(json.dumps({"job_id": result.job_id, "already_submitted": result.already_submitted}))
 """
 

@@ -13,6 +13,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec, Launcher
+from jobtrail.requests import EstimateRequest, SubmitOptions
 from support.jobs import TINY_SFT
 from support.processes import command_line, live_children, live_group_members
 from support.remote import publish, remote_spec
@@ -44,7 +45,7 @@ def _training(service, job_id: str) -> tuple[int, list[int]]:
 
 def test_a_two_worker_job_trains_and_its_receipt_says_so(service, tiny_model, chat_dataset):
     spec = _spec(tiny_model, chat_dataset)
-    dry = service.submit(spec, dry_run=True)
+    dry = service.submit(spec, SubmitOptions(dry_run=True))
     assert dry.launcher == DDP_2 and "launcher" in {f.code for f in dry.findings}
     job_id = service.submit(spec).job_id
     done = wait_until_terminal(lambda: service.inspect(job_id), 300, "the two-worker job to end")
@@ -85,13 +86,13 @@ def test_a_worker_killed_by_sigkill_ends_the_attempt_preempted_with_nothing_left
 def test_a_dry_run_on_a_4_gpu_flavor_runs_one_worker_per_gpu(hub, tiny_model, chat_dataset, tmp_path, monkeypatch):
     publish(hub, TOKEN, tiny_model, chat_dataset, monkeypatch)
     remote = build_service(tmp_path / "home")
-    dry = remote.submit(remote_spec(flavor="l4x4", timeout_s=3600), dry_run=True)
+    dry = remote.submit(remote_spec(flavor="l4x4", timeout_s=3600), SubmitOptions(dry_run=True))
     assert dry.launcher == Launcher(kind="torchrun", num_processes=4, strategy="ddp"), dry.findings
     [said] = [f for f in dry.findings if f.code == "launcher"]
     assert "one per GPU of l4x4" in said.message
     too_many = remote.submit(
-        remote_spec(flavor="l4x4", timeout_s=3600, hyperparameters={"num_processes": 8}), dry_run=True
+        remote_spec(flavor="l4x4", timeout_s=3600, hyperparameters={"num_processes": 8}), SubmitOptions(dry_run=True)
     )
     assert "launcher.too_many_processes" in {f.code for f in too_many.findings if f.severity == "error"}
-    estimate = remote.estimate_cost("alice/tiny", flavor="l4x4", max_steps=10)
+    estimate = remote.estimate_cost(EstimateRequest("alice/tiny", flavor="l4x4", max_steps=10))
     assert estimate.launcher == dry.launcher  # estimate_cost shows the same choice

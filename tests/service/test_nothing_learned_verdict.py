@@ -14,6 +14,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from support.waiting import wait_for, wait_until_terminal
 
 SHORT = {"max_steps": 6, "logging_steps": 1, "save_steps": 100, "per_device_train_batch_size": 2, "max_length": 64}
@@ -38,7 +39,7 @@ def test_a_run_at_learning_rate_0_succeeds_but_learned_nothing(
     refused = service.submit(still)
     assert refused.status == "rejected" and refused.job_id is None
     assert [f for f in refused.findings if f.severity == "error" and "learning_rate" in f.message], refused.findings
-    parent = service.submit(still, force=True).job_id
+    parent = service.submit(still, SubmitOptions(force=True)).job_id
     assert parent
     follower = service.submit(
         JobSpec(method="sft", model=parent, dataset=str(chat_dataset), hyperparameters={**SHORT, "max_steps": 2})
@@ -66,7 +67,7 @@ def test_a_run_at_learning_rate_0_succeeds_but_learned_nothing(
     # The fix, sent as written: accepted (a dry run plans it without a blocking finding).
     call = submit_arguments(alert["fix"])
     assert call == {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset)}
-    planned = service.submit(JobSpec(**call), dry_run=True)
+    planned = service.submit(JobSpec(**call), SubmitOptions(dry_run=True))
     assert planned.status == "dry_run" and not [f for f in planned.findings if f.severity == "error"]
     # With the run's short hyperparameters added, at the method's default learning rate: a healthy run.
     healthy = service.submit(JobSpec(**call, hyperparameters=SHORT)).job_id

@@ -12,6 +12,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
 from jobtrail.preflight.outputs import read_owner
+from jobtrail.requests import ConvertRequest, SubmitOptions
 from support.jobs import TINY_SFT
 from support.waiting import wait_for
 
@@ -39,7 +40,7 @@ def _tree(root: Path) -> dict[str, str]:
 def test_dry_run_reports_home_hidden_and_system_outputs(service, tiny_model, chat_dataset, monkeypatch):
     monkeypatch.chdir("/usr/lib")
     for output in ("~", "~/.ssh", "../../etc"):
-        result = service.submit(_spec(tiny_model, chat_dataset, output), dry_run=True)
+        result = service.submit(_spec(tiny_model, chat_dataset, output), SubmitOptions(dry_run=True))
         found = {f.code: f for f in result.findings}
         assert result.status == "dry_run" and "output.forbidden" in found, (output, result.findings)
         assert found["output.forbidden"].severity == "error" and "output=" in (found["output.forbidden"].fix or "")
@@ -54,10 +55,10 @@ def test_a_foreign_directory_is_refused_even_forced_and_left_untouched(service, 
     (user / "final").mkdir()
     before = _tree(user)
     for force in (False, True):
-        result = service.submit(_spec(tiny_model, chat_dataset, str(user)), force=force)
+        result = service.submit(_spec(tiny_model, chat_dataset, str(user)), SubmitOptions(force=force))
         assert result.status == "rejected" and result.job_id is None, result
         assert [f.code for f in result.findings if f.severity == "error"] == ["output.not_empty"]
-    assert service.convert_gguf(str(tiny_model), output=str(user)).status == "rejected"
+    assert service.convert_gguf(ConvertRequest(str(tiny_model), output=str(user))).status == "rejected"
     assert _tree(user) == before and service.ps().jobs == []
 
 

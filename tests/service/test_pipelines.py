@@ -10,6 +10,7 @@ import pytest
 
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
+from jobtrail.requests import ConvertRequest, EvaluateRequest, SubmitOptions
 from support.jobs import FIRST_BUILD_TIMEOUT_S, LLAMA_CPP_CACHE, TINY_SFT, job_spec, write_jsonl
 from support.waiting import wait_for, wait_until_terminal
 
@@ -45,9 +46,11 @@ def test_sft_then_dpo_then_gguf_and_evaluation_run_in_order(tmp_path, tiny_model
     assert dpo.job_id and dpo.status == "queued" and dpo.after == sft.job_id
     assert dpo.waiting_for and dpo.waiting_for.startswith(f"{sft.job_id} to succeed")
     assert "after.checked_on_stand_in" in {f.code for f in dpo.findings}  # checked on tiny_model for now
-    gguf = service.convert_gguf(dpo.job_id, quantizations=["Q8_0"], pre_tokenizer="qwen2", after=dpo.job_id)
+    gguf = service.convert_gguf(
+        ConvertRequest(dpo.job_id, quantizations=["Q8_0"], pre_tokenizer="qwen2", after=dpo.job_id)
+    )
     assert gguf.job_id and gguf.status == "queued" and gguf.source == dpo.job_id, gguf.summary
-    evaluation = service.evaluate(str(pairs), job_id=dpo.job_id, after=dpo.job_id)
+    evaluation = service.evaluate(EvaluateRequest(str(pairs), job_id=dpo.job_id, after=dpo.job_id))
     assert evaluation.job_id and evaluation.status == "queued" and evaluation.checkpoint == "final"
 
     ps = {row.job_id: row for row in service.ps().jobs}
@@ -104,13 +107,12 @@ def test_a_diverged_smoke_run_ends_the_run_and_holds_its_followers(tmp_path, tin
     # 1e20 diverges at step 2: preflight refuses it, force submits it anyway, and the smoke run catches it.
     parent = service.submit(
         job_spec("sft", tiny_model, chat_dataset, hyperparameters={**TINY_SFT, "learning_rate": 1e20}, smoke_steps=3),
-        force=True,
-        max_retries=2,
+        SubmitOptions(force=True, max_retries=2),
     )
     assert parent.job_id
     child = service.submit(job_spec("sft", parent.job_id, chat_dataset, hyperparameters=TINY_SFT))
-    evaluation = service.evaluate(str(chat_dataset), job_id=parent.job_id, after=parent.job_id)
-    conversion = service.convert_gguf(parent.job_id, after=parent.job_id)
+    evaluation = service.evaluate(EvaluateRequest(str(chat_dataset), job_id=parent.job_id, after=parent.job_id))
+    conversion = service.convert_gguf(ConvertRequest(parent.job_id, after=parent.job_id))
     followers = [child.job_id, evaluation.job_id, conversion.job_id]
     assert all(followers)
 

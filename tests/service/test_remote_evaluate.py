@@ -12,6 +12,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.errors import InvalidRequestError, NotFoundError
+from jobtrail.requests import EvaluateRequest, SubmitOptions
 from support.remote import SHORT_TRAINING, publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal
 
@@ -37,13 +38,13 @@ def test_a_remote_job_is_evaluated_on_hf_jobs_from_the_model_and_checkpoint_it_p
     trained = remote.submit(remote_spec(timeout_s=1800, hyperparameters=HYPER))
     assert trained.job_id, [f.model_dump() for f in trained.findings]
     # Queued before the job ends: it evaluates the final model once the job has pushed it.
-    final = remote.evaluate("alice/heldout", job_id=trained.job_id, after=trained.job_id)
+    final = remote.evaluate(EvaluateRequest("alice/heldout", job_id=trained.job_id, after=trained.job_id))
     assert final.status == "queued" and final.job_id and final.backend == "hf-jobs", final
     assert final.waiting_for and final.waiting_for.startswith(trained.job_id)
     done = _ended(remote, trained.job_id, "the remote training")
     assert done.status == "succeeded", (done.termination_message, remote.logs(trained.job_id, tail=40).lines)
     # checkpoint-3 was replaced on the Hub by checkpoint-6: it is read at the commit that pushed it.
-    middle = remote.evaluate("alice/heldout", job_id=trained.job_id, checkpoint="checkpoint-3")
+    middle = remote.evaluate(EvaluateRequest("alice/heldout", job_id=trained.job_id, checkpoint="checkpoint-3"))
     assert middle.job_id and middle.backend == "hf-jobs", [f.model_dump() for f in middle.findings]
     for evaluation in (final, middle):
         ended = _ended(remote, evaluation.job_id, "a remote evaluation")
@@ -81,31 +82,31 @@ def test_a_remote_job_is_evaluated_on_hf_jobs_from_the_model_and_checkpoint_it_p
 
 
 def test_a_remote_job_that_pushed_nothing_is_refused_with_the_fix(remote, hub):
-    job_id = remote.submit(remote_spec(timeout_s=1800, hyperparameters=LONG), force=True).job_id
+    job_id = remote.submit(remote_spec(timeout_s=1800, hyperparameters=LONG), SubmitOptions(force=True)).job_id
     assert remote.cancel(job_id).status == "cancelled"
-    refused = remote.evaluate("alice/heldout", job_id=job_id)
+    refused = remote.evaluate(EvaluateRequest("alice/heldout", job_id=job_id))
     assert refused.status == "rejected" and refused.job_id is None
     [finding] = [f for f in refused.findings if f.severity == "error"]
     assert finding.code == "adapter.not_pushed" and REPO in finding.message
     assert f'retry(job_id="{job_id}")' in finding.fix and f'after="{job_id}"' in finding.fix
     with pytest.raises(NotFoundError, match="pushed no checkpoint") as caught:
-        remote.evaluate("alice/heldout", job_id=job_id, checkpoint="checkpoint-3")
+        remote.evaluate(EvaluateRequest("alice/heldout", job_id=job_id, checkpoint="checkpoint-3"))
     assert "after=" in caught.value.fix
 
 
 def test_a_remote_job_without_a_hub_repo_is_refused_now_with_or_without_after(remote, hub, monkeypatch):
     # A job the server holds no token for (forced past preflight) has no repo to push to.
-    parent = remote.submit(remote_spec(timeout_s=1800, hyperparameters=LONG), force=True).job_id
+    parent = remote.submit(remote_spec(timeout_s=1800, hyperparameters=LONG), SubmitOptions(force=True)).job_id
     monkeypatch.delenv("HF_TOKEN")
     tokenless = build_service(remote.home)
-    lost = tokenless.submit(remote_spec(timeout_s=1800, output=None, after=parent), force=True)
+    lost = tokenless.submit(remote_spec(timeout_s=1800, output=None, after=parent), SubmitOptions(force=True))
     assert lost.job_id and lost.output_repo is None and lost.status == "queued"
     for after in (lost.job_id, None):  # queued after it, or once it has ended: refused at once either way
         if after is None:
             assert remote.cancel(parent).status == "cancelled"
             wait_for(lambda: remote.inspect(lost.job_id).status == "cancelled", 30, "the follower to end")
         with pytest.raises(InvalidRequestError) as caught:
-            remote.evaluate("alice/heldout", job_id=lost.job_id, after=after)
+            remote.evaluate(EvaluateRequest("alice/heldout", job_id=lost.job_id, after=after))
         assert "without a Hub repo" in caught.value.message and 'output="' in caught.value.fix
     assert not [job for job in hub.jobs.values() if job.spec["labels"].get("jobtrail-run") != parent]
 

@@ -11,6 +11,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec, JobStatus, TerminationReason
+from jobtrail.requests import SubmitOptions
 from support.jobs import TINY_SFT
 from support.waiting import wait_for, wait_until_terminal
 
@@ -36,7 +37,7 @@ def _committed_step(service, job_id: str) -> int:
 
 
 def test_preempted_job_is_resumed_automatically_from_its_last_committed_checkpoint(service, tiny_model, chat_dataset):
-    job_id = service.submit(_spec(tiny_model, chat_dataset, max_steps=400), max_retries=2).job_id
+    job_id = service.submit(_spec(tiny_model, chat_dataset, max_steps=400), SubmitOptions(max_retries=2)).job_id
     wait_for(lambda: _committed_step(service, job_id) >= 4, 120, "a committed checkpoint")
     placement = service.inspect(job_id).attempts[0].placement
     os.killpg(placement.pgid, signal.SIGTERM)  # a signal jobtrail did not send: the machine taking the job away
@@ -62,7 +63,7 @@ def test_bad_input_is_not_retried_and_the_answer_carries_the_diagnosis(service, 
     data.write_text(
         '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{oops\n'
     )
-    job_id = service.submit(_spec(tiny_model, data), force=True, max_retries=3).job_id
+    job_id = service.submit(_spec(tiny_model, data), SubmitOptions(force=True, max_retries=3)).job_id
     done = wait_until_terminal(lambda: service.inspect(job_id), 120, "the job to fail")
     assert done.termination_reason == "bad_input" and len(done.attempts) == 1  # max_retries did not retry it
     assert "bad_input" in done.retries_stopped and "validate_dataset" in done.retries_stopped  # and inspect says why
@@ -148,12 +149,14 @@ def test_a_finished_job_is_trained_further_from_its_adapter(service, tiny_model,
     assert done.status == "succeeded", done.termination_message
     final = Path(done.attempts[0].output_dir) / "final"
     assert (final / "adapter_config.json").is_file()
-    assert service.submit(_spec(final, chat_dataset), dry_run=True).status == "dry_run"  # the adapter is a model
+    assert (
+        service.submit(_spec(final, chat_dataset), SubmitOptions(dry_run=True)).status == "dry_run"
+    )  # the adapter is a model
     checkpoint = _spec(tiny_model, chat_dataset).model_copy(update={"init_from": first, "init_checkpoint": "4"})
-    planned = service.submit(checkpoint, dry_run=True)
+    planned = service.submit(checkpoint, SubmitOptions(dry_run=True))
     assert planned.status == "dry_run", planned.findings
     with pytest.raises(InvalidRequestError) as info:
-        service.submit(checkpoint.model_copy(update={"init_checkpoint": "checkpoint-999"}), dry_run=True)
+        service.submit(checkpoint.model_copy(update={"init_checkpoint": "checkpoint-999"}), SubmitOptions(dry_run=True))
     assert "checkpoint-4" in str(info.value.fix)
     further = _spec(tiny_model, chat_dataset, max_steps=2).model_copy(update={"init_from": first})
     second = service.submit(further).job_id

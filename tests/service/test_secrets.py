@@ -21,6 +21,7 @@ from mcp import Client
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from jobtrail.service.secrets import REDACTED, Redactor, resolve, validate
 from jobtrail.surface.server import build_server
 from support.jobs import TINY_SFT
@@ -216,7 +217,7 @@ def test_a_job_printing_awkward_secrets_leaves_no_trace_a_whole_receipt_and_only
         hyperparameters={**TINY_SFT, "max_steps": 4, "save_steps": 2},
         secrets={name: f"$JT_TEST_{name}" for name in AWKWARD},
     )
-    assert service.submit(spec, dry_run=True).status == "dry_run"
+    assert service.submit(spec, SubmitOptions(dry_run=True)).status == "dry_run"
     job = service.submit(spec).job_id
     done = wait_until_terminal(lambda: service.inspect(job), 240, "the job to end")
     assert done.status == "succeeded", service.logs(job, tail=80).lines
@@ -282,7 +283,9 @@ def test_submit_refuses_a_short_secret_and_a_name_that_steers_the_runtime(
     monkeypatch.setenv("JT_SHORT_SECRET", "Zq7Wv9k")
     monkeypatch.setenv("JT_LONG_SECRET", "a-long-enough-value-42")
     with pytest.raises(InvalidRequestError) as info:
-        service.submit(_spec(tiny_model, chat_dataset, secrets={"API_KEY": "$JT_SHORT_SECRET"}), dry_run=True)
+        service.submit(
+            _spec(tiny_model, chat_dataset, secrets={"API_KEY": "$JT_SHORT_SECRET"}), SubmitOptions(dry_run=True)
+        )
     assert "shorter than 8" in info.value.message and "Zq7Wv9k" not in str(info.value) + info.value.fix
     for name in ("LD_PRELOAD", "PYTHONPATH", "JOBTRAIL_IMAGE", "PATH", "API_KEY\n"):
         with pytest.raises(InvalidRequestError):
@@ -302,7 +305,7 @@ def test_a_credential_never_travels_as_a_hyperparameter(service, tiny_model, cha
     spec = _spec(tiny_model, chat_dataset, hyperparameters={**TINY_SFT, **hyperparameters})
     for dry_run, force in ((True, False), (False, True)):
         with pytest.raises(InvalidRequestError) as info:
-            service.submit(spec, dry_run=dry_run, force=force)
+            service.submit(spec, SubmitOptions(dry_run=dry_run, force=force))
         assert "HF_TOKEN" in info.value.fix and "secrets=" in info.value.fix
         assert HF_LIKE not in str(info.value) + info.value.fix
     assert service.ps().jobs == []
@@ -328,10 +331,12 @@ def test_a_credential_never_travels_as_a_hyperparameter(service, tiny_model, cha
 
 def test_trust_remote_code_is_a_warning_that_names_the_risk(service, tiny_model, chat_dataset):
     for hyper in ({"trust_remote_code": True}, {"model_init_kwargs": {"trust_remote_code": True}}):
-        dry = service.submit(_spec(tiny_model, chat_dataset, hyperparameters={**TINY_SFT, **hyper}), dry_run=True)
+        dry = service.submit(
+            _spec(tiny_model, chat_dataset, hyperparameters={**TINY_SFT, **hyper}), SubmitOptions(dry_run=True)
+        )
         found = [f for f in dry.findings if f.code == "hyperparameters.trust_remote_code"]
         assert found and found[0].severity == "warning" and "arbitrary Python code" in found[0].message
-    plain = service.submit(_spec(tiny_model, chat_dataset), dry_run=True)
+    plain = service.submit(_spec(tiny_model, chat_dataset), SubmitOptions(dry_run=True))
     assert not [f for f in plain.findings if f.code == "hyperparameters.trust_remote_code"]
 
 

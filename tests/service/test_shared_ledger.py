@@ -161,7 +161,9 @@ import json, sys
 from pathlib import Path
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-result = build_service(Path(sys.argv[1])).submit(JobSpec.model_validate_json(sys.argv[2]), idempotency_key="team")
+from jobtrail.requests import SubmitOptions
+spec = JobSpec.model_validate_json(sys.argv[2])
+result = build_service(Path(sys.argv[1])).submit(spec, SubmitOptions(idempotency_key="team"))
 print(json.dumps({"job_id": result.job_id, "already_submitted": result.already_submitted}))
 """
 

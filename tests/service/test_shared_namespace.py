@@ -23,6 +23,7 @@ from jobtrail.errors import BackendError
 from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import JobStatus
+from jobtrail.requests import SubmitOptions
 from jobtrail.service.facade import JobService
 from support.records import add_queued_run
 from support.remote import publish, remote_spec
@@ -56,8 +57,10 @@ def test_a_remote_job_is_started_followed_stopped_and_retried_only_in_the_namesp
     a = build_service(tmp_path / "home")
     a.context.backends["hf-jobs"].max_concurrent = 1  # A's one HF Jobs slot; B's backend has no limit
     spec = remote_spec(timeout_s=1800, hyperparameters=ENDLESS)
-    first = a.submit(spec, force=True, idempotency_key="team-sft")
-    second = a.submit(remote_spec(timeout_s=1800, hyperparameters=ENDLESS, output="alice/tiny-sft-2"), force=True)
+    first = a.submit(spec, SubmitOptions(force=True, idempotency_key="team-sft"))
+    second = a.submit(
+        remote_spec(timeout_s=1800, hyperparameters=ENDLESS, output="alice/tiny-sft-2"), SubmitOptions(force=True)
+    )
     assert (first.status, second.status) == ("starting", "queued"), (first, second)
     assert _jobs_in(hub, "alice") and not _jobs_in(hub, "bob")
 

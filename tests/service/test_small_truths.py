@@ -12,6 +12,7 @@ from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec, TerminationReason
 from jobtrail.outcomes.retry import AttemptFacts, decide
+from jobtrail.requests import ConvertRequest, EvaluateRequest, SubmitOptions
 from jobtrail.service.results import CancelResult, RetryResult
 from support.jobs import TINY_SFT
 from support.records import add_ended_run
@@ -93,9 +94,12 @@ def test_logs_of_an_ended_job_never_say_still_running_and_any_attempt_can_be_rea
 
 def test_a_dry_run_hashes_the_script_a_submission_of_the_same_inputs_runs(service, tiny_model, chat_dataset, tmp_path):
     chosen = _spec(tiny_model, chat_dataset, **ENDLESS).model_copy(update={"output": str(tmp_path / "out")})
-    dry = service.submit(chosen, dry_run=True)
+    dry = service.submit(chosen, SubmitOptions(dry_run=True))
     assert dry.script is None
-    assert service.submit(chosen, dry_run=True, include_script=True).script == Path(dry.script_path).read_text()
+    assert (
+        service.submit(chosen, SubmitOptions(dry_run=True, include_script=True)).script
+        == Path(dry.script_path).read_text()
+    )
     job = service.submit(chosen).job_id
     try:
         assert service.inspect(job).attempts[0].script_sha256 == dry.script_sha256
@@ -109,7 +113,7 @@ def test_without_output_the_same_script_runs_in_its_own_run_directory_and_resume
     """A local job without `output` writes into runs/<job_id>/output, which the local backend gives it at launch
     (JOBTRAIL_OUTPUT_DIR): its script holds no job id, so the dry run's sha256 is the submission's."""
     own_dir = _spec(tiny_model, chat_dataset, max_steps=100000, save_steps=2)
-    dry = service.submit(own_dir, dry_run=True)
+    dry = service.submit(own_dir, SubmitOptions(dry_run=True))
     assert '"output_dir":null' in Path(dry.script_path).read_text()
     job = service.submit(own_dir).job_id
     try:
@@ -183,9 +187,11 @@ def test_a_job_id_no_job_has_is_refused_where_a_model_may_be_named_and_capitals_
     add_ended_run(service.ledger, "jt-4f9k2m7q", TerminationReason.SUCCEEDED)
     mistyped = "jt-4f9k2m7"  # a character short
     refusals = [
-        lambda: service.convert_gguf(mistyped),
-        lambda: service.submit(JobSpec(method="sft", model=mistyped, dataset=str(chat_dataset)), dry_run=True),
-        lambda: service.evaluate(str(chat_dataset), model=mistyped),
+        lambda: service.convert_gguf(ConvertRequest(mistyped)),
+        lambda: service.submit(
+            JobSpec(method="sft", model=mistyped, dataset=str(chat_dataset)), SubmitOptions(dry_run=True)
+        ),
+        lambda: service.evaluate(EvaluateRequest(str(chat_dataset), model=mistyped)),
     ]
     for refuse, argument in zip(refusals, ("source", "model", "model"), strict=True):
         with pytest.raises(NotFoundError) as refused:
@@ -193,7 +199,7 @@ def test_a_job_id_no_job_has_is_refused_where_a_model_may_be_named_and_capitals_
         assert f"{argument}='{mistyped}' looks like a job id, and no job has it." in refused.value.message
         assert "ps" in refused.value.fix
     with pytest.raises(InvalidRequestError) as named:
-        service.evaluate(str(chat_dataset), model="jt-4f9k2m7q")
+        service.evaluate(EvaluateRequest(str(chat_dataset), model="jt-4f9k2m7q"))
     assert 'evaluate(job_id="jt-4f9k2m7q"' in named.value.fix
     assert service.inspect(" JT-4F9K2M7Q\n").job_id == "jt-4f9k2m7q"
     assert [job.job_id for job in service.ps().jobs] == ["jt-4f9k2m7q"]  # nothing was started

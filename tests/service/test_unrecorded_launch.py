@@ -23,6 +23,7 @@ from jobtrail.app import build_service
 from jobtrail.backends.local import LocalBackend
 from jobtrail.models import JobSpec, TerminationReason
 from jobtrail.outcomes import classify
+from jobtrail.requests import SubmitOptions
 from jobtrail.service.facade import JobService
 from jobtrail.service.tracker import STALE_CLAIM_S
 from support.jobs import FOUR_STEP_SFT, TINY_SFT
@@ -78,7 +79,7 @@ def _queue(home: Path, spec: JobSpec, max_retries: int = 0) -> str:
     """Submit through a server that cannot start anything (no local slot): every start is another server's."""
     ledger = build_service(home).ledger  # the test's engine
     queuer = JobService(ledger, {"local": LocalBackend(max_concurrent=0)}, home, sys.executable)
-    return queuer.submit(spec, max_retries=max_retries).job_id
+    return queuer.submit(spec, SubmitOptions(max_retries=max_retries)).job_id
 
 
 def _server(code: str, *args: str) -> subprocess.Popen[bytes]:

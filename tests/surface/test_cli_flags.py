@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import inspect
+import dataclasses
 import json
 
 import pytest
 
 from jobtrail.app import build_service
-from jobtrail.ledger.store import REPORT_GROUPS
+from jobtrail.ledger.store import GROUP_COLUMNS
 from jobtrail.methods import METHODS
 from jobtrail.models import JobStatus
 from jobtrail.outcomes import evals
-from jobtrail.preflight.plan import estimate_alone
+from jobtrail.requests import ConvertRequest, EstimateRequest, EvaluateRequest, SubmitOptions
 from jobtrail.surface import cli
 from jobtrail.surface.server import build_server
-from jobtrail.templates import llama_cpp
 from support.mcp_client import list_tools
 
 # Tools whose subcommand is named otherwise than the tool.
@@ -79,16 +78,37 @@ def test_defaults_and_choices_come_from_the_layer_that_owns_them(tmp_path, monke
     assert schemas["submit"]["properties"]["method"]["enum"] == list(METHODS)
     assert _choices(schemas["validate_dataset"]["properties"]["method"]) == list(METHODS)
     assert schemas["estimate_cost"]["properties"]["method"]["enum"] == list(METHODS)
-    assert schemas["report"]["properties"]["group_by"]["enum"] == list(REPORT_GROUPS)
+    # the ledger groups by every name the tool offers, and by no other
+    assert schemas["report"]["properties"]["group_by"]["enum"] == list(GROUP_COLUMNS)
     assert _choices(schemas["ps"]["properties"]["status"]) == [s.value for s in JobStatus]
+    # the evaluator's metrics, and the job's defaults when it is not told
     assert _choices(schemas["evaluate"]["properties"]["metrics"]) == list(evals.EVAL_METRICS)
-    assert schemas["convert_gguf"]["properties"]["quantizations"]["default"] == list(llama_cpp.DEFAULT_QUANTIZATIONS)
-    assert schemas["evaluate"]["properties"]["max_new_tokens"]["default"] == evals.DEFAULT_MAX_NEW_TOKENS
-    assert schemas["evaluate"]["properties"]["temperature"]["default"] == evals.DEFAULT_TEMPERATURE
-    estimator = inspect.signature(estimate_alone).parameters
-    for name, prop in schemas["estimate_cost"]["properties"].items():
-        if "default" in prop:
-            assert prop["default"] == estimator[name].default, name
+    assert evals.Evaluation("base").max_new_tokens == schemas["evaluate"]["properties"]["max_new_tokens"]["default"]
+    assert evals.Evaluation("base").temperature == schemas["evaluate"]["properties"]["temperature"]["default"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "record"),
+    [
+        ("estimate_cost", EstimateRequest),
+        ("evaluate", EvaluateRequest),
+        ("convert_gguf", ConvertRequest),
+        ("submit", SubmitOptions),
+    ],
+)
+def test_a_tools_defaults_are_its_records(tmp_path, monkeypatch, tool, record):
+    """The record the tool hands the service declares the defaults; the tool's schema (so the CLI) shows them."""
+    properties = _input_schemas(tmp_path, monkeypatch)[tool]["properties"]
+    fields = dataclasses.fields(record)
+    assert fields and all(field.name in properties for field in fields)
+    if record is not SubmitOptions:  # submit's other arguments are the JobSpec's
+        assert list(properties) == [field.name for field in fields]
+    for field in fields:
+        default = list(field.default) if isinstance(field.default, tuple) else field.default
+        if field.default is dataclasses.MISSING:
+            assert "default" not in properties[field.name], field.name
+        else:
+            assert properties[field.name]["default"] == default, field.name
 
 
 def test_cli_refuses_what_the_tool_would_refuse(capsys):

@@ -13,6 +13,7 @@ from mcp import Client
 
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError
+from jobtrail.requests import ConvertRequest
 from jobtrail.surface import params
 from jobtrail.surface.server import build_server
 from support.mcp_client import in_session, list_tools
@@ -103,7 +104,7 @@ def test_huge_input_nul_and_empty_list_are_refused_quickly_with_a_short_excerpt(
 
 def test_the_service_refuses_an_empty_quantization_list_too(service):
     with pytest.raises(InvalidRequestError) as refused:
-        service.convert_gguf("/tmp/model", quantizations=[])
+        service.convert_gguf(ConvertRequest("/tmp/model", quantizations=[]))
     assert "Q8_0" in refused.value.fix or "leave it out" in refused.value.fix
 
 

@@ -18,9 +18,10 @@ import math
 
 from pydantic import BaseModel
 
-from jobtrail.estimate.memory import Device, Peft, activation_bytes, layer_activation_bytes
+from jobtrail.estimate.memory import Device, activation_bytes, layer_activation_bytes
 from jobtrail.estimate.params import ModelShape
 from jobtrail.methods.registry import method_spec
+from jobtrail.models import Peft
 
 # Fraction of peak FLOPS that training reaches on the FLOPs counted above (recomputation
 # included, so this is hardware FLOPs utilisation). GPU: Hugging Face Trainer + SDPA on 1-13B

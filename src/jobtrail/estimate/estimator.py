@@ -7,7 +7,7 @@ import difflib
 import random
 import statistics
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import calibration as calib
@@ -20,7 +20,6 @@ from jobtrail.estimate.memory import (
     HEADROOM,
     OPTIMIZER_ALIASES,
     OPTIMIZER_BYTES,
-    Peft,
     device_for,
     estimate_memory,
 )
@@ -32,12 +31,13 @@ from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResu
 from jobtrail.estimate.verdict import Request, Verdict, assumptions, notes, positive, speed_source
 from jobtrail.methods.effective import Effective
 from jobtrail.methods.registry import method_spec
+from jobtrail.models import Peft
 from jobtrail.util.refs import looks_local
 
 if TYPE_CHECKING:
     from jobtrail.ledger.store import Ledger
 
-PEFTS: tuple[str, ...] = ("lora", "qlora", "none")
+PEFTS: tuple[Peft, ...] = get_args(Peft)
 MAX_OPTIONS = 5
 # A method without max_length (GRPO keeps its prompts whole) is sized at this many tokens a row.
 UNCAPPED_LENGTH = 1024

@@ -18,9 +18,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from jobtrail.estimate.params import ModelShape
+from jobtrail.models import Peft
 
 Device = Literal["cuda_bf16", "cuda_fp16", "cpu"]
-Peft = Literal["lora", "qlora", "none"]
 # How the trainer turns the last hidden states into a loss (the method registry says which):
 #   "logits": the model's own head, fp32 [tokens × vocabulary] logits (transformers' Trainer);
 #   "fused": TRL >= 1.16's fused LM head (SFT, DPO, KTO, GRPO): log-probabilities computed tile by

@@ -48,8 +48,9 @@ _RUN_COLUMNS = (
     "idempotency_key",
 )
 ACTIVE_STATUSES = (JobStatus.STARTING.value, JobStatus.RUNNING.value)
-# report(group_by=...) → the SQL expression it groups on (a whitelist: never interpolate input).
-REPORT_GROUPS = {
+# report(group_by=...) (requests.REPORT_GROUPS) → the SQL expression it groups on (a whitelist: never interpolate
+# input).
+GROUP_COLUMNS = {
     "termination_reason": "a.termination_reason",
     "method": "r.method",
     "backend": "a.backend",
@@ -402,7 +403,7 @@ class Ledger:
 
     def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
-        column = REPORT_GROUPS[group_by]
+        column = GROUP_COLUMNS[group_by]
         # Every attempt has its run: the join is there only for a run's column, else the index alone answers.
         runs = " JOIN runs r ON r.run_id = a.run_id" if column.startswith("r.") else ""
         rows = self._rows(

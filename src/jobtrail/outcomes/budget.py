@@ -18,9 +18,8 @@ import math
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.requests import MAX_COST_USD
 
-# A cap above this is a typo, not a budget (one HF Jobs machine at its dearest for months).
-MAX_CAP_USD = 100_000.0
 DAILY_WINDOW_S = 24 * 3600.0
 CAP_ENV = "JOBTRAIL_MAX_COST_USD"
 DAILY_ENV = "JOBTRAIL_DAILY_BUDGET_USD"
@@ -29,7 +28,7 @@ DAILY_ENV = "JOBTRAIL_DAILY_BUDGET_USD"
 def parse_cap(value: Any, name: str) -> float:
     """A cap as given (a number, or text of one, from the environment or a retry's changes) → dollars;
     anything else is refused with what to write instead."""
-    fix = f"Set {name} to a positive amount in US dollars, e.g. 20 (at most {MAX_CAP_USD:,.0f})."
+    fix = f"Set {name} to a positive amount in US dollars, e.g. 20 (at most {MAX_COST_USD:,.0f})."
     if isinstance(value, bool):
         raise InvalidRequestError(f"{name}={value!r} is not an amount of money.", fix=fix)
     try:
@@ -38,7 +37,7 @@ def parse_cap(value: Any, name: str) -> float:
         raise InvalidRequestError(f"{name}={_excerpt(value)} is not an amount in US dollars.", fix=fix) from None
     if not math.isfinite(amount) or amount <= 0:
         raise InvalidRequestError(f"{name}={_excerpt(value)} is not a positive, finite amount.", fix=fix)
-    if amount > MAX_CAP_USD:
+    if amount > MAX_COST_USD:
         raise InvalidRequestError(f"{name}={amount:,.2f} is above the largest cap jobtrail takes.", fix=fix)
     return amount
 

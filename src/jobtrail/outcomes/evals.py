@@ -15,14 +15,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.requests import EVAL_METRICS, EvaluateRequest
 
-# The same names as scripts/evaluate.py's METRIC_NAMES (a test keeps them in step): the server
-# refuses an unknown metric before a job is spent on it.
-EVAL_METRICS: tuple[str, ...] = ("loss", "perplexity", "exact_match", "pairwise_accuracy")
 EVAL_TEMPLATE = "evaluate"
 EVAL_TEMPLATE_VERSION = 1
-DEFAULT_MAX_NEW_TOKENS = 64
-DEFAULT_TEMPERATURE = 0.0  # greedy: the same checkpoint always gets the same score
 DEFAULT_SEED = 42
 
 
@@ -164,8 +160,8 @@ class Evaluation:
     adapter: str | None = None  # a local adapter directory or a Hub repo, on top of the base
     split: str | None = None
     metrics: list[str] | None = None
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    temperature: float = DEFAULT_TEMPERATURE
+    max_new_tokens: int = EvaluateRequest.max_new_tokens
+    temperature: float = EvaluateRequest.temperature
     hub: HubWeights | None = None  # the adapter is a remote job's Hub repo: where in it, at which commit
     outputs_repo: str | None = None  # a remote evaluation's: the evaluated job's Hub repo, where its raw outputs go
 

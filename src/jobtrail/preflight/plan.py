@@ -4,7 +4,7 @@ evaluation, a GGUF conversion.
     plan(spec, env, task=None, previous=None) -> Plan(facts, findings, config, script, push_to, smoke)
     Plan.accepts(force) / Plan.forced(force) the verdict: whether a job starts from it, forced or not
     job_values(spec) -> Effective            a training job's effective hyperparameters
-    estimate_alone(model, method, ...)       estimate_cost asked without a job (the tool)
+    estimate_alone(EstimateRequest(...))    estimate_cost asked without a job (the tool)
 
 0. a training job's effective hyperparameters are computed once (job_values): the facts carry them
    to every rule, the estimate and the speedups read them, and the config is built from them;
@@ -54,6 +54,7 @@ from jobtrail.preflight.facts import (
 )
 from jobtrail.preflight.methods import unknown_method
 from jobtrail.preflight.probes import PushedModelFacts
+from jobtrail.requests import EstimateRequest
 from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
 from jobtrail.templates.render import render_script
@@ -154,53 +155,29 @@ def job_values(spec: JobSpec) -> Effective:
 
 
 def estimate_alone(
-    model: str,
-    method: str = "sft",
-    peft: str | None = None,
-    dataset: str | None = None,
-    num_examples: int | None = None,
-    avg_tokens: float | None = None,
-    max_length: int | None = None,
-    per_device_train_batch_size: int | None = None,
-    gradient_accumulation_steps: int | None = None,
-    num_train_epochs: float | None = None,
-    max_steps: int | None = None,
-    gradient_checkpointing: bool | None = None,
-    flavor: str | Flavor | None = None,
-    lora_r: int | None = None,
-    optim: str | None = None,
-    num_processes: int | None = None,
+    request: EstimateRequest,
     *,  # shape shared with estimator.estimate_cost: its own options, passed through as they are
     tune_micro_batch: bool = False,
     config: dict[str, Any] | None = None,
     calibration: Ledger | None = None,
     api: Any = None,
     data: DataStats | None = None,
+    machine: Flavor | None = None,
 ) -> EstimateResult:
-    """estimate_cost asked without a job (the tool): the job submit would run with these hyperparameters, by
-    submit's names (None: left out, so submit's default), estimated (estimate/estimator.py says the rest)."""
-    asked = {
-        "peft": peft,
-        "max_length": max_length,
-        "per_device_train_batch_size": per_device_train_batch_size,
-        "gradient_accumulation_steps": gradient_accumulation_steps,
-        "num_train_epochs": num_train_epochs,
-        "max_steps": max_steps,
-        "gradient_checkpointing": gradient_checkpointing,
-        "lora_r": lora_r,
-        "optim": optim,
-        "num_processes": num_processes,
-    }
-    hyperparameters = {name: value for name, value in asked.items() if value is not None}
-    chosen = cast(TrainingMethod, choice("method", method, METHODS))
-    job = JobSpec(method=chosen, model=model, dataset=dataset or "", hyperparameters=hyperparameters)
+    """estimate_cost asked without a job (the tool): the job submit would run with the request's
+    hyperparameters, estimated (estimate/estimator.py says the rest). `machine` describes a flavor that no
+    catalog names (a bench's own host), in place of the request's."""
+    chosen = cast(TrainingMethod, choice("method", request.method, METHODS))
+    job = JobSpec(
+        method=chosen, model=request.model, dataset=request.dataset or "", hyperparameters=request.hyperparameters()
+    )
     return estimate_cost(
-        model,
+        request.model,
         job_values(job),
-        dataset,
-        num_examples,
-        avg_tokens,
-        flavor,
+        request.dataset,
+        request.num_examples,
+        request.avg_tokens,
+        machine or request.flavor,
         tune_micro_batch=tune_micro_batch,
         config=config,
         calibration=calibration,

@@ -17,8 +17,19 @@ from jobtrail.backends.base import Backend
 from jobtrail.estimate import EstimateResult, HardwareResult
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, TerminationReason
-from jobtrail.outcomes.evals import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE
 from jobtrail.preflight.dataset import DatasetReport
+from jobtrail.requests import (
+    DEFAULT_DAYS,
+    DEFAULT_GROUP_BY,
+    DEFAULT_LIMIT,
+    DEFAULT_SPLIT,
+    DEFAULT_TAIL,
+    DEFAULT_WAIT_S,
+    ConvertRequest,
+    EstimateRequest,
+    EvaluateRequest,
+    SubmitOptions,
+)
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.followers import Followers
 from jobtrail.service.queries import Queries
@@ -32,7 +43,6 @@ from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.watch import ProgressSink, Watch
 from jobtrail.service.watch_results import MetricsResult, PlotResult, WaitResult
-from jobtrail.util.arguments import passed_on
 
 
 class JobService:
@@ -65,18 +75,8 @@ class JobService:
 
     # --- runs -------------------------------------------------------------------------
 
-    def submit(
-        self,
-        spec: JobSpec,
-        *,
-        dry_run: bool = False,
-        force: bool = False,
-        max_retries: int = 0,
-        include_script: bool = False,
-        max_cost_usd: float | None = None,
-        idempotency_key: str | None = None,
-    ) -> SubmitResult:
-        return self._runs.submit(**passed_on(locals()))
+    def submit(self, spec: JobSpec, options: SubmitOptions | None = None) -> SubmitResult:
+        return self._runs.submit(spec, options or SubmitOptions())
 
     def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
         return self._runs.retry(job_id, changes)
@@ -92,58 +92,39 @@ class JobService:
 
     # --- tasks ------------------------------------------------------------------------
 
-    def evaluate(
-        self,
-        dataset: str,
-        *,
-        job_id: str | None = None,
-        model: str | None = None,
-        split: str | None = None,
-        checkpoint: str | None = None,
-        metrics: list[str] | None = None,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        temperature: float = DEFAULT_TEMPERATURE,
-        after: str | None = None,
-    ) -> EvaluateResult:
-        return self._tasks.evaluate(**passed_on(locals()))
+    def evaluate(self, request: EvaluateRequest) -> EvaluateResult:
+        return self._tasks.evaluate(request)
 
-    def convert_gguf(
-        self,
-        source: str,
-        quantizations: list[str] | None = None,
-        output: str | None = None,
-        backend: str = "local",
-        checkpoint: str | None = None,
-        pre_tokenizer: str | None = None,
-        after: str | None = None,
-    ) -> ConvertResult:
-        return self._tasks.convert_gguf(**passed_on(locals()))
+    def convert_gguf(self, request: ConvertRequest) -> ConvertResult:
+        return self._tasks.convert_gguf(request)
 
     # --- queries ----------------------------------------------------------------------
 
-    def ps(self, status: str | None = None, limit: int = 20) -> PsResult:
+    def ps(self, status: str | None = None, limit: int = DEFAULT_LIMIT) -> PsResult:
         return self._queries.ps(status, limit)
 
     def inspect(self, job_id: str) -> InspectResult:
         return self._queries.inspect(job_id)
 
-    def logs(self, job_id: str, tail: int = 50, cursor: int | None = None, attempt: int | None = None) -> LogsResult:
+    def logs(
+        self, job_id: str, tail: int = DEFAULT_TAIL, cursor: int | None = None, attempt: int | None = None
+    ) -> LogsResult:
         return self._queries.logs(job_id, tail, cursor, attempt)
 
-    def report(self, days: float = 7, group_by: str = "termination_reason") -> ReportResult:
+    def report(self, days: float = DEFAULT_DAYS, group_by: str = DEFAULT_GROUP_BY) -> ReportResult:
         return self._queries.report(days, group_by)
 
     def hardware(self) -> HardwareResult:
         return self._queries.hardware()
 
-    def estimate_cost(self, model: str, **arguments: Any) -> EstimateResult:
-        return self._queries.estimate_cost(model, **arguments)
+    def estimate_cost(self, request: EstimateRequest) -> EstimateResult:
+        return self._queries.estimate_cost(request)
 
     def validate_dataset(
         self,
         dataset: str,
         method: str | None = None,
-        split: str = "train",
+        split: str = DEFAULT_SPLIT,
         model: str | None = None,
         max_length: int | None = None,
     ) -> DatasetReport:
@@ -151,7 +132,9 @@ class JobService:
 
     # --- watching a run ---------------------------------------------------------------
 
-    def wait(self, job_id: str, timeout_s: float = 30, on_progress: ProgressSink | None = None) -> WaitResult:
+    def wait(
+        self, job_id: str, timeout_s: float = DEFAULT_WAIT_S, on_progress: ProgressSink | None = None
+    ) -> WaitResult:
         return self._watch.wait(job_id, timeout_s, on_progress)
 
     def metrics(

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import retry as retry_policy
 from jobtrail.outcomes.retry import Decision
+from jobtrail.requests import DEFAULT_QUANTIZATIONS
 from jobtrail.service.tracking import TrackioRun
-from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS
 from jobtrail.templates.runtime import runtime_module
 
 TRAINING_METHODS = ("sft", "dpo", "kto", "reward", "grpo")

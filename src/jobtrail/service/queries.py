@@ -5,18 +5,20 @@ validate_dataset)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import EstimateResult, HardwareResult, hardware_report
-from jobtrail.ledger.store import ACTIVE_STATUSES, REPORT_GROUPS
+from jobtrail.ledger.store import ACTIVE_STATUSES
 from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.data_size import measured_data
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.plan import estimate_alone
+from jobtrail.requests import REPORT_GROUPS, EstimateRequest
 from jobtrail.service import chaining
 from jobtrail.service.attempt_note import attempt_note, lineage
 from jobtrail.service.context import local_path
@@ -312,19 +314,16 @@ class Queries(UseCase):
     def hardware(self) -> HardwareResult:
         return hardware_report(api=self.context.hub_api())
 
-    def estimate_cost(self, model: str, **arguments: Any) -> EstimateResult:
-        dataset = arguments.pop("dataset", None)
-        model, dataset = local_path(model), local_path(dataset) if dataset else None
+    def estimate_cost(self, request: EstimateRequest) -> EstimateResult:
+        model, dataset = local_path(request.model), local_path(request.dataset) if request.dataset else None
         # A local data file is counted with the model's tokenizer (validate_dataset's pass), not characters/4.
-        measured = measured_data(dataset, arguments.get("method") or "sft", model) if dataset else None
+        measured = measured_data(dataset, request.method, model) if dataset else None
         return estimate_alone(
-            model,
-            dataset=dataset,
+            replace(request, model=model, dataset=dataset),
             data=measured,
             calibration=self.ledger,
             api=self.context.hub_api(),
             tune_micro_batch=True,  # as submit does: the tool estimates the job submit would run
-            **arguments,
         )
 
     def validate_dataset(

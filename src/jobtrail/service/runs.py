@@ -18,6 +18,7 @@ from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecor
 from jobtrail.outcomes import budget
 from jobtrail.preflight import plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
+from jobtrail.requests import SubmitOptions
 from jobtrail.service import chaining, idempotency, retry_state, secrets
 from jobtrail.service.attempt_note import resume_point
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
@@ -49,33 +50,24 @@ class Runs(UseCase):
 
     # --- submit -----------------------------------------------------------------------
 
-    def submit(
-        self,
-        spec: JobSpec,
-        *,
-        dry_run: bool,
-        force: bool,
-        max_retries: int,
-        include_script: bool,
-        max_cost_usd: float | None = None,
-        idempotency_key: str | None = None,
-    ) -> SubmitResult:
+    def submit(self, spec: JobSpec, options: SubmitOptions) -> SubmitResult:
         self.context.backend(spec.backend)
         secrets.resolve(secrets.validate(spec.secrets))  # a missing or too short secret is refused now
         cap = self.context.caps.default_max_cost_usd
-        if max_cost_usd is not None:
-            cap = budget.parse_cap(max_cost_usd, "max_cost_usd")
+        if options.max_cost_usd is not None:
+            cap = budget.parse_cap(options.max_cost_usd, "max_cost_usd")
         spec = _normalise(chaining.follow(self.context, spec))
+        max_retries, force = options.max_retries, options.force
         request = idempotency.request_of(spec, max_retries=max_retries, force=force, max_cost_usd=cap)
-        key = None if dry_run else idempotency_key  # a dry run never uses a key
+        key = None if options.dry_run else options.idempotency_key  # a dry run never uses a key
         if key is not None and (held := self.ledger.run_by_idempotency_key(key)):
             return idempotency.replay(self.context, key, *held, request)
         run_id = new_run_id()
         spec, plan = self._plan(spec, run_id, cap, max_retries)
         summary = _planned(spec, plan, cap)
-        if dry_run:  # the plan's verdict, as a submit would act on it
+        if options.dry_run:  # the plan's verdict, as a submit would act on it
             script_path = self._keep_dry_run(plan.script, summary["script_sha256"])
-            script = plan.script if include_script else None
+            script = plan.script if options.include_script else None
             return SubmitResult(
                 job_id=None,
                 status="dry_run",

@@ -14,32 +14,22 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import EvalRecord
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, plan
+from jobtrail.requests import DEFAULT_QUANTIZATIONS, ConvertRequest, EvaluateRequest
 from jobtrail.service import chaining
 from jobtrail.service.context import local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.job_outputs import JobOutput, job_output, refuse_unpushed
 from jobtrail.service.task_results import ConvertResult, EvaluateResult
 from jobtrail.service.use_case import UseCase
-from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, canonical_quantization
+from jobtrail.templates.llama_cpp import canonical_quantization
 
 
 class Tasks(UseCase):
     # --- evaluate ---------------------------------------------------------------------
 
-    def evaluate(
-        self,
-        dataset: str,
-        *,
-        job_id: str | None,
-        model: str | None,
-        split: str | None,
-        checkpoint: str | None,
-        metrics: list[str] | None,
-        max_new_tokens: int,
-        temperature: float,
-        after: str | None = None,
-    ) -> EvaluateResult:
+    def evaluate(self, request: EvaluateRequest) -> EvaluateResult:
         """An evaluation job on the evaluated job's backend; its record is tied to the checkpoint. With `after`
         naming the evaluated job, it waits for that job and evaluates its final model."""
+        job_id, model, checkpoint, after = request.job_id, request.model, request.checkpoint, request.after
         if (job_id is None) == (model is None):
             raise InvalidRequestError(
                 "Give exactly one of job_id or model.",
@@ -63,9 +53,17 @@ class Tasks(UseCase):
             else:
                 output = job_output(self.context, target, checkpoint)
             backend_name = target.backend
-        task = Evaluation(output.label, output.adapter, split, metrics, max_new_tokens, temperature, output.hub)
+        task = Evaluation(
+            output.label,
+            output.adapter,
+            request.split,
+            request.metrics,
+            request.max_new_tokens,
+            request.temperature,
+            output.hub,
+        )
         after_id = parent.run_id if parent else None
-        return self.start_eval(dataset, output.base, task, target, backend_name, after=after_id)
+        return self.start_eval(request.dataset, output.base, task, target, backend_name, after=after_id)
 
     def start_eval(
         self,
@@ -136,27 +134,19 @@ class Tasks(UseCase):
 
     # --- convert to GGUF --------------------------------------------------------------
 
-    def convert_gguf(
-        self,
-        source: str,
-        quantizations: list[str] | None,
-        output: str | None,
-        backend: str,
-        checkpoint: str | None,
-        pre_tokenizer: str | None,
-        after: str | None = None,
-    ) -> ConvertResult:
+    def convert_gguf(self, request: ConvertRequest) -> ConvertResult:
         """A conversion job: merge, convert to F16, quantize, verify (scripts/convert_gguf.py). With `after`
         naming the source job, it waits for that job and converts its final model."""
+        source, backend, checkpoint, after = request.source, request.backend, request.checkpoint, request.after
         self.context.backend(backend)
         parent = chaining.parent_of(self.context, after) if after is not None else None
-        if quantizations is not None and not quantizations:  # [] is a mistake, never "the defaults"
+        if not request.quantizations:  # [] is a mistake, never "the defaults"
             raise InvalidRequestError(
                 "quantizations is empty: there is nothing to quantize to.",
                 fix=f"Pass quantizations={list(DEFAULT_QUANTIZATIONS)!r}, or leave it out for those defaults.",
             )
         # llama-quantize's own spelling ("q4_k_m" is Q4_K_M), each once: what the job makes and the result says
-        quants = list(dict.fromkeys(canonical_quantization(q) or q for q in quantizations or DEFAULT_QUANTIZATIONS))
+        quants = list(dict.fromkeys(canonical_quantization(q) or q for q in request.quantizations))
         target = self.context.named_job(source, "source")
         if target is not None and parent is not None and parent.run_id == target.run_id and checkpoint is None:
             refuse_unpushed(self.context, target)
@@ -179,11 +169,11 @@ class Tasks(UseCase):
             model=resolved,
             dataset="",
             backend=cast(BackendName, backend),
-            output=output,
+            output=request.output,
             after=parent.run_id if parent else None,
         )
         run_id = new_run_id()
-        planned = self._plan(spec, run_id, Conversion(quants, pre_tokenizer))
+        planned = self._plan(spec, run_id, Conversion(quants, request.pre_tokenizer))
         base: dict[str, Any] = dict(
             findings=planned.findings,
             source=resolved,

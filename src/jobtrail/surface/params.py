@@ -1,32 +1,37 @@
 """Every tool argument's type, constraints, description and default, declared once.
 
 The MCP tools (their JSON schema) and the CLI (its flags, choices, defaults and help) are both
-built from these. Choices and defaults that a lower layer owns are referenced, not copied:
-methods from the method registry, report groups from the ledger, quantizations from the
-llama.cpp facts, decoding from the evaluator, the estimator's defaults from its signature.
+built from these. Choices and defaults are the records' (requests.py: what each tool asks of the
+service), referenced, not copied: methods from the method registry, statuses from the models.
+Nothing here imports the service or what it plans with, so the server declares its tools quickly.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from jobtrail.estimate.memory import Peft
-from jobtrail.ledger.store import REPORT_GROUPS
 from jobtrail.methods import TrainingMethod
-from jobtrail.models import BackendName, DependencyVersions, JobSpec, JobStatus
-from jobtrail.outcomes import budget, evals
-from jobtrail.preflight.plan import estimate_alone
-from jobtrail.service import JobService
-from jobtrail.templates import llama_cpp
-
-
-def _keyword_defaults(fn: Callable[..., Any]) -> dict[str, Any]:
-    return {p.name: p.default for p in inspect.signature(fn).parameters.values() if p.default is not p.empty}
+from jobtrail.models import BackendName, DependencyVersions, JobSpec, JobStatus, Peft
+from jobtrail.requests import (
+    DEFAULT_BACKEND as DEFAULT_BACKEND,
+    DEFAULT_DAYS as DEFAULT_DAYS,
+    DEFAULT_GROUP_BY as DEFAULT_GROUP_BY,
+    DEFAULT_LIMIT as DEFAULT_LIMIT,
+    DEFAULT_SPLIT as DEFAULT_SPLIT,
+    DEFAULT_TAIL as DEFAULT_TAIL,
+    DEFAULT_WAIT_S as DEFAULT_WAIT_S,
+    EVAL_METRICS,
+    MAX_COST_USD,
+    REPORT_GROUPS,
+    ConvertRequest,
+    EstimateRequest,
+    EvaluateRequest,
+    SubmitOptions,
+)
 
 
 def _one_of(names: Iterable[str]) -> Any:
@@ -40,7 +45,7 @@ if TYPE_CHECKING:  # a Literal built at run time is opaque to a type checker
     GroupName: TypeAlias = str
 else:
     StatusName = _one_of(status.value for status in JobStatus)
-    EvalMetric = _one_of(evals.EVAL_METRICS)
+    EvalMetric = _one_of(EVAL_METRICS)
     GroupName = _one_of(REPORT_GROUPS)
 
 # --- limits ---------------------------------------------------------------------------
@@ -115,23 +120,14 @@ SecretRefs = Annotated[dict[NameText, NameText], Field(max_length=MAX_KEYS)]
 NameList = Annotated[list[NameText], Field(min_length=1, max_length=MAX_ITEMS)]
 MetricList = Annotated[list[EvalMetric], Field(min_length=1, max_length=MAX_ITEMS)]
 
-# --- defaults -------------------------------------------------------------------------
+# --- defaults: the records' ---------------------------------------------------------
 
-DEFAULT_BACKEND: BackendName = JobSpec.model_fields["backend"].default
 DEFAULT_DEPENDENCY_VERSIONS: DependencyVersions = JobSpec.model_fields["dependency_versions"].default
-# The use cases' defaults are declared once, on the JobService facade: the tools and the CLI read them.
-DEFAULT_SPLIT: str = _keyword_defaults(JobService.validate_dataset)["split"]
-DEFAULT_LIMIT: int = _keyword_defaults(JobService.ps)["limit"]
-DEFAULT_TAIL: int = _keyword_defaults(JobService.logs)["tail"]
-DEFAULT_WAIT_S: float = _keyword_defaults(JobService.wait)["timeout_s"]
-DEFAULT_DAYS: float = _keyword_defaults(JobService.report)["days"]
-DEFAULT_GROUP_BY: str = _keyword_defaults(JobService.report)["group_by"]
-DEFAULT_MAX_RETRIES: int = _keyword_defaults(JobService.submit)["max_retries"]
-DEFAULT_QUANTIZATIONS = list(llama_cpp.DEFAULT_QUANTIZATIONS)
-DEFAULT_MAX_NEW_TOKENS: int = _keyword_defaults(JobService.evaluate)["max_new_tokens"]
-DEFAULT_TEMPERATURE: float = _keyword_defaults(JobService.evaluate)["temperature"]
-# estimate_cost's arguments default to what the estimator assumes when it is not told.
-ESTIMATE_DEFAULTS = _keyword_defaults(estimate_alone)
+DEFAULT_MAX_RETRIES = SubmitOptions.max_retries
+DEFAULT_QUANTIZATIONS = list(ConvertRequest.quantizations)
+DEFAULT_MAX_NEW_TOKENS = EvaluateRequest.max_new_tokens
+DEFAULT_TEMPERATURE = EvaluateRequest.temperature
+DEFAULT_ESTIMATE_METHOD = EstimateRequest.method
 
 # --- what a job trains ----------------------------------------------------------------
 
@@ -312,7 +308,7 @@ MaxCostUsd = Annotated[
     BeforeValidator(_not_bool),
     Field(
         gt=0,
-        le=budget.MAX_CAP_USD,
+        le=MAX_COST_USD,
         allow_inf_nan=False,
         description=(
             "Spend at most this many US dollars of HF Jobs time on this job, every attempt together: preflight "

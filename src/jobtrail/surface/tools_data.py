@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from jobtrail.estimate import EstimateResult, HardwareResult
 from jobtrail.preflight.dataset import DatasetReport
+from jobtrail.requests import EstimateRequest
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, READS_HUB, ToolArea, tool
-from jobtrail.util.arguments import passed_on
 
 
 class PlanningTools(ToolArea):
@@ -49,7 +49,7 @@ class PlanningTools(ToolArea):
     def estimate_cost(
         self,
         model: p.Model,
-        method: p.Method = p.ESTIMATE_DEFAULTS["method"],
+        method: p.Method = p.DEFAULT_ESTIMATE_METHOD,
         peft: p.PeftKind = None,
         dataset: p.StatsDataset = None,
         num_examples: p.NumExamples = None,
@@ -65,4 +65,22 @@ class PlanningTools(ToolArea):
         optim: p.Optimizer = None,
         num_processes: p.NumProcesses = None,
     ) -> EstimateResult:
-        return self.service.estimate_cost(**passed_on(locals()))
+        request = EstimateRequest(
+            model=model,
+            method=method,
+            peft=peft,
+            dataset=dataset,
+            num_examples=num_examples,
+            avg_tokens=avg_tokens,
+            max_length=max_length,
+            per_device_train_batch_size=per_device_train_batch_size,
+            gradient_accumulation_steps=gradient_accumulation_steps,
+            num_train_epochs=num_train_epochs,
+            max_steps=max_steps,
+            gradient_checkpointing=gradient_checkpointing,
+            flavor=flavor,
+            lora_r=lora_r,
+            optim=optim,
+            num_processes=num_processes,
+        )
+        return self.service.estimate_cost(request)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from jobtrail.service.release_result import ReleaseResult
 from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
 from jobtrail.service.submit_result import SubmitResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, STOPS_JOB, ToolArea, tool
-from jobtrail.util.arguments import passed_on
 from jobtrail.util.timefmt import parse_duration
-
-# submit's arguments that say how to submit, not what the job is.
-_HOW_TO_SUBMIT = ("dry_run", "force", "max_retries", "include_script", "max_cost_usd", "idempotency_key")
 
 
 class JobTools(ToolArea):
@@ -52,13 +49,35 @@ class JobTools(ToolArea):
         smoke_steps: p.SmokeSteps = None,
         dependency_versions: p.LibraryVersions = p.DEFAULT_DEPENDENCY_VERSIONS,
     ) -> SubmitResult:
-        arguments = passed_on(locals())
-        how = {name: arguments.pop(name) for name in _HOW_TO_SUBMIT}  # the rest are the job's spec, by name
-        timeout, hyperparameters, secrets = (arguments.pop(name) for name in ("timeout", "hyperparameters", "secrets"))
         spec = JobSpec(
-            **arguments, timeout_s=parse_duration(timeout), hyperparameters=hyperparameters or {}, secrets=secrets or {}
+            method=method,
+            model=model,
+            dataset=dataset,
+            backend=backend,
+            flavor=flavor,
+            timeout_s=parse_duration(timeout),
+            hyperparameters=hyperparameters or {},
+            output=output,
+            dataset_mapping=dataset_mapping,
+            secrets=secrets or {},
+            reward_file=reward_file,
+            reward_function=reward_function,
+            eval_dataset=eval_dataset,
+            init_from=init_from,
+            init_checkpoint=init_checkpoint,
+            after=after,
+            smoke_steps=smoke_steps,
+            dependency_versions=dependency_versions,
         )
-        return self.service.submit(spec, **how)
+        options = SubmitOptions(
+            dry_run=dry_run,
+            force=force,
+            max_retries=max_retries,
+            include_script=include_script,
+            max_cost_usd=max_cost_usd,
+            idempotency_key=idempotency_key,
+        )
+        return self.service.submit(spec, options)
 
     @tool(
         "List jobs",

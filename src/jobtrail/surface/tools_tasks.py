@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from jobtrail.requests import ConvertRequest, EvaluateRequest
 from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, ToolArea, tool
-from jobtrail.util.arguments import passed_on
 
 
 class TaskTools(ToolArea):
@@ -32,7 +32,18 @@ class TaskTools(ToolArea):
         temperature: p.Temperature = p.DEFAULT_TEMPERATURE,
         after: p.EvaluateAfter = None,
     ) -> EvaluateResult:
-        return self.service.evaluate(**passed_on(locals()))
+        request = EvaluateRequest(
+            dataset=dataset,
+            job_id=job_id,
+            model=model,
+            split=split,
+            checkpoint=checkpoint,
+            metrics=metrics,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            after=after,
+        )
+        return self.service.evaluate(request)
 
     @tool(
         "Convert to GGUF",
@@ -52,7 +63,16 @@ class TaskTools(ToolArea):
         pre_tokenizer: p.PreTokenizer = None,
         after: p.ConvertAfter = None,
     ) -> ConvertResult:
-        return self.service.convert_gguf(**passed_on(locals()))
+        request = ConvertRequest(
+            source=source,
+            quantizations=quantizations,
+            output=output,
+            backend=backend,
+            checkpoint=checkpoint,
+            pre_tokenizer=pre_tokenizer,
+            after=after,
+        )
+        return self.service.convert_gguf(request)
 
     @tool(
         "Report on recent attempts",

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from jobtrail.methods.effective import Effective
 from jobtrail.methods.hyperparameters import field_type
 from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher, Speedup, Speedups
-from jobtrail.templates.llama_cpp import DEFAULT_QUANTIZATIONS, LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
+from jobtrail.requests import DEFAULT_QUANTIZATIONS
+from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
 from jobtrail.templates.tracking import trackio_space
 from jobtrail.util.refs import looks_local
 
@@ -221,7 +222,7 @@ def conversion_config(
     *,
     output_dir: Path | str | None,
     cache_dir: Path,
-    quantizations: list[str] | tuple[str, ...] = DEFAULT_QUANTIZATIONS,
+    quantizations: Sequence[str] = DEFAULT_QUANTIZATIONS,
     base_model: str | None = None,
     pre_tokenizer: str | None = None,
     push_to_hub: bool = False,

@@ -25,7 +25,6 @@ LLAMA_CPP_PYTHON_VERSION = job_lock().require("llama-cpp-python")
 FACTS_FILE = data_path("gguf_converter.json")
 SDIST_PREFIX = "llama_cpp_python-"  # an sdist's top directory: llama_cpp_python-<version>
 BASE_QUANTIZATION = "F16"  # the converter's output, always kept: every other file derives from it
-DEFAULT_QUANTIZATIONS = ("Q4_K_M",)  # what convert_gguf makes besides F16 unless told otherwise
 QK_K = 256  # K-quant (and most IQ) super-block: rows of other widths fall back to other types
 
 
