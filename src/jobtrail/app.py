@@ -21,18 +21,20 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobtrail.backends import logpump
-from jobtrail.backends.hf_jobs import HfJobsBackend
-from jobtrail.backends.local import LocalBackend
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.connection import LEDGER_URL_ENV
-from jobtrail.ledger.store import Ledger
 from jobtrail.outcomes import budget
-from jobtrail.service.facade import JobService
-from jobtrail.service.spending import Caps
 from jobtrail.util.files import private_dir
+
+if TYPE_CHECKING:
+    from jobtrail.service.facade import JobService
 
 HOST_ID_ENV = "JOBTRAIL_HOST_ID"
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -42,28 +44,78 @@ def home() -> Path:
     return Path(os.environ.get("JOBTRAIL_HOME") or Path.home() / ".jobtrail").expanduser().resolve()
 
 
-def build_service(home_dir: Path | None = None) -> JobService:
-    root = private_home(home_dir or home())
-    python = os.environ.get("JOBTRAIL_PYTHON") or sys.executable
-    token = os.environ.get("HF_TOKEN") or None
-    log_max_bytes = _positive_int(logpump.MAX_BYTES_ENV, logpump.DEFAULT_MAX_BYTES)
-    local = LocalBackend(
-        python=python,
+@dataclass(frozen=True)
+class Settings:
+    """The server's settings, read from the environment and checked: a wrong one is refused before anything starts."""
+
+    home: Path  # private (0700), created if need be
+    python: str
+    hub_token: str | None
+    log_max_bytes: int
+    max_concurrent: int
+    host_id: str | None
+    hf_namespace: str | None
+    max_cost_usd: float | None
+    daily_budget_usd: float | None
+
+
+def settings(home_dir: Path | None = None) -> Settings:
+    return Settings(
+        home=private_home(home_dir or home()),
+        python=os.environ.get("JOBTRAIL_PYTHON") or sys.executable,
+        hub_token=os.environ.get("HF_TOKEN") or None,
+        log_max_bytes=_positive_int(logpump.MAX_BYTES_ENV, logpump.DEFAULT_MAX_BYTES),
         max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1),
-        host=_host_id(HOST_ID_ENV),
-        log_max_bytes=log_max_bytes,
+        host_id=_host_id(HOST_ID_ENV),
+        hf_namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None,
+        max_cost_usd=_dollars(budget.CAP_ENV),
+        daily_budget_usd=_dollars(budget.DAILY_ENV),
     )
-    hf_jobs = HfJobsBackend(
-        token=token, namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None, log_max_bytes=log_max_bytes
+
+
+def build_service(home_dir: Path | None = None) -> JobService:
+    return service_of(settings(home_dir))
+
+
+def service_of(config: Settings) -> JobService:
+    """The service and its backends on these settings."""
+    # Imported here, not at the top: `jobtrail serve` reads its settings at start and builds the service (the
+    # planner, estimator, templates and classifier it brings) on first use, after it has answered tools/list.
+    from jobtrail.backends.hf_jobs import HfJobsBackend
+    from jobtrail.backends.local import LocalBackend
+    from jobtrail.ledger.store import Ledger
+    from jobtrail.service.facade import JobService
+    from jobtrail.service.spending import Caps
+
+    local = LocalBackend(
+        python=config.python,
+        max_concurrent=config.max_concurrent,
+        host=config.host_id,
+        log_max_bytes=config.log_max_bytes,
     )
+    hf_jobs = HfJobsBackend(token=config.hub_token, namespace=config.hf_namespace, log_max_bytes=config.log_max_bytes)
     return JobService(
-        ledger=Ledger(ledger_location(root)),
+        ledger=Ledger(ledger_location(config.home)),
         backends={local.name: local, hf_jobs.name: hf_jobs},
-        home=root,
-        job_python=python,
-        hub_token=token,
-        caps=Caps(default_max_cost_usd=_dollars(budget.CAP_ENV), daily_budget_usd=_dollars(budget.DAILY_ENV)),
+        home=config.home,
+        job_python=config.python,
+        hub_token=config.hub_token,
+        caps=Caps(default_max_cost_usd=config.max_cost_usd, daily_budget_usd=config.daily_budget_usd),
     )
+
+
+def on_first_use(config: Settings) -> Callable[[], JobService]:
+    """The service on these settings, built once, by whichever thread asks first (a tool call, the poller)."""
+    lock = threading.Lock()
+    built: list[JobService] = []
+
+    def service() -> JobService:
+        with lock:
+            if not built:
+                built.append(service_of(config))
+            return built[0]
+
+    return service
 
 
 def ledger_location(root: Path) -> Path | str:

@@ -12,7 +12,7 @@ from jobtrail.backends.hf_jobs import SCRIPT_VARIABLE, unpack_script
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import ExitRecord, JobSpec, JobStatus, LogChunk, Placement, Probe, RunRecord, TerminationReason
 from jobtrail.requests import SubmitOptions
-from jobtrail.service import JobService
+from jobtrail.service.facade import JobService
 from support.records import new_attempt
 from support.remote import publish, remote_spec
 from support.waiting import wait_for, wait_until_terminal

@@ -18,7 +18,7 @@ from jobtrail.app import build_service
 from jobtrail.errors import JobtrailError
 from jobtrail.models import JobSpec
 from jobtrail.requests import SubmitOptions
-from jobtrail.service import JobService
+from jobtrail.service.facade import JobService
 from support.jobs import TINY_SFT, job_spec, write_jsonl
 from support.remote import SHORT_TRAINING, publish, remote_spec
 

@@ -41,8 +41,8 @@ from jobtrail.service.submit_result import SubmitResult
 from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
-from jobtrail.service.watch import ProgressSink, Watch
-from jobtrail.service.watch_results import MetricsResult, PlotResult, WaitResult
+from jobtrail.service.watch import Watch
+from jobtrail.service.watch_results import MetricsResult, PlotResult, ProgressSink, WaitResult
 
 
 class JobService:

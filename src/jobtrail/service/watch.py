@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from jobtrail.errors import InvalidRequestError
@@ -21,7 +20,14 @@ from jobtrail.service.progress import timeout_warning
 from jobtrail.service.queries import Queries, attempt_facts, numbered_attempt
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.use_case import UseCase
-from jobtrail.service.watch_results import AttemptSpan, MetricsResult, PlotResult, WaitResult, progress_line
+from jobtrail.service.watch_results import (
+    AttemptSpan,
+    MetricsResult,
+    PlotResult,
+    ProgressSink,
+    WaitResult,
+    progress_line,
+)
 
 # Clients cut a tool call near 60 s (Claude Code, the Inspector): a wait ends before that, with the status.
 MAX_WAIT_S = 55.0
@@ -33,8 +39,6 @@ LOG_EVERY_STEP_FIX = (
     'A job this short logs its loss at every step with hyperparameters={"logging_steps": 1} (pass it to the next '
     "submit); inspect(job_id) shows its committed checkpoints."
 )
-# (progress made, total, message) for the MCP client's progress bar while wait waits.
-ProgressSink = Callable[[float, float, str], None]
 
 
 class Watch(UseCase):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -16,6 +17,8 @@ from jobtrail.util.timefmt import human_duration
 TERMINAL = ("succeeded", "failed", "cancelled")
 # The metrics a summary line names, in this order, when the run has them.
 KEY_METRICS = ("loss", "eval_loss", "eval_gap", "grad_norm", "reward", "reward_std", "rewards/margins")
+# (progress made, total, message) for the MCP client's progress bar while wait waits.
+ProgressSink = Callable[[float, float, str], None]
 
 
 def progress_line(p: Progress) -> str:

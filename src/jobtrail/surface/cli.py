@@ -323,7 +323,7 @@ def _serve(args: argparse.Namespace) -> int:
     # would walk all of it again and again (~8% of a start). Frozen once built, it is never walked while serving.
     gc.disable()
     try:
-        from jobtrail.app import build_service
+        from jobtrail.app import on_first_use, settings
         from jobtrail.surface.server import build_server
 
         token = None
@@ -331,7 +331,9 @@ def _serve(args: argparse.Namespace) -> int:
             from jobtrail.surface.http_server import auth_token, serve_http
 
             token = auth_token(args.host)  # refuses an exposed address without a token, before anything starts
-        service = build_service()
+        # Settings are checked now (a wrong one stops the start); the service is built on first use, so the
+        # client's tools/list is answered without the planner, estimator, templates and classifier it brings.
+        service = on_first_use(settings())
         server = build_server(service)
     finally:
         gc.freeze()
@@ -344,16 +346,17 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_poller(service: Any, interval_s: float = 1.0) -> None:
-    """Advance the queue and record exits even while no tool is being called."""
+def _start_poller(service: Callable[[], JobService], interval_s: float = 1.0) -> None:
+    """Advance the queue and record exits even while no tool is being called. Its first round comes an interval
+    after the start, and builds the service unless a tool call has: the start is the client's to have answered."""
 
     def loop() -> None:
         while True:
+            time.sleep(interval_s)
             try:
-                service.refresh()
+                service().refresh()
             except Exception as exc:  # noqa: BLE001  the poller must outlive a bad moment (e.g. a locked ledger)
                 print(f"jobtrail poller: {type(exc).__name__}: {exc}", file=sys.stderr)
-            time.sleep(interval_s)
 
     threading.Thread(target=loop, name="jobtrail-poller", daemon=True).start()
 

@@ -7,19 +7,23 @@ resource and a tool call never disagree.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from pydantic import BaseModel
 
 from jobtrail.errors import JobtrailError
-from jobtrail.service.facade import JobService
+from jobtrail.surface.toolspec import service_of
+
+if TYPE_CHECKING:
+    from jobtrail.surface.toolspec import ServiceSource
 
 RECEIPT_URI = "jobtrail://jobs/{job_id}"
 METRICS_URI = "jobtrail://jobs/{job_id}/metrics"
 
 
-def add_job_resources(server: MCPServer, service: JobService) -> None:
+def add_job_resources(server: MCPServer, service: ServiceSource) -> None:
     for uri, name, title, description, read in (
         (
             RECEIPT_URI,
@@ -27,7 +31,7 @@ def add_job_resources(server: MCPServer, service: JobService) -> None:
             "A job's receipt",
             "The job's status, termination_reason, progress and every attempt's receipt (placement, config and "
             "script sha256, data manifest, environment, checkpoints, metrics): inspect(job_id)'s structured content.",
-            service.inspect,
+            lambda job_id: service_of(service).inspect(job_id),
         ),
         (
             METRICS_URI,
@@ -35,7 +39,7 @@ def add_job_resources(server: MCPServer, service: JobService) -> None:
             "A job's metric series",
             "Every metric the job's steps logged as {name: [[step, value], ...]}, attempts joined, with last values "
             "and trends: metrics(job_id)'s structured content.",
-            service.metrics,
+            lambda job_id: service_of(service).metrics(job_id),
         ),
     ):
         server.resource(uri, name=name, title=title, description=description, mime_type="application/json")(

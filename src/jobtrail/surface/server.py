@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -28,10 +28,7 @@ from jobtrail import __version__
 from jobtrail.errors import JobtrailError
 from jobtrail.methods import METHODS
 from jobtrail.models import ToolResult
-from jobtrail.preflight.hyperparams import meant_hyperparameter
-from jobtrail.service.facade import JobService
-from jobtrail.service.watch import ProgressSink
-from jobtrail.service.watch_results import ImageResult
+from jobtrail.service.watch_results import ImageResult, ProgressSink
 from jobtrail.surface import invalid_arguments
 from jobtrail.surface.prompts import add_prompts
 from jobtrail.surface.reporting import reporting_to
@@ -43,6 +40,9 @@ from jobtrail.surface.tools_tasks import TaskTools
 from jobtrail.surface.tools_watch import WatchTools
 from jobtrail.surface.toolspec import Hints, ToolArea, ToolSpec, tools_of, unknown_arguments
 from jobtrail.util.hub import one_line_error
+
+if TYPE_CHECKING:
+    from jobtrail.surface.toolspec import ServiceSource
 
 log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,7 +67,9 @@ class Renderable(Protocol):
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 
-def build_server(service: JobService) -> MCPServer:
+def build_server(service: ServiceSource) -> MCPServer:
+    """The server over `service`, or over the function that builds it on first use: its tools are declared from
+    their signatures and result models alone, so it answers tools/list without the service."""
     tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
     server = MCPServer(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
     add_references(server)
@@ -128,6 +130,9 @@ def _outside_hyperparameters(arguments: dict[str, Any]) -> Callable[[str, object
     method = method if method in METHODS else "sft"  # the names are the same TRL fields for nearly every method
 
     def inside(name: str, value: object) -> str | None:
+        # Imported when a call names an unknown argument: the server starts without the hyperparameter tables.
+        from jobtrail.preflight.hyperparams import meant_hyperparameter
+
         meant = meant_hyperparameter(method, name, value)
         if meant is None:
             return None

@@ -15,10 +15,13 @@ import difflib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from jobtrail.service.facade import JobService
+
+    # The service, or the function that builds it on first use (`jobtrail serve` answers tools/list before).
+    ServiceSource: TypeAlias = JobService | Callable[[], JobService]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,10 +64,19 @@ def tool(title: str, description: str, hints: Hints) -> Callable[[F], F]:
 
 
 class ToolArea:
-    """A few related tools; each call goes to the service this area was built with."""
+    """A few related tools; each call goes to the service this area was given."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(self, service: ServiceSource) -> None:
+        self._service = service
+
+    @property
+    def service(self) -> JobService:
+        return service_of(self._service)
+
+
+def service_of(source: ServiceSource) -> JobService:
+    """The service itself, built first when `source` is the function that builds it."""
+    return source() if callable(source) else source
 
 
 @dataclass(frozen=True)
