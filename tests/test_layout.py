@@ -15,13 +15,15 @@ SRC = ROOT / "src" / "jobtrail"
 SCRIPTS = ROOT / "scripts"
 
 # Higher imports lower, never the reverse; areas of one rank above the bottom do not import each
-# other (preflight is above templates/estimate/outcomes because it plans with all three).
+# other (preflight is above templates/estimate/outcomes because it plans with all three; results is below estimate
+# and preflight, which fill its models, and above backends, whose traits its markdown reads).
 RANK = {
-    "app": 6, "__main__": 6, "demo": 6,
-    "surface": 5,
-    "service": 4,
-    "preflight": 3,
-    "templates": 2, "estimate": 2, "outcomes": 2,
+    "app": 7, "__main__": 7, "demo": 7,
+    "surface": 6,
+    "service": 5,
+    "preflight": 4,
+    "templates": 3, "estimate": 3, "outcomes": 3,
+    "results": 2,
     "backends": 1, "ledger": 1,
     "models": 0, "requests": 0, "errors": 0, "util": 0, "methods": 0, "__init__": 0,
 }  # fmt: skip

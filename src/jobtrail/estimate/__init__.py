@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from jobtrail.estimate.calibration import Measurement, lookup, record_measured_rate, record_measurement
 from jobtrail.estimate.estimator import estimate_cost, hardware_report
-from jobtrail.estimate.hardware import Flavor, catalog
+from jobtrail.estimate.hardware import catalog
 from jobtrail.estimate.inputs import DataStats, dataset_stats, load_model_config
-from jobtrail.estimate.memory import MemoryBreakdown
-from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult
+from jobtrail.results.estimate import EstimateResult, Flavor, FlavorOption, HardwareResult, MemoryBreakdown
 
 __all__ = [
     "DataStats",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import calibration as calib
 from jobtrail.estimate.cost import Workload, cost_usd, estimate_time, recommended_timeout_s
-from jobtrail.estimate.hardware import LOCAL, Flavor, catalog, find_flavor, local_flavor
+from jobtrail.estimate.hardware import LOCAL, catalog, find_flavor, local_flavor
 from jobtrail.estimate.inputs import DataStats, dataset_stats, load_model_config
 from jobtrail.estimate.memory import (
     CUDA_CONTEXT_GB,
@@ -27,11 +27,11 @@ from jobtrail.estimate.microbatch import choose_micro_batch, tunable
 from jobtrail.estimate.parallel import choose_launcher, per_gpu_memory
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.rates import rescaled_rate
-from jobtrail.estimate.results import EstimateResult, FlavorOption, HardwareResult, memory_label
 from jobtrail.estimate.verdict import Request, Verdict, assumptions, notes, positive, speed_source
 from jobtrail.methods.effective import Effective
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Peft
+from jobtrail.results.estimate import EstimateResult, Flavor, FlavorOption, HardwareResult, memory_label
 from jobtrail.util.refs import looks_local
 
 if TYPE_CHECKING:

@@ -18,7 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from jobtrail.backends.registry import LOCAL as LOCAL_BACKEND
 from jobtrail.errors import InvalidRequestError
+from jobtrail.results.estimate import Flavor
 from jobtrail.util.hub import hub_unreachable
 
 # The date of Hugging Face's official HF Jobs price list that the bundled table copies.
@@ -51,21 +53,6 @@ GPU_FACTS: dict[str, GpuFacts] = {
 # (2048² matmul ≈ 0.13 TFLOPS), scaled by vCPU count. Only a floor for tiny jobs: nobody should
 # fine-tune an LLM on cpu-basic, and the estimator never recommends a CPU flavor.
 CPU_TFLOPS_PER_VCPU = 0.065
-
-
-class Flavor(BaseModel):
-    """One machine a job can run on. Memory and TFLOPS are per GPU; gpu_count multiplies them."""
-
-    name: str
-    pretty_name: str | None = None
-    gpu: str | None = Field(default=None, description='GPU model, e.g. "A10G"; None for CPU-only flavors.')
-    gpu_count: int = 0
-    vram_gb: float = Field(default=0, description="Memory of ONE GPU in GB; 0 for CPU flavors.")
-    ram_gb: float | None = Field(default=None, description="Host memory in GB (what a CPU job can use).")
-    cpu: str | None = None
-    price_per_hour: float
-    bf16: bool = False
-    peak_tflops: float = Field(description="Peak dense bf16 TFLOPS per GPU (fp16 on T4); per machine on CPU flavors.")
 
 
 def _gpu(name: str, gpu: str, count: int, price: float, cpu: str, ram_gb: float) -> Flavor:
@@ -113,7 +100,7 @@ BUNDLED: list[Flavor] = [
     _gpu("rtx-pro-6000x8", "RTX PRO 6000", 8, 22.00, "128 vCPU", 1024),
 ]
 
-LOCAL = "local"
+LOCAL = LOCAL_BACKEND.name  # this machine, as a flavor: named after the backend that runs jobs on it
 _NVIDIA_SMI_TIMEOUT_S = 3.0
 
 

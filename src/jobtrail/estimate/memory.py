@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
 from jobtrail.estimate.params import ModelShape
 from jobtrail.models import Peft
+from jobtrail.results.estimate import MemoryBreakdown
 
 Device = Literal["cuda_bf16", "cuda_fp16", "cpu"]
 # How the trainer turns the last hidden states into a loss (the method registry says which):
@@ -81,32 +80,6 @@ FUSED_HEAD_TOKENS, FUSED_HEAD_VOCAB = 4096, 32768
 # the target mask (a byte each). Measured on this project's VM (ChunkedLogProbFunction, 1024 and 2048 tokens ×
 # 32000, fp32, RSS with glibc's mmap threshold fixed): backward +8.3 tiles, forward +4.0-4.3.
 CPU_FUSED_TILE_BYTES = 8 * FP32 + 1
-
-
-class MemoryBreakdown(BaseModel):
-    """GB (1e9 bytes) per component, for one device; total_gb is their sum."""
-
-    # Shaped like models.Speedups and the other output models, a described Field a line: the descriptions are
-    # the schema an agent reads.
-    weights_gb: float = Field(description="Frozen weights: the base model under LoRA/QLoRA, a vision tower.")
-    trainable_gb: float = Field(description="Weights being trained: the adapters, or the whole model without PEFT.")
-    gradients_gb: float = Field(description="fp32 gradients of the trainable weights.")
-    optimizer_gb: float = Field(description="Optimizer state per trainable weight (AdamW: two fp32 moments).")
-    activations_gb: float = Field(
-        description="Tensors saved for backward (one layer recomputed at a time when checkpointing)."
-    )
-    logits_gb: float = Field(
-        description="The output head's working memory for one micro-batch: the fp32 logits (tokens × vocabulary × "
-        "4 bytes) where the trainer builds them; TRL's fused LM head (SFT, DPO, KTO, GRPO) holds one tile of them."
-    )
-    overhead_gb: float = Field(description="CUDA context on a GPU; the Python/torch runtime on a CPU.")
-    reference_gb: float = Field(
-        0.0,
-        description="The frozen reference model DPO and KTO score against, under full fine-tuning: its fp32 weights "
-        "and, on a GPU, the half-precision copies autocast caches through its forward (under PEFT the base with the "
-        "adapter off serves: nothing here).",
-    )
-    total_gb: float = Field(description="Peak memory of the device: the sum of the above.")
 
 
 def device_for(*, gpu_count: int, bf16: bool) -> Device:

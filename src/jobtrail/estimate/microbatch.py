@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from pydantic import BaseModel, Field
-
 from jobtrail.estimate.memory import Device
+from jobtrail.results.estimate import MicroBatch
 
 # The share of device memory the chosen shape may fill: the estimate is within ±15% of measured
 # peaks, and the allocator holds 5-10% more than it allocated, so 0.75 × 1.15 stays below the 0.9
@@ -29,25 +28,6 @@ from jobtrail.estimate.memory import Device
 FILL = 0.75
 TUNED_DEVICES: tuple[Device, ...] = ("cuda_bf16",)  # fp16 autocast over fp32 weights (T4) was never measured
 TUNED_METHODS = ("sft",)  # the measured method; DPO/KTO/reward rows hold two or more sequences
-
-
-class MicroBatch(BaseModel):
-    """How one device splits the effective batch, and why."""
-
-    per_device_train_batch_size: int
-    gradient_accumulation_steps: int
-    gradient_checkpointing: bool
-    total_gb: float = Field(description="Estimated peak memory of one device with this split.")
-    budget_gb: float = Field(description="What the split may fill: FILL of the device's memory.")
-    changed: list[str] = Field(description="The hyperparameters whose value differs from the job's own defaults.")
-    why: str
-
-    def workload(self) -> dict[str, int]:
-        """The Workload fields (estimate/cost.py) this split changes."""
-        return {
-            "batch": self.per_device_train_batch_size,
-            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-        }
 
 
 def tunable(device: Device, method: str) -> str | None:

@@ -16,8 +16,8 @@ activations, logits and the CUDA context stay per GPU.
 
 from __future__ import annotations
 
-from jobtrail.estimate.memory import MemoryBreakdown
 from jobtrail.models import SINGLE_PROCESS, Launcher
+from jobtrail.results.estimate import MemoryBreakdown
 
 # The parts of a device's memory that FSDP shards across the job's GPUs (TRL prepares a reference model with FSDP too).
 SHARDED_PARTS = ("weights_gb", "trainable_gb", "gradients_gb", "optimizer_gb", "reference_gb")

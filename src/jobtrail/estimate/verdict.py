@@ -10,13 +10,13 @@ from typing import Any
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import calibration as calib
 from jobtrail.estimate.cost import DATA_PARALLEL_SCALING, EFFICIENCY, QLORA_SLOWDOWN, TimeEstimate
-from jobtrail.estimate.hardware import LOCAL, Flavor
-from jobtrail.estimate.memory import HEADROOM, OPTIMIZER_BYTES, Device, MemoryBreakdown, precision
-from jobtrail.estimate.microbatch import MicroBatch
+from jobtrail.estimate.hardware import LOCAL
+from jobtrail.estimate.memory import HEADROOM, OPTIMIZER_BYTES, Device, precision
 from jobtrail.estimate.parallel import describe, too_many_processes
 from jobtrail.estimate.params import ModelShape
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Launcher, Peft
+from jobtrail.results.estimate import Flavor, MemoryBreakdown, MicroBatch
 from jobtrail.util.timefmt import human_duration
 
 GUESSED = "a guess from the model's FLOPs and the device's peak (no run measured yet)"

@@ -53,8 +53,8 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from jobtrail.estimate.microbatch import MicroBatch
 from jobtrail.models import Finding, Speedup, Speedups
+from jobtrail.results.estimate import MicroBatch
 from jobtrail.templates.render import LIGER_REQUIREMENT
 from jobtrail.templates.versions import job_lock
 

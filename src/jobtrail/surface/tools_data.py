@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from jobtrail.estimate import EstimateResult, HardwareResult
-from jobtrail.preflight.dataset import DatasetReport
 from jobtrail.requests import EstimateRequest
+from jobtrail.results.dataset import DatasetReport
+from jobtrail.results.estimate import EstimateResult, HardwareResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, READS_HUB, ToolArea, tool
 

@@ -4,10 +4,10 @@ that makes it fit when it does not.
 One pass, I/O first: read the rows (read.py, files.py), and the model's tokenizer when one is
 given; then judge them, purely: the shape per method (shapes.py), every row (rows.py), the
 report (judge.py), token lengths (tokens.py). A dataset_mapping is validated and applied with
-the job runtime's own implementation (mapping.py); the result models live in report.py.
+the job runtime's own implementation (mapping.py); the result models live in results/dataset.py.
 
-Nothing heavy is imported at import time (the MCP server imports this package):
-huggingface_hub, pyarrow and transformers are imported only by the code path that needs them.
+Nothing heavy is imported at import time: huggingface_hub, pyarrow and transformers are imported
+only by the code path that needs them.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from jobtrail.methods import METHODS
 from jobtrail.preflight.dataset.judge import MAX_PROBLEMS, judge, verdict_findings
 from jobtrail.preflight.dataset.mapping import job_runtime, mapping_python, validate_mapping
 from jobtrail.preflight.dataset.read import load_tokenizer, model_positions, read_hub, read_local
-from jobtrail.preflight.dataset.report import ColumnInfo, DatasetReport, MethodVerdict, RowProblem, TokenStats, finding
 from jobtrail.preflight.dataset.table import SourceError
 from jobtrail.preflight.dataset.tokens import add_token_stats
+from jobtrail.results.dataset import ColumnInfo, DatasetReport, MethodVerdict, RowProblem, TokenStats, finding
 from jobtrail.util.refs import looks_local
 
 __all__ = [

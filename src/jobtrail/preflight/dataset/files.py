@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobtrail.preflight.dataset.report import RowProblem, finding
 from jobtrail.preflight.dataset.table import SourceError, Table
+from jobtrail.results.dataset import RowProblem, finding
 from jobtrail.util.values import type_name
 
 _CSV_TRUE, _CSV_FALSE = {"True", "TRUE", "true"}, {"False", "FALSE", "false"}

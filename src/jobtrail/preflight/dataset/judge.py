@@ -11,18 +11,10 @@ from typing import Any
 
 from jobtrail.models import Finding
 from jobtrail.preflight.dataset.mapping import MappedRows, map_rows, mapping_python
-from jobtrail.preflight.dataset.report import (
-    ColumnInfo,
-    DatasetReport,
-    MethodVerdict,
-    RowProblem,
-    as_json,
-    count,
-    finding,
-)
 from jobtrail.preflight.dataset.rows import row_checker
 from jobtrail.preflight.dataset.shapes import PLANNERS, Columns, detect_format, incompatible
 from jobtrail.preflight.dataset.table import Table
+from jobtrail.results.dataset import ColumnInfo, DatasetReport, MethodVerdict, RowProblem, as_json, count, finding
 from jobtrail.util.values import cut_sample, text_chars, type_name
 
 MAX_PROBLEMS = 20  # problems listed in a report; problems_total counts them all

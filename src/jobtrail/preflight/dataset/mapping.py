@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.preflight.dataset.report import RowProblem, as_json
+from jobtrail.results.dataset import RowProblem, as_json
 from jobtrail.templates.runtime import runtime_module
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from jobtrail.models import Finding
 from jobtrail.preflight.dataset.files import read_file
-from jobtrail.preflight.dataset.report import finding
 from jobtrail.preflight.dataset.table import SourceError, Table
+from jobtrail.results.dataset import finding
 from jobtrail.util.data import read_json_object
 from jobtrail.util.hub import hub_unreachable as _hub_unreachable
 from jobtrail.util.refs import DATA_EXTENSIONS, looks_local

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from jobtrail.preflight.dataset.mapping import job_runtime
-from jobtrail.preflight.dataset.report import Severity
+from jobtrail.results.dataset import Severity
 from jobtrail.util.values import type_name
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from jobtrail.preflight.dataset.mapping import job_runtime
-from jobtrail.preflight.dataset.report import MethodVerdict, as_json
+from jobtrail.results.dataset import MethodVerdict, as_json
 
 # Column names other datasets use for what TRL calls prompt/completion/chosen/rejected/messages,
 # in order of preference when several are present.

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jobtrail.models import Finding
-from jobtrail.preflight.dataset.report import RowProblem
+from jobtrail.results.dataset import RowProblem
 from jobtrail.util.values import type_name
 
 

@@ -8,8 +8,8 @@ import math
 from typing import Any
 
 from jobtrail.preflight.dataset.mapping import map_rows
-from jobtrail.preflight.dataset.report import DatasetReport, TokenStats, count, finding
 from jobtrail.preflight.dataset.table import Table
+from jobtrail.results.dataset import DatasetReport, TokenStats, count, finding
 
 
 def add_token_stats(

@@ -1,5 +1,6 @@
-"""Result models of the hardware and estimate_cost tools: stable structured fields plus the
-markdown an agent reads first (the verdict line, then a small table, then assumptions)."""
+"""Result models of the hardware and estimate_cost tools, and the records they hold (a flavor, a memory breakdown,
+a micro-batch split): stable structured fields plus the markdown an agent reads first (the verdict line, then a
+small table, then assumptions). estimate/ computes them; the server declares its tools with them at start."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.backends.registry import HF_JOBS, LOCAL as LOCAL_BACKEND
-from jobtrail.estimate.hardware import LOCAL, Flavor
-from jobtrail.estimate.memory import MemoryBreakdown
-from jobtrail.estimate.microbatch import MicroBatch
+from jobtrail.backends.registry import HF_JOBS, LOCAL
 from jobtrail.models import Launcher, ToolResult
 from jobtrail.util.timefmt import human_duration
 
@@ -24,6 +22,66 @@ _MEMORY_ROWS = [
     ("reference_gb", "reference model"),
     ("overhead_gb", "overhead"),
 ]
+
+
+class Flavor(BaseModel):
+    """One machine a job can run on. Memory and TFLOPS are per GPU; gpu_count multiplies them."""
+
+    name: str
+    pretty_name: str | None = None
+    gpu: str | None = Field(default=None, description='GPU model, e.g. "A10G"; None for CPU-only flavors.')
+    gpu_count: int = 0
+    vram_gb: float = Field(default=0, description="Memory of ONE GPU in GB; 0 for CPU flavors.")
+    ram_gb: float | None = Field(default=None, description="Host memory in GB (what a CPU job can use).")
+    cpu: str | None = None
+    price_per_hour: float
+    bf16: bool = False
+    peak_tflops: float = Field(description="Peak dense bf16 TFLOPS per GPU (fp16 on T4); per machine on CPU flavors.")
+
+
+class MemoryBreakdown(BaseModel):
+    """GB (1e9 bytes) per component, for one device; total_gb is their sum."""
+
+    # Shaped like models.Speedups and the other output models, a described Field a line: the descriptions are
+    # the schema an agent reads.
+    weights_gb: float = Field(description="Frozen weights: the base model under LoRA/QLoRA, a vision tower.")
+    trainable_gb: float = Field(description="Weights being trained: the adapters, or the whole model without PEFT.")
+    gradients_gb: float = Field(description="fp32 gradients of the trainable weights.")
+    optimizer_gb: float = Field(description="Optimizer state per trainable weight (AdamW: two fp32 moments).")
+    activations_gb: float = Field(
+        description="Tensors saved for backward (one layer recomputed at a time when checkpointing)."
+    )
+    logits_gb: float = Field(
+        description="The output head's working memory for one micro-batch: the fp32 logits (tokens × vocabulary × "
+        "4 bytes) where the trainer builds them; TRL's fused LM head (SFT, DPO, KTO, GRPO) holds one tile of them."
+    )
+    overhead_gb: float = Field(description="CUDA context on a GPU; the Python/torch runtime on a CPU.")
+    reference_gb: float = Field(
+        0.0,
+        description="The frozen reference model DPO and KTO score against, under full fine-tuning: its fp32 weights "
+        "and, on a GPU, the half-precision copies autocast caches through its forward (under PEFT the base with the "
+        "adapter off serves: nothing here).",
+    )
+    total_gb: float = Field(description="Peak memory of the device: the sum of the above.")
+
+
+class MicroBatch(BaseModel):
+    """How one device splits the effective batch, and why."""
+
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    gradient_checkpointing: bool
+    total_gb: float = Field(description="Estimated peak memory of one device with this split.")
+    budget_gb: float = Field(description="What the split may fill: FILL of the device's memory.")
+    changed: list[str] = Field(description="The hyperparameters whose value differs from the job's own defaults.")
+    why: str
+
+    def workload(self) -> dict[str, int]:
+        """The Workload fields (estimate/cost.py) this split changes."""
+        return {
+            "batch": self.per_device_train_batch_size,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+        }
 
 
 class HardwareResult(ToolResult):
@@ -208,9 +266,9 @@ def _usd(cost: float | None) -> str:
 
 
 def _submit_args(flavor: str, timeout: str | None) -> str:
-    """submit's arguments for a flavor: this machine's (LOCAL) is the local backend's, any other is one of the
-    catalog's, which are HF Jobs' flavors."""
-    where = f'backend="{LOCAL_BACKEND.name}"' if flavor == LOCAL else f'backend="{HF_JOBS.name}", flavor="{flavor}"'
+    """submit's arguments for a flavor: this machine's (named after the local backend) is the local backend's, any
+    other is one of the catalog's, which are HF Jobs' flavors."""
+    where = f'backend="{LOCAL.name}"' if flavor == LOCAL.name else f'backend="{HF_JOBS.name}", flavor="{flavor}"'
     return where + (f', timeout="{timeout}"' if timeout else "")
 
 
