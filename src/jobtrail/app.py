@@ -32,6 +32,7 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.outcomes import budget
 from jobtrail.util.files import private_dir
+from jobtrail.util.money import CAP_ENV, DAILY_ENV
 
 if TYPE_CHECKING:
     from jobtrail.service.facade import JobService
@@ -68,8 +69,8 @@ def settings(home_dir: Path | None = None) -> Settings:
         max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1),
         host_id=_host_id(HOST_ID_ENV),
         hf_namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None,
-        max_cost_usd=_dollars(budget.CAP_ENV),
-        daily_budget_usd=_dollars(budget.DAILY_ENV),
+        max_cost_usd=_dollars(CAP_ENV),
+        daily_budget_usd=_dollars(DAILY_ENV),
     )
 
 

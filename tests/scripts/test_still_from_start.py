@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 from jobtrail.models import ExitRecord, TerminationReason as R
-from jobtrail.outcomes.alerts import BLOCKING
 from jobtrail.outcomes.classify import classify
+from jobtrail.results.endings import BLOCKING
 from jobtrail.templates.render import render_script
 from support.jobs import JobKit, run_jobs
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from jobtrail.outcomes.alerts import verdict
 from jobtrail.requests import EstimateRequest, SubmitOptions
+from jobtrail.results.endings import verdict
 from jobtrail.service.results import JobRow
 from jobtrail.service.watch_results import WaitResult
 from support.waiting import wait_for, wait_until_terminal

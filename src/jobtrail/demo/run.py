@@ -13,7 +13,7 @@ import anyio
 
 from jobtrail.app import build_service, home
 from jobtrail.errors import JobtrailError
-from jobtrail.outcomes.alerts import verdict
+from jobtrail.results.endings import verdict
 
 if TYPE_CHECKING:
     from mcp import Client

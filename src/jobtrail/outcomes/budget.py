@@ -19,10 +19,9 @@ from typing import Any
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.requests import MAX_COST_USD
+from jobtrail.util.money import DAILY_ENV, usd
 
 DAILY_WINDOW_S = 24 * 3600.0
-CAP_ENV = "JOBTRAIL_MAX_COST_USD"
-DAILY_ENV = "JOBTRAIL_DAILY_BUDGET_USD"
 
 
 def parse_cap(value: Any, name: str) -> float:
@@ -60,13 +59,6 @@ def window_share(started_at: float | None, ended_at: float | None, now: float, s
     if end <= started_at:
         return 1.0 if end >= since else 0.0
     return max(0.0, end - max(started_at, since)) / (end - started_at)
-
-
-def usd(amount: float | None) -> str:
-    """Dollars as a person reads them: $0.0042 for fractions of a cent, $12.40 otherwise."""
-    if amount is None:
-        return "$?"
-    return f"${amount:.4f}" if 0 < abs(amount) < 0.01 else f"${amount:,.2f}"
 
 
 def raise_cap_to(spent: float, cap: float) -> float:

@@ -21,7 +21,9 @@ from typing import Any
 
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import TerminationReason as R
-from jobtrail.outcomes.budget import raise_cap_to, reached, usd
+from jobtrail.outcomes.budget import raise_cap_to, reached
+from jobtrail.results.endings import NEVER
+from jobtrail.util.money import usd
 from jobtrail.util.timefmt import parse_duration
 
 
@@ -45,14 +47,6 @@ BUDGETS: dict[R, Budget] = {
     # A full disk fills again on the same disk: never retried automatically, but once by hand after space is freed
     # (decide refuses the automatic retry; the person who freed it is the one who knows).
     R.DISK_FULL: Budget(1),
-}
-NEVER = {
-    R.BAD_INPUT: "Fix the data (validate_dataset shows what is wrong), then submit a new job.",
-    R.CONFIG_ERROR: "Fix the argument named in the message, then submit a new job.",
-    R.DEPENDENCY_ERROR: (
-        "Install the missing package in the job's environment (pip install 'jobtrail[train]'), then submit again."
-    ),
-    R.AUTH_ERROR: "Set HF_TOKEN to a token with access (accept gated models' terms first), then submit again.",
 }
 # Hyperparameters whose change alters the memory a step needs.
 MEMORY_SHAPE_KEYS = ("per_device_train_batch_size", "max_length", "gradient_checkpointing", "peft")

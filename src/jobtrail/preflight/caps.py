@@ -14,9 +14,9 @@ from jobtrail.backends.registry import traits_of
 from jobtrail.estimate import EstimateResult
 from jobtrail.estimate.hardware import LOCAL
 from jobtrail.models import Finding, JobSpec
-from jobtrail.outcomes.budget import CAP_ENV, DAILY_ENV, usd
 from jobtrail.preflight.facts import BudgetFacts, Facts
 from jobtrail.results.estimate import FlavorOption
+from jobtrail.util.money import CAP_ENV, DAILY_ENV, usd
 from jobtrail.util.timefmt import human_duration
 
 DAILY_CODE = "budget.daily"

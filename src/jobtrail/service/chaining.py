@@ -22,10 +22,11 @@ from typing import Literal
 
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
-from jobtrail.outcomes import alerts, events
+from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import HubWeights
 from jobtrail.preflight import plan as preflight
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, PlanEnv
+from jobtrail.results import endings
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.job_outputs import JobOutput, job_output
 from jobtrail.service.retry_state import ended_for_good
@@ -166,7 +167,7 @@ def hold_reason(context: ServiceContext, attempt: AttemptRecord) -> str | None:
     latest = context.latest(parent.run_id)
     cancel = f'cancel(job_id="{attempt.run_id}") drops it'
     if latest.status is JobStatus.SUCCEEDED:
-        stops = alerts.blocking(events.alerts(context.ledger.events(latest.attempt_id, "alert")))
+        stops = endings.blocking(events.alerts(context.ledger.events(latest.attempt_id, "alert")))
         if not stops:
             return None
         stop = stops[0]
@@ -175,7 +176,7 @@ def hold_reason(context: ServiceContext, attempt: AttemptRecord) -> str | None:
             f'release(job_id="{attempt.run_id}") starts it on that result anyway; {cancel}'
         )
     if latest.termination_reason is TerminationReason.DIVERGED:
-        stops = alerts.blocking(events.alerts(context.ledger.events(latest.attempt_id, "alert")))
+        stops = endings.blocking(events.alerts(context.ledger.events(latest.attempt_id, "alert")))
         fix = f" ({stops[0]['fix']})" if stops and stops[0].get("fix") else ""
         return (
             f"held: {parent.run_id} ended diverged, so there is no model to start from. Retry it with the fix its "

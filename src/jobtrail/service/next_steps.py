@@ -15,33 +15,15 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
 from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import retry as retry_policy
 from jobtrail.outcomes.retry import Decision
 from jobtrail.requests import DEFAULT_QUANTIZATIONS
+from jobtrail.results.endings import NextStep
 from jobtrail.service.tracking import TrackioRun
 from jobtrail.templates.runtime import runtime_module
 
 TRAINING_METHODS = ("sft", "dpo", "kto", "reward", "grpo")
-
-
-class NextStep(BaseModel):
-    action: Literal["load", "evaluate", "convert_gguf", "continue_training", "watch", "retry", "fix", "logs"]
-    kind: Literal["tool", "python", "shell", "url"] = Field(
-        description="What `call` is: a jobtrail tool call, Python code, a shell command, or a page to open."
-    )
-    call: str | None = Field(description="The exact call (or code) to run; None when the fix is a change to make.")
-    why: str
-
-    def as_line(self) -> str:
-        """The step in a summary line (code stays in the structured field: it is several lines)."""
-        if self.kind == "python":
-            return f"load it in Python (next_steps has the code): {self.why}"
-        if self.call is None:
-            return self.why
-        return f"`{self.call}` {self.why}" if self.kind == "shell" else f"{self.call}: {self.why}"
 
 
 def next_steps(

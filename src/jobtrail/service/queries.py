@@ -19,10 +19,11 @@ from jobtrail.preflight.data_size import measured_data
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.plan import estimate_alone
 from jobtrail.requests import REPORT_GROUPS, EstimateRequest
+from jobtrail.results.endings import NextStep
 from jobtrail.service import chaining
 from jobtrail.service.attempt_note import attempt_note, lineage
 from jobtrail.service.context import local_path
-from jobtrail.service.next_steps import NextStep, next_steps
+from jobtrail.service.next_steps import next_steps
 from jobtrail.service.progress import AttemptFacts, Progress, job_progress, timeout_warning
 from jobtrail.service.results import (
     AttemptView,

@@ -10,13 +10,11 @@ from pydantic import BaseModel, Field
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult
-from jobtrail.outcomes.alerts import BLOCKING, verdict
-from jobtrail.outcomes.budget import usd
-from jobtrail.outcomes.retry import NEVER
+from jobtrail.results.endings import BLOCKING, NEVER, NextStep, verdict
 from jobtrail.service.attempt_note import AttemptNote
-from jobtrail.service.next_steps import NextStep
 from jobtrail.service.progress import Progress
 from jobtrail.service.tracking import TrackioRun
+from jobtrail.util.money import usd
 from jobtrail.util.timefmt import ago, human_duration
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}

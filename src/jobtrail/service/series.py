@@ -18,13 +18,13 @@ from statistics import fmean, pstdev
 from typing import Any
 
 from jobtrail.outcomes.events import step_metrics
+from jobtrail.service.watch_results import MIN_TREND_POINTS, recent_half
 
 Point = tuple[int, float | None]  # (step, value); None where the job logged NaN or inf
 # Event kinds whose numbers are metric points: training steps, and evaluations during training.
 SERIES_KINDS = ("step", "eval")
 DERIVED = ("tokens_per_second", "eval_gap")
 _NOT_METRICS = {"event", "time", "step", "metrics", "epoch"}
-MIN_TREND_POINTS = 5
 # A trend is a move of the recent points larger than their noise explains (about two standard errors) and
 # larger than this share of their level; without one, a series scattering more than NOISY_SPREAD of its
 # level is noisy, else stable.
@@ -81,11 +81,6 @@ def join(attempts: Sequence[AttemptSeries]) -> dict[str, list[Point]]:
         for name, points in attempt.series.items():
             joined.setdefault(name, []).extend(points)
     return {name: points for name, points in joined.items() if points}
-
-
-def recent_half(values: Sequence[float]) -> list[float]:
-    """The points a trend is judged over: the latter half (at least MIN_TREND_POINTS)."""
-    return list(values[-max(MIN_TREND_POINTS, len(values) // 2) :])
 
 
 def trend(points: Sequence[Point]) -> str:

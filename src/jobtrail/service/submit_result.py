@@ -9,7 +9,6 @@ from pydantic import Field
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.models import Finding, Launcher, Speedups, ToolResult
-from jobtrail.outcomes.budget import usd
 from jobtrail.service.results import (
     AfterJob,
     WaitingFor,
@@ -19,6 +18,7 @@ from jobtrail.service.results import (
     refusal,
     speedups_line,
 )
+from jobtrail.util.money import usd
 
 
 class SubmitResult(ToolResult):

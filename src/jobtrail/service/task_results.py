@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel, Field
 
 from jobtrail.models import Finding, ToolResult
-from jobtrail.outcomes.budget import DAILY_ENV, usd
 from jobtrail.service.results import AfterJob, WaitingFor, findings_markdown, markdown_table, refusal
+from jobtrail.util.money import DAILY_ENV, usd
 
 
 class _TaskJobResult(ToolResult):

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from jobtrail.models import ToolResult
-from jobtrail.outcomes.alerts import blocking, verdict
+from jobtrail.results.endings import blocking, verdict
 from jobtrail.service.attempt_note import AttemptNote
 from jobtrail.service.progress import Progress
-from jobtrail.service.series import recent_half
 from jobtrail.util.timefmt import human_duration
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 # The metrics a summary line names, in this order, when the run has them.
 KEY_METRICS = ("loss", "eval_loss", "eval_gap", "grad_norm", "reward", "reward_std", "rewards/margins")
+MIN_TREND_POINTS = 5
+
+
+def recent_half(values: Sequence[float]) -> list[float]:
+    """The points a trend is judged over (series.trend) and shown over (metrics' summary): the latter half, at least
+    MIN_TREND_POINTS."""
+    return list(values[-max(MIN_TREND_POINTS, len(values) // 2) :])
+
+
 # (progress made, total, message) for the MCP client's progress bar while wait waits.
 ProgressSink = Callable[[float, float, str], None]
 

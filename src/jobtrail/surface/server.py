@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import ConfigDict, ValidationError, create_model
 
 from jobtrail import __version__
-from jobtrail.errors import JobtrailError
+from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.methods import METHODS
 from jobtrail.models import ToolResult
 from jobtrail.service.watch_results import ImageResult, ProgressSink
@@ -39,6 +39,7 @@ from jobtrail.surface.tools_jobs import JobTools
 from jobtrail.surface.tools_tasks import TaskTools
 from jobtrail.surface.tools_watch import WatchTools
 from jobtrail.surface.toolspec import Hints, ToolArea, ToolSpec, tools_of, unknown_arguments
+from jobtrail.util.data import shipped_dir
 from jobtrail.util.hub import one_line_error
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ log = logging.getLogger("jobtrail.surface.server")
 F = TypeVar("F", bound=Callable[..., Any])
 # The keyword that hands a tool function the request's Context; no tool has an argument of that name.
 _CONTEXT = "mcp_context"
+REFERENCE_INDEX = "jobs.md"  # a page every installation ships: where it is, the others are
 
 INSTRUCTIONS = """jobtrail runs fine-tuning jobs (TRL) on this machine or on Hugging Face Jobs.
 Typical flow: submit(dry_run=true) to see findings and the script's sha256 → submit → wait(job_id) again
@@ -247,9 +249,12 @@ def agent_errors(fn: F) -> F:
 
 def add_references(server: MCPServer) -> None:
     """Serve each references/*.md page as a resource, so agents can read them on demand."""
-    from jobtrail.templates.render import scripts_dir
-
-    root = scripts_dir().parent / "references"
+    root = shipped_dir("references", REFERENCE_INDEX)
+    if root is None:
+        raise InvalidRequestError(
+            "The reference pages (references/) are missing from this installation.",
+            fix="Reinstall jobtrail: pip install --force-reinstall jobtrail",
+        )
     for page in sorted(root.glob("*.md")):
         _add_page(server, page)
 

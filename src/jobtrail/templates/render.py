@@ -39,6 +39,7 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.models import DEFAULT_DEPENDENCY_VERSIONS, DependencyVersions
 from jobtrail.templates.tracking import TRACKIO, reports_to_trackio
 from jobtrail.templates.versions import job_lock, pin
+from jobtrail.util.data import shipped_dir
 from jobtrail.util.digest import config_json
 
 RUNTIME_MODULE = "_runtime.py"
@@ -60,10 +61,9 @@ LIGER_REQUIREMENT = "liger-kernel>=0.8"
 
 def scripts_dir() -> Path:
     """scripts/ inside an installed wheel, else the source checkout's top-level scripts/."""
-    here = Path(__file__).resolve().parents[1]
-    for candidate in (here / "scripts", here.parents[1] / "scripts"):
-        if (candidate / RUNTIME_MODULE).is_file():
-            return candidate
+    found = shipped_dir("scripts", RUNTIME_MODULE)
+    if found is not None:
+        return found
     raise InvalidRequestError(
         "The job templates (scripts/) are missing from this installation.",
         fix="Reinstall jobtrail: pip install --force-reinstall jobtrail",

@@ -8,11 +8,21 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+DATA_DIR = PACKAGE_DIR / "data"
 
 
 def data_path(name: str) -> Path:
     return DATA_DIR / name
+
+
+def shipped_dir(name: str, marker: str) -> Path | None:
+    """A folder the wheel ships inside the package (scripts/, references/), else the source checkout's top-level
+    one: the first that holds the file `marker`; None when neither does."""
+    for candidate in (PACKAGE_DIR / name, PACKAGE_DIR.parents[1] / name):
+        if (candidate / marker).is_file():
+            return candidate
+    return None
 
 
 @cache
