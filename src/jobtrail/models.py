@@ -7,6 +7,7 @@ change them only together with SKILL.md, README.md and references/.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
@@ -255,6 +256,18 @@ class RunRecord(BaseModel):
     max_retries: int = 0
     max_cost_usd: float | None = None  # the job's spending cap over all its attempts (None: no cap)
     idempotency_key: str | None = None  # submit(idempotency_key=...): the same key returns this run
+
+
+@dataclass(frozen=True)
+class CapState:
+    """A remote run with a spending cap, as the ledger reads it for report: its latest attempt's status and
+    termination_reason, and what its ended attempts cost (a running attempt's share is the tracker's)."""
+
+    run_id: str
+    max_cost_usd: float
+    status: str
+    termination_reason: str | None
+    spent_ended: float
 
 
 class CheckpointRecord(BaseModel):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jobtrail.models import TerminationReason as R
-from jobtrail.outcomes.retry import BUDGETS, NEVER, AttemptFacts, decide, propose_memory_change
+from jobtrail.outcomes.retry import BUDGETS, NEVER, AttemptFacts, JobFacts, decide, propose_memory_change
 
 
 def attempt(
@@ -23,7 +25,7 @@ def test_every_reason_has_a_rule():
 
 
 def test_a_job_stopped_by_its_cap_is_never_retried_automatically_and_by_hand_only_under_a_larger_cap():
-    job = {"job_id": "jt-x", "max_cost_usd": 5.0, "spent_usd": 5.01}
+    job = JobFacts(job_id="jt-x", max_cost_usd=5.0, spent_usd=5.01)
     assert R.BUDGET not in BUDGETS  # a budget of 0 automatic retries: decide's own branch says why
     automatic = decide([attempt(1, R.BUDGET)], HYPER, None, automatic=True, job=job)
     assert not automatic.retry and "automatic retries never spend past one" in automatic.message
@@ -35,12 +37,12 @@ def test_a_job_stopped_by_its_cap_is_never_retried_automatically_and_by_hand_onl
     raised = decide([attempt(1, R.BUDGET)], HYPER, {"max_cost_usd": 10.0}, job=job)
     assert raised.retry and raised.changes == {"max_cost_usd": 10.0} and "$10.00" in raised.message
     # Stopped by the daily budget, under its own cap: retried as it is (dispatch checks the daily budget again).
-    assert decide([attempt(1, R.BUDGET)], HYPER, None, job={**job, "spent_usd": 1.0}).retry
+    assert decide([attempt(1, R.BUDGET)], HYPER, None, job=replace(job, spent_usd=1.0)).retry
     assert R.BUDGET.status.value == "cancelled"
 
 
 def test_a_diverged_run_is_retried_only_with_a_change_and_the_refusal_names_one():
-    job = {"job_id": "jt-x", "learning_rate": 0.002}
+    job = JobFacts(job_id="jt-x", learning_rate=0.002)
     refused = decide([attempt(1, R.DIVERGED)], HYPER, None, job=job)
     assert not refused.retry and "NaN or infinite" in refused.message
     assert refused.fix and refused.fix.startswith("retry(job_id=\"jt-x\", changes={'learning_rate': 0.0002})")
@@ -49,7 +51,7 @@ def test_a_diverged_run_is_retried_only_with_a_change_and_the_refusal_names_one(
     assert not same.retry and same.fix == refused.fix  # a change that changes nothing gets the real fix
     # The user's own learning rate is the one lowered; any real change is retried, twice in a row too.
     assert "1e-05" in (decide([attempt(1, R.DIVERGED)], {"learning_rate": 1e-4}, None, job=job).fix or "")
-    absurd = decide([attempt(1, R.DIVERGED)], {"learning_rate": 1e20}, None, job={**job, "method": "dpo"}).fix
+    absurd = decide([attempt(1, R.DIVERGED)], {"learning_rate": 1e20}, None, job=replace(job, method="dpo")).fix
     assert absurd and "{'learning_rate': 5e-06}" in absurd and "dpo's default" in absurd
     storm = [attempt(1, R.DIVERGED, "A"), attempt(2, R.DIVERGED, "A")]
     for changes in ({"learning_rate": 2e-4}, {"max_grad_norm": 0.5}):
@@ -131,7 +133,7 @@ def test_an_oom_halves_the_split_the_job_ran_with_not_the_defaults():
     chosen = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "gradient_checkpointing": False}
     halved = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}
     assert propose_memory_change({}, chosen) == halved
-    automatic = decide([attempt(1, R.OOM)], {}, None, automatic=True, job={"ran_with": chosen})
+    automatic = decide([attempt(1, R.OOM)], {}, None, automatic=True, job=JobFacts(ran_with=chosen))
     assert automatic.retry and automatic.changes == halved
 
 
@@ -151,14 +153,14 @@ PROGRESSED_TIMEOUTS = [attempt(1, R.TIMEOUT, "A", 10, None), attempt(2, R.TIMEOU
 
 
 def test_a_longer_timeout_after_timeouts_is_not_a_storm():
-    answer = decide(PROGRESSED_TIMEOUTS, HYPER, {"timeout": "5m"}, job={"timeout": 120})
+    answer = decide(PROGRESSED_TIMEOUTS, HYPER, {"timeout": "5m"}, job=JobFacts(timeout=120))
     assert answer.retry and answer.changes == {"timeout": "5m"}
 
 
 def test_a_longer_timeout_is_allowed_when_the_timeout_budget_is_spent():
     history = [attempt(i + 1, R.TIMEOUT, f"C{i}", 10 * (i + 1), 10 * i) for i in range(BUDGETS[R.TIMEOUT].retries + 1)]
-    assert not decide(history, HYPER, None, job={"timeout": 120}).retry
-    assert decide(history, HYPER, {"timeout": "1h"}, job={"timeout": 120}).retry
+    assert not decide(history, HYPER, None, job=JobFacts(timeout=120)).retry
+    assert decide(history, HYPER, {"timeout": "1h"}, job=JobFacts(timeout=120)).retry
 
 
 @pytest.mark.parametrize(
@@ -172,16 +174,16 @@ def test_a_longer_timeout_is_allowed_when_the_timeout_budget_is_spent():
 )
 def test_a_faster_config_after_timeouts_is_allowed(faster):
     hyper = {**HYPER, "max_steps": 100, "max_length": 1024}
-    assert decide(PROGRESSED_TIMEOUTS, hyper, faster, job={"timeout": 120, "flavor": "t4-small"}).retry
+    assert decide(PROGRESSED_TIMEOUTS, hyper, faster, job=JobFacts(timeout=120, flavor="t4-small")).retry
 
 
 def test_a_longer_timeout_resumes_an_attempt_that_did_not_advance():
     stuck = [attempt(2, R.TIMEOUT, last_step=40, start=40)]
-    assert decide(stuck, HYPER, {"timeout": "4h"}, job={"timeout": 3600}).retry
+    assert decide(stuck, HYPER, {"timeout": "4h"}, job=JobFacts(timeout=3600)).retry
 
 
 def test_a_change_that_changes_nothing_is_still_refused():
-    same = decide(PROGRESSED_TIMEOUTS, HYPER, {"timeout": "2m"}, job={"timeout": 120})
+    same = decide(PROGRESSED_TIMEOUTS, HYPER, {"timeout": "2m"}, job=JobFacts(timeout=120))
     assert not same.retry and "change nothing" in same.message
     unknown = decide([attempt(1, R.UNKNOWN)], HYPER, {"per_device_train_batch_size": 4})
     assert not unknown.retry and "change nothing" in unknown.message
@@ -199,5 +201,5 @@ def test_a_new_memory_shape_after_oom_is_allowed_when_the_budget_is_spent():
 
 
 def test_a_succeeded_job_is_not_retried_and_the_fix_names_it_as_init_from():
-    decision = decide([attempt(1, R.SUCCEEDED)], HYPER, None, job={"job_id": "jt-done"})
+    decision = decide([attempt(1, R.SUCCEEDED)], HYPER, None, job=JobFacts(job_id="jt-done"))
     assert not decision.retry and decision.fix and 'submit(..., init_from="jt-done")' in decision.fix

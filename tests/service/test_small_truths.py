@@ -11,7 +11,7 @@ import pytest
 from jobtrail.app import build_service
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec, TerminationReason
-from jobtrail.outcomes.retry import AttemptFacts, decide
+from jobtrail.outcomes.retry import AttemptFacts, JobFacts, decide
 from jobtrail.requests import ConvertRequest, EvaluateRequest, SubmitOptions
 from jobtrail.service.results import CancelResult, RetryResult
 from support.jobs import TINY_SFT
@@ -171,7 +171,7 @@ def test_a_refused_retry_says_not_retried_once_and_never_proposes_retry_for_a_su
     never = decide([_ended(TerminationReason.BAD_INPUT)], {}, None)
     refused = RetryResult(job_id="jt-x", retried=False, attempt=None, status="failed", message=never.message)
     assert refused.summary.startswith("Not retried: bad_input does not go away"), refused.summary
-    done = decide([_ended(TerminationReason.SUCCEEDED)], {}, None, job={"job_id": "jt-x"})
+    done = decide([_ended(TerminationReason.SUCCEEDED)], {}, None, job=JobFacts(job_id="jt-x"))
     result = RetryResult(
         job_id="jt-x", retried=False, attempt=None, status="succeeded", message=done.message, fix=done.fix
     )

@@ -23,7 +23,7 @@ from jobtrail.ledger.compact_receipts import json_bytes
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
 from jobtrail.ledger.packed_receipts import PACKED_FIELDS, packed, unpacked
-from jobtrail.models import AttemptRecord, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
+from jobtrail.models import AttemptRecord, CapState, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
 from jobtrail.util.digest import config_json
 
 # Receipts that attempts repeat, stored once (blobs.py) and named by the sha256 in their column: the config
@@ -266,11 +266,10 @@ class Ledger:
         )
         return [(row["started_at"], row["ended_at"], row["cost_usd"] or 0.0) for row in rows]
 
-    def cap_states(self, since: float, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    def cap_states(self, since: float, limit: int) -> tuple[int, list[CapState]]:
         """Remote runs with a spending cap, created since `since` or still active: how many, and the newest `limit`
-        of those that need a look (still active, or stopped by their cap), each with run_id, max_cost_usd, its
-        latest attempt's status and termination_reason, and spent_ended (what its ended attempts cost). A week of a
-        busy team holds thousands of capped jobs that simply finished: they are counted, not listed."""
+        of those that need a look (still active, or stopped by their cap). A week of a busy team holds thousands of
+        capped jobs that simply finished: they are counted, not listed."""
         active = ", ".join("?" for _ in ACTIVE_STATUSES)
         capped = "r.max_cost_usd IS NOT NULL AND r.backend <> 'local'"
         # Index ranges only, never one OR over every run: the runs created since (their cap and backend are in the
@@ -292,7 +291,7 @@ class Ledger:
             " ORDER BY r.created_at DESC LIMIT ?",
             (*ACTIVE_STATUSES, *ACTIVE_STATUSES, since, limit),
         )
-        return int(count), [dict(row) for row in rows]
+        return int(count), [CapState(**dict(row)) for row in rows]
 
     def update_attempt(
         self,

@@ -66,6 +66,33 @@ class AttemptFacts:
 
 
 @dataclass(frozen=True)
+class JobFacts:
+    """The job a retry decision weighs beyond its attempts: the JOB_KEYS its latest attempt ran with (a change is
+    compared with them) and what a fix names: its id and method, the learning rate and training_args it trained
+    with (defaults included: the memory shape an oom halves), its cap and what all its attempts cost."""
+
+    job_id: str | None = None
+    method: str | None = None
+    timeout: int | None = None  # seconds
+    flavor: str | None = None
+    dataset_mapping: dict[str, Any] | None = None
+    max_cost_usd: float | None = None
+    learning_rate: Any = None  # as the config holds it; read as a number where it is one
+    ran_with: dict[str, Any] | None = None
+    spent_usd: float = 0.0
+
+    def current(self, name: str) -> Any:
+        """The job's value of one of JOB_KEYS, which a retry's change is compared with."""
+        values = {
+            "timeout": self.timeout,
+            "flavor": self.flavor,
+            "dataset_mapping": self.dataset_mapping,
+            "max_cost_usd": self.max_cost_usd,
+        }
+        return values[name]
+
+
+@dataclass(frozen=True)
 class Decision:
     retry: bool
     message: str
@@ -81,12 +108,11 @@ def decide(
     changes: dict[str, Any] | None,
     *,
     automatic: bool = False,
-    job: dict[str, Any] | None = None,
+    job: JobFacts | None = None,
 ) -> Decision:
-    """May the run start another attempt? `history` is oldest first and its last entry ended;
-    `job` holds the latest attempt's JOB_KEYS, so a change can be compared with them, and what a
-    fix names: its job_id, method and the learning_rate it trained with (defaults included), spent_usd,
-    what all its attempts cost, and ran_with, its training_args (the memory shape an oom halves)."""
+    """May the run start another attempt? `history` is oldest first and its last entry ended; `job` is what the
+    decision weighs of the job itself (JobFacts; none known: nothing to compare with or name)."""
+    job = job or JobFacts()
     reason = history[-1].reason
     if reason is None:
         return Decision(False, "The latest attempt has not ended yet.", "Wait for it, or cancel it first.")
@@ -94,9 +120,7 @@ def decide(
     if settled is not None:
         return settled
     merged = dict(changes or {})
-    asked = _Asked(
-        reason, merged, _real_changes(merged, hyperparameters, job or {}), hyperparameters, automatic, job or {}
-    )
+    asked = _Asked(reason, merged, _real_changes(merged, hyperparameters, job), hyperparameters, automatic, job)
     return _weigh_changes(asked) or _spend_budget(history, asked)
 
 
@@ -109,13 +133,13 @@ class _Asked:
     real: list[str]
     hyperparameters: dict[str, Any]
     automatic: bool
-    job: dict[str, Any]
+    job: JobFacts
 
 
-def _settled(reason: R, changes: dict[str, Any] | None, automatic: bool, job: dict[str, Any] | None) -> Decision | None:
+def _settled(reason: R, changes: dict[str, Any] | None, automatic: bool, job: JobFacts) -> Decision | None:
     """The ends whose decision no change alters: a success, a cancel, a cause retrying never fixes."""
     if reason is R.SUCCEEDED:
-        source = f'"{job["job_id"]}"' if job and job.get("job_id") else "job_id"
+        source = f'"{job.job_id}"' if job.job_id else "job_id"
         return Decision(
             False,
             "The job already succeeded; there is nothing to retry.",
@@ -197,7 +221,7 @@ def _spend_budget(history: list[AttemptFacts], asked: _Asked) -> Decision:
             "Give a longer timeout (changes={'timeout': '4h'}) or make steps cheaper.",
         )
     if asked.reason is R.OOM and not _changes_memory_shape(asked.changes, asked.hyperparameters):
-        proposal = propose_memory_change(asked.hyperparameters, asked.job.get("ran_with"))
+        proposal = propose_memory_change(asked.hyperparameters, asked.job.ran_with)
         if not asked.automatic:
             return Decision(
                 False,
@@ -214,15 +238,15 @@ def _spend_budget(history: list[AttemptFacts], asked: _Asked) -> Decision:
     )
 
 
-def _after_budget(changes: dict[str, Any], automatic: bool, job: dict[str, Any]) -> Decision:
+def _after_budget(changes: dict[str, Any], automatic: bool, job: JobFacts) -> Decision:
     """A spending cap stopped it: its budget of automatic retries is 0; by hand, it resumes while under its cap
     (the daily budget stopped it, and dispatch checks that one again) or with a larger cap in the changes."""
     if automatic:
         return Decision(False, "Stopped by a spending cap: automatic retries never spend past one.")
-    cap, spent = job.get("max_cost_usd"), float(job.get("spent_usd") or 0.0)
-    limit = changes.get("max_cost_usd", cap)
+    spent = job.spent_usd
+    limit = changes.get("max_cost_usd", job.max_cost_usd)
     if limit is not None and reached(spent, float(limit)):
-        target = f'job_id="{job["job_id"]}", ' if job.get("job_id") else ""
+        target = f'job_id="{job.job_id}", ' if job.job_id else ""
         larger = {"max_cost_usd": raise_cap_to(spent, float(limit))}
         return Decision(
             False,
@@ -235,12 +259,12 @@ def _after_budget(changes: dict[str, Any], automatic: bool, job: dict[str, Any])
     return Decision(True, f"Resuming after budget from the last committed checkpoint{under}.", changes=changes)
 
 
-def diverged_fix(hyperparameters: dict[str, Any], job: dict[str, Any]) -> str:
-    """The exact retry a diverged run needs: a learning rate ten times lower (job["learning_rate"] is
+def diverged_fix(hyperparameters: dict[str, Any], job: JobFacts) -> str:
+    """The exact retry a diverged run needs: a learning rate ten times lower (job.learning_rate is
     the one it trained with, defaults included), or the method's default for one beyond any sense
     (1 and up), resumed from its last committed checkpoint."""
     lower, why = diverged_learning_rate(hyperparameters, job)
-    target = f'job_id="{job["job_id"]}", ' if job.get("job_id") else ""
+    target = f'job_id="{job.job_id}", ' if job.job_id else ""
     return (
         f"retry({target}changes={{'learning_rate': {lower!r}}}) resumes from the last committed checkpoint at a "
         f"learning rate {why}; adding max_grad_norm=1.0 (gradient clipping) or warmup_steps=0.1 also steadies a "
@@ -248,13 +272,13 @@ def diverged_fix(hyperparameters: dict[str, Any], job: dict[str, Any]) -> str:
     )
 
 
-def diverged_learning_rate(hyperparameters: dict[str, Any], job: dict[str, Any]) -> tuple[float, str]:
+def diverged_learning_rate(hyperparameters: dict[str, Any], job: JobFacts) -> tuple[float, str]:
     """(the learning rate a diverged run retries with, why that one): ten times lower, or the method's
     default for one beyond any sense (1 and up)."""
-    current = _number(hyperparameters.get("learning_rate")) or _number(job.get("learning_rate"))
+    current = _number(hyperparameters.get("learning_rate")) or _number(job.learning_rate)
     if current is not None and current < 1:
         return float(f"{current / 10:.3g}"), f"ten times lower than {current!r}"
-    method = job.get("method") or "sft"
+    method = job.method or "sft"
     return float(method_spec(method).defaults["learning_rate"]), f"{method}'s default"
 
 
@@ -280,14 +304,14 @@ _REMEDY = {
 }
 
 
-def _real_changes(changes: dict[str, Any], hyperparameters: dict[str, Any], job: dict[str, Any]) -> list[str]:
+def _real_changes(changes: dict[str, Any], hyperparameters: dict[str, Any], job: JobFacts) -> list[str]:
     """The names whose proposed value differs from the current one."""
     real = []
     for name, value in changes.items():
         if name == "timeout":
-            differs = parse_duration(value) != job.get("timeout")
+            differs = parse_duration(value) != job.timeout
         elif name in JOB_KEYS:
-            differs = value != job.get(name)
+            differs = value != job.current(name)
         else:
             differs = value != hyperparameters.get(name)
         if differs:
@@ -295,7 +319,7 @@ def _real_changes(changes: dict[str, Any], hyperparameters: dict[str, Any], job:
     return real
 
 
-def _addresses(reason: R, changes: dict[str, Any], hyperparameters: dict[str, Any], job: dict[str, Any]) -> bool:
+def _addresses(reason: R, changes: dict[str, Any], hyperparameters: dict[str, Any], job: JobFacts) -> bool:
     """Does a real change address the cause, so that neither the budget nor the storm guard should stop it?"""
     if reason in (R.UNKNOWN, R.DIVERGED):
         return True
@@ -308,13 +332,12 @@ def _addresses(reason: R, changes: dict[str, Any], hyperparameters: dict[str, An
     return False
 
 
-def _faster_or_longer(name: str, value: Any, hyperparameters: dict[str, Any], job: dict[str, Any]) -> bool:
+def _faster_or_longer(name: str, value: Any, hyperparameters: dict[str, Any], job: JobFacts) -> bool:
     """A changed value that gives a timed-out run more time, or makes it need less."""
     if name == "flavor":  # another machine: the caller's judgement that it is faster
-        return bool(value != job.get("flavor"))
+        return bool(value != job.flavor)
     if name == "timeout":
-        current = job.get("timeout")
-        return current is None or (parse_duration(value) or 0) > current
+        return job.timeout is None or (parse_duration(value) or 0) > job.timeout
     if name == "gradient_checkpointing":
         return value is False and hyperparameters.get(name) is not False
     if name in SHORTER_KEYS:

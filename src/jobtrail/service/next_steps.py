@@ -139,8 +139,10 @@ def _fixing_changes(run: RunRecord, latest: AttemptRecord) -> dict[str, Any] | N
     if reason is TerminationReason.OOM:
         return retry_policy.propose_memory_change(spec.hyperparameters, latest.config.get("training_args"))
     if reason is TerminationReason.DIVERGED:
-        job = {"learning_rate": latest.config.get("training_args", {}).get("learning_rate"), "method": run.method}
-        return {"learning_rate": retry_policy.diverged_learning_rate(spec.hyperparameters, job)[0]}
+        ran = retry_policy.JobFacts(
+            method=run.method, learning_rate=latest.config.get("training_args", {}).get("learning_rate")
+        )
+        return {"learning_rate": retry_policy.diverged_learning_rate(spec.hyperparameters, ran)[0]}
     if reason is TerminationReason.TIMEOUT:
         hours = math.ceil(2 * (latest.timeout_s or spec.timeout_s or 7200) / 3600)  # twice the time it had
         return {"timeout": f"{hours}h"}

@@ -301,11 +301,11 @@ class Queries(UseCase):
         count, states = self.ledger.cap_states(since, JOB_CAPS_LISTED)
         return count, [
             JobCap(
-                job_id=cap["run_id"],
-                status=cap["status"],
-                termination_reason=cap["termination_reason"],
-                max_cost_usd=cap["max_cost_usd"],
-                spent_usd=round(cap["spent_ended"] + running.get(cap["run_id"], 0.0), 6),
+                job_id=cap.run_id,
+                status=cap.status,
+                termination_reason=cap.termination_reason,
+                max_cost_usd=cap.max_cost_usd,
+                spent_usd=round(cap.spent_ended + running.get(cap.run_id, 0.0), 6),
             )
             for cap in states
         ]

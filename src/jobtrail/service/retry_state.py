@@ -68,15 +68,18 @@ def decide(
     *,
     automatic: bool,
 ) -> retry_policy.Decision:
-    job: dict[str, Any] = {"timeout": spec.timeout_s, "flavor": spec.flavor, "dataset_mapping": spec.dataset_mapping}
-    job |= {
-        "job_id": attempts[-1].run_id,
-        "method": spec.method,
-        "learning_rate": attempts[-1].config.get("training_args", {}).get("learning_rate"),
-        "ran_with": attempts[-1].config.get("training_args", {}),
-        "max_cost_usd": run.max_cost_usd,
-        "spent_usd": sum(a.cost_usd or 0.0 for a in attempts),  # every attempt has ended: its cost is recorded
-    }
+    ran_with = attempts[-1].config.get("training_args", {})
+    job = retry_policy.JobFacts(
+        job_id=attempts[-1].run_id,
+        method=spec.method,
+        timeout=spec.timeout_s,
+        flavor=spec.flavor,
+        dataset_mapping=spec.dataset_mapping,
+        max_cost_usd=run.max_cost_usd,
+        learning_rate=ran_with.get("learning_rate"),
+        ran_with=ran_with,
+        spent_usd=sum(a.cost_usd or 0.0 for a in attempts),  # every attempt has ended: its cost is recorded
+    )
     history = [_attempt_facts(ledger, a) for a in attempts]
     return retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)
 
