@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
+from jobtrail.methods import METHODS
 from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import retry as retry_policy
 from jobtrail.outcomes.retry import Decision
@@ -22,8 +23,6 @@ from jobtrail.requests import DEFAULT_QUANTIZATIONS
 from jobtrail.results.endings import NextStep
 from jobtrail.service.tracking import TrackioRun
 from jobtrail.templates.runtime import runtime_module
-
-TRAINING_METHODS = ("sft", "dpo", "kto", "reward", "grpo")
 
 
 def next_steps(
@@ -34,7 +33,7 @@ def next_steps(
     retry: what retry(job_id) would do now (failed or cancelled runs); evaluated: the final model already
     has an evaluation (submit(eval_dataset=...) makes one), so evaluating it again is no next step.
     """
-    if run.method not in TRAINING_METHODS:
+    if run.method not in METHODS:  # evaluations and conversions have their own summaries
         return []
     if latest.status is JobStatus.SUCCEEDED:
         return _after_training(run, latest, trackio, evaluated)
