@@ -27,7 +27,7 @@ from jobtrail.estimate.microbatch import choose_micro_batch, tunable
 from jobtrail.estimate.parallel import choose_launcher, per_gpu_memory
 from jobtrail.estimate.params import ModelShape, lora_params, model_shape
 from jobtrail.estimate.rates import rescaled_rate
-from jobtrail.estimate.verdict import Request, Verdict, assumptions, notes, positive, speed_source
+from jobtrail.estimate.verdict import FlavorEstimate, Request, assumptions, notes, positive, speed_source
 from jobtrail.methods.effective import Effective
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Peft
@@ -299,7 +299,7 @@ def _judge(
     calibration: Ledger | None,
     *,
     remote: bool,
-) -> Verdict:
+) -> FlavorEstimate:
     device = device_for(gpu_count=flavor.gpu_count, bf16=flavor.bf16)
     device_gb = flavor.vram_gb if flavor.gpu_count else (flavor.ram_gb or 0.0)
     usable_gb = device_gb * HEADROOM
@@ -361,7 +361,7 @@ def _judge(
         time = time_of(
             work, measured_tokens_per_second=rate, measured_startup_s=measurement.overhead_s if measurement else None
         )
-    return Verdict(
+    return FlavorEstimate(
         flavor=flavor,
         device=device,
         launcher=launcher,
@@ -385,7 +385,7 @@ def _same_shape(m: calib.Measurement, request: Request, batch: int, checkpointin
     return m.max_length == request.max_length and m.batch == batch and recomputed
 
 
-def _ranked(verdicts: list[Verdict]) -> list[Verdict]:
+def _ranked(verdicts: list[FlavorEstimate]) -> list[FlavorEstimate]:
     """Flavors that fit, cheapest overall first. CPU flavors only when nothing else is offered:
     nobody should fine-tune a language model on cpu-basic because it costs cents an hour."""
     rented = [v for v in verdicts if v.flavor.name != LOCAL] or verdicts  # this machine only when asked for
@@ -397,7 +397,7 @@ def _ranked(verdicts: list[Verdict]) -> list[Verdict]:
     )
 
 
-def _target(verdicts: list[Verdict], name: str | None, recommended: Verdict | None) -> Verdict:
+def _target(verdicts: list[FlavorEstimate], name: str | None, recommended: FlavorEstimate | None) -> FlavorEstimate:
     if name is not None:
         return next(v for v in verdicts if v.flavor.name == name)
     if recommended is not None:
@@ -409,7 +409,7 @@ def _target(verdicts: list[Verdict], name: str | None, recommended: Verdict | No
     )
 
 
-def _option(v: Verdict) -> FlavorOption:
+def _option(v: FlavorEstimate) -> FlavorOption:
     return FlavorOption(
         flavor=v.flavor.name,
         fits=v.fits,

@@ -53,7 +53,7 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FlavorEstimate:
     """One flavor's memory, time and cost for this job."""
 
     flavor: Flavor
@@ -89,7 +89,7 @@ def positive(name: str, value: Any, *, optional: bool, integer: bool) -> None:
         )
 
 
-def notes(target: Verdict, shape: ModelShape, request: Request, catalog_note: str | None) -> list[str]:
+def notes(target: FlavorEstimate, shape: ModelShape, request: Request, catalog_note: str | None) -> list[str]:
     notes = [catalog_note] if catalog_note else []
     if not target.fits:
         notes.append("To need less memory: " + "; ".join(_shrink_options(request)) + ".")
@@ -111,7 +111,7 @@ def notes(target: Verdict, shape: ModelShape, request: Request, catalog_note: st
     return notes
 
 
-def _per_gpu(target: Verdict) -> str:
+def _per_gpu(target: FlavorEstimate) -> str:
     """What the memory above counts, on a flavor of many GPUs."""
     if target.launcher.strategy == "fsdp":
         return (
@@ -138,7 +138,7 @@ def _shrink_options(request: Request) -> list[str]:
 
 
 def assumptions(
-    shape: ModelShape, request: Request, memory_seq: int, target: Verdict, data_note: str
+    shape: ModelShape, request: Request, memory_seq: int, target: FlavorEstimate, data_note: str
 ) -> dict[str, Any]:
     t = target.time
     flavor = target.flavor
@@ -206,7 +206,7 @@ def _memory_sequence(request: Request, batch: int, memory_seq: int) -> str:
     )
 
 
-def speed_source(target: Verdict) -> str:
+def speed_source(target: FlavorEstimate) -> str:
     """Where the estimate's speed came from, in the words the result shows."""
     m = target.measurement
     if m is None or not m.tokens_per_second:
@@ -224,7 +224,7 @@ def _measured_shape(m: calib.Measurement) -> str:
     return f"batch {m.batch} × max_length {m.max_length}{recomputed[m.gradient_checkpointing]}"
 
 
-def _startup(target: Verdict, seconds: float) -> str:
+def _startup(target: FlavorEstimate, seconds: float) -> str:
     """What the time around the training loop counts, and whether it was measured."""
     m = target.measurement
     if m is not None and m.overhead_s is not None:

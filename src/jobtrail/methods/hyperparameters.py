@@ -1,7 +1,7 @@
 """What each hyperparameter takes: its kinds of value, its choices and its range, for every method.
 
     field_type(method, name) -> FieldType | None     None for a name the method does not have
-    judge_value(method, name, value) -> Verdict       the value read as the field's type, or why not
+    judge_value(method, name, value) -> ValueReading       the value read as the field's type, or why not
     takes_kind(method, name, value) -> bool            whether the field takes that kind of value
     typed(method, values) -> dict                     every value that can be read, read
 
@@ -175,7 +175,9 @@ def field_type(method: str, name: str) -> FieldType | None:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ValueReading:
+    """One hyperparameter's value as the job will read it, and what is wrong with it, if anything."""
+
     value: Any  # the value read as the field's type where it could be (else as given)
     converted: bool = False  # a string (or a whole float) read as the field's number or bool
     problem: str | None = None  # why the job cannot use it
@@ -183,22 +185,22 @@ class Verdict:
     out_of_range: bool = False  # the problem: a value of the field's type, beyond its range
 
 
-def judge_value(method: str, name: str, value: Any) -> Verdict:
+def judge_value(method: str, name: str, value: Any) -> ValueReading:
     """`value` for `name` of `method`: read, and checked against the field's type, choices and range."""
     ftype = field_type(method, name)
     if ftype is None:
-        return Verdict(value)
+        return ValueReading(value)
     read = _read(value, ftype)
     converted = read is not value
     numeric = "int" in ftype.kinds or "float" in ftype.kinds
     if (isinstance(read, float) or numeric) and not_finite(read):
-        return Verdict(
+        return ValueReading(
             value,
             problem=f"{name} must be a finite number, not {_shown(value)}.",
             fix=_fix(name, ftype, RANGES.get(name)),
         )
     if not ftype.admits_kind(read):
-        return Verdict(
+        return ValueReading(
             value,
             problem=f"{name} takes {ftype.describe()}, not {_shown(value)}.",
             fix=_fix(name, ftype, RANGES.get(name)),
@@ -207,17 +209,17 @@ def judge_value(method: str, name: str, value: Any) -> Verdict:
     unknown = [item for item in items if isinstance(item, str) and ftype.choices and item not in ftype.choices]
     if unknown or (isinstance(read, list) and ftype.choices and not all(isinstance(i, str) for i in read)):
         shown = unknown[0] if unknown else read
-        return Verdict(read, converted, f"{name}={shown!r} is not one of its choices.", _fix(name, ftype))
+        return ValueReading(read, converted, f"{name}={shown!r} is not one of its choices.", _fix(name, ftype))
     limits = RANGES.get(name)
     if limits and isinstance(read, int | float) and not isinstance(read, bool) and not limits.admits(read):
-        return Verdict(
+        return ValueReading(
             read,
             converted,
             f"{name}={value!r} is out of range: it must be {limits.describe()}.",
             _fix(name, ftype, limits),
             out_of_range=True,
         )
-    return Verdict(read, converted)
+    return ValueReading(read, converted)
 
 
 def takes_kind(method: str, name: str, value: Any) -> bool:

@@ -44,7 +44,9 @@ TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Diagnosis:
+    """Why an attempt ended, read from its log and exit: the reason, what to tell the agent, the deciding line."""
+
     reason: R
     message: str
     evidence: str | None = None  # the log line (or fact) that decided it
@@ -162,21 +164,21 @@ def classify(
     *,
     cancel_requested: bool = False,
     lost: bool = False,
-) -> Verdict:
+) -> Diagnosis:
     if cancel_requested or (exit_record and exit_record.cancelled):
-        return Verdict(R.CANCELLED, "Cancelled on request.")
+        return Diagnosis(R.CANCELLED, "Cancelled on request.")
     if exit_record and exit_record.timed_out:
-        return Verdict(R.TIMEOUT, "Stopped at the job's timeout.")
+        return Diagnosis(R.TIMEOUT, "Stopped at the job's timeout.")
     reported = termination is not None and termination.get("reason") in R.__members__.values()
     # A job that reported how it ended decided its outcome before its supervisor (or the server) vanished: its
     # own termination event says what happened, and `lost` is only for an attempt that left no word at all.
     if lost and not reported:
-        return Verdict(R.LOST, "The backend no longer knows this attempt and left no exit record.")
+        return Diagnosis(R.LOST, "The backend no longer knows this attempt and left no exit record.")
     if termination is not None and reported:
         return _from_termination(termination, log_tail)
     status = exits.decode(exit_record.exit_code, exit_record.signal) if exit_record else exits.Exit(None, None)
     if status.code == 0 and status.signal is None:
-        return Verdict(R.SUCCEEDED, "Exited 0.")
+        return Diagnosis(R.SUCCEEDED, "Exited 0.")
     reports = exits.read(log_tail)
     verdict = (
         _from_scheduler(reports)
@@ -193,7 +195,7 @@ def classify(
     return _pushed_after_training(_waited_for_data(verdict, log_tail), log_tail)
 
 
-def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Verdict:
+def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
     """Classify any log (a job's, or one pasted from elsewhere), as `jobtrail explain` does."""
     lines = log_text.splitlines()
     termination = events.termination_event([e for line in lines if (e := events.parse_line(line))])
@@ -212,7 +214,7 @@ _PREPARING = re.compile(
 _TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(?P<ms>\d+)")
 
 
-def _waited_for_data(verdict: Verdict, lines: list[str]) -> Verdict:
+def _waited_for_data(verdict: Diagnosis, lines: list[str]) -> Diagnosis:
     """A collective that timed out before any training step while a rank was still preparing data: the other ranks
     waited at the barrier for it. That is no network hiccup: a retry does the same work under the same limit and
     times out again, so it is the collective's timeout that was too short for the data preparation."""
@@ -224,7 +226,7 @@ def _waited_for_data(verdict: Verdict, lines: list[str]) -> Verdict:
         return verdict
     limit = next((int(m["ms"]) for line in lines if (m := _TIMEOUT_MS.search(line))), None)
     waited = f" ({limit // 60000} minutes{', the default' if limit == 1_800_000 else ''})" if limit else ""
-    return Verdict(
+    return Diagnosis(
         R.TIMEOUT,
         f"A collective between GPUs hit its timeout{waited} before the first training step, while a rank was still "
         "preparing the data (tokenizing, mapping): the other ranks waited for it. A retry would wait the same way: "
@@ -234,7 +236,7 @@ def _waited_for_data(verdict: Verdict, lines: list[str]) -> Verdict:
     )
 
 
-def _pushed_after_training(verdict: Verdict, lines: list[str]) -> Verdict:
+def _pushed_after_training(verdict: Diagnosis, lines: list[str]) -> Diagnosis:
     """A server's failure or a refusal logged once training had finished and the job had begun uploading its results:
     the push failed (any HTTP status, to the Hub or any other registry), not the training, whose files are kept."""
     if verdict.reason not in (R.INFRA_TRANSIENT, R.AUTH_ERROR) or not verdict.evidence:
@@ -243,7 +245,7 @@ def _pushed_after_training(verdict: Verdict, lines: list[str]) -> Verdict:
     finished = finished_at(lines[:at])
     if finished is None or not any(generic.UPLOADING.search(clean(line)) for line in lines[finished : at + 1]):
         return verdict
-    return Verdict(
+    return Diagnosis(
         R.HUB_ERROR,
         "Training finished, then uploading its results failed (a server error or a refusal while pushing to the Hub "
         "or another registry): the trained files are kept, so only the upload needs repeating.",
@@ -251,8 +253,8 @@ def _pushed_after_training(verdict: Verdict, lines: list[str]) -> Verdict:
     )
 
 
-def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Verdict:
-    told = Verdict(
+def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Diagnosis:
+    told = Diagnosis(
         R(termination["reason"]), str(termination.get("message") or termination["reason"]), "termination event"
     )
     # The job could not name the cause; its log may (a library's exception it does not know).
@@ -270,14 +272,14 @@ def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Verdi
     return told
 
 
-def _from_scheduler(reports: list[exits.Report]) -> Verdict | None:
+def _from_scheduler(reports: list[exits.Report]) -> Diagnosis | None:
     """What a scheduler says it did outranks what the processes printed while it did it (SLURM's SIGTERM at the
     time limit leaves tracebacks and 'Terminated' tasks behind)."""
     for kind, reason, message in _SCHEDULER:
         if report := next((r for r in reports if r.kind == kind), None):
-            return Verdict(reason, message, evidence=report.line[:500])
+            return Diagnosis(reason, message, evidence=report.line[:500])
     if evicted := next((r for r in reports if r.kind == "evicted" and r.disk), None):
-        return Verdict(R.DISK_FULL, families.disk_message([evicted.line]), evidence=evicted.line[:500])
+        return Diagnosis(R.DISK_FULL, families.disk_message([evicted.line]), evidence=evicted.line[:500])
     return None
 
 
@@ -305,18 +307,18 @@ _SCHEDULER = [
 ]
 
 
-def _from_killed_child(reports: list[exits.Report], status: exits.Exit) -> Verdict | None:
+def _from_killed_child(reports: list[exits.Report], status: exits.Exit) -> Diagnosis | None:
     """The kernel's OOM killer at work, in its own words or as the report of a parent that outlived its child.
     It comes before the tracebacks: the other ranks' errors after a rank is killed are only its echo."""
     if oom := next((r for r in reports if r.kind == "oom"), None):
-        return Verdict(R.OOM, OOM, evidence=oom.line[:500])
+        return Diagnosis(R.OOM, OOM, evidence=oom.line[:500])
     child = exits.child_exit(reports)
     if status.relayed and status.signal == signals.SIGKILL and not (child and child.exit):
         child = exits.Report("child", f"exit code {status.code}", status)
     if child and child.exit and child.exit.signal == signals.SIGKILL:
         # A launcher or shell that reports its child killed was alive: one process was taken, not the machine.
         # The kernel's OOM killer takes the largest process; a preemption takes them all.
-        return Verdict(
+        return Diagnosis(
             R.OOM,
             f"A process of the job was killed by SIGKILL ({child.exit.words}) while its launcher lived on: the "
             "kernel's OOM killer (host RAM, not GPU memory) is what kills one process, a preemption takes the whole "
@@ -327,7 +329,7 @@ def _from_killed_child(reports: list[exits.Report], status: exits.Exit) -> Verdi
     return None
 
 
-def _from_launcher_signal(reports: list[exits.Report], status: exits.Exit, lines: list[str]) -> Verdict | None:
+def _from_launcher_signal(reports: list[exits.Report], status: exits.Exit, lines: list[str]) -> Diagnosis | None:
     """The launcher says which signal it was itself sent (torch elastic's SignalException): the job was stopped from
     outside, as by a signal to the job, with the sender told apart by the signal. An exit status's own signal decides
     first (`_from_kill`)."""
@@ -340,7 +342,7 @@ def _from_launcher_signal(reports: list[exits.Report], status: exits.Exit, lines
     signum, evidence = received.exit.signal, received.line[:500]
     if signum == signals.SIGHUP:
         # The terminal or SSH session the launcher ran in closed: nothing was wrong with the job, and it resumes.
-        return Verdict(
+        return Diagnosis(
             R.PREEMPTED,
             "The launcher got SIGHUP: the terminal or SSH session that started it closed. Run it detached (nohup "
             "and disown, tmux, or a scheduler) so that a disconnect does not end it, and resume from its checkpoint.",
@@ -348,10 +350,10 @@ def _from_launcher_signal(reports: list[exits.Report], status: exits.Exit, lines
         )
     if signum == signals.SIGINT:
         # Ctrl-C: a person stopped it on purpose, which is no failure to retry.
-        return Verdict(R.CANCELLED, "The launcher got SIGINT (Ctrl-C): someone stopped the job.", evidence=evidence)
+        return Diagnosis(R.CANCELLED, "The launcher got SIGINT (Ctrl-C): someone stopped the job.", evidence=evidence)
     if failed_first := _failed_before(received, lines):
         return failed_first
-    return Verdict(
+    return Diagnosis(
         R.PREEMPTED,
         f"The launcher was sent {exits.signal_name(signum or 0)} from outside the job (the platform or a scheduler "
         "taking the machine back, or someone stopping it), with no sign of running out of memory.",
@@ -359,7 +361,7 @@ def _from_launcher_signal(reports: list[exits.Report], status: exits.Exit, lines
     )
 
 
-def _failed_before(received: exits.Report, lines: list[str]) -> Verdict | None:
+def _failed_before(received: exits.Report, lines: list[str]) -> Diagnosis | None:
     """A launcher of many components (a trainer beside an inference server and an orchestrator) stops the rest with
     SIGTERM when one of them fails: an exception printed before the launcher got its signal is why it was sent, and
     no rule knew it (`_from_cause` runs first). Best guessed from its type, else unknown, never a preemption."""
@@ -369,7 +371,7 @@ def _failed_before(received: exits.Report, lines: list[str]) -> Verdict | None:
     if failed is None:
         return None
     said = f"the launcher was then sent {exits.signal_name(received.exit.signal or 0) if received.exit else 'a signal'}"
-    return _from_prior(exits.Exit(None, None), [], earlier, also=said) or Verdict(
+    return _from_prior(exits.Exit(None, None), [], earlier, also=said) or Diagnosis(
         R.UNKNOWN,
         f"A process of the job failed ({failed.line[:300]}) and then {said}: the launcher stopping the rest after that "
         "failure, not a preemption. No rule recognises the failure itself.",
@@ -377,7 +379,7 @@ def _failed_before(received: exits.Report, lines: list[str]) -> Verdict | None:
     )
 
 
-def _from_kill(status: exits.Exit, lines: list[str]) -> Verdict | None:
+def _from_kill(status: exits.Exit, lines: list[str]) -> Diagnosis | None:
     """The job itself died by a signal (no process of it left to say more)."""
     signum = status.signal
     if signum is None:
@@ -388,23 +390,23 @@ def _from_kill(status: exits.Exit, lines: list[str]) -> Verdict | None:
     if signum in (signals.SIGKILL, signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
         # Without OOM evidence or a surviving parent's report, a kill jobtrail did not send is the machine
         # taking the job away (preemption, eviction, a reboot), which a resume can recover from.
-        return Verdict(
+        return Diagnosis(
             R.PREEMPTED,
             f"Stopped by {exits.signal_name(signum)} ({status.words}), which jobtrail did not send, with no sign of "
             "running out of memory and no process of the job left to report it.",
             evidence=exits.signal_name(signum),
         )
-    return by_log or Verdict(
+    return by_log or Diagnosis(
         R.UNKNOWN, f"Died by {exits.signal_name(signum)} ({status.words}).", evidence=exits.signal_name(signum)
     )
 
 
-def _unrecognised(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> Verdict:
+def _unrecognised(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> Diagnosis:
     """No rule knows it: say what was seen (the exit decoded, a child's exit, the last exception) all the same."""
     seen, evidence = _seen(status, reports, lines)
     if not seen:
-        return Verdict(R.UNKNOWN, "No exit status and no recognisable cause in the log.")
-    return Verdict(R.UNKNOWN, f"No rule recognises this failure; {'; '.join(seen)}.", evidence=evidence)
+        return Diagnosis(R.UNKNOWN, "No exit status and no recognisable cause in the log.")
+    return Diagnosis(R.UNKNOWN, f"No rule recognises this failure; {'; '.join(seen)}.", evidence=evidence)
 
 
 def _seen(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> tuple[list[str], str | None]:
@@ -424,7 +426,7 @@ def _seen(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> 
 
 def _from_prior(
     status: exits.Exit, reports: list[exits.Report], lines: list[str], also: str | None = None
-) -> Verdict | None:
+) -> Diagnosis | None:
     """No rule reads the failure, but its exception's type most often means one reason (`priors`): that reason, as a
     best guess that says what it rests on and what the log showed."""
     found = priors.guess(lines)
@@ -433,7 +435,7 @@ def _from_prior(
     raised, prior = found
     seen, _ = _seen(status, reports, lines)
     shown = "; ".join([*seen, also] if also else seen)
-    return Verdict(
+    return Diagnosis(
         prior.reason,
         f"Best guess from the exception's type alone (no rule recognises its words): a {raised.name} raised before "
         f"training most often means {prior.reason.value} ({prior.count} of {prior.total} labelled logs). What the log "
@@ -442,13 +444,13 @@ def _from_prior(
     )
 
 
-def _from_host_memory(lines: list[str]) -> Verdict | None:
+def _from_host_memory(lines: list[str]) -> Diagnosis | None:
     """A notebook kernel that died and restarted with no traceback, the allocator having warned of a huge allocation
     before it: the host's RAM ran out (`generic.KERNEL_DIED`)."""
     died = next((raw for raw in reversed(lines) if generic.KERNEL_DIED.search(clean(raw))), None)
     if died is None or not any(generic.LARGE_ALLOCATION.search(clean(raw)) for raw in lines):
         return None
-    return Verdict(
+    return Diagnosis(
         R.OOM,
         "The notebook's kernel died and restarted after a huge allocation: the host's RAM ran out (the GPU's memory "
         "would raise an error instead). Use less CPU memory (a smaller batch or dataset in memory, streaming, "
@@ -457,7 +459,7 @@ def _from_host_memory(lines: list[str]) -> Verdict | None:
     )
 
 
-def _from_peer_lost(lines: list[str]) -> Verdict | None:
+def _from_peer_lost(lines: list[str]) -> Diagnosis | None:
     """The newest line saying a collective lost a peer or its network, when no other failure explains it: the fatal
     exception, if the log shows one, must be that same report (an exception of another kind is why a peer went away,
     even one no rule reads)."""
@@ -468,23 +470,23 @@ def _from_peer_lost(lines: list[str]) -> Verdict | None:
     if failed and not any(lost.search(clean(line)) for line in failed):
         return None
     line = next((raw for raw in reversed(lines) if lost.search(clean(raw))), None)
-    return Verdict(R.INFRA_TRANSIENT, generic.PEER_LOST.message, evidence=line.strip()[:500]) if line else None
+    return Diagnosis(R.INFRA_TRANSIENT, generic.PEER_LOST.message, evidence=line.strip()[:500]) if line else None
 
 
-def _from_cause(lines: list[str]) -> Verdict | None:
+def _from_cause(lines: list[str]) -> Diagnosis | None:
     found = causes.find(lines)
     if not found:
         return None
     rule, line = found
     message = families.disk_message(lines) if rule.reason is R.DISK_FULL else rule.message
-    return Verdict(rule.reason, message, evidence=line.strip()[:500])
+    return Diagnosis(rule.reason, message, evidence=line.strip()[:500])
 
 
-def _from_log(lines: list[str]) -> Verdict | None:
+def _from_log(lines: list[str]) -> Diagnosis | None:
     return _from_cause(lines) or _from_patterns(lines)
 
 
-def _from_patterns(lines: list[str]) -> Verdict | None:
+def _from_patterns(lines: list[str]) -> Diagnosis | None:
     """The newest line a rule knows, unless training went on after it (an OOM that auto_find_batch_size recovered
     from, a download that was retried)."""
     for index in range(len(lines) - 1, -1, -1):
@@ -494,7 +496,7 @@ def _from_patterns(lines: list[str]) -> Verdict | None:
             continue
         if went_on(lines[:index], lines[index + 1 :]) or _recovered(line, lines[index + 1 :]):
             return None
-        return Verdict(verdict.reason, verdict.message, evidence=lines[index].strip()[:500])
+        return Diagnosis(verdict.reason, verdict.message, evidence=lines[index].strip()[:500])
     return None
 
 
@@ -504,9 +506,9 @@ def _recovered(line: str, after: list[str]) -> bool:
     return bool(generic.nan_metrics(line) & generic.finite_metrics(after))
 
 
-def _pattern_verdict(line: str, lines: list[str]) -> Verdict | None:
+def _pattern_verdict(line: str, lines: list[str]) -> Diagnosis | None:
     if signature := families.match(line):
         message = families.disk_message(lines) if signature.reason is R.DISK_FULL else signature.message
-        return Verdict(signature.reason, message)
+        return Diagnosis(signature.reason, message)
     rule = next((rule for rule in LOG_RULES if rule.pattern.search(line)), None)
-    return Verdict(rule.reason, rule.message) if rule else None
+    return Diagnosis(rule.reason, rule.message) if rule else None

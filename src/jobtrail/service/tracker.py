@@ -190,7 +190,7 @@ class Tracker:
         backend.cancel(attempt.placement)
         self.ledger.update_attempt(attempt.attempt_id, expect_status=ACTIVE_STATUSES, cancel_sent_at=time.time())
 
-    def _budget_verdict(self, attempt: AttemptRecord, verdict: classify.Verdict, ended: float) -> classify.Verdict:
+    def _budget_verdict(self, attempt: AttemptRecord, verdict: classify.Diagnosis, ended: float) -> classify.Diagnosis:
         """An attempt jobtrail stopped at a cap ends `budget` (unless it finished first), and so does one that
         HF Jobs stopped at the timeout a cap gave it at launch (_capped_timeout)."""
         if verdict.reason is TerminationReason.SUCCEEDED:
@@ -202,7 +202,7 @@ class Tracker:
         reached = self.spending.cap_reached(run, ended) if run else None
         if not capped and reached is None:
             return verdict  # a timeout of its own
-        return classify.Verdict(TerminationReason.BUDGET, reached or "Stopped by a spending cap.", "spending cap")
+        return classify.Diagnosis(TerminationReason.BUDGET, reached or "Stopped by a spending cap.", "spending cap")
 
     def _flavor(self, name: str | None) -> Flavor | None:
         if not name:
