@@ -25,7 +25,7 @@ TRL_DEFAULTS: dict[str, Any] = {
     "eval_strategy": "no",
 }
 # Shared by every method: a save every 100 steps, logs every 10, one epoch, reported to trackio
-# (templates/tracking.py says where; report_to="none" turns it off).
+# (templates/trackio_target.py says where; report_to="none" turns it off).
 _COMMON_DEFAULTS: dict[str, Any] = {
     "num_train_epochs": 1,
     "logging_steps": 10,

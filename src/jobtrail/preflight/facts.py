@@ -33,7 +33,7 @@ from jobtrail.preflight.probes import HubIdentity, ModelFacts, PushedModelFacts,
 from jobtrail.preflight.reward_file import read_reward_file
 from jobtrail.preflight.speedups import Target
 from jobtrail.templates.configs import trained_max_length
-from jobtrail.templates.tracking import trackio_space
+from jobtrail.templates.trackio_target import trackio_space
 from jobtrail.util.refs import HUB_ID, looks_local
 
 EVAL_DEFAULT_SPLIT = "test"  # scripts/evaluate.py's DEFAULT_SPLIT: held-out data

@@ -30,7 +30,7 @@ from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output, check_output_repo
 from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
-from jobtrail.preflight.tracking import check_trackio
+from jobtrail.preflight.trackio_space import check_trackio
 from jobtrail.util.refs import HUB_ID, looks_local
 from jobtrail.util.timefmt import human_duration
 

@@ -36,7 +36,7 @@ from jobtrail.service.results import (
 )
 from jobtrail.service.retry_state import retries_stopped, retry_decision
 from jobtrail.service.task_results import JOB_CAPS_LISTED, JobCap, ReportResult, ReportRow
-from jobtrail.service.tracking import TrackioRun, trackio_run
+from jobtrail.service.trackio_run import TrackioRun, trackio_run
 from jobtrail.service.use_case import UseCase
 from jobtrail.templates.configs import launcher_of
 from jobtrail.util.timefmt import human_duration

@@ -13,7 +13,7 @@ from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Spee
 from jobtrail.results.endings import BLOCKING, NEVER, NextStep, verdict
 from jobtrail.service.attempt_note import AttemptNote
 from jobtrail.service.progress import Progress
-from jobtrail.service.tracking import TrackioRun
+from jobtrail.service.trackio_run import TrackioRun
 from jobtrail.util.money import usd
 from jobtrail.util.timefmt import ago, human_duration
 

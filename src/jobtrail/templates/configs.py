@@ -21,7 +21,7 @@ from jobtrail.methods.hyperparameters import field_type
 from jobtrail.models import SINGLE_PROCESS, JobSpec, Launcher, Speedup, Speedups
 from jobtrail.requests import DEFAULT_QUANTIZATIONS
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION, normalize_quantizations
-from jobtrail.templates.tracking import trackio_space
+from jobtrail.templates.trackio_target import trackio_space
 from jobtrail.util.refs import looks_local
 
 TEMPLATE_VERSION = 1

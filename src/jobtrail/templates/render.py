@@ -37,7 +37,7 @@ from packaging.utils import canonicalize_name
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import DEFAULT_DEPENDENCY_VERSIONS, DependencyVersions
-from jobtrail.templates.tracking import TRACKIO, reports_to_trackio
+from jobtrail.templates.trackio_target import TRACKIO, reports_to_trackio
 from jobtrail.templates.versions import job_lock, pin
 from jobtrail.util.data import shipped_dir
 from jobtrail.util.digest import config_json
