@@ -165,6 +165,8 @@ class OutputRepoFacts:
     error: str | None = None
 
 
+# Alike in shape with probes.space_facts (ask the Hub, else say why it could not be asked): another call and
+# other facts, so the two stay apart.
 def probe_output_repo(repo_id: str, token: str | None) -> OutputRepoFacts:
     """Whether `repo_id` exists and this token may write to it (the Hub's auth_check for write access)."""
     from huggingface_hub import HfApi
