@@ -13,8 +13,8 @@ from jobtrail.app import build_service
 from jobtrail.models import JobSpec
 from jobtrail.requests import EstimateRequest, SubmitOptions
 from jobtrail.results.endings import verdict
-from jobtrail.service.results import JobRow
-from jobtrail.service.watch_results import WaitResult
+from jobtrail.results.jobs import JobRow
+from jobtrail.results.watch import WaitResult
 from support.waiting import wait_for, wait_until_terminal
 
 # Full fine-tuning at learning_rate 1000 after a warm-up whose first update runs at 0: step 3's loss blows up.

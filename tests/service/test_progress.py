@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobtrail.service.progress import (
+from jobtrail.results.progress import (
     RATE_WINDOW,
     WARNING_CODE,
     AttemptFacts,

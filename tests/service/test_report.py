@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jobtrail.app import build_service
 from jobtrail.models import TerminationReason
-from jobtrail.service.task_results import JOB_CAPS_LISTED
+from jobtrail.results.tasks import JOB_CAPS_LISTED
 from jobtrail.surface.server import build_server
 from support.mcp_client import call_tool
 from support.records import add_ended_run

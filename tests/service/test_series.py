@@ -76,7 +76,7 @@ def test_trends():
 
 def test_a_trend_word_says_what_it_compares():
     """ "falling" judged over the latter half, beside a loss three times its first value, says both."""
-    from jobtrail.service.watch_results import MetricsResult
+    from jobtrail.results.watch import MetricsResult
 
     points = [(1, 6.674), (2, 36.3), (3, 31.0), (4, 27.0), (5, 24.0), (6, 22.0), (7, 20.2)]
     result = MetricsResult(

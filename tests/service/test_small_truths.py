@@ -13,7 +13,7 @@ from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.models import JobSpec, TerminationReason
 from jobtrail.outcomes.retry import AttemptFacts, JobFacts, decide
 from jobtrail.requests import ConvertRequest, EvaluateRequest, SubmitOptions
-from jobtrail.service.results import CancelResult, RetryResult
+from jobtrail.results.jobs import CancelResult, RetryResult
 from support.jobs import TINY_SFT
 from support.records import add_ended_run
 from support.waiting import wait_for

@@ -7,7 +7,7 @@ import time
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
-from jobtrail.service.progress import WARNING_CODE
+from jobtrail.results.progress import WARNING_CODE
 from support.jobs import TINY_SFT
 from support.waiting import wait_for, wait_until_terminal
 

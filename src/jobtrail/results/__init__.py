@@ -1,6 +1,8 @@
-"""What the tools answer that the layers below the service compute: the estimate and hardware results
-(estimate/ fills them), the dataset report (preflight/dataset/ fills it), and how a job's ending reads
-(endings.py: verdict words, blocking alerts, the fix no retry mends, a next step). Pure models and their
-markdown, below everything that builds them, so the server declares its tools with them at start
-without importing what computes them.
+"""What the tools answer, by tool: jobs (ps, inspect, logs, cancel, retry, and the helpers every result
+shares), submit, release, tasks (evaluate, convert_gguf, report), watch (wait, metrics, plot); the estimate
+and hardware results (estimate/ fills them) and the dataset report (preflight/dataset/ fills it). Their
+parts: progress (where a job is, from its events), attempt_note (which attempt, after what), trackio_run
+(where its metrics went), endings (verdict words, blocking alerts, the fix no retry mends, a next step).
+Pure models and their markdown, below everything that builds them, so the server declares its tools with
+them at start without importing what computes them.
 """

@@ -30,19 +30,19 @@ from jobtrail.requests import (
     EvaluateRequest,
     SubmitOptions,
 )
+from jobtrail.results.jobs import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
+from jobtrail.results.release import ReleaseResult
+from jobtrail.results.submit import SubmitResult
+from jobtrail.results.tasks import ConvertResult, EvaluateResult, ReportResult
+from jobtrail.results.watch import MetricsResult, PlotResult, ProgressSink, WaitResult
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.followers import Followers
 from jobtrail.service.queries import Queries
-from jobtrail.service.release_result import ReleaseResult
-from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
 from jobtrail.service.runs import Runs
 from jobtrail.service.spending import Caps
-from jobtrail.service.submit_result import SubmitResult
-from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.watch import Watch
-from jobtrail.service.watch_results import MetricsResult, PlotResult, ProgressSink, WaitResult
 
 
 class JobService:

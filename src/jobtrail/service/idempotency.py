@@ -16,8 +16,8 @@ from typing import Any
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import JobSpec, RunRecord
+from jobtrail.results.submit import SubmitResult
 from jobtrail.service.context import ServiceContext
-from jobtrail.service.submit_result import SubmitResult
 
 _SHOWN_CHARS = 80  # of each differing value in the refusal
 

@@ -21,7 +21,7 @@ from jobtrail.outcomes import retry as retry_policy
 from jobtrail.outcomes.retry import Decision
 from jobtrail.requests import DEFAULT_QUANTIZATIONS
 from jobtrail.results.endings import NextStep
-from jobtrail.service.trackio_run import TrackioRun
+from jobtrail.results.trackio_run import TrackioRun
 from jobtrail.templates.runtime import runtime_module
 
 

@@ -19,24 +19,16 @@ from jobtrail.preflight.data_size import measured_data
 from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.plan import estimate_alone
 from jobtrail.requests import REPORT_GROUPS, EstimateRequest
+from jobtrail.results.attempt_note import attempt_note, lineage
 from jobtrail.results.endings import NextStep
+from jobtrail.results.jobs import AttemptView, ChainLink, InspectResult, JobRow, LogsResult, PsResult, empty_list_note
+from jobtrail.results.progress import AttemptFacts, Progress, job_progress, timeout_warning
+from jobtrail.results.tasks import JOB_CAPS_LISTED, JobCap, ReportResult, ReportRow
+from jobtrail.results.trackio_run import TrackioRun, trackio_run
 from jobtrail.service import chaining
-from jobtrail.service.attempt_note import attempt_note, lineage
 from jobtrail.service.context import local_path
 from jobtrail.service.next_steps import next_steps
-from jobtrail.service.progress import AttemptFacts, Progress, job_progress, timeout_warning
-from jobtrail.service.results import (
-    AttemptView,
-    ChainLink,
-    InspectResult,
-    JobRow,
-    LogsResult,
-    PsResult,
-    empty_list_note,
-)
 from jobtrail.service.retry_state import retries_stopped, retry_decision
-from jobtrail.service.task_results import JOB_CAPS_LISTED, JobCap, ReportResult, ReportRow
-from jobtrail.service.trackio_run import TrackioRun, trackio_run
 from jobtrail.service.use_case import UseCase
 from jobtrail.templates.configs import launcher_of
 from jobtrail.util.timefmt import human_duration
@@ -156,7 +148,7 @@ class Queries(UseCase):
     def attempt_note(
         self, attempts: list[AttemptRecord], logged: dict[str, list[dict[str, Any]]] | None = None
     ) -> str | None:
-        """The line announcing the latest attempt when it is not the first (attempt_note.py)."""
+        """The line announcing the latest attempt when it is not the first (results/attempt_note.py)."""
         if len(attempts) < 2:
             return None
         logged = logged if logged is not None else self.ledger.events_of([a.attempt_id for a in attempts])

@@ -19,12 +19,12 @@ from jobtrail.outcomes import budget
 from jobtrail.preflight import plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.requests import SubmitOptions
+from jobtrail.results.attempt_note import resume_point
+from jobtrail.results.jobs import CancelResult, RetryResult
+from jobtrail.results.release import ReleaseResult
+from jobtrail.results.submit import SubmitResult
 from jobtrail.service import chaining, idempotency, retry_state, secrets
-from jobtrail.service.attempt_note import resume_point
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
-from jobtrail.service.release_result import ReleaseResult
-from jobtrail.service.results import CancelResult, RetryResult
-from jobtrail.service.submit_result import SubmitResult
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.use_case import UseCase

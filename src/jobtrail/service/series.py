@@ -18,7 +18,7 @@ from statistics import fmean, pstdev
 from typing import Any
 
 from jobtrail.outcomes.events import step_metrics
-from jobtrail.service.watch_results import MIN_TREND_POINTS, recent_half
+from jobtrail.results.watch import MIN_TREND_POINTS, recent_half
 
 Point = tuple[int, float | None]  # (step, value); None where the job logged NaN or inf
 # Event kinds whose numbers are metric points: training steps, and evaluations during training.

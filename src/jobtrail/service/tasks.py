@@ -15,10 +15,10 @@ from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import EvalRecord
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, plan
 from jobtrail.requests import DEFAULT_QUANTIZATIONS, ConvertRequest, EvaluateRequest
+from jobtrail.results.tasks import ConvertResult, EvaluateResult
 from jobtrail.service import chaining
 from jobtrail.service.context import local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.job_outputs import JobOutput, job_output, refuse_unpushed
-from jobtrail.service.task_results import ConvertResult, EvaluateResult
 from jobtrail.service.use_case import UseCase
 from jobtrail.templates.llama_cpp import canonical_quantization
 

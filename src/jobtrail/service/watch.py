@@ -14,20 +14,13 @@ from pathlib import Path
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, RunRecord
 from jobtrail.outcomes import events
+from jobtrail.results.progress import timeout_warning
+from jobtrail.results.watch import AttemptSpan, MetricsResult, PlotResult, ProgressSink, WaitResult, progress_line
 from jobtrail.service import series as metric_series
 from jobtrail.service.context import ServiceContext
-from jobtrail.service.progress import timeout_warning
 from jobtrail.service.queries import Queries, attempt_facts, numbered_attempt
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.use_case import UseCase
-from jobtrail.service.watch_results import (
-    AttemptSpan,
-    MetricsResult,
-    PlotResult,
-    ProgressSink,
-    WaitResult,
-    progress_line,
-)
 
 # Clients cut a tool call near 60 s (Claude Code, the Inspector): a wait ends before that, with the status.
 MAX_WAIT_S = 55.0

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from jobtrail.service.watch_results import ProgressSink
+from jobtrail.results.watch import ProgressSink
 
 _sink: ContextVar[ProgressSink | None] = ContextVar("jobtrail_progress_sink", default=None)
 

@@ -28,7 +28,7 @@ from jobtrail import __version__
 from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.methods import METHODS
 from jobtrail.models import ToolResult
-from jobtrail.service.watch_results import ImageResult, ProgressSink
+from jobtrail.results.watch import ImageResult, ProgressSink
 from jobtrail.surface import invalid_arguments
 from jobtrail.surface.prompts import add_prompts
 from jobtrail.surface.reporting import reporting_to

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from jobtrail.models import JobSpec
 from jobtrail.requests import SubmitOptions
-from jobtrail.service.release_result import ReleaseResult
-from jobtrail.service.results import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
-from jobtrail.service.submit_result import SubmitResult
+from jobtrail.results.jobs import CancelResult, InspectResult, LogsResult, PsResult, RetryResult
+from jobtrail.results.release import ReleaseResult
+from jobtrail.results.submit import SubmitResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, STOPS_JOB, ToolArea, tool
 from jobtrail.util.timefmt import parse_duration

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobtrail.requests import ConvertRequest, EvaluateRequest
-from jobtrail.service.task_results import ConvertResult, EvaluateResult, ReportResult
+from jobtrail.results.tasks import ConvertResult, EvaluateResult, ReportResult
 from jobtrail.surface import params as p
 from jobtrail.surface.toolspec import READ_ONLY, STARTS_JOB, ToolArea, tool
 

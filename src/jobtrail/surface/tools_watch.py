@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobtrail.service.watch_results import MetricsResult, PlotResult, WaitResult
+from jobtrail.results.watch import MetricsResult, PlotResult, WaitResult
 from jobtrail.surface import params as p
 from jobtrail.surface.reporting import progress_sink
 from jobtrail.surface.toolspec import READ_ONLY, ToolArea, tool

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.models import Finding, Launcher, Speedups, ToolResult
-from jobtrail.service.results import (
+from jobtrail.results.jobs import (
     AfterJob,
     WaitingFor,
     error_findings,

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from jobtrail.models import AttemptRecord, CheckpointRecord, JobStatus
-from jobtrail.service.progress import reached_step
+from jobtrail.results.progress import reached_step
 
 # Described once: wait and inspect carry the same field.
 AttemptNote = Annotated[

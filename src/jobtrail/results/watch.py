@@ -8,9 +8,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from jobtrail.models import ToolResult
+from jobtrail.results.attempt_note import AttemptNote
 from jobtrail.results.endings import blocking, verdict
-from jobtrail.service.attempt_note import AttemptNote
-from jobtrail.service.progress import Progress
+from jobtrail.results.progress import Progress
 from jobtrail.util.timefmt import human_duration
 
 TERMINAL = ("succeeded", "failed", "cancelled")

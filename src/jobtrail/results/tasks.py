@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel, Field
 
 from jobtrail.models import Finding, ToolResult
-from jobtrail.service.results import AfterJob, WaitingFor, findings_markdown, markdown_table, refusal
+from jobtrail.results.jobs import AfterJob, WaitingFor, findings_markdown, markdown_table, refusal
 from jobtrail.util.money import DAILY_ENV, usd
 
 

@@ -10,10 +10,10 @@ from pydantic import BaseModel, Field
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult
+from jobtrail.results.attempt_note import AttemptNote
 from jobtrail.results.endings import BLOCKING, NEVER, NextStep, verdict
-from jobtrail.service.attempt_note import AttemptNote
-from jobtrail.service.progress import Progress
-from jobtrail.service.trackio_run import TrackioRun
+from jobtrail.results.progress import Progress
+from jobtrail.results.trackio_run import TrackioRun
 from jobtrail.util.money import usd
 from jobtrail.util.timefmt import ago, human_duration
 
