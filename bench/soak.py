@@ -35,7 +35,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from jobtrail.demo.tinymodel import build_tiny_model, write_chat_dataset
-from jobtrail.ledger.packed_receipts import unpacked
+from jobtrail.ledger.codec import unpacked
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 CALL_TIMEOUT_S = 60  # a call that takes longer counts as a timeout (a tool never should)

@@ -10,7 +10,7 @@ Nothing of the bench (bench/ledger_scale.py) goes into it. zstd refers back into
 the cost of the distance, so what is repeated most (event lines) comes last.
 
 The file in the package is frozen (ledger/dictionary.py checks its sha256): this script is how a next version
-would be made, to be added as a new codec beside "d" in ledger/blobs.py, never written over the old one.
+would be made, to be added as a new codec beside "d" in ledger/codec.py, never written over the old one.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from jobtrail.backends.hf_jobs import UV_IMAGE
 from jobtrail.ledger.blobs import chunk_lines
-from jobtrail.ledger.compact_receipts import json_bytes
+from jobtrail.ledger.codec import json_bytes
 from jobtrail.methods import METHODS
 from jobtrail.models import JobSpec, Placement
 from jobtrail.outcomes import events
@@ -126,7 +126,7 @@ def event_lines() -> Iterator[bytes]:
 
 
 def attempt_receipts(lines: list[bytes]) -> Iterator[bytes]:
-    """An attempt's own receipts as its row holds them (packed_receipts.py): where it ran, and its last step's
+    """An attempt's own receipts as its row holds them (codec.PACKED_FIELDS): where it ran, and its last step's
     metrics and summary as the server reads them from the lines above (outcomes/events.py)."""
     workdir = "/home/user/.jobtrail/runs/jt-0a1b2c3d/attempt-1"
     local = Placement(backend="local", host="worker", pid=12345, pgid=12345, workdir=workdir, started_at=AT)

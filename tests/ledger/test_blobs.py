@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from jobtrail.ledger import blobs
+from jobtrail.ledger import blobs, codec
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import JobSpec
 from jobtrail.preflight.plan import job_values
@@ -77,7 +77,7 @@ def test_scripts_come_back_byte_for_byte_and_a_second_config_costs_little(ledger
         assert ledger.get_attempt(f"jt-blob000{number}/1").script_sha256 == sha256
         assert ledger.script(sha256) == script
     # three scripts of ~120 KB (two templates) take less room than two of them compressed whole
-    assert _stored_bytes(ledger) < 2 * len(blobs.pack(scripts[0].encode()))
+    assert _stored_bytes(ledger) < 2 * len(codec.pack(scripts[0].encode()))
 
 
 def test_a_blob_that_no_longer_matches_its_sha256_is_refused(ledger_location):
@@ -85,8 +85,8 @@ def test_a_blob_that_no_longer_matches_its_sha256_is_refused(ledger_location):
     conn = ledger._conn()
     with ledger.transaction():
         sha = blobs.put_script(conn, "print('hello')\n")
-        conn.execute("UPDATE blobs SET data = ?", (blobs.pack(b"print('bye')\n"),))
-    with pytest.raises(blobs.CorruptBlobError):
+        conn.execute("UPDATE blobs SET data = ?", (codec.pack(b"print('bye')\n"),))
+    with pytest.raises(codec.CorruptBlobError):
         ledger.script(sha)
     with pytest.raises(LookupError):
         ledger.script("0" * 64)
@@ -95,9 +95,9 @@ def test_a_blob_that_no_longer_matches_its_sha256_is_refused(ledger_location):
 def test_packing_round_trips_small_and_large_values():
     rng = random.Random(3)
     for data in (b"", b"x", b"{}", rng.randbytes(300), b"step " * 5000, rng.randbytes(20_000)):
-        assert blobs.unpack(blobs.pack(data)) == data
-    with pytest.raises(blobs.CorruptBlobError):
-        blobs.unpack(b"?abc")
+        assert codec.unpack(codec.pack(data)) == data
+    with pytest.raises(codec.CorruptBlobError):
+        codec.unpack(b"?abc")
 
 
 def test_an_attempt_planned_again_names_its_new_script_and_config_and_a_wrong_sha256_is_refused(ledger_location):
@@ -118,10 +118,10 @@ def test_values_packed_before_the_dictionary_read_back_as_ever():
     import zlib
 
     text = b'{"event":"step","time":1795387859.782,"loss":6.6722183}\n' * 200
-    assert blobs.unpack(b"z" + zlib.compress(text, 9)) == text
-    legacy = lzma.compress(text, format=lzma.FORMAT_RAW, filters=blobs._LZMA_FILTERS)
-    assert blobs.unpack(b"x" + legacy) == text
-    assert blobs.pack(text)[:1] == b"d"
+    assert codec.unpack(b"z" + zlib.compress(text, 9)) == text
+    legacy = lzma.compress(text, format=lzma.FORMAT_RAW, filters=codec._LZMA_FILTERS)
+    assert codec.unpack(b"x" + legacy) == text
+    assert codec.pack(text)[:1] == b"d"
 
 
 def test_the_dictionary_makes_a_config_snapshot_a_fraction_of_its_zlib_size():
@@ -139,8 +139,8 @@ def test_the_dictionary_makes_a_config_snapshot_a_fraction_of_its_zlib_size():
         hyperparameters={"learning_rate": 5e-6, "max_steps": 300, "lora_r": 64, "beta": 0.2},
     )
     snapshot = config_json(build_config(spec, job_values(spec), "jobtrail-output", push_to="acme/dpo-prefs-b")).encode()
-    assert blobs.unpack(blobs.pack(snapshot)) == snapshot
-    assert len(blobs.pack(snapshot)) < len(zlib.compress(snapshot, 9)) / 3
+    assert codec.unpack(codec.pack(snapshot)) == snapshot
+    assert len(codec.pack(snapshot)) < len(zlib.compress(snapshot, 9)) / 3
 
 
 def test_the_dictionary_file_is_the_one_values_were_packed_with(tmp_path, monkeypatch):
@@ -169,14 +169,14 @@ def test_a_script_row_names_its_blocks_and_rows_that_name_every_chunk_still_read
     with ledger.transaction():
         blobs.put_script(conn, first)
         sha = blobs.put_script(conn, second)
-        found = conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (blobs.key(sha),)).fetchone()
+        found = conn.execute("SELECT chunks FROM scripts WHERE sha256 = ?", (codec.key(sha),)).fetchone()
         row = bytes(found["chunks"])
         legacy = "print('stored before blocks')\n" * 300 + second
         chunks = blobs.put_blobs(conn, blobs.chunk_lines(legacy.encode()))
         legacy_sha = hashlib.sha256(legacy.encode()).hexdigest()
         conn.execute(
             "INSERT INTO scripts (sha256, chunks) VALUES (?, ?)",
-            (blobs.key(legacy_sha), b"".join(bytes.fromhex(c) for c in chunks)),
+            (codec.key(legacy_sha), b"".join(bytes.fromhex(c) for c in chunks)),
         )
         odd = "\0 not python\n" + "x = 1\n" * 2000
         odd_sha = blobs.put_script(conn, odd)

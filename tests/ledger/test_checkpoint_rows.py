@@ -3,7 +3,7 @@ read gives back the path and hex the job printed (migrations 0014 and 0015 bring
 
 from __future__ import annotations
 
-from jobtrail.ledger.checkpoint_rows import full_path, stored_path
+from jobtrail.ledger.codec import full_path, stored_path
 from jobtrail.ledger.db import connect, migrate
 from jobtrail.ledger.store import Ledger
 from jobtrail.models import CheckpointRecord

@@ -1,8 +1,8 @@
 """Migration 0014: the sha256s the ledger computes itself (blob and script keys, and the attempts' and runs'
 references to them) stored as their 32 bytes instead of 64 hex characters, ~330 bytes an attempt with the keys'
-indexes. Records and tool results still show the hex (blobs.key/hex_of convert at the ledger's edge).
+indexes. Records and tool results still show the hex (codec.key/hex_of convert at the ledger's edge).
 
-Checkpoints' manifest_sha256 too, where it is one (a job prints it: checkpoint_rows.py). The evals' digests stay
+Checkpoints' manifest_sha256 too, where it is one (a job prints it: codec.manifest_key). The evals' digests stay
 hex, so the README's queries print them readably.
 
 PostgreSQL changes each column's type (BYTEA, decoded from the hex); SQLite has no column types to change and,
@@ -12,8 +12,7 @@ BLOB as a BLOB whatever the declaration). One transaction with the migration's r
 
 from __future__ import annotations
 
-from jobtrail.ledger.blobs import key
-from jobtrail.ledger.checkpoint_rows import manifest_key
+from jobtrail.ledger.codec import key, manifest_key
 from jobtrail.ledger.connection import LedgerConnection
 
 # Each table's digest columns, and the key its rows are found by in SQLite.
@@ -36,7 +35,7 @@ DIGEST_COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def manifests(conn: LedgerConnection) -> None:
-    """Checkpoints' manifest digests to bytes; one that is no sha256 to NULL (checkpoint_rows.py)."""
+    """Checkpoints' manifest digests to bytes; one that is no sha256 to NULL (codec.manifest_key)."""
     if conn.dialect == "postgresql":
         conn.execute(
             "ALTER TABLE checkpoints ALTER COLUMN manifest_sha256 TYPE BYTEA USING"

@@ -1,6 +1,6 @@
 """Content-addressed storage: what many attempts share is stored once, under the sha256 of its bytes.
 
-    blobs    sha256 → packed bytes: config snapshots, JSON receipts (spec, environment, data manifest,
+    blobs    sha256 → packed bytes (codec.pack): config snapshots, JSON receipts (spec, environment, data manifest,
              findings) and the chunks of scripts
     scripts  sha256 → the sha256s of its chunks, in order
 
@@ -21,12 +21,11 @@ Every read is checked against its sha256: a script comes back byte for byte as i
 from __future__ import annotations
 
 import hashlib
-import lzma
 import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from jobtrail.ledger import dictionary
+from jobtrail.ledger.codec import CorruptBlobError, hex_of, key, pack, unpack
 
 # A cut follows a line whose crc32 has these low bits all zero (1 line in 128: ~4 KB chunks of code),
 # once the chunk has MIN_CHUNK bytes; a chunk never grows past MAX_CHUNK.
@@ -39,12 +38,6 @@ _CHUNK_LIST = b"\0"
 _BLOCKS_ROW = b"b"
 DIGEST_BYTES = 32
 
-# Packed bytes start with their codec. What is written is zstd with the ledger's dictionary ("d"); "z" (zlib)
-# and "x" (LZMA) are what ledgers written before it hold, read as ever. The filter chain is part of the
-# format: a packed value names no filters, so they may never change for codec "x".
-_RAW, _ZLIB, _LZMA, _ZSTD_V1 = b"-", b"z", b"x", b"d"
-_LZMA_FILTERS: list[dict[str, Any]] = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": 1 << 16}]
-
 
 class Executes(Protocol):
     """What these functions need of a connection: SQL with `?` placeholders, rows read by column name."""
@@ -52,40 +45,8 @@ class Executes(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
 
 
-class CorruptBlobError(RuntimeError):
-    """Stored bytes that no longer match their sha256, or a chunk a script names that is missing."""
-
-
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def key(digest: str) -> bytes:
-    """A sha256 as the ledger stores it (since migration 0014): its 32 bytes, where its hex takes 64. Records and
-    tool results show the hex."""
-    return bytes.fromhex(digest)
-
-
-def hex_of(stored: bytes | memoryview) -> str:
-    return bytes(stored).hex()
-
-
-def pack(data: bytes) -> bytes:
-    squeezed = dictionary.compress(data)
-    return _ZSTD_V1 + squeezed if len(squeezed) < len(data) else _RAW + data
-
-
-def unpack(packed: bytes) -> bytes:
-    codec, body = packed[:1], packed[1:]
-    if codec == _ZSTD_V1:
-        return dictionary.decompress(body)
-    if codec == _ZLIB:
-        return zlib.decompress(body)
-    if codec == _LZMA:
-        return lzma.decompress(body, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
-    if codec == _RAW:
-        return bytes(body)
-    raise CorruptBlobError(f"unknown codec {codec!r}")
 
 
 def chunk_lines(data: bytes) -> list[bytes]:

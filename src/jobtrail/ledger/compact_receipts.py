@@ -13,6 +13,7 @@ from typing import Any
 
 from jobtrail.ledger import eventlog
 from jobtrail.ledger.blobs import Executes, put_blobs, put_script
+from jobtrail.ledger.codec import json_bytes
 from jobtrail.util.digest import config_json
 
 # The columns of `checkpoints` as migration 0002 created them (db.py uses this for it): 0009 rebuilds the table
@@ -86,11 +87,6 @@ JSON_REFERENCES = {
     "findings_json": "findings_sha256",
 }
 _BATCH = 200  # attempts read at once: their scripts are ~120 KB each
-
-
-def json_bytes(value: Any) -> bytes:
-    """The bytes a JSON receipt is stored as (its keys in the order they came)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def move(conn: Executes) -> None:

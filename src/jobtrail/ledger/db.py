@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobtrail.ledger import binary_digests, checkpoint_rows, compact_receipts, packed_receipts
+from jobtrail.ledger import binary_digests, compact_receipts, packed_receipts
 from jobtrail.ledger.connection import LedgerConnection, opener
 
 # A migration's steps: SQL (statements separated by ';'), or a function that moves data (the connection given).
@@ -207,9 +207,15 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         (binary_digests.move, binary_digests.manifests),
     ),
     (
-        # A checkpoint's path below its attempt's (absolute) output_dir, which the attempt's row holds.
+        # A checkpoint's path below its attempt's (absolute) output_dir, which the attempt's row holds: the cut
+        # codec.stored_path makes, in SQL (both engines); paths written before it are whole.
         "0015_checkpoint_paths_below_output_dir",
-        checkpoint_rows.CUT_PATHS,
+        """
+        UPDATE checkpoints SET path = substr(path, length(a.output_dir) + 2)
+        FROM attempts a
+        WHERE a.attempt_id = checkpoints.attempt_id AND a.output_dir LIKE '/%'
+          AND substr(checkpoints.path, 1, length(a.output_dir) + 1) = a.output_dir || '/'
+        """,
     ),
     (
         # Where a calibration's tokens/s came from (a job's steady steps, its train_runtime, or a bench), and whether

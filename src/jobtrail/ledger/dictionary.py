@@ -8,7 +8,7 @@ jobtrail itself writes for a default job of each template: its spec, its config,
 and one event line of each kind (tools/ledger_dictionary.py wrote it).
 
 It is part of the format: a value packed with it reads back only with these exact bytes. So the file is frozen,
-its sha256 checked before first use; a better dictionary would be a new codec beside this one (blobs.py).
+its sha256 checked before first use; a better dictionary would be a new codec beside this one (codec.py).
 """
 
 from __future__ import annotations

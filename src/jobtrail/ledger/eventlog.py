@@ -1,4 +1,4 @@
-"""An attempt's events, stored compactly: packs of JSON lines, compressed (blobs.pack).
+"""An attempt's events, stored compactly: packs of JSON lines, compressed (codec.pack).
 
 Each ingest of a log range adds one pack, its events numbered first_seq..last_seq in order. When the attempt
 ends its packs become one (of PACK_EVENTS events at most): the same keys on every line and numbers of one
@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from jobtrail.ledger.blobs import Executes, pack, unpack
+from jobtrail.ledger.blobs import Executes
+from jobtrail.ledger.codec import pack, unpack
 
 PACK_EVENTS = 5000
 

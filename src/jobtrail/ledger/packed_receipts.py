@@ -1,7 +1,7 @@
 """Migration 0012: an attempt's own receipts (placement, last metrics, summary) packed in their row.
 
 They are JSON that every attempt spells out key by key (~600 bytes, a third of the row): packed with the
-ledger's dictionary (blobs.pack), which holds those keys, they take ~200. No query reads into them; what SQL
+ledger's dictionary (codec.packed), which holds those keys, they take ~200. No query reads into them; what SQL
 groups or sums on (backend, flavor, host, reason, GPU-seconds, cost) has columns of its own. The migration runs
 as one transaction with its SQL (db.py): every row is moved, or none.
 """
@@ -9,30 +9,22 @@ as one transaction with its SQL (db.py): every row is moved, or none.
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from jobtrail.ledger.blobs import Executes, pack, unpack
-from jobtrail.ledger.compact_receipts import json_bytes
+from jobtrail.ledger.blobs import Executes
+from jobtrail.ledger.codec import packed
 
 # An attempt's field → its column before this migration (TEXT, JSON); after it, the column named as the field
-# holds the packed JSON (BLOB).
-PACKED_FIELDS = {"placement": "placement_json", "last_metrics": "last_metrics_json", "summary": "summary_json"}
-BEFORE = ";\n".join(f"ALTER TABLE attempts ADD COLUMN {field} BLOB" for field in PACKED_FIELDS)
-AFTER = ";\n".join(f"ALTER TABLE attempts DROP COLUMN {column}" for column in PACKED_FIELDS.values())
+# holds the packed JSON (BLOB). What this migration moved, frozen: a field packed later (codec.PACKED_FIELDS)
+# gets its column from a migration of its own.
+MOVED_FIELDS = {"placement": "placement_json", "last_metrics": "last_metrics_json", "summary": "summary_json"}
+BEFORE = ";\n".join(f"ALTER TABLE attempts ADD COLUMN {field} BLOB" for field in MOVED_FIELDS)
+AFTER = ";\n".join(f"ALTER TABLE attempts DROP COLUMN {column}" for column in MOVED_FIELDS.values())
 _BATCH = 1000
 
 
-def packed(value: Any) -> bytes | None:
-    return None if value is None else pack(json_bytes(value))
-
-
-def unpacked(raw: bytes | None) -> Any:
-    return None if raw is None else json.loads(unpack(bytes(raw)))
-
-
 def move(conn: Executes) -> None:
-    columns = ", ".join(PACKED_FIELDS.values())
-    assignments = ", ".join(f"{field} = ?" for field in PACKED_FIELDS)
+    columns = ", ".join(MOVED_FIELDS.values())
+    assignments = ", ".join(f"{field} = ?" for field in MOVED_FIELDS)
     after = ""
     while True:
         rows = conn.execute(
@@ -42,6 +34,6 @@ def move(conn: Executes) -> None:
         if not rows:
             break
         for row in rows:
-            values = [None if row[c] is None else packed(json.loads(row[c])) for c in PACKED_FIELDS.values()]
+            values = [None if row[c] is None else packed(json.loads(row[c])) for c in MOVED_FIELDS.values()]
             conn.execute(f"UPDATE attempts SET {assignments} WHERE attempt_id = ?", (*values, row["attempt_id"]))
         after = rows[-1]["attempt_id"]

@@ -16,13 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jobtrail.ledger import claims, eventlog
-from jobtrail.ledger.blobs import CorruptBlobError, hex_of, key, put_blobs, put_script, read_blobs, read_script
-from jobtrail.ledger.checkpoint_rows import full_path, manifest_hex, manifest_key, stored_path
-from jobtrail.ledger.compact_receipts import json_bytes
+from jobtrail.ledger import claims, codec, eventlog
+from jobtrail.ledger.blobs import put_blobs, put_script, read_blobs, read_script
+from jobtrail.ledger.codec import PACKED_FIELDS, CorruptBlobError, hex_of, json_bytes, key, packed, unpacked
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
-from jobtrail.ledger.packed_receipts import PACKED_FIELDS, packed, unpacked
 from jobtrail.models import AttemptRecord, CapState, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
 from jobtrail.util.digest import config_json
 
@@ -381,10 +379,10 @@ class Ledger:
                 [
                     (
                         attempt_id,
-                        stored_path(output_dir, c.path),
+                        codec.stored_path(output_dir, c.path),
                         c.step,
                         c.state,
-                        manifest_key(c.manifest_sha256),
+                        codec.manifest_key(c.manifest_sha256),
                         c.updated_at,
                     )
                     for c in checkpoints
@@ -532,10 +530,10 @@ def _eval(r: Row) -> dict[str, Any]:
 
 def _checkpoint(row: Row) -> CheckpointRecord:
     return CheckpointRecord(
-        path=full_path(row["output_dir"], row["path"]),
+        path=codec.full_path(row["output_dir"], row["path"]),
         step=row["step"],
         state=row["state"],
-        manifest_sha256=manifest_hex(row["manifest_sha256"]),
+        manifest_sha256=codec.manifest_hex(row["manifest_sha256"]),
         updated_at=row["updated_at"],
     )
 
