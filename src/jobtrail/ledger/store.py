@@ -16,23 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jobtrail.ledger import claims, codec, eventlog
-from jobtrail.ledger.blobs import put_blobs, put_script, read_blobs, read_script
-from jobtrail.ledger.codec import PACKED_FIELDS, CorruptBlobError, hex_of, json_bytes, key, packed, unpacked
+from jobtrail.ledger import claims, eventlog, records
+from jobtrail.ledger.blobs import put_blobs, read_blobs, read_script
+from jobtrail.ledger.codec import CorruptBlobError, hex_of, json_bytes, key, manifest_key, stored_path
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
 from jobtrail.models import AttemptRecord, CapState, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
-from jobtrail.util.digest import config_json
 
-# Receipts that attempts repeat, stored once (blobs.py) and named by the sha256 in their column: the config
-# (config_sha256, its canonical JSON's, as the receipt shows it) and the JSON that most attempts share.
-_BLOB_FIELDS = {
-    "config": "config_sha256",
-    "spec": "spec_sha256",
-    "environment": "environment_sha256",
-    "data_manifest": "data_manifest_sha256",
-    "findings": "findings_sha256",
-}
 _RUN_COLUMNS = (
     "run_id",
     "created_at",
@@ -218,7 +208,7 @@ class Ledger:
     # --- attempts ---------------------------------------------------------------------
 
     def _insert_attempt(self, conn: LedgerConnection, attempt: NewAttempt) -> None:
-        values = _encode(conn, attempt.model_dump(mode="python"))
+        values = records.attempt_columns(conn, attempt.model_dump(mode="python"))
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         conn.execute(f"INSERT INTO attempts ({names}) VALUES ({marks})", list(values.values()))
@@ -226,8 +216,8 @@ class Ledger:
     def _attempts(self, sql: str, params: Sequence[Any] = ()) -> list[AttemptRecord]:
         """The attempts a query selects (SELECT * FROM attempts ...), with their receipts from the blobs."""
         rows = self._rows(sql, params)
-        blobs = self._blobs(rows, list(_BLOB_FIELDS.values()))
-        return [_attempt(row, blobs) for row in rows]
+        blobs = self._blobs(rows, list(records.BLOB_FIELDS.values()))
+        return [records.attempt_of(row, blobs) for row in rows]
 
     def get_attempt(self, attempt_id: str) -> AttemptRecord | None:
         found = self._attempts("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
@@ -338,7 +328,7 @@ class Ledger:
     def _update(
         self, conn: LedgerConnection, attempt_id: str, expect_status: Sequence[str] | None, fields: dict[str, Any]
     ) -> bool:
-        values = _encode(conn, fields)
+        values = records.attempt_columns(conn, fields)
         sql = "UPDATE attempts SET " + ", ".join(f"{name} = ?" for name in values) + " WHERE attempt_id = ?"
         params: list[Any] = [*values.values(), attempt_id]
         if expect_status is not None:
@@ -361,7 +351,7 @@ class Ledger:
         """Record the events parsed from log bytes [from_offset, to_offset) exactly once."""
         with self.transaction() as conn:
             updated = {**fields, "log_offset": to_offset}
-            values = _encode(conn, updated)
+            values = records.attempt_columns(conn, updated)
             sql = "UPDATE attempts SET " + ", ".join(f"{n} = ?" for n in values)
             sql += " WHERE attempt_id = ? AND log_offset = ?"
             if conn.execute(sql, [*values.values(), attempt_id, from_offset]).rowcount != 1:
@@ -379,10 +369,10 @@ class Ledger:
                 [
                     (
                         attempt_id,
-                        codec.stored_path(output_dir, c.path),
+                        stored_path(output_dir, c.path),
                         c.step,
                         c.state,
-                        codec.manifest_key(c.manifest_sha256),
+                        manifest_key(c.manifest_sha256),
                         c.updated_at,
                     )
                     for c in checkpoints
@@ -440,7 +430,7 @@ class Ledger:
 
     def evals_of(self, target_run_id: str) -> list[dict[str, Any]]:
         rows = self._rows("SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,))
-        return [_eval(r) for r in rows]
+        return [records.eval_of(r) for r in rows]
 
     def eval_by_job(self, eval_job_id: str) -> dict[str, Any] | None:
         """The evaluation an evaluation job made (its latest attempt's), with the job it evaluated."""
@@ -452,7 +442,7 @@ class Ledger:
             )
             .fetchone()
         )
-        return None if row is None else {"evaluates_job": row["target_run_id"], **_eval(row)}
+        return None if row is None else {"evaluates_job": row["target_run_id"], **records.eval_of(row)}
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
         rows = self._rows(
@@ -460,7 +450,7 @@ class Ledger:
             " WHERE c.attempt_id = ? ORDER BY c.step, c.path",
             (attempt_id,),
         )
-        return [_checkpoint(r) for r in rows]
+        return [records.checkpoint_of(r) for r in rows]
 
     def committed_checkpoints(self, run_id: str) -> list[CheckpointRecord]:
         """Every committed checkpoint of a run: attempt by attempt, each attempt's by step. A smoke run's
@@ -471,7 +461,7 @@ class Ledger:
             " ORDER BY a.number, c.step, c.path",
             (run_id,),
         )
-        return [_checkpoint(r) for r in rows]
+        return [records.checkpoint_of(r) for r in rows]
 
     # --- calibration ------------------------------------------------------------------
 
@@ -514,79 +504,3 @@ _CALIBRATION_COLUMNS = (
     "source",
     "gradient_checkpointing",
 )
-
-
-def _eval(r: Row) -> dict[str, Any]:
-    return {
-        "eval_job_id": r["eval_attempt_id"].split("/")[0],
-        "checkpoint": r["checkpoint"],
-        "state": r["state"],
-        "metrics": json.loads(r["metrics_json"]) if r["metrics_json"] else {},
-        "task_set_sha256": r["task_set_sha256"],
-        "evaluator_sha256": r["evaluator_sha256"],
-        "record": json.loads(r["record_json"]) if r["record_json"] else None,
-    }
-
-
-def _checkpoint(row: Row) -> CheckpointRecord:
-    return CheckpointRecord(
-        path=codec.full_path(row["output_dir"], row["path"]),
-        step=row["step"],
-        state=row["state"],
-        manifest_sha256=codec.manifest_hex(row["manifest_sha256"]),
-        updated_at=row["updated_at"],
-    )
-
-
-def _encode(conn: LedgerConnection, fields: dict[str, Any]) -> dict[str, Any]:
-    """Column values of an attempt's fields. A script and the receipts in _BLOB_FIELDS are stored once (blobs.py)
-    and their columns name them; a sha256 given with them must be theirs."""
-    out: dict[str, Any] = {}
-    for name, value in fields.items():
-        if name == "script":
-            out["script_sha256"] = key(put_script(conn, value))
-        elif name in _BLOB_FIELDS:
-            out[_BLOB_FIELDS[name]] = None if value is None else key(put_blobs(conn, [_blob_bytes(name, value)])[0])
-        elif name in PACKED_FIELDS:  # receipts of the attempt's own, in its row
-            out[name] = packed(_plain(value))
-        elif name == "forced":
-            out[name] = int(bool(value))
-        elif hasattr(value, "value"):  # enums
-            out[name] = value.value
-        elif name in ("config_sha256", "script_sha256"):  # their contents' when given with them (checked below)
-            out.setdefault(name, key(value))
-        elif name not in out:
-            out[name] = value
-    for given in ("config_sha256", "script_sha256"):
-        if given in fields and key(fields[given]) != out[given]:
-            raise ValueError(f"{given} {fields[given]!r} is not the sha256 of the attempt's {given[:-7]}")
-    return out
-
-
-def _blob_bytes(name: str, value: Any) -> bytes:
-    plain = _plain(value)
-    return config_json(plain).encode() if name == "config" else json_bytes(plain)
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _attempt(row: Row, blobs: dict[str, bytes]) -> AttemptRecord:
-    data = dict(row)
-    for name in PACKED_FIELDS:
-        data[name] = unpacked(data[name])
-    for name, column in _BLOB_FIELDS.items():
-        reference = hex_of(data[column]) if data[column] else None
-        if name == "config":
-            data[column] = reference
-        else:
-            del data[column]
-        data[name] = json.loads(blobs[reference]) if reference else None
-    data["script_sha256"] = hex_of(data["script_sha256"])
-    data["findings"] = data["findings"] or []
-    return AttemptRecord.model_validate(data)
