@@ -12,6 +12,7 @@ import argparse
 import gc
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobtrail.errors import InvalidRequestError, JobtrailError
-from jobtrail.surface.cli_flags import add_tool_arguments, tool_arguments
+from jobtrail.results.endings import blocking
+from jobtrail.surface.cli_calls import Call, parse_call, rewrite_calls
+from jobtrail.surface.cli_flags import add_tool_arguments, argument_words, tool_arguments
 from jobtrail.surface.cli_ledger import add_ledger_commands
 from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.tools_data import PlanningTools
@@ -46,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except JobtrailError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {cli_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -61,33 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
     _serve_and_demo(sub)
-    _tool_command(sub, JobTools, "submit", handler=_submit, overrides="hyperparameters")
-    _tool_command(
-        sub,
-        JobTools,
-        "submit",
-        name="preflight",
-        handler=_preflight,
-        overrides="hyperparameters",
-        skip=("dry_run", "force", "max_retries", "include_script", "idempotency_key"),
-        help_line="run every preflight check for a job without submitting it",
-    )
-    _tool_command(sub, PlanningTools, "validate_dataset", positional=("dataset",))
-    _tool_command(sub, PlanningTools, "hardware")
-    _tool_command(sub, PlanningTools, "estimate_cost", name="estimate", positional=("model",))
-    _tool_command(sub, JobTools, "ps")
-    _tool_command(sub, JobTools, "inspect", positional=("job_id",))
-    logs = _tool_command(sub, JobTools, "logs", positional=("job_id",), handler=_logs)
-    logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
-    _tool_command(sub, WatchTools, "wait", positional=("job_id",), handler=_wait)
-    _tool_command(sub, WatchTools, "metrics", positional=("job_id",))
-    _tool_command(sub, WatchTools, "plot", positional=("job_id",), handler=_plot)
-    _tool_command(sub, JobTools, "cancel", positional=("job_id",))
-    _tool_command(sub, JobTools, "release", positional=("job_id",))
-    _tool_command(sub, JobTools, "retry", positional=("job_id",), handler=_retry, overrides="changes")
-    _tool_command(sub, TaskTools, "evaluate", positional=("dataset",), one_of=("job_id", "model"))
-    _tool_command(sub, TaskTools, "convert_gguf", positional=("source",))
-    _tool_command(sub, TaskTools, "report")
+    for command in TOOL_COMMANDS:
+        made = _tool_command(sub, command)
+        if command.tool == "logs":
+            made.add_argument("--follow", action="store_true", help="keep printing until the job ends")
 
     dashboard = sub.add_parser(
         "dashboard",
@@ -149,36 +129,47 @@ class ToolCall:
         return getattr(tools, self.spec.name)(**arguments, **fixed)
 
 
-def _tool_command(
-    sub: Any,
-    area: type[ToolArea],
-    tool: str,
-    *,
-    name: str | None = None,
-    help_line: str | None = None,
-    handler: Handler | None = None,
-    overrides: str | None = None,
-    **layout: Any,
-) -> argparse.ArgumentParser:
-    """A subcommand calling one tool, its flags made from the tool's parameters (`layout`: see add_tool_arguments)."""
-    spec = tool_spec(area, tool)
+@dataclass(frozen=True)
+class ToolCommand:
+    """A subcommand calling one tool, its flags made from the tool's parameters; `positional`, `one_of` and
+    `skip` lay them out (see add_tool_arguments)."""
+
+    area: type[ToolArea]
+    tool: str
+    name: str | None = None
+    positional: tuple[str, ...] = ()
+    one_of: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    handler: Handler | None = None
+    overrides: str | None = None
+    help_line: str | None = None
+    epilog: str | None = None
+
+    @property
+    def command(self) -> str:
+        return self.name or self.tool.replace("_", "-")
+
+
+def _tool_command(sub: Any, declared: ToolCommand) -> argparse.ArgumentParser:
+    spec = tool_spec(declared.area, declared.tool)
     command: argparse.ArgumentParser = sub.add_parser(
-        name or tool.replace("_", "-"),
-        help=help_line or f"{spec.info.title} (the {tool} tool)",
+        declared.command,
+        help=declared.help_line or f"{spec.info.title} (the {declared.tool} tool)",
         description=spec.info.description,
+        epilog=declared.epilog,
     )
-    add_tool_arguments(command, spec, **layout)
-    if overrides:
+    add_tool_arguments(command, spec, positional=declared.positional, one_of=declared.one_of, skip=declared.skip)
+    if declared.overrides:
         command.add_argument(
             "--set",
             dest="overrides",
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help=f"one entry of --{overrides} (repeatable); VALUE is read as JSON when it parses",
+            help=f"one entry of --{declared.overrides} (repeatable); VALUE is read as JSON when it parses",
         )
     _json_flag(command)
-    command.set_defaults(handler=handler or _show, tool=ToolCall(area, spec, overrides))
+    command.set_defaults(handler=declared.handler or _show, tool=ToolCall(declared.area, spec, declared.overrides))
     return command
 
 
@@ -194,10 +185,52 @@ def _service() -> JobService:
 
 def _emit(args: argparse.Namespace, result: Any) -> int:
     if args.json:
-        print(result.model_dump_json(indent=2))
+        print(json.dumps(_cli_content(result.model_dump(mode="json")), indent=2, ensure_ascii=False))
     else:
-        print(result.to_markdown())
+        print(cli_text(result.to_markdown()))
     return 0
+
+
+def cli_text(text: str) -> str:
+    """`text` with each tool call it proposes written as the command that makes it."""
+    return rewrite_calls(text, {c.tool for c in TOOL_COMMANDS}, command_line)
+
+
+def _cli_content(data: dict[str, Any]) -> dict[str, Any]:
+    """A result's structured content as the CLI prints it: its summary, and each next step that is a tool call,
+    as commands (kind "shell")."""
+    if isinstance(data.get("summary"), str):
+        data["summary"] = cli_text(data["summary"])
+    for step in data.get("next_steps") or []:
+        call = parse_call(step["call"]) if step.get("kind") == "tool" and step.get("call") else None
+        command = command_line(call) if call is not None else None
+        if command is not None:
+            step.update(kind="shell", call=command)
+    return data
+
+
+def command_line(call: Call) -> str | None:
+    """The `jobtrail ...` command that makes `call`, from the declaration its subcommand's flags are made from;
+    None for a call no command makes as written (an argument the tool lacks, a value no flag gives)."""
+    declared = next((c for c in TOOL_COMMANDS if c.tool == call.tool), None)
+    if declared is None:
+        return None
+    parameters = {q.name: q for q in tool_spec(declared.area, declared.tool).parameters}
+    unnamed = [name for name in parameters if name not in call.named]
+    if len(call.positional) > len(unnamed):
+        return None
+    given = {**dict(zip(unnamed, call.positional, strict=False)), **call.named}
+    if not set(given) <= set(parameters):
+        return None
+    head: list[str] = []
+    flags: list[str] = []
+    for name, value in given.items():
+        positional = name in declared.positional
+        said = argument_words(parameters[name], value, positional=positional)
+        if said is None:
+            return None
+        (head if positional else flags).extend(said)
+    return shlex.join(["jobtrail", declared.command, *head, *(["..."] if call.etc else []), *flags])
 
 
 def _override(item: str) -> tuple[str, Any]:
@@ -232,8 +265,20 @@ def _preflight(args: argparse.Namespace) -> int:
     return 1 if any(f.severity == "error" for f in result.findings) else 0
 
 
+# `jobtrail wait`'s exit status: how the job stands when the wait returns, one code each (printed by `wait --help`;
+# README's CLI section lists them). 2 is every command's: the command itself was refused.
+WAIT_EXIT_STATUS: tuple[tuple[int, str], ...] = (
+    (0, "succeeded, with no blocking alert"),
+    (1, "failed (any termination reason: inspect says which)"),
+    (2, "the command was refused (an unknown job id, a wrong flag)"),
+    (3, "cancelled"),
+    (4, "succeeded with a blocking alert: its result is not usable as it is"),
+    (5, "still queued or running when the wait ended: run it again"),
+)
+
+
 def _wait(args: argparse.Namespace) -> int:
-    """Exit status 0 once the job has ended (whatever its status), 1 while it still runs: a shell can loop on it."""
+    """How the job stands, as WAIT_EXIT_STATUS says: a shell can branch on it, or loop while it is 5."""
     shown: list[str] = []
 
     def show(done: float, total: float, message: str) -> None:
@@ -244,7 +289,15 @@ def _wait(args: argparse.Namespace) -> int:
     with reporting_to(show):
         result = args.tool.run(args)
     _emit(args, result)
-    return 0 if result.terminal else 1
+    if not result.terminal:
+        return 5
+    if result.status == "succeeded":
+        return 4 if blocking(result.alerts) else 0
+    return 3 if result.status == "cancelled" else 1
+
+
+def _wait_epilog() -> str:
+    return "Exit status: " + "; ".join(f"{code} {meaning}" for code, meaning in WAIT_EXIT_STATUS) + "."
 
 
 def _plot(args: argparse.Namespace) -> int:
@@ -316,6 +369,36 @@ def _logs(args: argparse.Namespace) -> int:
             return 0
         time.sleep(1.0)  # a person is watching; one read a second is plenty
         result = tools.logs(args.job_id, tail=FOLLOW_CHUNK, cursor=result.cursor)
+
+
+# One subcommand per tool (preflight: submit's dry run without the script), made from the tool's declaration.
+TOOL_COMMANDS: tuple[ToolCommand, ...] = (
+    ToolCommand(JobTools, "submit", handler=_submit, overrides="hyperparameters"),
+    ToolCommand(
+        JobTools,
+        "submit",
+        name="preflight",
+        handler=_preflight,
+        overrides="hyperparameters",
+        skip=("dry_run", "force", "max_retries", "include_script", "idempotency_key"),
+        help_line="run every preflight check for a job without submitting it",
+    ),
+    ToolCommand(PlanningTools, "validate_dataset", positional=("dataset",)),
+    ToolCommand(PlanningTools, "hardware"),
+    ToolCommand(PlanningTools, "estimate_cost", name="estimate", positional=("model",)),
+    ToolCommand(JobTools, "ps"),
+    ToolCommand(JobTools, "inspect", positional=("job_id",)),
+    ToolCommand(JobTools, "logs", positional=("job_id",), handler=_logs),
+    ToolCommand(WatchTools, "wait", positional=("job_id",), handler=_wait, epilog=_wait_epilog()),
+    ToolCommand(WatchTools, "metrics", positional=("job_id",)),
+    ToolCommand(WatchTools, "plot", positional=("job_id",), handler=_plot),
+    ToolCommand(JobTools, "cancel", positional=("job_id",)),
+    ToolCommand(JobTools, "release", positional=("job_id",)),
+    ToolCommand(JobTools, "retry", positional=("job_id",), handler=_retry, overrides="changes"),
+    ToolCommand(TaskTools, "evaluate", positional=("dataset",), one_of=("job_id", "model")),
+    ToolCommand(TaskTools, "convert_gguf", positional=("source",)),
+    ToolCommand(TaskTools, "report"),
+)
 
 
 def _serve(args: argparse.Namespace) -> int:

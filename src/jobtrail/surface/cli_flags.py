@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import shlex
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from jobtrail.surface.toolspec import ToolSpec
+
+EXAMPLE = "e.g. "  # where a description gives an example value, as JSON for a list or an object
 
 
 @dataclass(frozen=True)
@@ -80,11 +83,15 @@ def add_tool_arguments(
         add_argument(target, parameter, positional=parameter.name in positional)
 
 
+def flag_of(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def add_argument(parser: Any, parameter: inspect.Parameter, *, positional: bool = False) -> None:
     info = shape(parameter.annotation)
     name, default = parameter.name, parameter.default
-    flag = "--" + name.replace("_", "-")
-    help_text = _help(info.description, default)
+    flag = flag_of(name)
+    help_text = _help(_cli_example(info, flag), default)
     if info.base is bool:
         if default is None:  # undecided unless asked: --flag or --no-flag
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
@@ -104,6 +111,48 @@ def add_argument(parser: Any, parameter: inspect.Parameter, *, positional: bool 
         parser.add_argument(flag, dest=name, required=True, **kwargs)
     else:
         parser.add_argument(flag, dest=name, default=default, **kwargs)
+
+
+def argument_words(parameter: inspect.Parameter, value: Any, *, positional: bool = False) -> list[str] | None:
+    """The words that give `parameter` the value `value` on a command line: add_argument read backwards ([] when
+    leaving the flag out gives that value; None when no words do). A value the reader fills in (Ellipsis) is
+    written as the parameter's name in capitals."""
+    info = shape(parameter.annotation)
+    name, default = parameter.name, parameter.default
+    flag = flag_of(name)
+    if value is ...:
+        placeholder = "{...}" if get_origin(info.base) is dict else name.upper()
+        return [placeholder] if positional else [flag, placeholder]
+    if info.base is bool:
+        if value is default:
+            return []
+        return ([flag] if value else ["--no-" + flag[2:]]) if isinstance(value, bool) else None
+    if value is None:
+        return [] if default is None else None
+    if info.is_list:
+        words = [_word(item) for item in value] if isinstance(value, list) and value else None
+    elif get_origin(info.base) is dict:
+        words = [_json(value)] if isinstance(value, dict) else None
+    else:
+        words = [_word(value)]
+    if words is None:
+        return None
+    return words if positional else [flag, *words]
+
+
+def _word(value: Any) -> str:
+    return value if isinstance(value, str) else _json(value)
+
+
+def _json(value: Any) -> str:
+    """JSON, with `...` kept where the reader fills in a value."""
+    if value is ...:
+        return "..."
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(key)}: {_json(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_json(item) for item in value) + "]"
+    return json.dumps(value)
 
 
 def tool_arguments(args: argparse.Namespace, spec: ToolSpec) -> dict[str, Any]:
@@ -137,6 +186,21 @@ def _converter(info: Shape) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError("; ".join(e["msg"] for e in exc.errors())) from None
 
     return convert
+
+
+def _cli_example(info: Shape, flag: str) -> str:
+    """The description with its example value (JSON after "e.g.", as the tool takes it) written as this flag takes
+    it: `--names loss grad_norm`, `--changes '{"max_steps": 10}'`."""
+    at = info.description.find(EXAMPLE)
+    if at < 0 or not (info.is_list or get_origin(info.base) is dict):
+        return info.description
+    start = at + len(EXAMPLE)
+    try:
+        value, end = json.JSONDecoder().raw_decode(info.description, start)
+    except json.JSONDecodeError:
+        return info.description
+    words = [_word(item) for item in value] if info.is_list else [info.description[start:end]]
+    return f"{info.description[:start]}`{shlex.join([flag, *words])}`{info.description[end:]}"
 
 
 def _help(description: str, default: Any) -> str:

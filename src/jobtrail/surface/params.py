@@ -158,11 +158,11 @@ Hyperparameters = Annotated[
     JsonObject | None,
     Field(
         description=(
-            "TRL config names for the method, e.g. {'max_steps': 100, 'learning_rate': 2e-4, 'lora_r': 16, "
-            "'max_length': 1024}; peft='none' (full) or 'qlora'; GRPO: reward_funcs=['exact_match', 'format', "
-            "'numeric_match', 'length'], num_generations. trackio (on by default): report_to='none' turns it off, "
-            "project names its project (default: the model's name), trackio_space_id its Space on HF Jobs. "
-            "num_processes: worker processes (default one per GPU; N on a CPU runs N gloo workers)."
+            'TRL config names for the method, e.g. {"max_steps": 100, "learning_rate": 2e-4, "lora_r": 16, '
+            '"max_length": 1024}; "peft": "none" (full) or "qlora"; GRPO: "reward_funcs": ["exact_match", "format", '
+            '"numeric_match", "length"], "num_generations". trackio (on by default): "report_to": "none" turns it '
+            'off, "project" names its project (default: the model\'s name), "trackio_space_id" its Space on HF Jobs. '
+            '"num_processes": worker processes (default one per GPU; N on a CPU runs N gloo workers).'
         )
     ),
 ]
@@ -171,7 +171,7 @@ DatasetMapping = Annotated[
     Field(
         description=(
             "Turns another data shape into a TRL format; validate_dataset proposes it, e.g. "
-            "{'kind': 'rename', 'columns': {'question': 'prompt', 'answer': 'completion'}}."
+            '{"kind": "rename", "columns": {"question": "prompt", "answer": "completion"}}.'
         )
     ),
 ]
@@ -286,8 +286,8 @@ Secrets = Annotated[
     SecretRefs | None,
     Field(
         description=(
-            "Secrets for the job as references to the server's environment, e.g. {'WANDB_API_KEY': '$WANDB_API_KEY'}; "
-            "values are never accepted, stored or shown."
+            "Secrets for the job as references to the server's environment, e.g. "
+            '{"WANDB_API_KEY": "$WANDB_API_KEY"}; values are never accepted, stored or shown.'
         )
     ),
 ]
@@ -334,7 +334,7 @@ Changes = Annotated[
     Field(
         description=(
             "Hyperparameters (and timeout, flavor, dataset_mapping, max_cost_usd) to change, e.g. "
-            "{'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 8}."
+            '{"per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}.'
         )
     ),
 ]
@@ -348,7 +348,7 @@ WaitTimeout = Annotated[
 ]
 MetricNames = Annotated[
     NameList | None,
-    Field(description="Only these metrics, e.g. ['loss', 'grad_norm'] (default: every one the run logged)."),
+    Field(description='Only these metrics, e.g. ["loss", "grad_norm"] (default: every one the run logged).'),
 ]
 SinceStep = Annotated[
     int | None, Field(ge=0, description="Only points after this step: pass last_step from the previous call.")
@@ -359,7 +359,7 @@ MetricsAttempt = Annotated[
 PlotMetrics = Annotated[
     NameList | None,
     Field(
-        description="One panel per metric (loss with eval_loss), e.g. ['loss', 'grad_norm']. Default: train and "
+        description='One panel per metric (loss with eval_loss), e.g. ["loss", "grad_norm"]. Default: train and '
         "eval loss, grad norm, learning rate, throughput; rewards for GRPO."
     ),
 ]
@@ -412,7 +412,7 @@ Temperature = Annotated[float, Field(ge=0.0, le=2.0, description="0 = greedy (re
 ConvertSource = Annotated[
     PathText, Field(description="A jobtrail job id, a local model/adapter directory, or a Hub id.")
 ]
-Quantizations = Annotated[NameList, Field(description="e.g. ['Q4_K_M', 'Q8_0']; F16 is always produced.")]
+Quantizations = Annotated[NameList, Field(description='e.g. ["Q4_K_M", "Q8_0"]; F16 is always produced.')]
 ConvertOutput = Annotated[PathText | None, Field(description="local: a directory; hf-jobs: the Hub repo to upload to.")]
 ConvertBackend = Annotated[BackendName, Field(description="Where the conversion runs.")]
 ConvertCheckpoint = Annotated[
