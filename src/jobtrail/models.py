@@ -270,6 +270,22 @@ class CapState:
     spent_ended: float
 
 
+@dataclass(frozen=True)
+class EvalRow:
+    """One evaluation as the ledger's evals table holds it: the evaluation job, the checkpoint it measured ("base",
+    "final" or the checkpoint's name), its state and metrics, the digests of its task set and evaluator, and the
+    job's whole record as it reported it (outcomes/evals.EvalRecord's JSON; None until it ended). inspect shows it
+    field for field (evaluations, evaluation)."""
+
+    eval_job_id: str
+    checkpoint: str
+    state: str
+    metrics: dict[str, float]
+    task_set_sha256: str | None
+    evaluator_sha256: str | None
+    record: dict[str, Any] | None
+
+
 class CheckpointRecord(BaseModel):
     path: str
     step: int | None = None

@@ -11,7 +11,7 @@ from typing import Any
 from jobtrail.ledger.blobs import Executes, put_blobs, put_script
 from jobtrail.ledger.codec import PACKED_FIELDS, full_path, hex_of, json_bytes, key, manifest_hex, packed, unpacked
 from jobtrail.ledger.connection import Row
-from jobtrail.models import AttemptRecord, CheckpointRecord
+from jobtrail.models import AttemptRecord, CheckpointRecord, EvalRow
 from jobtrail.util.digest import config_json
 
 # Receipts that attempts repeat, stored once (blobs.py) and named by the sha256 in their column: the config
@@ -25,16 +25,16 @@ BLOB_FIELDS = {
 }
 
 
-def eval_of(r: Row) -> dict[str, Any]:
-    return {
-        "eval_job_id": r["eval_attempt_id"].split("/")[0],
-        "checkpoint": r["checkpoint"],
-        "state": r["state"],
-        "metrics": json.loads(r["metrics_json"]) if r["metrics_json"] else {},
-        "task_set_sha256": r["task_set_sha256"],
-        "evaluator_sha256": r["evaluator_sha256"],
-        "record": json.loads(r["record_json"]) if r["record_json"] else None,
-    }
+def eval_of(r: Row) -> EvalRow:
+    return EvalRow(
+        eval_job_id=r["eval_attempt_id"].split("/")[0],
+        checkpoint=r["checkpoint"],
+        state=r["state"],
+        metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else {},
+        task_set_sha256=r["task_set_sha256"],
+        evaluator_sha256=r["evaluator_sha256"],
+        record=json.loads(r["record_json"]) if r["record_json"] else None,
+    )
 
 
 def checkpoint_of(row: Row) -> CheckpointRecord:

@@ -21,7 +21,16 @@ from jobtrail.ledger.blobs import put_blobs, read_blobs, read_script
 from jobtrail.ledger.codec import CorruptBlobError, hex_of, json_bytes, key, manifest_key, stored_path
 from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
-from jobtrail.models import AttemptRecord, CapState, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
+from jobtrail.models import (
+    AttemptRecord,
+    CapState,
+    CheckpointRecord,
+    EvalRow,
+    JobSpec,
+    JobStatus,
+    NewAttempt,
+    RunRecord,
+)
 
 _RUN_COLUMNS = (
     "run_id",
@@ -428,12 +437,13 @@ class Ledger:
                 ),
             )
 
-    def evals_of(self, target_run_id: str) -> list[dict[str, Any]]:
+    def evals_of(self, target_run_id: str) -> list[EvalRow]:
         rows = self._rows("SELECT * FROM evals WHERE target_run_id = ? ORDER BY created_at", (target_run_id,))
         return [records.eval_of(r) for r in rows]
 
-    def eval_by_job(self, eval_job_id: str) -> dict[str, Any] | None:
-        """The evaluation an evaluation job made (its latest attempt's), with the job it evaluated."""
+    def eval_by_job(self, eval_job_id: str) -> tuple[str | None, EvalRow] | None:
+        """The job an evaluation job evaluated (None: a model alone), and the evaluation it made (its latest
+        attempt's)."""
         row = (
             self._conn()
             .execute(
@@ -442,7 +452,7 @@ class Ledger:
             )
             .fetchone()
         )
-        return None if row is None else {"evaluates_job": row["target_run_id"], **records.eval_of(row)}
+        return None if row is None else (row["target_run_id"], records.eval_of(row))
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
         rows = self._rows(

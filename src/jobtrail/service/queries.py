@@ -5,14 +5,14 @@ validate_dataset)."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.estimate import EstimateResult, HardwareResult, hardware_report
 from jobtrail.ledger.store import ACTIVE_STATUSES
-from jobtrail.models import AttemptRecord, JobStatus, RunRecord, TerminationReason
+from jobtrail.models import AttemptRecord, EvalRow, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import events
 from jobtrail.outcomes.evals import EvalRecord, delta
 from jobtrail.preflight.data_size import measured_data
@@ -104,7 +104,7 @@ class Queries(UseCase):
             warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning")) + ([late] if late else []),
             alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
             evaluation=self._own_evaluation(run),
-            evaluations=evaluations,
+            evaluations=[asdict(e) for e in evaluations],
             eval_delta=_eval_delta(evaluations),
             waiting_for=self.waiting_for(latest),
             retries_stopped=retries_stopped(self.ledger, run, attempts),
@@ -122,16 +122,12 @@ class Queries(UseCase):
         )
 
     def _next_steps(
-        self,
-        run: RunRecord,
-        attempts: list[AttemptRecord],
-        trackio: TrackioRun | None,
-        evaluations: list[dict[str, Any]],
+        self, run: RunRecord, attempts: list[AttemptRecord], trackio: TrackioRun | None, evaluations: list[EvalRow]
     ) -> list[NextStep]:
         latest = attempts[-1]
         ended = latest.status in (JobStatus.FAILED, JobStatus.CANCELLED)
         decision = retry_decision(self.ledger, run, attempts) if ended else None
-        evaluated = any(e["checkpoint"] == "final" for e in evaluations)
+        evaluated = any(e.checkpoint == "final" for e in evaluations)
         return next_steps(run, latest, retry=decision, trackio=trackio, evaluated=evaluated)
 
     def progress(
@@ -160,7 +156,8 @@ class Queries(UseCase):
         found = self.ledger.eval_by_job(run.run_id) if run.method == "evaluate" else None
         if found is None:
             return None
-        return {"evaluates": found.pop("evaluates_job") or run.model, **found}
+        evaluates, row = found
+        return {"evaluates": evaluates or run.model, **asdict(row)}
 
     def _attempt_view(self, a: AttemptRecord) -> AttemptView:
         end = a.ended_at or (time.time() if a.started_at else None)
@@ -341,14 +338,14 @@ def _run_fields(run: RunRecord) -> dict[str, Any]:
     return run.model_dump(include=_RUN_FIELDS)
 
 
-def _eval_delta(evaluations: list[dict[str, Any]]) -> dict[str, float] | None:
+def _eval_delta(evaluations: list[EvalRow]) -> dict[str, float] | None:
     """final − base on the same task set, when both evaluations finished (lower loss is better)."""
-    done = {e["checkpoint"]: e for e in evaluations if e["state"] == "finished" and e["record"]}
+    done = {e.checkpoint: e for e in evaluations if e.state == "finished" and e.record}
     if "base" not in done or "final" not in done:
         return None
-    if done["base"]["task_set_sha256"] != done["final"]["task_set_sha256"]:
+    if done["base"].task_set_sha256 != done["final"].task_set_sha256:
         return None
-    return delta(EvalRecord.model_validate(done["base"]["record"]), EvalRecord.model_validate(done["final"]["record"]))
+    return delta(EvalRecord.model_validate(done["base"].record), EvalRecord.model_validate(done["final"].record))
 
 
 def _elsewhere(attempt: AttemptRecord) -> str:

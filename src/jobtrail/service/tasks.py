@@ -120,7 +120,7 @@ class Tasks(UseCase):
         run = self.ledger.get_run(run_id)
         if run is None or not run.spec.eval_dataset:
             return
-        if any(e["checkpoint"] == "final" for e in self.ledger.evals_of(run_id)):
+        if any(e.checkpoint == "final" for e in self.ledger.evals_of(run_id)):
             return  # another process got here first
         output = job_output(self.context, run, None)
         task = Evaluation(output.label, output.adapter, hub=output.hub)
