@@ -271,6 +271,18 @@ class CapState:
 
 
 @dataclass(frozen=True)
+class SpendGroup:
+    """One group of report's table as the ledger sums it: the attempts that ended in the window with one value of
+    the column grouped on (a termination reason, method, backend, flavor or model; None where the attempts have
+    none), their GPU-hours and cost in US dollars."""
+
+    group: str | None
+    attempts: int
+    gpu_hours: float
+    cost_usd: float
+
+
+@dataclass(frozen=True)
 class EvalRow:
     """One evaluation as the ledger's evals table holds it: the evaluation job, the checkpoint it measured ("base",
     "final" or the checkpoint's name), its state and metrics, the digests of its task set and evaluator, and the

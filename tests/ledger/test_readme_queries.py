@@ -51,4 +51,4 @@ def test_the_readme_queries_answer_what_report_answers(ledger_location):
     assert [(r[0], r[1]) for r in rows] == [("oom", 2), ("succeeded", 1)]
     assert [(r[2], r[3]) for r in rows] == [pytest.approx((1.5, 1.75)), pytest.approx((2.0, 3.0))]
     reported = ledger.report(time.time() - 7 * DAY_S, "termination_reason")
-    assert [(r["grp"], r["attempts"], r["gpu_hours"], r["cost_usd"]) for r in reported] == [tuple(r) for r in rows]
+    assert [(r.group, r.attempts, r.gpu_hours, r.cost_usd) for r in reported] == [tuple(r) for r in rows]

@@ -30,6 +30,7 @@ from jobtrail.models import (
     JobStatus,
     NewAttempt,
     RunRecord,
+    SpendGroup,
 )
 
 _RUN_COLUMNS = (
@@ -397,7 +398,7 @@ class Ledger:
         """Each attempt's events, read at once."""
         return eventlog.read(self._conn(), self._packs, attempt_ids)
 
-    def report(self, since: float, group_by: str) -> list[dict[str, Any]]:
+    def report(self, since: float, group_by: str) -> list[SpendGroup]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""
         column = GROUP_COLUMNS[group_by]
         # Every attempt has its run: the join is there only for a run's column, else the index alone answers.
@@ -408,7 +409,7 @@ class Ledger:
             f" FROM attempts a{runs} WHERE a.ended_at >= ? GROUP BY grp ORDER BY attempts DESC, grp",
             (since,),
         )
-        return [dict(row) for row in rows]
+        return [SpendGroup(row["grp"], row["attempts"], row["gpu_hours"], row["cost_usd"]) for row in rows]
 
     # --- evaluations ------------------------------------------------------------------
 

@@ -259,11 +259,11 @@ class Queries(UseCase):
         self.tracker.refresh()
         rows = [
             ReportRow(
-                termination_reason=r["grp"] if group_by == "termination_reason" else None,
-                group=r["grp"],
-                attempts=r["attempts"],
-                gpu_hours=round(r["gpu_hours"], 4),
-                cost_usd=round(r["cost_usd"], 4),
+                termination_reason=r.group if group_by == "termination_reason" else None,
+                group=r.group,
+                attempts=r.attempts,
+                gpu_hours=round(r.gpu_hours, 4),
+                cost_usd=round(r.cost_usd, 4),
             )
             for r in self.ledger.report(time.time() - days * 86400, group_by)
         ]
