@@ -31,6 +31,7 @@ MISTAKES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("fine_tune", {**FINE_TUNE, "modle": "m"}, ["Unknown argument 'modle'. Did you mean 'model'?"]),
     ("diagnose_failed_job", {"jobid": "jt-1"}, ["Did you mean 'job_id'?", "Valid arguments: job_id"]),
     ("compare_runs", {"job_id": "jt-1"}, ["- other_job_id: The job to compare it with"]),
+    ("fine_tun", FINE_TUNE, ["No prompt 'fine_tun'. Did you mean 'fine_tune'?", "compare_runs"]),
 ]
 
 

@@ -8,6 +8,7 @@ it takes, and a value the tool would refuse ('SFT' for sft) is refused with the 
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -42,6 +43,16 @@ class CheckedPrompt(Prompt):
     ) -> list[Message] | InputRequiredResult:
         _check(self.name, self.fn, arguments or {})
         return await super().render(arguments, context)
+
+
+def known_prompt(name: str, prompts: list[str]) -> None:
+    """Refuse a prompt name the server lacks with the closest one it has (the SDK's ValueError reads "Internal
+    server error")."""
+    if name in prompts:
+        return
+    close = difflib.get_close_matches(name, prompts, n=1)
+    meant = f" Did you mean {close[0]!r}?" if close else ""
+    raise MCPError(INVALID_PARAMS, f"No prompt {name!r}.{meant} The prompts: {', '.join(prompts)}.")
 
 
 def add_prompts(server: MCPServer) -> None:

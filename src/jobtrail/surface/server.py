@@ -21,7 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, GetPromptResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, ValidationError, create_model
 
 from jobtrail import __version__
@@ -30,7 +30,7 @@ from jobtrail.methods import METHODS
 from jobtrail.models import ToolResult
 from jobtrail.results.watch import ImageResult, ProgressSink
 from jobtrail.surface import invalid_arguments
-from jobtrail.surface.prompts import add_prompts
+from jobtrail.surface.prompts import add_prompts, known_prompt
 from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.resources import add_job_resources
 from jobtrail.surface.schemas import lean_input, published_output
@@ -73,11 +73,21 @@ def build_server(service: ServiceSource) -> MCPServer:
     """The server over `service`, or over the function that builds it on first use: its tools are declared from
     their signatures and result models alone, so it answers tools/list without the service."""
     tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
-    server = MCPServer(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
+    server = _Server(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
     add_references(server)
     add_job_resources(server, service)
     add_prompts(server)
     return server
+
+
+class _Server(MCPServer):
+    """The SDK's server, but prompts/get of a name it lacks is refused with the closest name (prompts.known_prompt)."""
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        known_prompt(name, [prompt.name for prompt in await self.list_prompts()])
+        return await super().get_prompt(name, arguments, context)
 
 
 class ClosedTool(Tool):
