@@ -3,7 +3,9 @@
 A tool's subcommand is built from the tool's own declaration (tools_*.py, params.py): the same
 argument names as flags, the same choices, defaults and checks, and it calls the same tool
 function. It prints the same markdown as the tool (tables for lists) or, with --json, its
-structured content. Errors print the message and the fix and exit with status 2.
+structured content, each tool call a result proposes written as the command that makes it
+(`jobtrail retry jt-1 --changes '{...}'`, not `retry(job_id=...)`). Errors print the message and
+the fix and exit with status 2; `wait` exits by how the job stands (WAIT_EXIT_STATUS).
 """
 
 from __future__ import annotations
