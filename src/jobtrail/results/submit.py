@@ -3,7 +3,8 @@ script, or the refusal with each problem's fix."""
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -19,6 +20,26 @@ from jobtrail.results.jobs import (
     speedups_line,
 )
 from jobtrail.util.money import usd
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What submit says of its plan however it ends (a dry run, a refusal, the job started): its fingerprints
+    ("" without a script or config), output, processes, cap and speed measures, and the chain and smoke run it
+    asked for. Each is the SubmitResult field of its name."""
+
+    script_sha256: str
+    config_sha256: str
+    backend: str
+    output_repo: str | None
+    launcher: Launcher | None
+    max_cost_usd: float | None
+    speedups: Speedups | None
+    after: str | None
+    smoke_steps: int | None
+
+    def result_fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class SubmitResult(ToolResult):

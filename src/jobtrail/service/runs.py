@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
-from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
+from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, Speedups, TerminationReason
 from jobtrail.outcomes import budget
 from jobtrail.preflight import plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
@@ -22,7 +22,7 @@ from jobtrail.requests import SubmitOptions
 from jobtrail.results.attempt_note import resume_point
 from jobtrail.results.jobs import CancelResult, RetryResult
 from jobtrail.results.release import ReleaseResult
-from jobtrail.results.submit import SubmitResult
+from jobtrail.results.submit import PlanSummary, SubmitResult
 from jobtrail.service import chaining, idempotency, retry_state, secrets
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.tasks import Tasks
@@ -66,7 +66,7 @@ class Runs(UseCase):
         spec, plan = self._plan(spec, run_id, cap, max_retries)
         summary = _planned(spec, plan, cap)
         if options.dry_run:  # the plan's verdict, as a submit would act on it
-            script_path = self._keep_dry_run(plan.script, summary["script_sha256"])
+            script_path = self._keep_dry_run(plan.script, summary.script_sha256)
             script = plan.script if options.include_script else None
             return SubmitResult(
                 job_id=None,
@@ -75,10 +75,10 @@ class Runs(UseCase):
                 forced=plan.forced(force),
                 script=script,
                 script_path=script_path,
-                **summary,
+                **summary.result_fields(),
             )
         if not plan.accepts(force):
-            return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **summary)
+            return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **summary.result_fields())
         spec = spec.model_copy(update={"timeout_s": plan.timeout_s})
         run = new_run(
             run_id,
@@ -102,7 +102,7 @@ class Runs(UseCase):
         return spec, preflight.plan(spec, env)
 
     def _start(
-        self, run: RunRecord, plan: preflight.Plan, force: bool, request: dict[str, Any], summary: dict[str, Any]
+        self, run: RunRecord, plan: preflight.Plan, force: bool, request: dict[str, Any], summary: PlanSummary
     ) -> SubmitResult:
         """Queue the accepted plan's first attempt (its smoke run, when it has one: the full job follows it,
         followers.py), the base model's evaluation when there is eval data, and dispatch."""
@@ -143,7 +143,7 @@ class Runs(UseCase):
             output_dir=attempt.output_dir,
             idempotency_key=key,
             waiting_for=chaining.waiting_on_parent(self.context, current),
-            **summary,
+            **summary.result_fields(),
         )
 
     def _budget(self, cap: float | None, max_retries: int) -> BudgetFacts:
@@ -378,17 +378,16 @@ class _Rerun:
     forced: bool = False
 
 
-def _planned(spec: JobSpec, plan: preflight.Plan, cap: float | None) -> dict[str, Any]:
-    """What submit says of its plan however it ends (a dry run, a refusal, the job started): its fingerprints,
-    output, processes, cap and speed measures."""
-    return dict(
+def _planned(spec: JobSpec, plan: preflight.Plan, cap: float | None) -> PlanSummary:
+    speedups = (plan.config or {}).get("speedups")
+    return PlanSummary(
         script_sha256=sha256_text(plan.script) if plan.script else "",
         config_sha256=sha256_text(config_json(plan.config)) if plan.config else "",
         backend=spec.backend,
         output_repo=plan.push_to,
         launcher=plan.launcher if plan.config else None,
         max_cost_usd=cap,
-        speedups=(plan.config or {}).get("speedups"),
+        speedups=Speedups.model_validate(speedups) if speedups is not None else None,
         after=spec.after,
         smoke_steps=spec.smoke_steps,
     )
