@@ -178,6 +178,11 @@ class Speedups(BaseModel):
         default_factory=lambda: Speedup(on=False, source="default", why=NOT_RECORDED),
         description="Skipping TRL's per-step entropy and token accuracy (kept: the step events report them).",
     )
+    # Recorded since the H200 profile of issue 29; a receipt written before says so.
+    length_buckets: Speedup = Field(
+        default_factory=lambda: Speedup(on=False, source="default", why=NOT_RECORDED),
+        description="Padded micro-batches padded to a multiple of 64 tokens, so attention meets few distinct lengths.",
+    )
 
 
 class Placement(BaseModel):
@@ -280,6 +285,28 @@ class SpendGroup:
     attempts: int
     gpu_hours: float
     cost_usd: float
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One attempt's (or a bench's) measured throughput and peak memory, as the ledger's calibration table holds it:
+    its key (architecture, exact params, method, peft, flavor), the shape it ran at, where its tokens/s came from
+    (estimate/calibration.Source; None: no rate) and whether it recomputed activations (None: not recorded).
+    recorded_at is the ledger's, stamped when it stores the row."""
+
+    attempt_id: str
+    architecture: str
+    params: int
+    method: str
+    peft: str
+    flavor: str
+    tokens_per_second: float | None
+    peak_memory_bytes: int | None = None
+    max_length: int | None = None
+    batch: int | None = None
+    source: str | None = None
+    gradient_checkpointing: bool | None = None
+    recorded_at: float | None = None
 
 
 @dataclass(frozen=True)

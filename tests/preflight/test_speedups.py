@@ -59,6 +59,7 @@ ITEMS = (
     "micro_batch",
     "dataloader",
     "step_metrics",
+    "length_buckets",
 )
 
 LIGER_PINNED = pin(LIGER_REQUIREMENT, job_lock())  # as a rendered header lists it
@@ -247,10 +248,12 @@ def test_the_callers_values_always_win():
         "fp16": True,
         "packing": True,
         "dataloader_num_workers": 0,
+        "pad_to_multiple_of": 8,
     }
     chosen = _choose(H100, given, micro_batch=FILLED)
     assert all(getattr(chosen, name).source == "user" for name in ITEMS if name != "step_metrics")
-    assert [getattr(chosen, name).on for name in ITEMS] == [True, False, False, False, True, True, False, False]
+    on = [True, False, False, False, True, True, False, False, True]
+    assert [getattr(chosen, name).on for name in ITEMS] == on
     assert _rendered(chosen) == {"learning_rate": 2e-4, "max_length": 1024}  # nothing set over them
     # A liger turned on by the caller on a T4 stays on (and the header gets liger-kernel).
     assert _choose(T4, {"use_liger_kernel": True}).liger_kernel.on
@@ -515,3 +518,38 @@ def test_a_local_cpu_job_hears_of_its_attention_before_it_starts(tiny_model, cha
     flex = service.submit(spec(model_init_kwargs={"attn_implementation": "flex_attention"}))
     assert flex.status == "rejected" and flex.job_id is None
     assert [f.code for f in flex.findings if f.severity == "error"] == ["config.flex_attention_cpu"]
+
+
+def test_padded_batches_on_an_h100_round_their_length_to_few_shapes():
+    """SDPA's cuDNN attention builds a graph per sequence length on sm_90 (the H200 profile of issue 29): a padded
+    SFT job there pads to multiples of 64; padding-free, other GPUs, a CPU, other attention and the caller's own
+    value keep it off."""
+    short = _choose(H100, train_s=60.0)  # too short for flex attention's compile: padded
+    assert not short.padding_free.on and short.length_buckets.on
+    assert _rendered(short)["pad_to_multiple_of"] == speedups.LENGTH_BUCKET
+    assert "cuDNN" in short.length_buckets.why and "loss is the same" in short.length_buckets.why
+    assert not _choose(H100).length_buckets.on  # an hour: padding-free, nothing to round
+    assert "padding-free" in _choose(H100).length_buckets.why
+    assert "sm_80" in _choose(A100, train_s=60.0).length_buckets.why
+    assert not _choose(CPU, train_s=60.0).length_buckets.on
+    eager = _choose(H100, {"model_init_kwargs": {"attn_implementation": "eager"}}, train_s=60.0)
+    assert not eager.length_buckets.on and "eager" in eager.length_buckets.why
+    own = _choose(H100, {"pad_to_multiple_of": None}, train_s=60.0)
+    assert own.length_buckets.source == "user" and "pad_to_multiple_of" not in _rendered(own)
+    dpo = speedups.choose("dpo", H100, {}, replace(LONG_QWEN, train_s=60.0))
+    assert not dpo.length_buckets.on
+
+
+def test_the_jobs_trl_config_pads_to_the_bucket(tmp_path):
+    import trl
+
+    from support.jobs import SCRIPTS, load_script_module
+
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        training = load_script_module("_training")
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    config = {"training_args": with_speedups({"max_length": 64}, _choose(H100, train_s=60.0))}
+    args = training.build_training_args(trl.SFTConfig, config, tmp_path)
+    assert args.pad_to_multiple_of == speedups.LENGTH_BUCKET and args.padding_free is False
