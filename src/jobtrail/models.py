@@ -24,6 +24,9 @@ DEFAULT_DEPENDENCY_VERSIONS: DependencyVersions = "tested"
 Severity = Literal["error", "warning", "info"]
 # How a job trains the model's weights: LoRA adapters, LoRA over a 4-bit base, or all of them.
 Peft = Literal["lora", "qlora", "none"]
+# Where a measured tokens/s came from: a job's steady steps, its whole train_runtime (no steady state to read),
+# or a bench's own steady-state figure.
+RateSource = Literal["steady", "runtime", "bench"]
 
 
 class JobStatus(enum.StrEnum):
@@ -291,7 +294,7 @@ class SpendGroup:
 class CalibrationRow:
     """One attempt's (or a bench's) measured throughput and peak memory, as the ledger's calibration table holds it:
     its key (architecture, exact params, method, peft, flavor), the shape it ran at, where its tokens/s came from
-    (estimate/calibration.Source; None: no rate) and whether it recomputed activations (None: not recorded).
+    (None: no rate) and whether it recomputed activations (None: not recorded).
     recorded_at is the ledger's, stamped when it stores the row."""
 
     attempt_id: str
@@ -304,7 +307,7 @@ class CalibrationRow:
     peak_memory_bytes: int | None = None
     max_length: int | None = None
     batch: int | None = None
-    source: str | None = None
+    source: RateSource | None = None
     gradient_checkpointing: bool | None = None
     recorded_at: float | None = None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
+from jobtrail.models import CalibrationRow, CheckpointRecord, JobSpec, JobStatus, NewAttempt, RunRecord
 from support.records import new_attempt
 
 CheckpointState = Literal["writing", "committed", "superseded"]
@@ -53,18 +53,13 @@ def test_calibration_rows_newest_first_and_one_per_attempt(ledger_location):
     key = dict(architecture="qwen2", params=1000, method="sft", peft="lora", flavor="cpu-basic")
     for attempt_id, rate in (("jt-a/1", 10.0), ("jt-b/1", 20.0), ("jt-a/1", 30.0)):
         ledger.record_calibration(
-            {
-                **key,
-                "attempt_id": attempt_id,
-                "tokens_per_second": rate,
-                "peak_memory_bytes": 5,
-                "max_length": 64,
-                "batch": 1,
-            }
+            CalibrationRow(
+                **key, attempt_id=attempt_id, tokens_per_second=rate, peak_memory_bytes=5, max_length=64, batch=1
+            )
         )
     rows = ledger.calibrations(**key, limit=5)
-    assert [(r["attempt_id"], r["tokens_per_second"]) for r in rows] == [("jt-a/1", 30.0), ("jt-b/1", 20.0)]
-    assert [r["attempt_id"] for r in ledger.calibrations(**key, limit=1)] == ["jt-a/1"]
+    assert [(r.attempt_id, r.tokens_per_second) for r in rows] == [("jt-a/1", 30.0), ("jt-b/1", 20.0)]
+    assert [r.attempt_id for r in ledger.calibrations(**key, limit=1)] == ["jt-a/1"]
     assert ledger.calibrations(**{**key, "flavor": "a10g-small"}, limit=5) == []
 
 

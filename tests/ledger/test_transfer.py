@@ -16,7 +16,7 @@ from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.db import connect
 from jobtrail.ledger.store import Ledger
 from jobtrail.ledger.transfer import TABLES, import_lines, table_names, write_export
-from jobtrail.models import CheckpointRecord, TerminationReason
+from jobtrail.models import CalibrationRow, CheckpointRecord, TerminationReason
 from support.records import add_ended_run, add_queued_run
 
 
@@ -36,16 +36,16 @@ def _filled(location: Path | str) -> Ledger:
     )
     ledger.add_eval("jt-follow01/1", "jt-parent01", "checkpoint-1")
     ledger.record_calibration(
-        {
-            "attempt_id": "jt-parent01/1",
-            "architecture": "Qwen2ForCausalLM",
-            "params": 494_032_768,
-            "method": "sft",
-            "peft": "lora",
-            "flavor": "a100-large",
-            "tokens_per_second": 1234.5,
-            "peak_memory_bytes": 12 * 2**30,
-        }
+        CalibrationRow(
+            attempt_id="jt-parent01/1",
+            architecture="Qwen2ForCausalLM",
+            params=494_032_768,
+            method="sft",
+            peft="lora",
+            flavor="a100-large",
+            tokens_per_second=1234.5,
+            peak_memory_bytes=12 * 2**30,
+        )
     )
     return ledger
 

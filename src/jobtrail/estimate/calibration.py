@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import statistics
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from jobtrail.estimate.params import model_shape
 from jobtrail.estimate.steady import steady_rate
+from jobtrail.models import CalibrationRow, RateSource
 
 if TYPE_CHECKING:
     from jobtrail.ledger.store import Ledger
 
-# Where a measured tokens/s came from: a job's steady steps, its whole train_runtime (no steady state to read),
-# or a bench's own steady-state figure.
-Source = Literal["steady", "runtime", "bench"]
-STEADY: tuple[Source, ...] = ("steady", "bench")
+STEADY: tuple[RateSource, ...] = ("steady", "bench")
 
 # Throughput is the median of this many most recent measurements: one slow attempt (a noisy
 # neighbour, a cold cache) should not move the estimate by itself.
@@ -70,7 +69,7 @@ class Measurement(BaseModel):
         "checkpoints, evaluations, saving.",
     )
     gradient_checkpointing: bool | None = Field(None, description="Whether the runs measured recomputed activations.")
-    sources: list[Source] = Field(
+    sources: list[RateSource] = Field(
         default_factory=list, description="Where the throughput's measurements came from (steady, runtime, bench)."
     )
 
@@ -129,7 +128,7 @@ def record_measured_rate(
     batch: int,
     gradient_checkpointing: bool,
     peak_memory_bytes: int | None = None,
-    source: Source = "bench",
+    source: RateSource = "bench",
 ) -> str:
     """Record a steady-state tokens/s measured outside a job (a bench's per-step timings after warm-up, checkpoint
     time left out) as a calibration of `flavor` (a catalog name whose GPU it ran on, e.g. "h200", or the name of
@@ -158,11 +157,8 @@ def record_measured_rate(
     return entry
 
 
-def _record(ledger: Ledger, entry: str, *, gradient_checkpointing: bool | None, **fields: Any) -> None:
-    checkpointing = None if gradient_checkpointing is None else int(gradient_checkpointing)  # an INTEGER column
-    ledger.record_calibration(
-        {"attempt_id": entry, **fields, "params": int(fields["params"]), "gradient_checkpointing": checkpointing}
-    )
+def _record(ledger: Ledger, entry: str, **fields: Any) -> None:
+    ledger.record_calibration(CalibrationRow(attempt_id=entry, **fields))
 
 
 def checkpointing_of(training_args: dict[str, Any]) -> bool | None:
@@ -198,38 +194,36 @@ def lookup(
     )
     if not rows:
         return None
-    rows = [r for r in rows if r["source"] in STEADY] or rows
+    rows = [r for r in rows if r.source in STEADY] or rows
     if None in (max_length, batch):
         same = rows
     else:
         same = [r for r in rows if _at_shape(r, max_length, batch, gradient_checkpointing)]
     chosen = (same or rows)[:RECENT]
-    rates = [r["tokens_per_second"] for r in chosen if r["tokens_per_second"]]
-    newest = dict(chosen[0])
+    rates = [r.tokens_per_second for r in chosen if r.tokens_per_second]
+    newest = asdict(chosen[0])
     newest["tokens_per_second"] = statistics.median(rates) if rates else None
-    checkpointing = newest.pop("gradient_checkpointing")
     overheads = [s for s in (_overhead_s(ledger, r) for r in chosen) if s is not None]
     return Measurement(
         **{k: v for k, v in newest.items() if k != "source"},
-        gradient_checkpointing=None if checkpointing is None else bool(checkpointing),
-        sources=sorted({r["source"] or "runtime" for r in chosen if r["tokens_per_second"]}),
+        sources=sorted({r.source or "runtime" for r in chosen if r.tokens_per_second}),
         samples=len(rates),
         same_shape=bool(same),
         overhead_s=statistics.median(overheads) if overheads else None,
     )
 
 
-def _at_shape(row: dict[str, Any], max_length: int | None, batch: int | None, checkpointing: bool | None) -> bool:
-    measured = row["gradient_checkpointing"]
-    same_checkpointing = measured is None or checkpointing is None or bool(measured) == checkpointing
-    return (row["max_length"], row["batch"]) == (max_length, batch) and same_checkpointing
+def _at_shape(row: CalibrationRow, max_length: int | None, batch: int | None, checkpointing: bool | None) -> bool:
+    measured = row.gradient_checkpointing
+    same_checkpointing = measured is None or checkpointing is None or measured == checkpointing
+    return (row.max_length, row.batch) == (max_length, batch) and same_checkpointing
 
 
-def _overhead_s(ledger: Ledger, row: dict[str, Any]) -> float | None:
+def _overhead_s(ledger: Ledger, row: CalibrationRow) -> float | None:
     """An attempt's wall time less its time training at the measured pace: its tokens at the steady rate, or its
     train_runtime for a whole-run figure. None when that is unknown (a bench's figure has no attempt), or when the
     trainer says it ran longer than the attempt lasted (another machine's clock)."""
-    attempt = ledger.get_attempt(row["attempt_id"])
+    attempt = ledger.get_attempt(row.attempt_id)
     if attempt is None or attempt.started_at is None or attempt.ended_at is None:
         return None
     summary = attempt.summary or {}
@@ -237,7 +231,7 @@ def _overhead_s(ledger: Ledger, row: dict[str, Any]) -> float | None:
     if not isinstance(runtime, int | float) or runtime <= 0:
         return None
     training = runtime
-    if row["source"] == "steady" and isinstance(whole_rate, int | float) and row["tokens_per_second"]:
-        training = whole_rate * runtime / row["tokens_per_second"]  # the attempt's tokens at its steady pace
+    if row.source == "steady" and isinstance(whole_rate, int | float) and row.tokens_per_second:
+        training = whole_rate * runtime / row.tokens_per_second  # the attempt's tokens at its steady pace
     wall = attempt.ended_at - attempt.started_at
     return wall - training if wall >= training else None

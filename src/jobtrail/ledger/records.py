@@ -6,12 +6,13 @@ which blobs a row names, blobs.py's.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, fields
 from typing import Any
 
 from jobtrail.ledger.blobs import Executes, put_blobs, put_script
 from jobtrail.ledger.codec import PACKED_FIELDS, full_path, hex_of, json_bytes, key, manifest_hex, packed, unpacked
 from jobtrail.ledger.connection import Row
-from jobtrail.models import AttemptRecord, CheckpointRecord, EvalRow
+from jobtrail.models import AttemptRecord, CalibrationRow, CheckpointRecord, EvalRow
 from jobtrail.util.digest import config_json
 
 # Receipts that attempts repeat, stored once (blobs.py) and named by the sha256 in their column: the config
@@ -23,6 +24,25 @@ BLOB_FIELDS = {
     "data_manifest": "data_manifest_sha256",
     "findings": "findings_sha256",
 }
+# The calibration table's columns, a CalibrationRow's fields: the first (attempt_id) is the key, the others are
+# replaced when the same attempt is measured again.
+CALIBRATION_COLUMNS = tuple(f.name for f in fields(CalibrationRow))
+
+
+def calibration_values(row: CalibrationRow, recorded_at: float) -> list[Any]:
+    """A measurement as the calibration table's columns hold it (gradient_checkpointing an INTEGER), in
+    CALIBRATION_COLUMNS' order."""
+    values = asdict(row) | {"params": int(row.params), "recorded_at": recorded_at}
+    if row.gradient_checkpointing is not None:
+        values["gradient_checkpointing"] = int(row.gradient_checkpointing)
+    return [values[name] for name in CALIBRATION_COLUMNS]
+
+
+def calibration_of(r: Row) -> CalibrationRow:
+    checkpointing = r["gradient_checkpointing"]
+    return CalibrationRow(
+        **{**dict(r), "gradient_checkpointing": None if checkpointing is None else bool(checkpointing)}
+    )
 
 
 def eval_of(r: Row) -> EvalRow:

@@ -23,6 +23,7 @@ from jobtrail.ledger.connection import LedgerConnection, Row, opener
 from jobtrail.ledger.db import migrate
 from jobtrail.models import (
     AttemptRecord,
+    CalibrationRow,
     CapState,
     CheckpointRecord,
     EvalRow,
@@ -476,42 +477,24 @@ class Ledger:
 
     # --- calibration ------------------------------------------------------------------
 
-    def record_calibration(self, measurement: dict[str, Any]) -> None:
-        """Store one attempt's measured throughput and memory; the same attempt again replaces it."""
-        values = {**measurement, "recorded_at": time.time()}
-        names = ", ".join(_CALIBRATION_COLUMNS)
-        marks = ", ".join("?" for _ in _CALIBRATION_COLUMNS)
-        replaced = ", ".join(f"{name} = excluded.{name}" for name in _CALIBRATION_COLUMNS[1:])
+    def record_calibration(self, measurement: CalibrationRow) -> None:
+        """Store one attempt's measured throughput and memory, stamped now; the same attempt again replaces it."""
+        columns = records.CALIBRATION_COLUMNS
+        names, marks = ", ".join(columns), ", ".join("?" for _ in columns)
+        replaced = ", ".join(f"{name} = excluded.{name}" for name in columns[1:])
         with self.transaction() as conn:
             conn.execute(
                 f"INSERT INTO calibration ({names}) VALUES ({marks}) ON CONFLICT (attempt_id) DO UPDATE SET {replaced}",
-                [values.get(name) for name in _CALIBRATION_COLUMNS],
+                records.calibration_values(measurement, time.time()),
             )
 
     def calibrations(
         self, *, architecture: str, params: int, method: str, peft: str, flavor: str, limit: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[CalibrationRow]:
         """The newest `limit` measurements for one key, newest first."""
         rows = self._rows(
             "SELECT * FROM calibration WHERE architecture = ? AND params = ? AND method = ? AND peft = ?"
             " AND flavor = ? ORDER BY recorded_at DESC LIMIT ?",
             (architecture, int(params), method, peft, flavor, limit),
         )
-        return [dict(r) for r in rows]
-
-
-_CALIBRATION_COLUMNS = (
-    "attempt_id",  # the key: the others are replaced when the same attempt is measured again
-    "recorded_at",
-    "architecture",
-    "params",
-    "method",
-    "peft",
-    "flavor",
-    "tokens_per_second",
-    "peak_memory_bytes",
-    "max_length",
-    "batch",
-    "source",
-    "gradient_checkpointing",
-)
+        return [records.calibration_of(r) for r in rows]
