@@ -575,6 +575,8 @@ FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
         ),
     ),
     ("dependency_error", lambda e, p: isinstance(e, ImportError)),
+    # PEFT found no module to adapt (lora_target_modules names none of the model's): a setting, whatever the phase.
+    ("config_error", lambda e, p: "NoMatchingPeftModuleError" in _names(e)),
     # HF_HUB_OFFLINE=1 with a Hub id: retrying cannot help (it is a ConnectionError subclass).
     ("config_error", lambda e, p: "OfflineModeIsEnabled" in _names(e)),
     (

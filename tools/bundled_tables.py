@@ -6,6 +6,7 @@
 - trl_config_types.json: every TRL config field of every method, the kinds of value it takes, its choices and
   default (from the installed TRL and transformers);
 - transformers_architectures.json: the model types transformers knows, and those with a causal LM head;
+- lora_modules.json: the names of the modules LoRA can adapt, by causal-LM model type (built on the meta device);
 - gguf_converter.json: what llama.cpp's converter and quantizer accept, read from llama-cpp-python's sdist
   (VERSION; default: the job lock's) by the conversion job's own parser.
 
@@ -33,6 +34,7 @@ from typing import Any
 from jobtrail.methods import METHODS
 from jobtrail.methods.hyperparameters import TYPES_TABLE
 from jobtrail.methods.registry import method_spec
+from jobtrail.preflight.architectures import LORA_MODULES_TABLE
 from jobtrail.templates.llama_cpp import FACTS_FILE, LLAMA_CPP_PYTHON_VERSION, derive_converter_facts
 from jobtrail.util.data import data_path
 
@@ -50,6 +52,7 @@ def main() -> int:
     derived = {
         TYPES_TABLE: json.dumps(derive_trl_config_types(), indent=1, sort_keys=True) + "\n",
         ARCHITECTURES_TABLE: architectures_json(derive_architectures()),
+        LORA_MODULES_TABLE: json.dumps(derive_lora_modules(), indent=0, sort_keys=True) + "\n",
         FACTS_FILE.name: converter_json(derive_converter_facts(sdist)),
     }
     for name, text in derived.items():
@@ -142,6 +145,35 @@ def derive_architectures() -> dict[str, Any]:
         "model_types": sorted(CONFIG_MAPPING_NAMES),
         "causal_lm_model_types": sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
     }
+
+
+def derive_lora_modules(model_types: list[str] | None = None) -> dict[str, Any]:
+    """The names of the modules LoRA can adapt of each causal-LM model type (or of `model_types`): its linear
+    layers (Linear, transformers' Conv1D) and its embeddings, from the model built with its config's defaults on
+    the meta device (no weights; about 20 s for all of them). A type whose default config does not build (it needs
+    arguments or packages that are not here) is left out: preflight then says it could not check the names."""
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.pytorch_utils import Conv1D
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    kinds = {"linear": (torch.nn.Linear, Conv1D), "embedding": (torch.nn.Embedding,)}
+    modules: dict[str, dict[str, list[str]]] = {}
+    for model_type in model_types or sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        try:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
+        except Exception:  # noqa: BLE001 - a default config that does not build: the type is left out
+            continue
+        named = list(model.named_modules())
+        modules[model_type] = {
+            kind: sorted({name.rsplit(".", 1)[-1] for name, module in named if isinstance(module, classes)})
+            for kind, classes in kinds.items()
+        }
+    return {"transformers_version": transformers.__version__, "modules": modules}
 
 
 def architectures_json(table: dict[str, Any]) -> str:

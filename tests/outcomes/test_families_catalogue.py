@@ -124,6 +124,15 @@ CATALOGUE: list[tuple[str, str, R]] = [
         R.CONFIG_ERROR,
     ),
     ("peft", "ValueError: Please specify `target_modules` in `peft_config`", R.CONFIG_ERROR),
+    # PEFT 0.21 raises its own class, and prints one string of target_modules as it is ("q_proj,v_proj": one regex).
+    (
+        "peft",
+        _tb(
+            "peft.utils.error.NoMatchingPeftModuleError: Target modules q_proj,v_proj not found in the base model. Please check the target modules and try again.",
+            "peft/tuners/tuners_utils.py:inject_adapter",
+        ),
+        R.CONFIG_ERROR,
+    ),
     ("peft", "ValueError: Can't find 'adapter_config.json' at 'out/lora'", R.CONFIG_ERROR),
     # accelerate
     ("accelerate", "ValueError: fp16 mixed precision requires a GPU (not 'mps').", R.CONFIG_ERROR),

@@ -17,7 +17,15 @@ from jobtrail.models import Finding, JobSpec
 from jobtrail.preflight import rules
 from jobtrail.preflight.aliases import _ALIASES
 from jobtrail.preflight.facts import Facts, with_launcher
-from jobtrail.preflight.hyperparams import MANAGED, check_names, known_names
+from jobtrail.preflight.hyperparams import (
+    CONFLICT,
+    MANAGED,
+    RENAMED,
+    check_names,
+    known_names,
+    read_names,
+    with_changes,
+)
 from jobtrail.preflight.plan import PlanEnv, job_values, plan
 from jobtrail.templates.configs import build_config
 from jobtrail.util.timefmt import parse_duration
@@ -65,7 +73,8 @@ def test_numeric_strings_are_converted_with_an_info_and_the_config_holds_numbers
         ("gradient_accumulation_steps", -2, "at least 1"),
         ("max_steps", -5, "or -1"),
         ("lora_r", 0, "at least 1"),
-        ("lora_dropout", 1.5, "[0, 1]"),
+        ("lora_dropout", 1.5, "[0, 1)"),
+        ("lora_dropout", 1, "[0, 1)"),  # a dropout of 1 holds every gradient at 0
         ("learning_rate", 3, "(0, 1)"),
         ("learning_rate", 0, "(0, 1)"),
         ("num_train_epochs", 0, "above 0"),
@@ -157,12 +166,11 @@ def test_a_type_error_while_building_the_trl_config_is_a_config_error():
 # --- names: aliases first, then close spellings that take the value -------------------------------
 
 
-# Names people write for a field (aliases, then close misspellings), by the field the fix must rename them to,
-# with a value that field takes: the fix keeps it.
+# Names people write for a field, by the field they are read as, with a value that field takes: it is kept.
 ALIASES: dict[str, tuple[Any, list[str]]] = {
-    "learning_rate": (1e-3, ["lr", "learning-rate", "Learning_Rate", "learning_rte"]),
-    "num_train_epochs": (3, ["epochs", "num_epochs", "n_epochs"]),
-    "per_device_train_batch_size": (4, ["batch_size", "bs", "train_batch_size", "micro_batch_size"]),
+    "learning_rate": (1e-3, ["lr", "learning-rate", "Learning_Rate"]),
+    "num_train_epochs": (3, ["epochs", "num_epochs", "n_epochs", "max_epochs"]),
+    "per_device_train_batch_size": (4, ["batch", "batch_size", "bs", "train_batch_size", "micro_batch_size"]),
     "gradient_accumulation_steps": (4, ["grad_accum", "gradient_accumulation", "accumulation_steps"]),
     "lora_r": (8, ["lora_rank", "rank", "r"]),
     "lora_alpha": (16, ["alpha"]),
@@ -171,30 +179,77 @@ ALIASES: dict[str, tuple[Any, list[str]]] = {
     "weight_decay": (0.01, ["wd"]),
     "lr_scheduler_type": ("cosine", ["scheduler"]),
     "optim": ("adamw_torch", ["optimizer"]),
+    "eval_split_ratio": (0.1, ["val_split", "test_size"]),
 }
 
 
 @pytest.mark.parametrize(
     ("name", "value", "field"), [(name, value, field) for field, (value, names) in ALIASES.items() for name in names]
 )
-def test_names_people_write_are_renamed_keeping_the_value(name, value, field):
-    finding = _one("sft", {name: value})
-    assert finding.code == "hyperparameters.unknown" and field in finding.message
-    shown = f'"{value}"' if isinstance(value, str) else repr(value)  # as JSON writes it
-    assert finding.fix == f"Rename {name} to {field} ({shown})."
+def test_names_people_write_are_read_as_the_field_with_their_value(name, value, field):
+    read = read_names("sft", {name: value})
+    assert read.values == {field: value}
+    [finding] = read.findings
+    assert (finding.code, finding.severity) == (RENAMED, "info") and f"read as {field}=" in finding.message
+    assert check_names("sft", read.values) == []  # nothing left to refuse
+
+
+def test_a_close_spelling_is_no_plain_intent_and_is_refused_with_the_rename():
+    """learning_rte may be learning_rate mistyped, or another field: the agent says which."""
+    assert read_names("sft", {"learning_rte": 1e-3}).values == {"learning_rte": 1e-3}
+    assert _one("sft", {"learning_rte": 1e-3}).fix == "Rename learning_rte to learning_rate (0.001)."
 
 
 @pytest.mark.parametrize(
-    ("name", "value", "fix"),
+    ("name", "value", "read"),
     [
-        ("warmup", 0.1, "Rename warmup to warmup_steps (0.1)."),  # below 1: a fraction of the run
-        ("warmup", 100, "Rename warmup to warmup_steps (100)."),
-        ("warmup_ratio", 0.05, "Rename warmup_ratio to warmup_steps (0.05)."),
-        ("warmup_pct", 10, "Rename warmup_pct to warmup_steps (0.1)."),  # a percentage becomes a fraction
+        ("warmup", 0.1, {"warmup_steps": 0.1}),  # below 1: a fraction of the run
+        ("warmup", 100, {"warmup_steps": 100}),
+        ("warmup_ratio", 0.05, {"warmup_steps": 0.05}),
+        ("warmup_pct", 10, {"warmup_steps": 0.1}),  # a percentage becomes a fraction
+        ("num_warmup_steps", 30, {"warmup_steps": 30}),
     ],
 )
-def test_warmup_goes_where_its_value_means(name, value, fix):
-    assert _one("sft", {name: value}).fix == fix
+def test_warmup_goes_where_its_value_means(name, value, read):
+    assert read_names("sft", {name: value}).values == read
+
+
+def test_an_alias_beside_its_field_with_another_value_is_refused_naming_both(tmp_path, tiny_model, chat_dataset):
+    both = JobSpec(
+        method="sft",
+        model=str(tiny_model),
+        dataset=str(chat_dataset),
+        hyperparameters={"lr": 1e-4, "learning_rate": 2e-4},
+    )
+    planned = plan(both, _env(tmp_path))
+    [conflict] = rules.blocking(planned.findings)
+    assert conflict.code == CONFLICT and "lr=0.0001 and learning_rate=0.0002" in conflict.message
+    assert planned.config is None  # which value the job would run with is not plain: nothing is built
+    assert 'hyperparameters={"learning_rate": 0.0002}' in (conflict.fix or "")
+    fixed = plan(both.model_copy(update={"hyperparameters": {"learning_rate": 2e-4}}), _env(tmp_path))
+    assert not fixed.blocked
+    # The same value twice ("2e-4" is 2e-4) is one value: read once.
+    assert read_names("sft", {"lr": "2e-4", "learning_rate": 2e-4}).values == {"learning_rate": "2e-4"}
+    assert [f.code for f in read_names("sft", {"bs": 2, "batch": 3}).findings] == [RENAMED, CONFLICT]
+
+
+def test_a_plan_reads_the_names_people_write_into_the_config(tmp_path, tiny_model, chat_dataset):
+    """{"batch": 2} was answered "Remove it", and every alias refused: now each is its field, said by an info."""
+    given = {"batch": 1, "lr": "1e-3", "epochs": 2, "seq_len": 128, "warmup": 0.1, "grad_accum": 2}
+    spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=given)
+    planned = plan(spec, _env(tmp_path))
+    assert not planned.blocked, rules.blocking(planned.findings)
+    args = planned.config["training_args"]
+    assert (args["per_device_train_batch_size"], args["learning_rate"], args["num_train_epochs"]) == (1, 1e-3, 2)
+    assert (args["max_length"], args["warmup_steps"], args["gradient_accumulation_steps"]) == (128, 0.1, 2)
+    assert "batch" not in args and "lr" not in args
+    assert sum(f.code == RENAMED for f in planned.findings) == 6
+
+
+def test_a_retry_change_replaces_its_field_under_whichever_name_the_job_gave_it():
+    assert with_changes("sft", {"lr": 1e-4, "batch": 2}, {"learning_rate": 5e-5}) == {"batch": 2, "learning_rate": 5e-5}
+    assert with_changes("sft", {"learning_rate": 1e-4}, {"lr": 5e-5}) == {"lr": 5e-5}
+    assert with_changes("sft", {"max_steps": 10}, {"epochs": 2}) == {"max_steps": 10, "epochs": 2}
 
 
 @pytest.mark.parametrize(("name", "value"), [("batch_size", "big"), ("lora_rank", "eight"), ("seq_len", "long")])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bundled_tables import ARCHITECTURES_TABLE, derive_architectures
+from bundled_tables import ARCHITECTURES_TABLE, LORA_MODULES_TABLE, derive_architectures, derive_lora_modules
 from jobtrail.methods import METHODS
 from jobtrail.methods.registry import SPECS, method_spec
 from jobtrail.models import JobSpec
@@ -100,10 +100,30 @@ def test_lora_targets_exist(tiny_model, facts):
     assert judge(checks.check_lora_targets, ok, facts) == []
     bad = spec(tiny_model, hyperparameters={"lora_target_modules": ["query", "v_proj"]})
     [finding] = judge(checks.check_lora_targets, bad, facts)
-    assert finding.code == "lora.targets" and "q_proj" in finding.fix and "'query'" in finding.message
-    unknown = Facts(model=facts.model.model_copy(update={"module_names": None}))
-    assert codes(judge(checks.check_lora_targets, bad, unknown)) == ["lora.targets_unverified"]
+    assert finding.code == "lora.targets" and finding.severity == "error" and "'query'" in finding.message
+    assert '"lora_target_modules": ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]' in (
+        finding.fix or ""
+    )
     assert judge(checks.check_lora_targets, spec(tiny_model), facts) == []  # "all-linear" needs no check
+    # PEFT's own matching: a path's last parts, and one string as a regex over the whole path.
+    for matched in (["self_attn.q_proj"], r".*\.(q|v)_proj", "q_proj, v_proj"):
+        assert (
+            judge(checks.check_lora_targets, spec(tiny_model, hyperparameters={"lora_target_modules": matched}), facts)
+            == []
+        )
+    [regex] = judge(
+        checks.check_lora_targets, spec(tiny_model, hyperparameters={"lora_target_modules": "q_proj|v_proj"}), facts
+    )
+    assert regex.severity == "error" and "whole path" in regex.message
+    assert '"lora_target_modules": ["q_proj", "v_proj"]' in (regex.fix or "")
+    # No weights to read: the architecture's modules (the bundled table) judge it, and a miss only warns.
+    weightless = Facts(model=facts.model.model_copy(update={"module_names": None, "module_paths": None}))
+    [by_type] = judge(checks.check_lora_targets, bad, weightless)
+    assert (by_type.code, by_type.severity) == ("lora.targets", "warning") and "qwen2 models" in by_type.message
+    assert judge(checks.check_lora_targets, ok, weightless) == []
+    unknown_type = {**facts.model.config, "model_type": "not-in-the-table"}
+    unknown = Facts(model=weightless.model.model_copy(update={"config": unknown_type}))
+    assert codes(judge(checks.check_lora_targets, bad, unknown)) == ["lora.targets_unverified"]
 
 
 def test_chat_template_needed_for_conversational_data(facts):
@@ -168,17 +188,6 @@ def test_config_warnings(tiny_model, facts):
     assert codes(judge(checks.check_config, spec(tiny_model, flavor="h100"), facts)) == ["config.flavor_ignored"]
 
 
-def test_a_run_shorter_than_logging_steps_is_warned_that_it_logs_no_step(tiny_model, facts):
-    short = judge(checks.check_config, spec(tiny_model, hyperparameters={"max_steps": "3"}), facts)  # default: every 10
-    [finding] = [f for f in short if f.code == "config.no_step_logged"]
-    assert finding.severity == "warning" and "max_steps=3 is fewer than logging_steps=10" in finding.message
-    assert finding.fix == 'Pass hyperparameters={"logging_steps": 1} to log every step.'
-    for logged in ({"max_steps": 3, "logging_steps": 1}, {"max_steps": 10}, {"max_steps": -1}):
-        assert "config.no_step_logged" not in codes(
-            judge(checks.check_config, spec(tiny_model, hyperparameters=logged), facts)
-        )
-
-
 def test_default_max_length_is_capped_at_the_models_positions(tiny_model, facts):
     positions = checks.max_positions(facts)
     assert positions == 512
@@ -226,6 +235,20 @@ def test_bundled_architecture_table_is_the_locked_transformers():
         "the table is not the lock's: python tools/bundled_tables.py write"
     )
     assert table == derive_architectures()
+
+
+def test_bundled_lora_modules_are_what_the_locked_transformers_builds():
+    """Deriving every type takes ~20 s (tools/bundled_tables.py diff does it): a few families are built here, and the
+    table must hold every causal-LM type but those whose default config does not build."""
+    table = json.loads(data_path(LORA_MODULES_TABLE).read_text())
+    assert table["transformers_version"] == environment_lock().version_of("transformers"), (
+        "the table is not the lock's: python tools/bundled_tables.py write"
+    )
+    families = ["qwen2", "llama", "gpt2", "falcon", "phi"]
+    assert derive_lora_modules(families)["modules"] == {family: table["modules"][family] for family in families}
+    assert table["modules"]["gpt2"]["linear"] == ["c_attn", "c_fc", "c_proj", "lm_head"]  # Conv1D counts
+    missing = set(derive_architectures()["causal_lm_model_types"]) - set(table["modules"])
+    assert len(missing) < 20, missing  # 15 with transformers 5.24: configs that need arguments or packages
 
 
 # One row of each TRL dataset format, by validate_dataset's name for it.

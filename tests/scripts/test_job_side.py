@@ -416,6 +416,12 @@ class GatedRepoError(OSError):  # stands in for huggingface_hub's
     pass
 
 
+def _peft_no_match(message: str) -> BaseException:
+    from peft import NoMatchingPeftModuleError
+
+    return NoMatchingPeftModuleError(message)
+
+
 class DatasetGenerationError(Exception):  # stands in for datasets'
     pass
 
@@ -457,6 +463,10 @@ def _wrapped(outer: BaseException, inner: BaseException) -> BaseException:
         ("push", RuntimeError("upload failed"), "hub_error"),
         ("model", ConnectionError("Connection reset by peer"), "infra_transient"),
         ("train", RuntimeError("something odd"), "unknown"),
+        # PEFT's own class (a ValueError without data words, which read `unknown` before): its target_modules name
+        # no module of the model, a setting.
+        (None, _peft_no_match("Target modules q_proj,v_proj not found in the base model."), "config_error"),
+        ("setup", _peft_no_match("Target modules ['query'] not found in the base model."), "config_error"),
     ],
 )
 def test_classify_exception(rt: ModuleType, phase: str | None, exc: BaseException, reason: str) -> None:

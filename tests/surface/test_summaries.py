@@ -112,7 +112,12 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     assert dry["script_sha256"][:12] in summary and "dry_run=false" in agent.next_part(summary)
     # A warning is part of the answer: the summary (all Claude Code shows of a result) names it and its fix.
     summary, warned = agent.summary(
-        "submit", method="sft", model=model, dataset=data, dry_run=True, hyperparameters={"max_steps": 3}
+        "submit",
+        method="sft",
+        model=model,
+        dataset=data,
+        dry_run=True,
+        hyperparameters={"max_steps": 3, "logging_steps": 10},  # given: kept and warned (a default is fitted)
     )
     [warning] = [f for f in warned["findings"] if f["code"] == "config.no_step_logged"]
     assert f"{warning['message']}" in summary and f"Fix: {warning['fix']}" in summary

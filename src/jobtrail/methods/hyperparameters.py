@@ -89,6 +89,7 @@ class Range:
     open_min: bool = False
     open_max: bool = False
     also: tuple[float, ...] = ()  # sentinels outside the range (max_steps=-1: "train by epochs")
+    why: str = ""  # what a value beyond it does, where the range alone does not say
 
     def admits(self, x: float) -> bool:
         if x in self.also:
@@ -141,7 +142,13 @@ RANGES: dict[str, Range] = {
     # warmup_steps below 1 is a fraction of the run (transformers 5), above it a step count.
     **dict.fromkeys(("warmup_steps", "seed", "dataloader_num_workers", "max_grad_norm", "beta"), _NOT_NEGATIVE),
     # Decoupled weight decay above 1 would shrink the weights faster than they learn.
-    **dict.fromkeys(("lora_dropout", "weight_decay", "top_p", "adam_beta1", "adam_beta2", "dropout"), _PROBABILITY),
+    **dict.fromkeys(("weight_decay", "top_p", "adam_beta1", "adam_beta2", "dropout"), _PROBABILITY),
+    "lora_dropout": Range(
+        minimum=0,
+        maximum=1,
+        open_max=True,
+        why="a dropout of 1 zeroes every input of the adapter, so its gradients stay 0",
+    ),
     "max_steps": Range(minimum=1, also=(-1,)),
     "num_train_epochs": _POSITIVE,
     "learning_rate": Range(minimum=0, maximum=1, open_min=True, open_max=True),
@@ -215,7 +222,8 @@ def judge_value(method: str, name: str, value: Any) -> ValueReading:
         return ValueReading(
             read,
             converted,
-            f"{name}={value!r} is out of range: it must be {limits.describe()}.",
+            f"{name}={value!r} is out of range: it must be {limits.describe()}"
+            + (f" ({limits.why})." if limits.why else "."),
             _fix(name, ftype, limits),
             out_of_range=True,
         )
@@ -237,11 +245,22 @@ def typed(method: str, values: Mapping[str, Any]) -> dict[str, Any]:
 _INT = re.compile(r"[+-]?\d+")
 
 
+# One item of a list written as a comma string: a name (a module, an integration, a reward), never a number or a
+# pattern, so that a regex with a comma in it ("{1,2}") stays the string it is.
+_LIST_ITEM = re.compile(r"[A-Za-z_][\w.\-/]*")
+
+
 def _read(value: Any, ftype: FieldType) -> Any:
-    """`value` as the field's kind where it is a string, or a whole float, the field cannot take as is."""
+    """`value` as the field's kind where it is a string, or a whole float, the field cannot take as is; and a list
+    field's items written as one comma string ("q_proj,v_proj") as that list: the library would read the string
+    whole (PEFT as one regex, transformers as one integration name)."""
     kinds = ftype.kinds
     if isinstance(value, float) and value.is_integer() and "int" in kinds and "float" not in kinds:
         return int(value)
+    if isinstance(value, str) and "list" in kinds and "," in value:
+        items = [item.strip() for item in value.split(",")]
+        if all(_LIST_ITEM.fullmatch(item) for item in items):
+            return items
     if not isinstance(value, str) or "str" in kinds or "any" in kinds:
         return value
     text = value.strip().lower()

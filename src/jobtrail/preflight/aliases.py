@@ -16,11 +16,16 @@ from typing import Any
 
 _ALIASES: dict[str, str] = {
     **dict.fromkeys(("lr", "learningrate", "learn_rate", "base_lr", "max_lr"), "learning_rate"),
-    **dict.fromkeys(("epochs", "num_epochs", "n_epochs", "epoch", "train_epochs", "nepochs"), "num_train_epochs"),
+    **dict.fromkeys(
+        ("epochs", "num_epochs", "n_epochs", "epoch", "train_epochs", "nepochs", "max_epochs"), "num_train_epochs"
+    ),
     **dict.fromkeys(
         (
+            "batch",
             "batch_size",
             "bs",
+            "bsz",
+            "micro_batch",
             "batchsize",
             "train_batch_size",
             "micro_batch_size",
@@ -70,6 +75,13 @@ _ALIASES: dict[str, str] = {
     **dict.fromkeys(("optimizer", "optimiser", "optim_type", "optimizer_type"), "optim"),
     **dict.fromkeys(("steps", "num_steps", "total_steps", "train_steps", "max_train_steps", "iters"), "max_steps"),
     **dict.fromkeys(("grad_clip", "clip_grad_norm", "max_norm", "gradient_clipping"), "max_grad_norm"),
+    **dict.fromkeys(
+        ("grad_checkpointing", "gradient_checkpoint", "activation_checkpointing"), "gradient_checkpointing"
+    ),
+    **dict.fromkeys(
+        ("eval_split", "val_split", "validation_split", "eval_ratio", "val_ratio", "test_size", "holdout"),
+        "eval_split_ratio",
+    ),
     **dict.fromkeys(("log_steps", "log_every", "logging_interval"), "logging_steps"),
     **dict.fromkeys(("save_every", "checkpoint_steps", "save_interval"), "save_steps"),
     **dict.fromkeys(("split", "train_split"), "dataset_split"),
@@ -79,7 +91,17 @@ _ALIASES: dict[str, str] = {
 }
 # Warmup is a step count or a fraction of the run, by its value (transformers 5 reads a
 # warmup_steps below 1 as a fraction; older versions had warmup_ratio for it).
-_WARMUP = {"warmup", "warmup_ratio", "warmup_pct", "warmup_percent", "warmup_fraction", "warmup_proportion"}
+_WARMUP = {
+    "warmup",
+    "warmup_ratio",
+    "warmup_pct",
+    "warmup_percent",
+    "warmup_fraction",
+    "warmup_proportion",
+    "num_warmup_steps",
+    "warmup_iters",
+    "lr_warmup_steps",
+}
 
 
 def normalise(name: str) -> str:

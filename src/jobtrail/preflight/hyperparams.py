@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
@@ -19,6 +20,10 @@ from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding
 from jobtrail.preflight.aliases import suggest
 
+# A name people write for a field (lr, batch, epochs, seq_len), read as that field with its value: said, not refused.
+RENAMED = "hyperparameters.renamed"
+# Two names given for one field with different values: which one was meant is not plain, so it is refused.
+CONFLICT = "hyperparameters.conflict"
 # A value of the right type beyond the range jobtrail judges sensible: refused, yet the job can be built
 # with it, so force runs it (an absurd learning rate, to watch the job diverge and stop).
 OUT_OF_RANGE = "hyperparameters.range"
@@ -80,6 +85,74 @@ def meant_hyperparameter(method: str, name: str, value: Any) -> tuple[str, Any] 
     if name in known:
         return name, value
     return suggest(name, value, known, lambda field, v: takes_kind(method, field, v), close=False)
+
+
+@dataclass(frozen=True)
+class NamedValues:
+    """A job's hyperparameters under their fields' names, and what reading them so found."""
+
+    values: dict[str, Any]
+    findings: list[Finding]
+
+
+def read_names(method: str, hyperparameters: Mapping[str, Any]) -> NamedValues:
+    """Each name people really write for a field (aliases.py: lr, batch, epochs, seq_len; never a close spelling,
+    which may be another field misspelled) read as that field, with the value given (a warmup percentage as the
+    fraction it is), said by an info finding: the intent is plain, and refusing it would only send the agent back
+    to rename it. Two names for one field with different values are refused, naming both; with the same value
+    the field is read once. Every other name stays as given, for check_names to judge."""
+    known = known_names(method)
+    values: dict[str, Any] = {}
+    given_as: dict[str, str] = {}  # field -> the name it was first given under
+    findings: list[Finding] = []
+    for name, value in hyperparameters.items():
+        field, kept = field_of(method, name, value, known)
+        if field in values:
+            if judge_value(method, field, values[field]).value != judge_value(method, field, kept).value:
+                findings.append(_conflict(field, (given_as[field], hyperparameters[given_as[field]]), (name, value)))
+            continue
+        values[field], given_as[field] = kept, name
+        if field != name:
+            findings.append(
+                Finding(
+                    code=RENAMED,
+                    severity="info",
+                    message=f"{name}={_show(value)} read as {field}={_show(kept)}"
+                    + (" (a percentage, as the fraction of the run it is)" if kept != value else "")
+                    + f": {field} is the field's own name.",
+                )
+            )
+    return NamedValues(values, findings)
+
+
+def with_changes(method: str, hyperparameters: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A retry's hyperparameters: the job's with `changes` applied, each change replacing its field's value under
+    whichever name the job gave it (a change of learning_rate replaces the job's lr, and the reverse), so that a
+    change never reads as a second, different value for the field it changes."""
+    known = known_names(method)
+    changed = {field_of(method, name, value, known)[0] for name, value in changes.items()}
+    kept = {n: v for n, v in hyperparameters.items() if field_of(method, n, v, known)[0] not in changed}
+    return {**kept, **changes}
+
+
+def field_of(method: str, name: str, value: Any, known: set[str] | None = None) -> tuple[str, Any]:
+    """(the field `name` stands for, its value): the alias's field for a name people really write for one that
+    takes the value, else (name, value) as given."""
+    known = known_names(method) if known is None else known
+    if name in known or name in MANAGED or _credential_name(name):
+        return name, value
+    found = suggest(name, value, known, lambda field, v: takes_kind(method, field, v), close=False)
+    return found if found is not None else (name, value)
+
+
+def _conflict(field: str, first: tuple[str, Any], second: tuple[str, Any]) -> Finding:
+    names = " and ".join(f"{name}={_show(value)}" for name, value in (first, second))
+    own = next((value for name, value in (first, second) if name == field), first[1])
+    return _error(
+        CONFLICT,
+        f"{names} both set {field}, to different values: which one is meant is not plain.",
+        f"Pass {field} once: hyperparameters={{{json.dumps(field)}: {_show(own)}}} with the other name left out.",
+    )
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -166,15 +239,21 @@ def _value(method: str, name: str, value: Any) -> list[Finding]:
         code = OUT_OF_RANGE if verdict.out_of_range else "hyperparameters.value"
         return [_error(code, verdict.problem, verdict.fix or f"Change {name}.")]
     if verdict.converted:
+        whole = _READ_WHOLE.get(name, "the library would read the string whole")
+        why = f" ({whole})" if isinstance(verdict.value, list) else ""
         return [
             Finding(
                 code="hyperparameters.converted",
                 severity="info",
                 message=f"{name}={value!r} read as {_show(verdict.value)}, "
-                f"the {type(verdict.value).__name__} the field takes.",
+                f"the {type(verdict.value).__name__} the field takes{why}.",
             )
         ]
     return []
+
+
+# What one string would have meant to the library, for the list fields people write as "a,b".
+_READ_WHOLE = {"lora_target_modules": "PEFT reads one string as one regex, which no module name matches"}
 
 
 def _show(value: Any) -> str:

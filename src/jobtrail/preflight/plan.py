@@ -52,8 +52,10 @@ from jobtrail.preflight.facts import (
     gather_output_repo,
     gather_training,
 )
+from jobtrail.preflight.job_refs import refuse_job_as_dataset
 from jobtrail.preflight.methods import unknown_method
 from jobtrail.preflight.probes import PushedModelFacts
+from jobtrail.preflight.run_length import RunLength, fit_logging, run_length, smoke_too_long
 from jobtrail.requests import EstimateRequest
 from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
 from jobtrail.templates.llama_cpp import LLAMA_CPP_PYTHON_VERSION
@@ -144,7 +146,11 @@ def plan(
         return _conversion(spec, task, env)
     if spec.method not in METHODS:
         return Plan(facts=Facts(), findings=unknown_method(spec.method), config=None, script="")
-    return _training(spec, env, previous)
+    refuse_job_as_dataset(spec.dataset, env.ledger)  # raises: a job's id is no dataset, local or on the Hub
+    # The names people write for a field (lr, batch, epochs) are that field from here on: every rule, the estimate
+    # and the config read the field's own name.
+    named = hyperparams.read_names(spec.method, spec.hyperparameters)
+    return _training(spec.model_copy(update={"hyperparameters": named.values}), env, previous, named.findings)
 
 
 def job_values(spec: JobSpec) -> Effective:
@@ -168,9 +174,8 @@ def estimate_alone(
     hyperparameters, estimated (estimate/estimator.py says the rest). `machine` describes a flavor that no
     catalog names (a bench's own host), in place of the request's."""
     chosen = cast(TrainingMethod, choice("method", request.method, METHODS))
-    job = JobSpec(
-        method=chosen, model=request.model, dataset=request.dataset or "", hyperparameters=request.hyperparameters()
-    )
+    named = hyperparams.read_names(chosen, request.hyperparameters())
+    job = JobSpec(method=chosen, model=request.model, dataset=request.dataset or "", hyperparameters=named.values)
     return estimate_cost(
         request.model,
         job_values(job),
@@ -186,17 +191,23 @@ def estimate_alone(
     )
 
 
-def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -> Plan:
-    values = job_values(spec)
-    facts = gather_training(spec, values, env)
+def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None, named: list[Finding]) -> Plan:
+    """A training job's plan; `named`: what reading its hyperparameters' names found (read_names)."""
+    facts = gather_training(spec, job_values(spec), env)
+    report = facts.dataset
+    length = run_length(facts.job_values, report.rows if report else None, facts.launcher.num_processes)
+    fitted, fitting = fit_logging(facts.job_values, length)
+    facts = replace(facts, values=fitted)
     push_to = _push_target(spec, facts, previous)
     facts = gather_output_repo(facts, push_to, env.hub_token)
-    findings, config_ok = rules.judge(spec, facts)
+    judged, config_ok = rules.judge(spec, facts)
+    findings = [*named, *judged, *fitting]
+    config_ok = config_ok and not rules.blocking(named)  # two values for one field: which one is meant is unknown
     config = None
     if config_ok:
         target = facts.target or speedups.Target(flavor=spec.flavor or "local")
         chosen = _speedups(spec, facts, target)
-        findings = [*findings, *speedups.attention_findings(target, values.given, chosen)]
+        findings = [*findings, *speedups.attention_findings(target, facts.job_values.given, chosen)]
         config = _training_config(spec, facts, previous, push_to, chosen)
     timeout_s = spec.timeout_s
     # A job run elsewhere gets its backend's default timeout without one (HF's 30 minutes); this machine's runs on.
@@ -210,7 +221,7 @@ def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None) -
         script=_render(spec, spec.method, config, hf_jobs),
         push_to=push_to,
         timeout_s=timeout_s,
-        smoke=_smoke_run(spec, env, config, hf_jobs),
+        smoke=_smoke_run(spec, env, config, hf_jobs, length),
     )
 
 
@@ -247,21 +258,30 @@ def _training_config(
 
 
 def _smoke_run(
-    spec: JobSpec, env: PlanEnv, config: dict[str, Any] | None, hf_jobs: dict[str, str | list[str]] | None
+    spec: JobSpec,
+    env: PlanEnv,
+    config: dict[str, Any] | None,
+    hf_jobs: dict[str, str | list[str]] | None,
+    length: RunLength,
 ) -> SmokeRun | None:
     """The smoke run of a job planned with smoke_steps: its config for smoke_steps steps, pushing nothing, and
     locally into a directory of its own (a remote job's working directory is its own anyway), with its script.
-    smoke_steps must be fewer than the steps the job trains for, when it trains for a fixed number (raised, as
-    for any argument that cannot be turned into a job)."""
+    smoke_steps must be fewer than the steps the job trains for, when they are known: its max_steps, or those
+    its rows make (raised, as for any argument that cannot be turned into a job)."""
     steps = spec.smoke_steps
     if steps is None or config is None:
         return None
     max_steps = config["training_args"].get("max_steps")
     if isinstance(max_steps, int) and 0 < max_steps <= steps:
+        too_long: str | None = f"smoke_steps={steps} is not fewer than the job's max_steps ({max_steps})"
+    else:
+        too_long = smoke_too_long(steps, length)
+    if too_long is not None:
+        whole = max_steps if isinstance(max_steps, int) and max_steps > 0 else length.steps
+        assert whole is not None
         raise InvalidRequestError(
-            f"smoke_steps={steps} is not fewer than the job's max_steps ({max_steps}): the smoke run would be "
-            "the whole job.",
-            fix=f"Pass smoke_steps below {max_steps} (a few steps, e.g. {max(1, min(5, max_steps // 4))}), "
+            f"{too_long}: the smoke run would be the whole job.",
+            fix=f"Pass smoke_steps below {whole} (a few steps, e.g. {max(1, min(5, whole // 4))}), "
             "or leave smoke_steps out: the job is that short already.",
         )
     smoke = copy.deepcopy(config)

@@ -40,6 +40,7 @@ class ModelFacts(BaseModel):
     config: dict[str, Any] | None = None
     has_chat_template: bool | None = None
     module_names: list[str] | None = None  # leaf module names (q_proj, ...) from the weight names
+    module_paths: list[str] | None = None  # the modules holding weights ('model.layers.0.self_attn.q_proj')
     adapter_of: str | None = None  # a LoRA adapter directory: its base model (the facts above are the base's)
     cached: bool | None = None  # an unreachable Hub model: whether this machine's HF cache holds its config
 
@@ -261,13 +262,15 @@ def local_model_facts(path: Path) -> ModelFacts:
         return _adapter_facts(path)
     if config is None:
         return ModelFacts(ref=ref, local=True, access="not_found", detail="no readable config.json")
+    names, paths = _modules(_local_weight_names(path))
     return ModelFacts(
         ref=ref,
         local=True,
         access="ok",
         config=config,
         has_chat_template=_has_chat_template(path),
-        module_names=_local_module_names(path),
+        module_names=names,
+        module_paths=paths,
     )
 
 
@@ -311,13 +314,15 @@ def hub_model_facts(repo_id: str, token: str | None = None) -> ModelFacts:
         return ModelFacts(ref=repo_id, local=False, access="unverified", detail=_one_line(exc))
     except Exception as exc:  # noqa: BLE001 - transport errors come from whichever HTTP client huggingface_hub uses
         return ModelFacts(ref=repo_id, local=False, access="unverified", detail=_one_line(exc))
+    names, paths = _modules(_hub_weight_names(api, repo_id))
     return ModelFacts(
         ref=repo_id,
         local=False,
         access="ok",
         config=config,
         has_chat_template=_hub_has_chat_template(repo_id, token),
-        module_names=_hub_module_names(api, repo_id),
+        module_names=names,
+        module_paths=paths,
     )
 
 
@@ -343,25 +348,25 @@ def _hub_has_chat_template(repo_id: str, token: str | None) -> bool | None:
     return bool(config.get("chat_template"))
 
 
-def _local_module_names(path: Path) -> list[str] | None:
+def _local_weight_names(path: Path) -> list[str] | None:
     index = read_json_object(path / "model.safetensors.index.json")
     if index and isinstance(index.get("weight_map"), dict):
-        return _leaf_modules(index["weight_map"])
+        return [str(name) for name in index["weight_map"]]
     names: list[str] = []
     for shard in sorted(path.glob("*.safetensors")):
         header = _safetensors_header(shard)
         if header is None:
             return None
         names.extend(k for k in header if k != "__metadata__")
-    return _leaf_modules(names) if names else None
+    return names or None
 
 
-def _hub_module_names(api: Any, repo_id: str) -> list[str] | None:
+def _hub_weight_names(api: Any, repo_id: str) -> list[str] | None:
     try:
         meta = api.get_safetensors_metadata(repo_id)
     except Exception:  # noqa: BLE001 - not a safetensors repo, or unreachable: unknown
         return None
-    return _leaf_modules(meta.weight_map)
+    return [str(name) for name in meta.weight_map]
 
 
 def _safetensors_header(path: Path) -> dict[str, Any] | None:
@@ -378,14 +383,13 @@ def _safetensors_header(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _leaf_modules(weight_names: Any) -> list[str]:
-    """'model.layers.0.self_attn.q_proj.weight' → 'q_proj'."""
-    leaves = set()
-    for name in weight_names:
-        parts = str(name).split(".")
-        if len(parts) >= 2:
-            leaves.add(parts[-2])
-    return sorted(leaves)
+def _modules(weight_names: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """(module_names, module_paths) from the weight names: 'model.layers.0.self_attn.q_proj.weight' is held by the
+    module 'model.layers.0.self_attn.q_proj', whose name is 'q_proj'."""
+    if weight_names is None:
+        return None, None
+    paths = sorted({name.rsplit(".", 1)[0] for name in weight_names if "." in name})
+    return sorted({path.rsplit(".", 1)[-1] for path in paths}), paths
 
 
 def _one_line(exc: BaseException) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.estimate import EstimateResult
@@ -26,10 +25,12 @@ from jobtrail.preflight.caps import check_caps
 from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import Facts, requested_processes
 from jobtrail.preflight.learning_rate import check_learning_rate
+from jobtrail.preflight.lora_targets import check_lora_targets
 from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output, check_output_repo
 from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
+from jobtrail.preflight.run_length import check_run_length
 from jobtrail.preflight.trackio_space import check_trackio
 from jobtrail.util.refs import HUB_ID, looks_local
 from jobtrail.util.timefmt import human_duration
@@ -141,34 +142,6 @@ def check_chat_template(spec: JobSpec, facts: Facts, conversational: bool) -> li
     return []
 
 
-def check_lora_targets(spec: JobSpec, facts: Facts) -> list[Finding]:
-    peft = facts.job_values.peft
-    targets = peft["target_modules"]
-    if peft["method"] != "lora" or not isinstance(targets, list) or facts.model is None:
-        return []
-    names = facts.model.module_names
-    if names is None:
-        return [
-            Finding(
-                code="lora.targets_unverified",
-                severity="warning",
-                message="Could not read the model's module names, so lora_target_modules was not checked.",
-                fix='Use "all-linear" to let PEFT pick every linear layer.',
-            )
-        ]
-    missing = [t for t in targets if t not in names]
-    if not missing:
-        return []
-    linear = [n for n in names if n.endswith("proj") or n in ("fc1", "fc2", "c_attn", "c_proj", "dense")]
-    return [
-        _error(
-            "lora.targets",
-            f"lora_target_modules {missing} do not exist in {spec.model}.",
-            f'Use names from this model, e.g. {linear[:7]}, or "all-linear".',
-        )
-    ]
-
-
 # --- data, hyperparameters, config ------------------------------------------------------
 
 
@@ -239,7 +212,6 @@ def check_config(spec: JobSpec, facts: Facts) -> list[Finding]:
                 fix="Remove torch_compile unless the run is long.",
             )
         )
-    findings += _unlogged_steps(values.training_args)
     backend = traits_of(spec.backend)
     if spec.flavor and not backend.flavors:
         findings.append(
@@ -505,6 +477,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     check_learning_rate,
     check_method_rules,
     check_config,
+    check_run_length,
     check_dependencies,
     check_remote,
     check_output_target,
@@ -532,22 +505,6 @@ def judge(spec: JobSpec, facts: Facts, checks: tuple[Check, ...] = TRAINING_CHEC
     return [finding for _, found in results for finding in found], config_ok
 
 
-def _unlogged_steps(training_args: dict[str, Any]) -> list[Finding]:
-    """A run shorter than logging_steps prints no step: metrics, plot, wait and trackio would show no loss."""
-    max_steps, every = training_args.get("max_steps"), training_args.get("logging_steps")
-    if not (isinstance(max_steps, int) and isinstance(every, int) and 0 < max_steps < every):
-        return []
-    return [
-        Finding(
-            code="config.no_step_logged",
-            severity="warning",
-            message=f"max_steps={max_steps} is fewer than logging_steps={every}: the job logs no training step, so "
-            "metrics, plot and trackio will show no loss curve (its final metrics still hold train_loss).",
-            fix='Pass hyperparameters={"logging_steps": 1} to log every step.',
-        )
-    ]
-
-
 def blocking(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity == "error"]
 
@@ -558,6 +515,6 @@ def flavor_gpu(flavor: str | None) -> str | None:
     return found.gpu if found else None
 
 
-# Checks that end in one error read alike (check_lora_targets, check_dependencies): each states its own fact.
+# Checks that end in one error read alike (check_dependencies): each states its own fact.
 def _error(code: str, message: str, fix: str) -> Finding:
     return Finding(code=code, severity="error", message=message, fix=fix)

@@ -16,11 +16,13 @@ from typing import Any, Literal
 
 from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
+from jobtrail.models import Finding
 from jobtrail.preflight.dataset.judge import MAX_PROBLEMS, judge, verdict_findings
 from jobtrail.preflight.dataset.mapping import job_runtime, mapping_python, validate_mapping
 from jobtrail.preflight.dataset.read import load_tokenizer, model_positions, read_hub, read_local
 from jobtrail.preflight.dataset.table import SourceError
 from jobtrail.preflight.dataset.tokens import add_token_stats
+from jobtrail.preflight.job_refs import names_a_job
 from jobtrail.results.dataset import ColumnInfo, DatasetReport, MethodVerdict, RowProblem, TokenStats, finding
 from jobtrail.util.refs import looks_local
 
@@ -62,6 +64,8 @@ def validate_dataset(
     dataset = dataset.strip()
     source: Literal["file", "hub"] = "file" if looks_local(dataset) else "hub"
     try:
+        if source == "hub" and names_a_job(dataset):
+            raise SourceError(_job_id(dataset))
         table = read_local(dataset, split, max_rows) if source == "file" else read_hub(dataset, split, max_rows)
     except SourceError as exc:
         return DatasetReport(dataset=dataset, split=split, source=source, mapping=mapping, findings=[exc.finding])
@@ -93,6 +97,16 @@ def validate_dataset(
             )
         )
     return report
+
+
+def _job_id(dataset: str) -> Finding:
+    """A job id is no Hub dataset: said at once, instead of asking the Hub (and retrying) for it."""
+    return finding(
+        "dataset.job_id",
+        f"{dataset!r} is a jobtrail job id, not a dataset: a job's data is the dataset it was submitted with.",
+        f'inspect(job_id="{dataset}") shows that dataset: pass it (a data file or a Hub dataset id "org/name") as '
+        f'dataset. To train on the job\'s final model, pass model="{dataset}".',
+    )
 
 
 def _methods_to_check(method: str | None) -> tuple[str, ...]:
