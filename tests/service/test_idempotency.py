@@ -42,6 +42,14 @@ def test_the_same_key_gives_one_job_and_other_arguments_are_refused(service, tin
         assert again.status in ("queued", "starting", "running") and again.script_sha256 == first.script_sha256
         assert "Not submitted again" in again.summary and first.job_id in again.summary
         assert len(service.ps().jobs) == 1
+        # Sent again with its values written as strings ("400" for 400) and lr for learning_rate: the same call, as
+        # the schema reads it (issue 27: "30" and 30 were different arguments).
+        written = {name: str(value) for name, value in spec.hyperparameters.items()}
+        written["lr"] = written.pop("learning_rate")
+        resent = service.submit(
+            spec.model_copy(update={"hyperparameters": written}), SubmitOptions(idempotency_key="call-1")
+        )
+        assert resent.job_id == first.job_id and resent.already_submitted and len(service.ps().jobs) == 1
 
         with pytest.raises(InvalidRequestError) as refused:
             service.submit(

@@ -15,7 +15,10 @@ import json
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.methods import METHODS
+from jobtrail.methods.hyperparameters import typed
 from jobtrail.models import JobSpec, RunRecord
+from jobtrail.preflight.hyperparams import read_names
 from jobtrail.results.submit import SubmitResult
 from jobtrail.service.context import ServiceContext
 
@@ -24,7 +27,18 @@ _SHOWN_CHARS = 80  # of each differing value in the refusal
 
 def request_of(spec: JobSpec, *, max_retries: int, force: bool, max_cost_usd: float | None) -> dict[str, Any]:
     """What a key stands for: everything that decides the job, normalised (the spending cap as it applies)."""
-    return {**spec.model_dump(mode="json"), "max_retries": max_retries, "force": force, "max_cost_usd": max_cost_usd}
+    dumped = spec.model_dump(mode="json")
+    return {**_normalised(dumped), "max_retries": max_retries, "force": force, "max_cost_usd": max_cost_usd}
+
+
+def _normalised(request: dict[str, Any]) -> dict[str, Any]:
+    """A training request's hyperparameters as the job reads them: each under its field's name (lr is
+    learning_rate) and read as the field's type ("30" is 30), so a call sent again with a value written another
+    way is the same call. Applied to the request a key was used with too: one stored before it was normalised."""
+    method, given = request.get("method"), request.get("hyperparameters")
+    if method not in METHODS or not isinstance(given, dict):
+        return request
+    return {**request, "hyperparameters": typed(method, read_names(method, given).values)}
 
 
 def differences(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -45,7 +59,7 @@ def replay(
     context: ServiceContext, key: str, run: RunRecord, used_with: dict[str, Any], request: dict[str, Any]
 ) -> SubmitResult:
     """The job `key` started, when `request` is the one it was used with; otherwise the refusal naming what differs."""
-    changed = differences(used_with, request)
+    changed = differences(_normalised(used_with), request)
     if changed:
         raise InvalidRequestError(
             f"idempotency_key {key!r} was used by {run.run_id} with other arguments ({'; '.join(changed)}); "
