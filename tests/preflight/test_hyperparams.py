@@ -21,6 +21,7 @@ from jobtrail.preflight.hyperparams import (
     CONFLICT,
     MANAGED,
     RENAMED,
+    changes_by_field,
     check_names,
     known_names,
     read_names,
@@ -250,6 +251,13 @@ def test_a_retry_change_replaces_its_field_under_whichever_name_the_job_gave_it(
     assert with_changes("sft", {"lr": 1e-4, "batch": 2}, {"learning_rate": 5e-5}) == {"batch": 2, "learning_rate": 5e-5}
     assert with_changes("sft", {"learning_rate": 1e-4}, {"lr": 5e-5}) == {"lr": 5e-5}
     assert with_changes("sft", {"max_steps": 10}, {"epochs": 2}) == {"max_steps": 10, "epochs": 2}
+    # The retry policy weighs the field changed: an OOM's retry needs per_device_train_batch_size, however written.
+    assert changes_by_field("sft", {"batch_size": 1, "timeout": "2h"}) == {
+        "per_device_train_batch_size": 1,
+        "timeout": "2h",
+    }
+    assert changes_by_field("sft", {"lr": 1e-4, "learning_rate": 2e-4}) == {"lr": 1e-4, "learning_rate": 2e-4}
+    assert changes_by_field("convert_gguf", {"bs": 1}) == {"bs": 1}
 
 
 @pytest.mark.parametrize(("name", "value"), [("batch_size", "big"), ("lora_rank", "eight"), ("seq_len", "long")])

@@ -3,6 +3,7 @@ closest real argument, before anything runs (a misspelled submit argument never 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -122,6 +123,35 @@ def test_a_hyperparameter_given_beside_hyperparameters_is_refused_with_the_exact
     text = _text(token)
     assert token.is_error and "Unknown argument 'hf_token'." in text and "hf_x" not in text  # never echoed
     assert jobs == []
+
+
+def test_a_retry_change_given_as_an_argument_is_answered_with_the_call_that_works(server, tiny_model, chat_dataset):
+    """retry(job_id, lr=...) was refused naming the closest argument: it names the call with `changes`, and that
+    call, sent as written, retries the job (its learning_rate replaces the lr the job was submitted with)."""
+    hyperparameters = {"max_steps": 400, "lr": 1e-3}
+    job = {"method": "sft", "model": str(tiny_model), "dataset": str(chat_dataset), "hyperparameters": hyperparameters}
+
+    async def go(client: Client) -> tuple[Any, ...]:
+        job_id = (await client.call_tool("submit", job)).structured_content["job_id"]
+        await client.call_tool("cancel", {"job_id": job_id})
+        refused = await client.call_tool("retry", {"job_id": job_id, "lr": 1e-4, "timeout": "2h"})
+        text = _text(refused)
+        call = text[text.index("call retry(") + len("call ") : text.index("}).") + 2]
+        changes = json.loads(call[call.index("changes=") + len("changes=") : -1])
+        retried = await client.call_tool("retry", {"job_id": job_id, "changes": changes})
+        attempts = (await client.call_tool("inspect", {"job_id": job_id})).structured_content["attempts"]
+        await client.call_tool("cancel", {"job_id": job_id})
+        return job_id, refused, text, call, retried, attempts
+
+    job_id, refused, text, call, retried, attempts = in_session(server, go)
+    assert refused.is_error and "Unknown arguments 'lr', 'timeout'." in text
+    expected = f'retry(job_id="{job_id}", changes={{"learning_rate": 0.0001, "timeout": "2h"}})'
+    assert f"'lr' is the hyperparameter 'learning_rate', not an argument of retry: call {expected}." in text
+    assert "'timeout' is a change, not an argument of retry: it goes in changes too (the call above)." in text
+    assert call == expected
+    assert not retried.is_error and retried.structured_content["retried"], _text(retried)
+    assert retried.structured_content["changes"] == {"learning_rate": 1e-4, "timeout": "2h"}
+    assert attempts[-1]["number"] == 2
 
 
 def test_a_value_the_schema_refuses_is_explained_argument_by_argument_without_pydantic_noise(server):

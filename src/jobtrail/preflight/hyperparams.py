@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.methods import METHODS
 from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, judge_value, takes_kind, trl_types
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding
@@ -129,10 +130,22 @@ def with_changes(method: str, hyperparameters: Mapping[str, Any], changes: Mappi
     """A retry's hyperparameters: the job's with `changes` applied, each change replacing its field's value under
     whichever name the job gave it (a change of learning_rate replaces the job's lr, and the reverse), so that a
     change never reads as a second, different value for the field it changes."""
+    if method not in METHODS:
+        return {**hyperparameters, **changes}
     known = known_names(method)
     changed = {field_of(method, name, value, known)[0] for name, value in changes.items()}
     kept = {n: v for n, v in hyperparameters.items() if field_of(method, n, v, known)[0] not in changed}
     return {**kept, **changes}
+
+
+def changes_by_field(method: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A retry's changes with each hyperparameter under its field's name (lr is learning_rate), so that the retry
+    policy weighs the field changed (an OOM's retry needs per_device_train_batch_size, however it was written).
+    As given for a job that is no training, or when two changes name one field: the plan refuses that, naming both."""
+    if method not in METHODS:
+        return dict(changes)
+    read = read_names(method, changes)
+    return dict(changes) if any(f.severity == "error" for f in read.findings) else read.values
 
 
 def field_of(method: str, name: str, value: Any, known: set[str] | None = None) -> tuple[str, Any]:

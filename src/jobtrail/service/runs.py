@@ -16,7 +16,7 @@ from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, Speedups, TerminationReason
 from jobtrail.outcomes import budget
-from jobtrail.preflight import plan as preflight, rules as checks
+from jobtrail.preflight import hyperparams, plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.requests import SubmitOptions
 from jobtrail.results.attempt_note import resume_point
@@ -208,6 +208,8 @@ class Runs(UseCase):
 
     def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
         run = self.context.run(job_id)
+        if changes:
+            changes = hyperparams.changes_by_field(run.spec.method, changes)  # lr is learning_rate, as for submit
         if changes and "max_cost_usd" in changes:
             changes = {**changes, "max_cost_usd": budget.parse_cap(changes["max_cost_usd"], "max_cost_usd")}
         self.tracker.refresh()
@@ -433,7 +435,7 @@ def _cancel_result(attempt: AttemptRecord, message: str, pending: bool = False) 
 def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
     """Retry changes: timeout, flavor and dataset_mapping are job fields; the rest are hyperparameters."""
     update: dict[str, Any] = {}
-    hyper = dict(spec.hyperparameters)
+    hyper: dict[str, Any] = {}
     for name, value in changes.items():
         if name == "timeout":
             update["timeout_s"] = parse_duration(value)
@@ -441,7 +443,8 @@ def _apply_changes(spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
             update[name] = value
         else:
             hyper[name] = value
-    return spec.model_copy(update={**update, "hyperparameters": hyper})
+    merged = hyperparams.with_changes(spec.method, spec.hyperparameters, hyper)  # a change replaces the job's `lr`
+    return spec.model_copy(update={**update, "hyperparameters": merged})
 
 
 def _normalise(spec: JobSpec) -> JobSpec:

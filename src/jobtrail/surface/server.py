@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,6 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from jobtrail import __version__
 from jobtrail.errors import InvalidRequestError, JobtrailError
-from jobtrail.methods import METHODS
 from jobtrail.models import ToolResult
 from jobtrail.results.watch import ImageResult, ProgressSink
 from jobtrail.surface import invalid_arguments
@@ -123,7 +121,7 @@ class ClosedTool(Tool):
 
     async def run(self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False) -> Any:
         properties = self.parameters.get("properties", {})
-        misplaced = _outside_hyperparameters(arguments) if "hyperparameters" in properties else None
+        misplaced = invalid_arguments.misplaced(self.name, arguments, properties)
         refusal = unknown_arguments(self.name, arguments, properties, misplaced)
         if refusal:
             raise ToolError(refusal)
@@ -134,31 +132,6 @@ class ClosedTool(Tool):
             if isinstance(cause, ValidationError) and cause.title == self.fn_metadata.arg_model.__name__:
                 raise ToolError(invalid_arguments.explain(self.name, cause)) from cause  # the SDK logs the names
             raise
-
-
-def _outside_hyperparameters(arguments: dict[str, Any]) -> Callable[[str, object], str | None]:
-    """Where a hyperparameter given beside `hyperparameters` goes: the exact entry to pass inside it."""
-    method = arguments.get("method")
-    method = method if method in METHODS else "sft"  # the names are the same TRL fields for nearly every method
-
-    def inside(name: str, value: object) -> str | None:
-        # Imported when a call names an unknown argument: the server starts without the hyperparameter tables.
-        from jobtrail.preflight.hyperparams import meant_hyperparameter
-
-        meant = meant_hyperparameter(method, name, value)
-        if meant is None:
-            return None
-        field, given = meant
-        what = f"is the hyperparameter {field!r}" if field != name else "is a hyperparameter"
-        return f"{name!r} {what}, not an argument: pass hyperparameters={{{json.dumps(field)}: {_excerpt(given)}}}."
-
-    return inside
-
-
-def _excerpt(value: object) -> str:
-    """The value as JSON for a suggested call; a long one is elided, never quoted whole."""
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 80 else "..."
 
 
 def _is_structured(result_type: Any) -> bool:
