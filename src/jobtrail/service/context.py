@@ -8,7 +8,6 @@ serve the same ledger.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,13 +21,13 @@ from jobtrail.errors import BackendError, InvalidRequestError, NotFoundError
 from jobtrail.ledger.store import Ledger, RunIdTaken
 from jobtrail.models import AttemptRecord, JobSpec, JobStatus, NewAttempt, Placement, RunRecord
 from jobtrail.preflight.facts import PlanEnv
+from jobtrail.preflight.job_refs import names_a_job
 from jobtrail.service import secrets
 from jobtrail.service.spending import Caps
 from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.refs import looks_local
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u
-_JOB_ID_SHAPE = re.compile(r"jt-[0-9a-z]+", re.IGNORECASE)  # no Hub model is named like this: it meant a job
 _ID_DRAWS = 8  # 32^8 ids: a second draw taken too means the generator is broken, not unlucky
 
 
@@ -141,7 +140,7 @@ class ServiceContext:
         would start a job on a model that does not exist."""
         run = self._job(text)
         key = text.strip()
-        if run is None and _JOB_ID_SHAPE.fullmatch(key) and not Path(key).expanduser().exists():
+        if run is None and names_a_job(key):
             raise NotFoundError(
                 f"{argument}={text!r} looks like a job id, and no job has it.",
                 fix="Call ps to list job ids (they look like 'jt-4f9k2m7q'); a Hub model id looks like 'org/name', "
