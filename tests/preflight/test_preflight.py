@@ -105,6 +105,8 @@ def test_lora_targets_exist(tiny_model, facts):
         finding.fix or ""
     )
     assert judge(checks.check_lora_targets, spec(tiny_model), facts) == []  # "all-linear" needs no check
+    fixed = json.loads(finding.fix.split("hyperparameters=")[1].split("}, or")[0] + "}")
+    assert judge(checks.check_lora_targets, spec(tiny_model, hyperparameters=fixed), facts) == []  # as sent
     # PEFT's own matching: a path's last parts, and one string as a regex over the whole path.
     for matched in (["self_attn.q_proj"], r".*\.(q|v)_proj", "q_proj, v_proj"):
         assert (

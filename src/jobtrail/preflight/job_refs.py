@@ -33,7 +33,7 @@ def refuse_job_as_dataset(dataset: str, ledger: Any) -> None:
         raise InvalidRequestError(
             f"dataset={key!r} looks like a jobtrail job id, not a dataset, and no job has it.",
             fix="Pass a data file (.jsonl, .json, .csv, .parquet) or a Hub dataset id ('org/name') as dataset; "
-            "ps lists job ids, and inspect(job_id=...) shows the dataset a job trained on.",
+            "ps lists job ids, and a job's receipt (inspect) names the dataset it trained on.",
         )
     job, data = run.run_id, run.spec.dataset
     if run.method not in METHODS:

@@ -104,8 +104,8 @@ def _job_id(dataset: str) -> Finding:
     return finding(
         "dataset.job_id",
         f"{dataset!r} is a jobtrail job id, not a dataset: a job's data is the dataset it was submitted with.",
-        f'inspect(job_id="{dataset}") shows that dataset: pass it (a data file or a Hub dataset id "org/name") as '
-        f'dataset. To train on the job\'s final model, pass model="{dataset}".',
+        "Pass a data file or a Hub dataset id ('org/name') as dataset: the one a job trained on is on its receipt "
+        f'(inspect). To train on a job\'s final model, pass model="{dataset}" instead.',
     )
 
 
