@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobtrail.results.jobs import JobRow
 from jobtrail.results.progress import (
     RATE_WINDOW,
     WARNING_CODE,
@@ -13,6 +14,7 @@ from jobtrail.results.progress import (
     rates,
     timeout_warning,
 )
+from jobtrail.results.watch import WaitResult
 
 
 def _steps(count: int, *, every_s: float, start: float = 1000.0, first: int = 1, tokens: int = 100) -> list[dict]:
@@ -83,6 +85,34 @@ def test_phase_from_the_jobs_own_events_else_from_what_it_printed():
     assert phase(saving, "running") == "saving"
     assert phase(saving, "failed") == "saving"  # where it ended
     assert phase([], "failed") is None
+
+
+def test_an_ended_jobs_phase_is_its_end_and_where_one_that_did_not_succeed_stopped_is_kept_apart():
+    steps = _steps(3, every_s=1.0)
+    saved = [*steps, {"event": "phase", "phase": "saving", "time": 1003.0}]
+    done = job_progress(steps, saved, _facts(status="succeeded", max_steps=3), 2000.0)
+    assert done.phase == "succeeded" and done.stopped_in is None
+    failed = job_progress(steps, saved, _facts(status="failed", max_steps=3), 2000.0)
+    assert failed.phase == "failed" and failed.stopped_in == "saving"
+    running = job_progress(steps, saved, _facts(max_steps=3), 1004.0)
+    assert running.phase == "saving" and running.stopped_in is None
+    row = JobRow(
+        job_id="jt-a",
+        status="succeeded",
+        method="sft",
+        model="m",
+        dataset="d",
+        backend="local",
+        created_at=1.0,
+        attempts=1,
+        progress=done,
+    )
+    assert "saving" not in row.model_dump_json()  # ps and the job resource
+    common = dict(job_id="jt-a", terminal=True, attempts=1, waited_s=1.0, timed_out=False)
+    ended = WaitResult(status="succeeded", progress=done, **common).headline()
+    assert "saving" not in ended and "at step 3/3" in ended
+    stopped = WaitResult(status="failed", termination_reason="oom", progress=failed, **common).headline()
+    assert "while saving" in stopped
 
 
 def test_a_run_by_epochs_takes_its_total_from_the_phase_event_else_from_the_epoch():

@@ -24,6 +24,10 @@ from jobtrail.util.timefmt import human_duration
 # (a resumed attempt, a slower phase), long enough that one slow step does not swing the ETA.
 RATE_WINDOW = 10
 ACTIVE = ("queued", "starting", "running")
+# An ended job's phase is its end: the last phase a succeeded job announced (saving, pushing) is behind it; where a
+# job that did not succeed stopped is kept apart, as stopped_in.
+ENDED = ("succeeded", "failed", "cancelled")
+STOPPED = ("failed", "cancelled")
 TIMEOUT_MARGIN = 1.3  # a longer timeout proposed for a run that will not make it: its need + 30%
 WARNING_CODE = "timeout.before_max_steps"
 
@@ -52,7 +56,10 @@ class Progress(BaseModel):
     phase: str | None = Field(
         None,
         description="What the job is doing: queued, starting, installing, loading_model, tokenizing, training, "
-        "saving, pushing, evaluating; for an ended job, the last phase it reached.",
+        "saving, pushing, evaluating; for an ended job, its end: succeeded, failed or cancelled.",
+    )
+    stopped_in: str | None = Field(
+        None, description="A failed or cancelled job: the phase it was in when it stopped (None when unknown)."
     )
 
 
@@ -92,7 +99,8 @@ def job_progress(
         steps_per_second=_round(steps_per_second),
         tokens_per_second=_round(tokens_per_second),
         eta_seconds=_round(eta, 1),
-        phase=phase(latest_events, facts.status),
+        phase=facts.status if facts.status in ENDED else phase(latest_events, facts.status),
+        stopped_in=phase(latest_events, facts.status) if facts.status in STOPPED else None,
     )
 
 
@@ -113,7 +121,8 @@ def reached_step(events: Sequence[dict[str, Any]]) -> int | None:
 
 def phase(events: Sequence[dict[str, Any]], status: str) -> str | None:
     """The job's own latest `phase` event; before (or between) them, what its events imply: nothing printed
-    yet is installing (the job's environment), an environment is loading_model, a step is training."""
+    yet is installing (the job's environment), an environment is loading_model, a step is training. For an ended
+    job, the phase it reached last (job_progress reports it as stopped_in)."""
     if status in ("queued", "starting"):
         return status
     current = None

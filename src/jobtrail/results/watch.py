@@ -89,8 +89,8 @@ class WaitResult(ToolResult):
         line = f"**{self.job_id}**: " + verdict(self.status, self.termination_reason, [])
         if p.step is not None:
             line += f" at step {p.step}" + (f"/{p.max_steps}" if p.max_steps else "")
-        if self.status != "succeeded" and p.phase:
-            line += f", while {p.phase}"
+        if p.stopped_in:
+            line += f", while {p.stopped_in}"
         line += "."
         if p.first_loss is not None and p.last_loss is not None:
             line += f" Loss {p.first_loss:.4g} → {p.last_loss:.4g}."

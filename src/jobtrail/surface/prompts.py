@@ -156,8 +156,8 @@ def diagnose_failed_job(job_id: p.JobId) -> str:
    conversion, else a training method), status, termination_reason, termination_message, `alerts` (what the job
    saw wrong in itself, each with step, message and fix; {", ".join(BLOCKING)} block: the result is not usable
    even when the status says succeeded), warnings, retries_stopped, the latest attempt's evidence, progress
-   (the step and phase it reached), and next_steps (the calls that fit this ending: prefer them). A job not yet
-   ended: wait(job_id="{job_id}", timeout_s=55) first.
+   (the step it reached; stopped_in: the phase it stopped in), and next_steps (the calls that fit this ending:
+   prefer them). A job not yet ended: wait(job_id="{job_id}", timeout_s=55) first.
 2. logs(job_id="{job_id}", tail=100): the last lines before it ended (an earlier attempt: attempt=N; a smoke
    run is attempt 1).
 3. By its kind:
