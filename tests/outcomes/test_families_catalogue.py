@@ -1680,3 +1680,156 @@ def test_round_12_classes_are_config_errors(log: str) -> None:
 )
 def test_round_12_classes_stay_narrow(log: str) -> None:
     assert explain(log, exit_code=1).reason is not R.CONFIG_ERROR
+
+
+# Round 13's classes, in other tools' and threads' words than its logs' (each failed on the rules before them): a
+# wording pasted without the backticks markdown took as code spans; a training script's own words for a non-finite
+# loss; a client that waited for a server the job is set up to use; macOS's shell reporting its child killed
+# (`Killed: 9`); a cluster manager losing nodes to the platform; a row's value of the wrong type met where rows are
+# read; a push's own code failing; a frame line whose indentation a paste lost.
+ROUND_13: list[tuple[str, R]] = [
+    (
+        "/pytorch/aten/src/ATen/native/hip/Indexing.hip:1231: indexSelectLargeIndex: Device-side assertion "
+        "`srcIndex < srcSelectDimSize' failed.",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "../aten/src/ATen/native/cuda/Loss.cu:240: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+        "thread: [5,0,0] Assertion t >= 0 && t < n_classes failed.",
+        R.BAD_INPUT,
+    ),
+    ("Please launch distributed training with llamafactory-cli or torchrun.", R.CONFIG_ERROR),
+    ("loss value not finite at iteration 200, stopping", R.DIVERGED),
+    ("NaN loss detected at step 120, aborting run", R.DIVERGED),
+    ("[trainer] Non-finite loss encountered; terminating.", R.DIVERGED),
+    (
+        "ConnectionError: The vLLM server can't be reached at 0.0.0.0:8000 after 240 seconds. Make sure the server is "
+        "running by running `trl vllm-serve`.",
+        R.CONFIG_ERROR,
+    ),
+    ("WARNING reward_client: reward model server is not ready yet, retrying in 5s (attempt 12/60)", R.CONFIG_ERROR),
+    ("generation endpoint http://localhost:30000 isn't up yet; will retry", R.CONFIG_ERROR),
+    ("./train.sh: line 12: 31337 Killed: 9               python train.py --config a.yaml", R.OOM),
+    ("Killed: 9", R.OOM),
+    (
+        "Node ip-10-0-1-7 is being drained (reason: spot-interruption)\n"
+        + _tb("RuntimeError: Placement group creation timed out", "ray/util/placement_group.py:wait"),
+        R.PREEMPTED,
+    ),
+    ("(autoscaler +2m) Instance gpu-worker-3 was terminated (reason: maintenance-event)", R.PREEMPTED),
+    (
+        _tb('TypeError: can only concatenate str (not "NoneType") to str', "proj/data.py:preprocess_function"),
+        R.BAD_INPUT,
+    ),
+    (
+        _tb(
+            'TypeError: can only concatenate str (not "float") to str',
+            "alpaca/finetune.py:generate_and_tokenize_prompt",
+        ),
+        R.BAD_INPUT,
+    ),
+    (_tb("TypeError: 'NoneType' object is not subscriptable", "proj/prompts.py:format_example"), R.BAD_INPUT),
+    (
+        'File "/job/prep.py", line 3, in tokenize_function\n    return tok(example["text"])\n'
+        "TypeError: object of type 'NoneType' has no len()",
+        R.BAD_INPUT,
+    ),
+    (
+        _tb(
+            "AttributeError: 'NoneType' object has no attribute 'append'",
+            "transformers/modeling_utils.py:push_to_hub",
+            "transformers/utils/hub.py:create_and_tag_model_card",
+        ),
+        R.HUB_ERROR,
+    ),
+    (
+        _tb("RuntimeError: Unsloth: Merging failed to save tokenizer", "unsloth/save.py:unsloth_push_to_hub_merged"),
+        R.HUB_ERROR,
+    ),
+    (
+        _tb(
+            "KeyError: 'base_model'",
+            "huggingface_hub/hf_api.py:upload_folder",
+            "huggingface_hub/hf_api.py:create_commit",
+        ),
+        R.HUB_ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize(("log", "expected"), ROUND_13)
+def test_round_13_classes_are_named(log: str, expected: R) -> None:
+    assert explain(log).reason is expected
+
+
+@pytest.mark.parametrize(
+    ("log", "not_expected"),
+    [
+        # Advice in the words of a non-finite loss, and fp16's loss scale, which is no loss.
+        ("if the loss is not finite, the step is skipped", R.DIVERGED),
+        ("Attempted loss scale: 65536 not finite, reducing to 32768", R.DIVERGED),
+        # A server still loading, and a connection that dropped, are no server left unstarted.
+        ("text_generation_launcher: Waiting for shard to be ready... rank=0", R.CONFIG_ERROR),
+        (
+            "requests.exceptions.ConnectionError: ('Connection aborted.', RemoteDisconnected('Remote end closed "
+            "connection without response'))",
+            R.CONFIG_ERROR,
+        ),
+        # A shell's report of a crash is no SIGKILL.
+        ("/bin/sh: line 1: 99 Abort trap: 6 python train.py", R.OOM),
+        # The autoscaler scaling down an idle node is its own doing, not the platform taking machines.
+        (
+            "(autoscaler +10m) Instance k-0001 (node IP: 10.1.1.1) will be terminated soon (reason: idle).\n"
+            + _tb("RuntimeError: Failed to create placement group", "ray/util/placement_group.py:wait"),
+            R.PREEMPTED,
+        ),
+        # The same TypeError loading a model, or in the script's own body, is no data row's.
+        (_tb("TypeError: 'NoneType' object is not subscriptable", "proj/models.py:load_model"), R.BAD_INPUT),
+        (_tb("TypeError: unsupported operand type(s) for +: 'NoneType' and 'str'"), R.BAD_INPUT),
+        # A push given a folder the job never wrote, or called with an argument it does not take, is the argument's.
+        (
+            _tb("ValueError: Provided path: 'out' is not a directory", "huggingface_hub/hf_api.py:upload_folder"),
+            R.HUB_ERROR,
+        ),
+        (
+            _tb(
+                "TypeError: push_to_hub() got an unexpected keyword argument 'privat'",
+                "transformers/trainer.py:push_to_hub",
+            ),
+            R.HUB_ERROR,
+        ),
+    ],
+)
+def test_round_13_classes_stay_narrow(log: str, not_expected: R) -> None:
+    assert explain(log).reason is not not_expected
+
+
+# A CUDA kernel's illegal memory access reads as an install that does not fit only before any training step; after
+# steps ran on the same kernels (a logged loss, a progress bar past 0) it is unknown, and says why.
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        ([], R.DEPENDENCY_ERROR),
+        (["  0%|          | 0/1000 [00:00<?, ?it/s]"], R.DEPENDENCY_ERROR),
+        (["{'loss': 1.23, 'learning_rate': 1e-05, 'epoch': 0.5}"], R.UNKNOWN),
+        (
+            [" 40%|████      | 400/1000 [2:00:00<3:00:00,  1.2s/it]", "terminate called after throwing an instance"],
+            R.UNKNOWN,
+        ),
+    ],
+)
+def test_an_illegal_access_after_training_steps_is_no_install(before: list[str], expected: R) -> None:
+    verdict = explain("\n".join([*before, "  what():  CUDA error: an illegal memory access was encountered"]))
+    assert verdict.reason is expected
+    assert ("after training steps had run" in verdict.message) is (expected is R.UNKNOWN)
+
+
+def test_rays_guess_at_a_workers_death_says_it_is_a_guess() -> None:
+    hedge = (
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. "
+        "(1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called."
+    )
+    verdict = explain(hedge)
+    assert verdict.reason is R.OOM and "possible causes" in verdict.message
+    assert "possible causes" not in explain("(raylet) Task was killed due to the node running low on memory.").message

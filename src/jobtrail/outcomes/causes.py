@@ -27,6 +27,10 @@ CONFIG = (
 DATA = "The data did not have the expected shape."
 TRANSIENT = "A transient network or service failure."
 PUSH_FAILED = "Pushing to the Hub failed after the training had saved its work; only the push needs repeating."
+PUSH_CODE_FAILED = (
+    "The push's own code failed (building the model card, staging the files), not the training: the model is kept. "
+    "Fix what the message names (often a release of the library that pushes: update it) and repeat only the push."
+)
 DATASET_MISSING = "The dataset (or one of its files) does not exist, or is not visible to this token."
 OFFLINE = "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it."
 DIVERGED = "The loss became NaN or infinite: the job stopped training (its nan_loss alert says why)."
@@ -289,6 +293,31 @@ def _push_at_end(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if any(_UPLOADER.search(frame.path) for frame in ending) else None
 
 
+# The code of a push itself (transformers' and huggingface_hub's, and the trainers' push methods: `push_to_hub`,
+# unsloth's `push_to_hub_merged`, a commit's upload, the model card tagged on the way); not `create_repo`, which runs
+# when a trainer starts.
+_PUSH_CODE = re.compile(
+    r"^(?:\w+\.)*(?:\w*push_to_hub\w*|create_and_tag_model_card|create_commit|upload_(?:folder|file|large_folder)"
+    r"|preupload_lfs_files|_upload_modified_files|_push_from_checkpoint)$"
+)
+
+
+# A push given a path with nothing there (a folder the job never saved to): the argument, not the push.
+_NO_PATH = _text(r"is not a directory", r"does not exist", r"No such file or directory")
+
+
+def _push_code_failed(error: RaisedError, _: Progress) -> str | None:
+    """An exception raised inside a push's own code, that no rule read as the network, a refusal or a missing repo (a
+    model card it cannot tag, a file it cannot stage): the model to push exists (a push sends weights already trained
+    or saved), so the push is what failed, and what to repeat once its cause is fixed. Not a call of the wrong shape
+    into it (an API mismatch), nor a path with nothing there."""
+    if not any(_PUSH_CODE.match(frame.function) for frame in error.frames):
+        return None
+    if error.name in ("FileNotFoundError", "NotADirectoryError") or _line(error, _NO_PATH):
+        return None
+    return None if _line(error, _BAD_CALL) or _line(error, _WRONG_ARGUMENTS) else error.lines[0]
+
+
 def _gated(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if error.name == "GatedRepoError" else _line(error, _GATED)
 
@@ -377,12 +406,22 @@ def _bad_data(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if wrong or _malformed_row(error) else None
 
 
+# A TypeError's words for a value of a type the code cannot use there: None (a field left empty), a float (pandas' NaN
+# of an empty cell), a list or dict where a string was expected.
+_VALUE_TYPE = re.compile(
+    r"'NoneType'|\bnot \"(?:NoneType|float|int|list|dict)\"|\bgot (?:NoneType|float|int|list|dict)\b"
+    r"|'(?:float|int|list|dict)' (?:and|object)\b|\band '(?:float|int|list|dict|str)'"
+)
+
+
 def _malformed_row(error: RaisedError) -> bool:
     """An IndexError or KeyError raised by the function reading data rows (`row[0]` of a CSV row without the field,
-    `example["text"]` of a record without the key): the data does not have the shape the code indexes. A library's own
-    `__getitem__` (a ModuleList's, a tokenizer output's) is not reading rows; the datasets library's is."""
+    `example["text"]` of a record without the key), or a TypeError there over a value of the wrong type (a field that
+    is None, `query + "\\n"` on an empty cell): the data does not have the shape or types the code reads. A library's
+    own `__getitem__` (a ModuleList's, a tokenizer output's) is not reading rows; the datasets library's is."""
     frame = error.frames[-1] if error.frames else None
-    if error.name not in ("IndexError", "KeyError") or frame is None:
+    of_a_value = error.name == "TypeError" and _line(error, _VALUE_TYPE) is not None
+    if (error.name not in ("IndexError", "KeyError") and not of_a_value) or frame is None:
         return False
     name = frame.function
     if name.startswith("__") and frame.is_library and not frame.in_package("datasets"):
@@ -491,6 +530,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.CONFIG_ERROR, CONFIG, _argument_assertion),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
+    CauseRule(R.HUB_ERROR, PUSH_CODE_FAILED, _push_code_failed),
     _INTERRUPTED,
 ]
 

@@ -19,6 +19,9 @@
    reports it when any rank dies, so it names the cause only alone);
 10. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
 
+A CUDA kernel's illegal memory access reads as an install that does not fit the machine only before any training
+step: after steps ran on the same kernels it is unknown, saying why.
+
 Lines are read without their prefixes (`lines.clean`: ranks, timestamps, colours). Before or after
 training is read from the log itself: jobtrail's own events (`step`, a `committed` checkpoint, `metrics`,
 the final model) or, in logs written without them, the trainer's output (`{'loss': ...}`, its progress
@@ -38,7 +41,7 @@ from jobtrail.models import ExitRecord, TerminationReason as R
 from jobtrail.outcomes import causes, events, exits, families, generic, priors
 from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
 from jobtrail.outcomes.lines import clean
-from jobtrail.outcomes.tracebacks import Progress, finished_at, last_chain, progress, went_on
+from jobtrail.outcomes.tracebacks import Progress, finished_at, last_chain, progress, stepped, went_on
 
 TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
@@ -192,7 +195,7 @@ def classify(
         or _from_peer_lost(log_tail)
         or _unrecognised(status, reports, log_tail)
     )
-    return _pushed_after_training(_waited_for_data(verdict, log_tail), log_tail)
+    return _pushed_after_training(_crashed_after_steps(_waited_for_data(verdict, log_tail), log_tail), log_tail)
 
 
 def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
@@ -236,12 +239,35 @@ def _waited_for_data(verdict: Diagnosis, lines: list[str]) -> Diagnosis:
     )
 
 
+def _crashed_after_steps(verdict: Diagnosis, lines: list[str]) -> Diagnosis:
+    """A CUDA kernel's illegal memory access after training steps had run on the same kernels: a build that does not
+    fit the GPU, torch or CUDA (what the access means at the start of a run) fails at its first call, not after hours.
+    A kernel's bug for some input, or the GPU, is as likely as anything the log can show: unknown, saying so."""
+    if not verdict.evidence or not families.ILLEGAL_ACCESS.pattern.search(verdict.evidence):
+        return verdict
+    if not stepped(lines[: _at(lines, verdict.evidence)]):
+        return verdict
+    return Diagnosis(
+        R.UNKNOWN,
+        "A CUDA kernel crashed (illegal memory access) after training steps had run: not an install that does not "
+        "fit the machine (that fails at the first call). A kernel's bug for some input (a sequence length, a batch's "
+        "shape) or a fault of the GPU; the log does not say which. CUDA_LAUNCH_BLOCKING=1 names the kernel; resume "
+        "from the last checkpoint to see whether it recurs at the same step, and try another GPU if it does not.",
+        evidence=verdict.evidence,
+    )
+
+
+def _at(lines: list[str], evidence: str) -> int:
+    """The index of the newest line the evidence was taken from (as `Diagnosis.evidence` keeps it), else 0."""
+    return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()[:500] == evidence), 0)
+
+
 def _pushed_after_training(verdict: Diagnosis, lines: list[str]) -> Diagnosis:
     """A server's failure or a refusal logged once training had finished and the job had begun uploading its results:
     the push failed (any HTTP status, to the Hub or any other registry), not the training, whose files are kept."""
     if verdict.reason not in (R.INFRA_TRANSIENT, R.AUTH_ERROR) or not verdict.evidence:
         return verdict
-    at = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()[:500] == verdict.evidence), 0)
+    at = _at(lines, verdict.evidence)
     finished = finished_at(lines[:at])
     if finished is None or not any(generic.UPLOADING.search(clean(line)) for line in lines[finished : at + 1]):
         return verdict

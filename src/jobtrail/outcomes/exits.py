@@ -7,11 +7,12 @@ launcher that passes a child's -9 on through `sys.exit(-9)` leaves its own shell
 
 The log adds what the exit status cannot: which process died. `read` collects the reports of launchers
 (torchrun's `exitcode: -9`, its ChildFailedError summary, accelerate's CalledProcessError, DeepSpeed's
-`exits with return code = -9`, a shell's `Killed` or zsh's `killed`, even on the line of the progress bar it
-interrupted), the signal a launcher was itself sent (torch elastic's SignalException), schedulers (SLURM's
-CANCELLED ... DUE TO TIME LIMIT, preemption, node failure and cgroup OOM; Kubernetes' OOMKilled and evictions),
-platforms (a serverless function's or a CI runner's time limit, a spot VM's shutdown, a notebook's runtime dropped),
-the kernel's OOM killer, and someone's Ctrl-C.
+`exits with return code = -9`, a shell's `Killed` (macOS's `Killed: 9`) or zsh's `killed`, even on the line of the
+progress bar it interrupted), the signal a launcher was itself sent (torch elastic's SignalException), schedulers
+(SLURM's CANCELLED ... DUE TO TIME LIMIT, preemption, node failure and cgroup OOM; Kubernetes' OOMKilled and
+evictions), platforms (a serverless function's or a CI runner's time limit, a spot VM's shutdown, a notebook's runtime
+dropped, a cluster manager's notice that it is losing nodes to the platform), the kernel's OOM killer, and someone's
+Ctrl-C.
 A launcher or shell that reports its child killed was itself alive: the kill took one process, not the
 machine, which is what the OOM killer does and what a preemption does not.
 """
@@ -104,14 +105,20 @@ _CHILD_SIGNAL = [
     re.compile(r"died with <Signals\.SIG\w+: (?P<signal>\d+)>"),  # subprocess.CalledProcessError
     re.compile(r"Signal (?P<signal>\d+) \(SIG\w+\) received by PID \d+"),  # elastic's summary
     re.compile(r"is killed by signal: (?P<name>\w+)"),  # a DataLoader worker
-    # A shell's word for its child's death: `bash: line 1:  27 Killed  python train.py` (or `./run.sh: line 28: ...`).
-    re.compile(r"^\S+: (?:line \d+: )?\s*\d+ (?P<name>Killed|Terminated|Aborted|Segmentation fault|Hangup)\s"),
+    # A shell's word for its child's death: `bash: line 1:  27 Killed  python train.py` (or `./run.sh: line 28: ...`),
+    # and macOS's bash with the signal's number after it (`Killed: 9`, `Terminated: 15`, `Abort trap: 6`), spaced as
+    # pasted (`line 155 : 1126 Killed :9 python ...`).
+    re.compile(
+        r"^\S+: (?:line \d+ ?: )?\s*\d+ (?P<name>Killed|Terminated|Aborted|Abort trap|Segmentation fault|Hangup)"
+        r"(?: ?: ?\d+)?(?:\s|$)"
+    ),
     # zsh's: `zsh: killed     python train.py`, or `[1]    26478 killed     python train.py` for a job.
     re.compile(r"^(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?\d+ )(?P<name>killed|terminated|abort|segmentation fault|hangup)\s"),
     re.compile(r"^srun: error: \S+: tasks? [\d,-]+: (?P<name>Killed|Terminated|Aborted|Segmentation fault)"),
     # An interactive shell's line for its foreground job killed by SIGKILL, alone on its line (as pasted, maybe in
-    # bold), in the locales people paste most: English, Chinese, German, French, Russian, Japanese.
-    re.compile(r"^\W*(?P<name>Killed|已杀死|Getötet|Processus arrêté|Убито|強制終了)\W*$"),
+    # bold; macOS's with the signal's number, `Killed: 9`), in the locales people paste most: English, Chinese, German,
+    # French, Russian, Japanese.
+    re.compile(r"^\W*(?P<name>Killed|已杀死|Getötet|Processus arrêté|Убито|強制終了)(?: ?: ?9)?\W*$"),
     # Its line for a foreground job that crashed: `Segmentation fault (core dumped)` (a bare `Aborted!` is click's
     # word for a Ctrl-C, so Aborted counts only with its core dump).
     re.compile(r"^\W*(?P<name>Segmentation fault|Bus error|Aborted(?= \(core))(?: \(core dumped\))?\W*$"),
@@ -120,7 +127,8 @@ _ROOT_CAUSE = re.compile(r"^\s*Root Cause \(first observed failure\)")
 _KILLED_WORDS = ("已杀死", "Getötet", "Processus arrêté", "Убито", "強制終了")
 _SHELL_WORDS = {
     **dict.fromkeys(_KILLED_WORDS, 9),
-    **{"Killed": 9, "Terminated": 15, "Aborted": 6, "Abort": 6, "Segmentation fault": 11, "Bus error": 7, "Hangup": 1},
+    **{"Killed": 9, "Terminated": 15, "Aborted": 6, "Abort": 6, "Abort trap": 6, "Segmentation fault": 11},
+    **{"Bus error": 7, "Hangup": 1},
 }
 # A progress bar (tqdm's `n/total [elapsed<left, rate]`) ends without a newline, so the shell's report of the process
 # killed while it was drawn lands on the bar's line, as pasted: `... 3/8 [00:02<00:03,  1.28it/s]Killed`.
@@ -193,6 +201,12 @@ _PREEMPTED = re.compile(
     r"|\b(?:spot|low[- ]priority|preemptible) (?:VM|node|instance|virtual machine)s?\b(?:\s+\S+){0,2}?\s+"
     r"(?:is|was|were|has been|have been|got|being)\s+(?:evicted|preempted|reclaimed)\b"
     r"|\b(?:in )?state:? Preempted\b|\bSpot[ _]ITN\b"
+    # A cluster manager announcing machines it is about to lose, with a reason that is the platform's, not its own
+    # scaling down (idle, too many nodes): Ray's and Anyscale's autoscaler (`Instance k-1 (node IP: ...) will be
+    # terminated soon (reason: kubernetes-pod-termination)`), a spot interruption, an eviction, maintenance.
+    r"|\b(?:instance|node|pod|VM|machine|worker|host)s?\b[^\n]{0,80}?\b(?:will be|is being|are being|was|were|has been"
+    r"|have been) (?:terminated|stopped|deleted|shut ?down|drained)\b(?: soon)?[^\n]{0,20}?\(?reason:? ?[\w-]*"
+    r"(?:preempt|spot|interrupt|evict|pod[ _-]?(?:termination|deletion)|maintenance|reclaim|node[ _-]?shutdown)"
     r"|\bTPU\b[^.]{0,80}\b(?:was|is|has been|got) preempted|\blame workers found"
     r"|\bspot/instance-action\b"  # AWS: the metadata path a spot instance polls for its interruption notice
     # The machine shutting down under the job: the ACPI power button a cloud presses to stop a VM (systemd-logind's

@@ -16,7 +16,16 @@ from jobtrail.models import TerminationReason as R
 from jobtrail.outcomes import generic, libraries
 from jobtrail.outcomes.signature import Signature, sig as _sig
 
-__all__ = ["COLLECTIVE_TIMEOUT", "DISK_ERRNO", "DISK_FULL", "SIGNATURES", "Signature", "disk_message", "match"]
+__all__ = [
+    "COLLECTIVE_TIMEOUT",
+    "DISK_ERRNO",
+    "DISK_FULL",
+    "ILLEGAL_ACCESS",
+    "SIGNATURES",
+    "Signature",
+    "disk_message",
+    "match",
+]
 
 
 DISK = "The disk filled up (No space left on device)."
@@ -55,6 +64,20 @@ COLLECTIVE_TIMEOUT = _sig(
     r"Watchdog caught collective operation timeout",
     r"ProcessGroupNCCL.*(?:timed out|Timeout)",
     r"NCCL (?:communicator|operation) .*timed? ?out",
+)
+
+# A CUDA kernel read or wrote outside its memory. Within a fine-tuning stack, at the start of a run, that is a native
+# package's bug or a build for another CUDA/torch (flash-attn, bitsandbytes, a custom extension, an old toolkit): the
+# fixes that close these threads are versions. (An out-of-range index is reported as a device-side assert instead.)
+# Once training steps have run on the same kernels, an install is no longer the likely cause (`classify` says so).
+ILLEGAL_ACCESS = _sig(
+    R.DEPENDENCY_ERROR,
+    "A CUDA kernel crashed (illegal memory access): most often a native package (flash-attn, bitsandbytes, a "
+    "custom CUDA extension, the CUDA toolkit) with a bug or built for another torch/CUDA; update or match the "
+    "versions. CUDA_LAUNCH_BLOCKING=1 shows which kernel.",
+    r"an illegal memory access was encountered",
+    r"cudaErrorIllegalAddress",
+    r"CUDA_ERROR_ILLEGAL_ADDRESS",
 )
 
 SIGNATURES: list[Signature] = [
@@ -216,14 +239,15 @@ SIGNATURES: list[Signature] = [
         R.BAD_INPUT,
         "A label is outside the model's classes (negative, or not below num_labels): labels must be 0..n-1 "
         "(-100 is ignored).",
-        r"Assertion `(?:cur_)?t(?:arget)? >= 0 && (?:cur_)?t(?:arget)? < n_classes[`'] failed",
+        # ATen's device-side assertion as CUDA prints it (`...`) and ROCm (`...'); `sig` lets its backticks go missing.
+        r"(?i:assertion) `(?:cur_)?t(?:arget)? >= 0 && (?:cur_)?t(?:arget)? < n_classes[`']? failed",
         r"Target -?\d+ is out of bounds",
     ),
     _sig(
         R.CONFIG_ERROR,
         "A token id is beyond the model's embedding table: the tokenizer and the model do not match (added "
         "tokens need model.resize_token_embeddings).",
-        r"Assertion `srcIndex < srcSelectDimSize` failed",
+        r"(?i:assertion) `srcIndex < srcSelectDimSize[`']? failed",  # CUDA's and ROCm's, as above
     ),
     # A push that failed once the Hub had the files' upload started: S3's multipart refusal, git-lfs's, the Hub's answer
     # to a commit or preupload (not 401/403, which `causes` tells apart by progress; not 429, a rate limit).
@@ -409,18 +433,7 @@ SIGNATURES: list[Signature] = [
         r"cudaErrorInsufficientDriver",
         r"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|system has unsupported display driver / cuda driver combination",
     ),
-    # A CUDA kernel read or wrote outside its memory. Within a fine-tuning stack that is a native package's bug or a
-    # build for another CUDA/torch (flash-attn, bitsandbytes, a custom extension, an old toolkit): the fixes that close
-    # these threads are versions. (An out-of-range index is reported as a device-side assert instead.)
-    _sig(
-        R.DEPENDENCY_ERROR,
-        "A CUDA kernel crashed (illegal memory access): most often a native package (flash-attn, bitsandbytes, a "
-        "custom CUDA extension, the CUDA toolkit) with a bug or built for another torch/CUDA; update or match the "
-        "versions. CUDA_LAUNCH_BLOCKING=1 shows which kernel.",
-        r"an illegal memory access was encountered",
-        r"cudaErrorIllegalAddress",
-        r"CUDA_ERROR_ILLEGAL_ADDRESS",
-    ),
+    ILLEGAL_ACCESS,
     _sig(
         R.CONFIG_ERROR,
         "llama.cpp's quantizer refused the model (the quant type does not fit its tensors, or the input is not "

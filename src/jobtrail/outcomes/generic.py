@@ -4,7 +4,9 @@
 libraries no catalogue names (a Metal backend, Ray's memory monitor, a trainer's own refusal), which still say what
 happened in the common words of their trade. These are those vocabulary classes:
 
-- memory exhausted, in any runtime's words (a GPU backend's, a C++ allocator's, a memory monitor's, an OS's);
+- memory exhausted, in any runtime's words (a GPU backend's, a C++ allocator's, a memory monitor's, an OS's), and Ray's
+  worker death that names the OOM killer first of its possible causes (read as oom, saying it is Ray's guess);
+- a client waiting for a server the job is set up to use that never came up;
 - a metric logged as NaN in any logger's format (the newest value decides: `classify` checks none came after);
 - bytes that do not decode as the data's format;
 - a library refusing what it was asked (`REFUSALS`, read on an exception's own message only): a Hub token or API key
@@ -15,7 +17,8 @@ happened in the common words of their trade. These are those vocabulary classes:
   field the code reads, and model files that are not files of their format (a Git LFS pointer);
 - a config that does not match what the code reads, in a config system's words (OmegaConf, Hydra, yacs, jsonargparse,
   gin, draccus, HfArgumentParser);
-- a loss or its gradients gone NaN/inf in a framework's own sentence, and fp16's loss scale collapsed to nothing;
+- a loss or its gradients gone NaN/inf in a framework's or a script's own sentence, and fp16's loss scale collapsed to
+  nothing;
 - a collective broken by a peer that went away or the network (read last: every rank says it when any rank dies);
 - lines that say a job is uploading its results (a server's failure then is the push's).
 """
@@ -35,7 +38,7 @@ MEMORY = sig(
     r"(?i:\binsufficient (?:GPU |device |system |host |unified |shared )?memory\b)",  # Metal, MLX, llama.cpp, shm
     r"ErrorOutOf(?:Device|Host)?Memory|\bERROR_OUT_OF_(?:DEVICE_|HOST_)?MEMORY\b",  # Metal, Vulkan, CUDA driver API
     r"\bstd::bad_alloc\b",  # C++: an allocation the process could not get
-    r"(?i:\bkilled by (?:SIGKILL by )?(?:the )?OOM[ -]?killer)",  # Ray names the OOM killer first among a worker's ends
+    r"(?i:\bkilled by (?:SIGKILL by )?(?:the )?OOM[ -]?killer)",
     r"(?i:\bkilled due to low memory\b)",  # a memory monitor's other words for it (`exits` reads the usual ones)
     r"The paging file is too small for this operation to complete",  # Windows: RAM plus page file exhausted
     r"\bResourceExhaustedError\b|\bRESOURCE_EXHAUSTED\b.*(?i:memory|allocat)|OOM when allocating tensor",  # TF, XLA
@@ -45,6 +48,19 @@ MEMORY = sig(
     # allocation fails on the device (its queue closed under the step, as mesh-tensorflow's maintainers read it).
     r"(?i:\bRan out of memory in memory space \w+)|\bAttempting to reserve \S+ at the bottom of memory\b",
     r"\bBad hardware status: Queue is closed\b",
+)
+
+# Ray's account of a worker that died without a word of its own: three possible causes, the OOM killer first. Memory is
+# what the threads behind it most often found (read as oom), but Ray says it may be, not that it was: the message says
+# so, and how to tell.
+RAY_WORKER_DIED = sig(
+    R.OOM,
+    "A Ray worker died without saying why. Ray lists three possible causes: the OOM killer (high memory use), "
+    "`ray stop --force`, or a crash (SIGSEGV); memory is the usual one, so it reads as oom. Check the node's memory "
+    "when it died (dmesg, Ray's memory monitor in raylet.out) and lower what the workers hold (smaller batches, a "
+    "lower gpu_memory_utilization); if memory was not high, the worker crashed, and its own log (`ray logs worker-*`) "
+    "says where.",
+    r"\bThere are some potential root causes\. \(1\) The process is killed by SIGKILL by OOM killer",
 )
 
 # A notebook's kernel (or a runtime's worker) dying and restarting with no traceback, after the allocator warned of a
@@ -83,6 +99,22 @@ UNSET_REPO = sig(
     r"huggingface\.co/(?:api/)?(?:(?:models|datasets|spaces)/)?(?:None|null|undefined|nan|NaN)?/(?:resolve|tree|blob|raw"
     r"|revision)/",
     r"\bRepo id must be in the form '[^']+' or '[^']+': '(?:None|null|undefined|)'",
+)
+
+# A client waiting for a server the job is set up to use (an inference or generation server, a reward model's endpoint)
+# that never came up, retry after retry, or giving up on it: TRL's vLLM client (`Server is not up yet. Retrying in 2.0
+# seconds...`, then `can't be reached ... Make sure the server is running`) and the same words of other clients. The
+# server was not started, or the job looks for it elsewhere: its setup, which a retry of the same job repeats. Not a
+# server still loading (`Waiting for shard to be ready`), nor a connection that dropped once it was up.
+SERVER_NOT_UP = sig(
+    R.CONFIG_ERROR,
+    "The job waited for a server it is set up to use (an inference or generation server, a reward model's endpoint), "
+    "and the server never answered: start it before the job (TRL's GRPO with use_vllm in server mode needs `trl "
+    "vllm-serve` running), give the job its host and port, or run generation in-process (vllm_mode='colocate').",
+    r"(?i:\b(?:server|service|endpoint)\b[^.;!\n]{0,40}?\b(?:is not|isn't|not|has not|hasn't) "
+    r"(?:up|ready|running|started|reachable|available|come up)(?: yet)?\b[^\n]{0,40}?\bretry(?:ing)?\b)",
+    r"(?i:\bserver can(?:'t|not) be reached at \S+ after \d+ seconds\b|\bmake sure the (?:\w+ )?server is (?:running"
+    r"|started|up)\b)",
 )
 
 # A data item's media file that its reader cannot decode or find (a corrupt or mislabelled WAV, an image saved under
@@ -363,16 +395,20 @@ CONFIG_KEYS = sig(
 
 # A loss (or its gradients) gone non-finite, in the sentence a framework stops or warns with: detectron2's and mmcv's
 # checks, Lightning's finite check and its early stopping on a NaN metric, fairseq's and torch's on the gradients,
-# Keras' TerminateOnNaN, JAX's debug_nans, TensorFlow's check_numerics, and a summary writer refusing a NaN scalar. Not
-# advice in the same words (`if the loss is nan, ...`).
+# Keras' TerminateOnNaN, JAX's debug_nans, TensorFlow's check_numerics, a summary writer refusing a NaN scalar, and a
+# training script's own guard in any order of its words (`Loss is not finite. Terminate training.`, `non-finite loss
+# encountered`, `NaN loss detected at step 120`; "not finite" after the loss needs no verb, the way scripts misspell
+# one). Not advice in the same words (`if the loss is nan, ...`), nor fp16's loss scale (no loss).
 NONFINITE = sig(
     R.DIVERGED,
     "The loss (or the gradients) became NaN or infinite and training stopped: lower the learning rate, clip gradients, "
     "train in bf16 or fp32 rather than fp16, and check the data for empty or extreme samples.",
     r"(?i:(?<!\bif )(?<!\bif the )(?<!\bwhen )(?<!\bwhen the )(?<!\bwhether )(?<!\bwhether the )"
-    r"\b(?:the )?(?:total |training |train |model )?loss(?:es)?\b[^.;!\n]{0,40}?"
-    r"\b(?:became|become|has become|is|was|went|turned|are|were)\s+(?:either\s+)?(?:tensor\()?"
-    r"(?:infinite|inf|nan|non-?finite|not finite)\b)",
+    r"\b(?:the )?(?:total |training |train |model )?loss(?:es)?\b(?! ?scal)[^.;!\n]{0,40}?"
+    r"(?:\b(?:became|become|has become|is|was|went|turned|are|were)\s+(?:either\s+)?(?:tensor\()?"
+    r"(?:infinite|inf|nan|non-?finite|not finite)|\b(?:not |non-?)finite)\b)",
+    r"(?i:(?<!\bif )(?<!\bavoid )\b(?:non-?finite|nan|inf(?:inite)?) (?:total |training |train )?loss(?:es)? "
+    r"(?:detected|encountered|found|occurred|at (?:step|iteration|iter|epoch|batch))\b)",
     r"(?i:\bgrad(?:ient)?s?(?: norm)? (?:are|is|was|were|became) (?:nan|inf)(?:/(?:nan|inf)| or (?:nan|inf))?\b)",
     r"\bis non-finite, so it cannot be clipped\b",
     r"\bInvalid loss,? terminating training\b",
@@ -396,6 +432,8 @@ LOSS_SCALE_COLLAPSED = (
 SIGNATURES: list[Signature] = [
     RATE_LIMITED,
     UNSET_REPO,
+    SERVER_NOT_UP,
+    RAY_WORKER_DIED,
     MEMORY,
     MEDIA,
     EMPTY_DATA,

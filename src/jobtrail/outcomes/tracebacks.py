@@ -25,7 +25,8 @@ _CHAIN_MARKERS = (
     "During handling of the above exception, another exception occurred:",
 )
 _FRAME = re.compile(
-    r'^\s+File "(?P<path>[^"]+)", line \d+, in (?P<function>\S+)'
+    # Indented as Python prints it, or not (a paste that starts at a frame line loses its indentation).
+    r'^\s*File "(?P<path>[^"]+)", line \d+, in (?P<function>\S+)'
     # IPython and Jupyter (Colab, Kaggle: where many fine-tuning runs live) print a frame as `/path/x.py in f(args)`
     # or, since IPython 8, `File /path/x.py:123, in Class.f(args)`; Colab renders the path as a markdown link
     # (`[/path/x.py](https://localhost:8080/#) in f(args)`).
@@ -256,6 +257,17 @@ _TRAINER_LINES: list[tuple[re.Pattern[str], Progress]] = [
 def progress(lines: list[str]) -> Progress:
     """The furthest stage the given lines show."""
     return max((_stage(raw) for raw in lines), default=Progress.NONE)
+
+
+def stepped(lines: list[str]) -> bool:
+    """Do the lines show a training step taken: a stage past NONE, other than a progress bar still at 0 (a step
+    begun, and maybe the one that failed)?"""
+    for raw in lines:
+        stage = _stage(raw)
+        at_zero = (bar := _BAR_COUNT.search(clean(raw).split("\r")[-1])) is not None and bar["n"] == "0"
+        if stage > Progress.NONE and not (stage is Progress.TRAINING and at_zero):
+            return True
+    return False
 
 
 def finished_at(lines: list[str]) -> int | None:
