@@ -15,7 +15,7 @@ from jobtrail.outcomes.retry import AttemptFacts, JobFacts, decide
 from jobtrail.requests import ConvertRequest, EvaluateRequest, SubmitOptions
 from jobtrail.results.jobs import CancelResult, RetryResult
 from support.jobs import TINY_SFT
-from support.records import add_ended_run
+from support.records import add_ended_run, add_queued_run
 from support.waiting import wait_for
 
 ENDLESS = {"max_steps": 100000, "save_steps": 100000}
@@ -218,3 +218,19 @@ def test_waiting_long_on_an_ended_job_never_says_call_wait_again(service):
     add_ended_run(service.ledger, "jt-done", TerminationReason.SUCCEEDED)
     result = service.wait("jt-done", 100000)
     assert result.terminal and "at most 55 s" in result.note and "wait again" not in result.summary, result.summary
+
+
+def test_a_status_is_never_repeated_as_its_own_reason(service, tiny_model, chat_dataset):
+    """cancel of an ended job read "succeeded (succeeded)", and a job after a cancelled one "cancelled (cancelled)"."""
+    done = CancelResult(job_id="jt-x", status="succeeded", termination_reason="succeeded", message="It had ended.")
+    assert "**jt-x**: succeeded. It had ended." in done.summary, done.summary
+    failed = CancelResult(job_id="jt-x", status="failed", termination_reason="oom", message="It had ended.")
+    assert "failed (oom)" in failed.summary
+    add_ended_run(service.ledger, "jt-cancelled", TerminationReason.CANCELLED)
+    with pytest.raises(InvalidRequestError) as refused:
+        service.submit(_spec(tiny_model, chat_dataset).model_copy(update={"after": "jt-cancelled"}))
+    assert "already ended cancelled:" in refused.value.message, refused.value.message
+    add_queued_run(service.ledger, "jt-follower", spec={"after": "jt-cancelled"})
+    never = wait_for(lambda: (r := service.inspect("jt-follower")).status == "cancelled" and r, 10, "the follower")
+    assert "which ended cancelled." in (never.termination_message or ""), never.termination_message
+    assert "cancelled (cancelled)" not in never.summary

@@ -515,8 +515,7 @@ class CancelResult(ToolResult):
     )
 
     def headline(self) -> str:
-        reason = f" ({self.termination_reason})" if self.termination_reason else ""
-        return f"**{self.job_id}**: {self.status}{reason}. {self.message}"
+        return f"**{self.job_id}**: {verdict(self.status, self.termination_reason, [])}. {self.message}"
 
     def next_calls(self) -> list[str]:
         receipt = f'inspect(job_id="{self.job_id}") for its receipt and committed checkpoints'

@@ -59,9 +59,10 @@ def parent_of(context: ServiceContext, after: str) -> RunRecord:
         )
     if parent_state(context, run) == "ended":
         latest = context.latest(run.run_id)
-        reason = latest.termination_reason.value if latest.termination_reason else latest.status.value
+        reason = latest.termination_reason.value if latest.termination_reason else None
+        ended = endings.verdict(latest.status.value, reason, [])
         raise InvalidRequestError(
-            f"{run.run_id} already ended {latest.status.value} ({reason}): a job after it would never start.",
+            f"{run.run_id} already ended {ended}: a job after it would never start.",
             fix=f'retry(job_id="{run.run_id}") (or submit it again fixed), then pass after= that job; '
             "or leave after out.",
         )
@@ -196,6 +197,6 @@ def waiting_on_parent(context: ServiceContext, attempt: AttemptRecord) -> str | 
     latest = context.latest(parent.run_id)
     state = latest.status.value
     if latest.status.is_terminal and latest.termination_reason:
-        state += f" ({latest.termination_reason.value}), an automatic retry may follow"
+        state = endings.verdict(state, latest.termination_reason.value, []) + ", an automatic retry may follow"
     smoke = ", its smoke run" if latest.smoke_steps and not latest.status.is_terminal else ""
     return f"{parent.run_id} to succeed (it is {state}{smoke})"

@@ -12,6 +12,7 @@ import time
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, JobStatus, NewAttempt, TerminationReason
 from jobtrail.preflight import plan as preflight
+from jobtrail.results import endings
 from jobtrail.service import chaining
 from jobtrail.service.context import ServiceContext, queued_attempt
 from jobtrail.util.digest import config_json, sha256_text
@@ -43,7 +44,8 @@ class Followers:
                 status=JobStatus.CANCELLED,
                 termination_reason=TerminationReason.CANCELLED,
                 termination_message=f"Never started: it waited for {parent.run_id}, which ended "
-                f"{latest.status.value} ({reason}){why} Once {parent.run_id} is retried (or submitted again), "
+                f"{endings.verdict(latest.status.value, reason, [])}{why} Once {parent.run_id} is retried (or "
+                "submitted again), "
                 f'retry(job_id="{attempt.run_id}") queues this job after it again.',
                 evidence=f"{parent.run_id} ended {reason}",
                 ended_at=time.time(),
