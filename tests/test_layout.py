@@ -10,6 +10,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from support.duplicates import Duplicate, find_duplicates
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "jobtrail"
 SCRIPTS = ROOT / "scripts"
@@ -39,6 +41,25 @@ LONG_FUNCTIONS = {
     "estimate/estimator.py:estimate_cost": "the estimate's steps in order; being reworked with the effective "
     "hyperparameters (issue 26 item 1), split after that",
     "estimate/estimator.py:_judge": "every verdict on the estimate in one place; split with estimate_cost",
+}
+
+MAX_DUPLICATE_PAIRS = 12
+# The pairs of places in src/ that share six or more lines (tests/support/duplicates.py says how it reads them), each
+# alike by design, with why; keyed by `path:anchor` (function, class or module-level name), in sorted order. A pair
+# factored out leaves the list (a test fails once it is gone); the list never grows past MAX_DUPLICATE_PAIRS.
+ALLOWED_DUPLICATES = {
+    ("estimate/calibration.py:lookup", "estimate/calibration.py:record_measurement"): "the same keyword-only key, "
+    "written there and read here: each call names the measurement it means (comment above lookup)",
+    ("estimate/inputs.py:_download_config", "estimate/inputs.py:_download_config"): "one except clause a Hub "
+    "error, each raising its own error with its own fix",
+    ("outcomes/causes.py:CAUSE_RULES", "outcomes/causes.py:CAUSE_RULES"): "a table, one rule a cause, rows alike by "
+    "design (comment above CAUSE_RULES)",
+    ("outcomes/retry.py:JobFacts.current", "requests.py:EstimateRequest.hyperparameters"): "each record's own "
+    "fields by name: a retry's job facts there, the hyperparameters asked for here",
+    ("preflight/outputs.py:probe_output_repo", "preflight/probes.py:space_facts"): "ask the Hub, else say why it "
+    "could not be asked: another call and other facts (comment above probe_output_repo)",
+    ("surface/params.py:DatasetMapping", "surface/params.py:Output"): "each tool argument's type and description, "
+    "declared once: alike in shape, each its own schema",
 }
 
 
@@ -133,6 +154,48 @@ def test_functions_stay_short() -> None:
     assert not unlisted, f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each): {unlisted}"
     stale = [f"{name}: {lengths.get(name, 'gone')}" for name in LONG_FUNCTIONS if name not in long]
     assert not stale, f"short now (or gone): take them off LONG_FUNCTIONS: {stale}"
+
+
+def _allow_line(duplicate: Duplicate) -> str:
+    return f'    {duplicate}\n        {duplicate.key}: "<why they stay alike>",'
+
+
+def test_duplicates_stay_within_budget() -> None:
+    found = find_duplicates({p.relative_to(SRC).as_posix(): p.read_text() for p in sorted(SRC.rglob("*.py"))})
+    new = [_allow_line(d) for d in found if d.key not in ALLOWED_DUPLICATES]
+    assert not new, (
+        "these places repeat each other: factor the shared lines out (a function, a table, a shared record), or, "
+        "where they are alike by design, add the pair to ALLOWED_DUPLICATES with a reason (and say why beside the "
+        "code):\n" + "\n".join(new)
+    )
+    stale = sorted(set(ALLOWED_DUPLICATES) - {d.key for d in found})
+    assert not stale, f"no longer alike (or renamed): take them off ALLOWED_DUPLICATES: {stale}"
+    assert len(ALLOWED_DUPLICATES) <= MAX_DUPLICATE_PAIRS, "over the duplicates budget: factor a pair out first"
+
+
+def test_duplicate_finder_tells_copies_from_lists() -> None:
+    body = """def total(rows, key):
+    seen = set()
+    result = 0
+    for row in rows:
+        if row[key] in seen:
+            continue
+        seen.add(row[key])
+        result += row["amount"] * rate(row)
+    log.info("summed %d rows", len(seen))
+    return result
+"""
+    renamed = body.replace("seen", "known").replace("result", "sum_").replace('"amount"', '"price"')
+
+    def fields(name: str) -> str:  # eight optional fields: every such record has this shape
+        return f"class {name.upper()}:\n" + "".join(f"    {name}{n}: int | None = None\n" for n in range(8))
+
+    found = find_duplicates({"a.py": body, "b.py": body, "c.py": renamed, "d.py": fields("d"), "e.py": fields("e")})
+    assert [(d.key, d.exact) for d in found] == [
+        (("a.py:total", "b.py:total"), True),
+        (("a.py:total", "c.py:total"), False),
+        (("b.py:total", "c.py:total"), False),
+    ]
 
 
 def test_job_scripts_never_import_jobtrail() -> None:
