@@ -1,4 +1,4 @@
-"""Secrets are references to the server's environment with plain names the job's runtime does not read,
+"""Secrets are references to the server's environment under credentials' names the job's runtime does not read,
 long enough to hide, and hidden in every form a job can print them in, before any byte is stored; credentials
 never travel as hyperparameters; everything under $JOBTRAIL_HOME is private to its owner."""
 
@@ -81,30 +81,55 @@ def test_a_secret_name_is_a_plain_identifier(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["PATH", "HOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "PYTHONPATH", "PYTHONSTARTUP",
-     "JOBTRAIL_IMAGE", "JOBTRAIL_RUN_ID", "UV_INDEX_URL", "PIP_INDEX_URL", "https_proxy", "SSL_CERT_FILE",
-     "HF_HOME", "HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_CACHE", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV"],
+    ["WANDB_API_KEY", "GITHUB_TOKEN", "TOKEN", "COMET_API_KEY", "MY_SECRET", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY",
+     "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "NVIDIA_API_KEY", "HF_TOKEN", "wandb_api_key"],
 )  # fmt: skip
-def test_names_that_steer_the_runtime_are_refused(name):
+def test_a_credentials_name_is_accepted(name):
+    assert validate({name: "$SOME_SERVER_TOKEN"}) == {name: "$SOME_SERVER_TOKEN"}
+
+
+# The issue's loader and runtime names (glibc, OpenSSL, resolvers, compilers, node, torch.distributed), the old
+# list's, and credentials under a prefix the job's own tools read.
+@pytest.mark.parametrize(
+    "name",
+    ["GLIBC_TUNABLES", "GCONV_PATH", "OPENSSL_CONF", "HOSTALIASES", "CC", "NODE_OPTIONS", "RANK", "MASTER_ADDR",
+     "LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "PYTHONPATH", "PYTHONSTARTUP", "PATH", "HOME",
+     "https_proxy", "SSL_CERT_FILE", "HF_HOME", "HF_ENDPOINT", "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV",
+     "JOBTRAIL_AUTH_TOKEN", "JOBTRAIL_RUN_ID", "UV_PUBLISH_TOKEN", "PIP_PASSWORD", "HF_HUB_TOKEN",
+     "HUGGING_FACE_HUB_TOKEN", "TRANSFORMERS_TOKEN", "TOKENIZERS_PARALLELISM", "PASSWORD_FILE", "TOKEN_"],
+)  # fmt: skip
+def test_a_name_that_is_not_a_credentials_is_refused(name):
     with pytest.raises(InvalidRequestError) as info:
-        validate({name: "$SOME_SERVER_VARIABLE"})
-    assert "steers the job's runtime" in info.value.message and "WANDB_API_KEY" in info.value.fix
+        validate({name: "$SOME_SERVER_TOKEN"})
+    assert "not a credential's name" in info.value.message and "WANDB_API_KEY" in info.value.fix
 
 
-def test_resolution_names_the_missing_variable():
+@pytest.mark.parametrize("source", ["$JOBTRAIL_AUTH_TOKEN", "$JOBTRAIL_LEDGER_URL", "$jobtrail_home"])
+def test_a_secret_never_refers_to_jobtrails_own_settings(source):
+    with pytest.raises(InvalidRequestError) as info:
+        validate({"WANDB_API_KEY": source})
+    assert "jobtrail's own settings" in info.value.message
+
+
+def test_resolution_names_the_variable():
     assert resolve({"K": "$MY_K"}, {"MY_K": "v" * 8}) == {"K": "v" * 8}
     with pytest.raises(InvalidRequestError) as info:
         resolve({"K": "$MY_K"}, {})
     assert "MY_K" in info.value.message
 
 
-@pytest.mark.parametrize("value", ["x", "Zq7", "Zq7Wv9k"])
-def test_a_secret_shorter_than_8_characters_is_refused_without_showing_it(value):
+@pytest.mark.parametrize("value", ["", "x", "Zq7", "Zq7Wv9k"])
+def test_unset_and_too_short_read_the_same_without_showing_the_value(value):
+    """One message whether the variable is unset, empty or too short: a refusal tells nothing about the server's
+    environment beyond the name the caller gave (formerly two messages: an oracle for which variables exist)."""
     with pytest.raises(InvalidRequestError) as info:
         resolve({"API_KEY": "$MY_K"}, {"MY_K": value})
+    with pytest.raises(InvalidRequestError) as unset:
+        resolve({"API_KEY": "$MY_K"}, {})
+    assert (info.value.message, info.value.fix) == (unset.value.message, unset.value.fix)
     shown = f"{info.value.message} {info.value.fix}"
-    assert "shorter than 8" in info.value.message and "MY_K" in info.value.fix
-    assert len(value) == 1 or value not in shown
+    assert "unset for the jobtrail server or not usable" in info.value.message and "MY_K" in info.value.fix
+    assert len(value) <= 1 or value not in shown
 
 
 # --- the redactor -------------------------------------------------------------------------------
@@ -277,7 +302,7 @@ def _spec(model: Path, data: Path, **fields: Any) -> JobSpec:
     return JobSpec(method="sft", model=str(model), dataset=str(data), **{"hyperparameters": TINY_SFT, **fields})
 
 
-def test_submit_refuses_a_short_secret_and_a_name_that_steers_the_runtime(
+def test_submit_refuses_a_short_secret_and_a_name_that_is_not_a_credentials(
     service, tiny_model, chat_dataset, monkeypatch
 ):
     monkeypatch.setenv("JT_SHORT_SECRET", "Zq7Wv9k")
@@ -286,8 +311,8 @@ def test_submit_refuses_a_short_secret_and_a_name_that_steers_the_runtime(
         service.submit(
             _spec(tiny_model, chat_dataset, secrets={"API_KEY": "$JT_SHORT_SECRET"}), SubmitOptions(dry_run=True)
         )
-    assert "shorter than 8" in info.value.message and "Zq7Wv9k" not in str(info.value) + info.value.fix
-    for name in ("LD_PRELOAD", "PYTHONPATH", "JOBTRAIL_IMAGE", "PATH", "API_KEY\n"):
+    assert "not usable as a secret" in info.value.message and "Zq7Wv9k" not in str(info.value) + info.value.fix
+    for name in ("LD_PRELOAD", "PYTHONPATH", "JOBTRAIL_IMAGE", "PATH", "API_KEY\n", "GLIBC_TUNABLES"):
         with pytest.raises(InvalidRequestError):
             service.submit(_spec(tiny_model, chat_dataset, secrets={name: "$JT_LONG_SECRET"}))
     assert service.ps().jobs == []

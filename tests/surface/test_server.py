@@ -229,7 +229,7 @@ def test_queue_respects_the_concurrency_limit(server, tiny_model, chat_dataset):
 
 def test_secret_reaches_the_job_but_no_output_or_ledger_byte(server, tiny_model, chat_dataset, tmp_path, monkeypatch):
     value = "hf_SECRETvalue_1234567890"
-    monkeypatch.setenv("JOBTRAIL_TEST_SECRET", value)
+    monkeypatch.setenv("JT_TEST_SECRET", value)
     literal = call(
         server,
         "submit",
@@ -242,7 +242,7 @@ def test_secret_reaches_the_job_but_no_output_or_ledger_byte(server, tiny_model,
         server,
         tiny_model,
         chat_dataset,
-        secrets={"MY_TOKEN": "$JOBTRAIL_TEST_SECRET"},
+        secrets={"MY_TOKEN": "$JT_TEST_SECRET"},
         hyperparameters={"run_name": "x"},
     )
     data = wait_until_terminal(lambda: _inspect(server, job_id), 180, "the job to end")

@@ -6,8 +6,9 @@ before the job starts. Logs are followed in a background thread into the attempt
 job's are pumped: `job.log` capped at JOBTRAIL_LOG_MAX_BYTES, every event also in `job.events`, never capped
 (hf_logs.py), resuming after what was copied when a stream drops or a server restarts, so reading logs never
 waits on the network, a tool call never hangs, and the reads are bounded however much the job prints. Every line
-is redacted before it is written there: the token and the values of the attempt's secret sources, in every
-printed form.
+is redacted before it is written there: the token, the values of the attempt's secret sources and every
+credential of the server's environment (util/redaction.credential_values), in every printed form. The job's
+environment is the request's alone (its per-attempt variables and the named secrets): nothing of the server's.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from jobtrail.backends.registry import HF_JOBS
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, LogChunk, Placement, Probe
 from jobtrail.util.files import private_dir, write_private
-from jobtrail.util.redaction import Redactor
+from jobtrail.util.redaction import Redactor, credential_values
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi, JobInfo
@@ -249,7 +250,8 @@ class HfJobsBackend:
             if hf_logs.finished(workdir):  # copied whole by a process that stopped before marking it complete
                 write_private(workdir / COMPLETE, "")
                 return
-            redact = Redactor([self._token or "", *(os.environ.get(name, "") for name in placement.secret_sources)])
+            given = [self._token or "", *(os.environ.get(name, "") for name in placement.secret_sources)]
+            redact = Redactor([*given, *credential_values(os.environ)])
             copy = hf_logs.StreamCopy(workdir, self.log_max_bytes, redact)
             if self._copy(placement, copy):
                 copy.close()

@@ -189,10 +189,11 @@ class ServiceContext:
         )
 
     def redactor(self, attempt: AttemptRecord) -> secrets.Redactor:
-        """Every secret value this attempt could have seen, so none reaches a result or the ledger."""
+        """Every secret value this attempt could have seen, and every credential of the server's environment
+        (given to it or not), so none reaches a result or the ledger."""
         references = attempt.spec.secrets if attempt.spec else {}
         values = [os.environ.get(ref[1:], "") for ref in references.values()]
-        return secrets.Redactor([self.hub_token or "", *values])
+        return secrets.Redactor([self.hub_token or "", *values, *secrets.credential_values(os.environ)])
 
 
 def trackio_dir(home: Path) -> Path:

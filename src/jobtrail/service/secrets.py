@@ -5,10 +5,12 @@ A job names its secrets as references to the server's environment, {"WANDB_API_K
 reach the ledger or the rendered script, and are redacted from every log line and result
 (util/redaction.py: raw, JSON-escaped, repr ... forms alike).
 
-A secret becomes an environment variable of the job, so its name must not be one that steers the
-job's runtime: the interpreter and its loader (PYTHON*, LD_*, DYLD_*, PATH ...), the package
-installers (UV_*, PIP_*), TLS and proxies, the ML libraries' locations and offline switches (HF_*
-but HF_TOKEN, TRANSFORMERS_*, ...) and jobtrail's own JOBTRAIL_* (which the job also reports back).
+A secret becomes an environment variable of the job, so its name must say it holds a credential and nothing
+else: it matches SECRET_NAMES (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, AWS's key pair), which no
+loader or runtime variable does (LD_PRELOAD, GLIBC_TUNABLES, GCONV_PATH, OPENSSL_CONF, NODE_OPTIONS, CC,
+RANK, MASTER_ADDR ...), and it is none of the credentials the job's own tools read under a reserved prefix
+(UV_PUBLISH_TOKEN, JOBTRAIL_AUTH_TOKEN; HF_TOKEN is the Hugging Face token and allowed). A reference never
+names one of jobtrail's own variables: its settings and credentials never reach a job (backends/job_env.py).
 """
 
 from __future__ import annotations
@@ -18,33 +20,29 @@ import re
 from collections.abc import Mapping
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.util.redaction import MIN_SECRET_LENGTH, REDACTED, Redactor
+from jobtrail.util.redaction import MIN_SECRET_LENGTH, REDACTED, Redactor, credential_values
 
-__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "Redactor", "resolve", "validate"]
+__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "Redactor", "credential_values", "resolve", "validate"]
 
 # Matched with fullmatch: `^...$` lets a trailing newline through.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REFERENCE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
-# Compared upper-cased: http_proxy steers a program as much as HTTP_PROXY does.
-_RUNTIME_NAMES = frozenset(
-    {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "TMP", "TEMP", "LANG", "LANGUAGE", "TZ",
-        "IFS", "ENV", "BASH_ENV", "VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-        "CURL_CA_BUNDLE", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM",
-    }
+# What a secret may be called, compared upper-cased (README's Secrets names these).
+SECRET_NAMES = re.compile(
+    r"(?:[A-Z0-9_]*_)?(?:API_KEY|TOKEN|SECRET|PASSWORD)|(?:[A-Z0-9]+_)?(?:SECRET_ACCESS_KEY|ACCESS_KEY_ID)"
+)
+# Prefixes whose credentials configure the job's own runtime (an index, the Hub client, jobtrail itself).
+_RESERVED_PREFIXES = (
+    "JOBTRAIL_", "PYTHON", "LD_", "DYLD_", "UV_", "PIP_", "CONDA_", "CUDA_", "NCCL_", "TORCH", "PYTORCH_",
+    "HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_", "ACCELERATE_", "TRACKIO_", "XDG_", "LC_",
 )  # fmt: skip
-_RUNTIME_PREFIXES = (
-    "PYTHON", "LD_", "DYLD_", "JOBTRAIL_", "LC_", "UV_", "PIP_", "CONDA_", "CUDA_", "NCCL_", "TORCH",
-    "PYTORCH_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "ACCELERATE_", "TRACKIO_", "XDG_",
-)  # fmt: skip
-_RUNTIME_SUFFIXES = ("_PROXY",)
-# Credentials among the reserved prefixes: the reason to pass a secret at all.
 _ALLOWED = frozenset({"HF_TOKEN"})
+_OWN_PREFIX = "JOBTRAIL_"
 
 
 def validate(secrets: Mapping[str, str] | None) -> dict[str, str]:
-    """Check that every secret is NAME → "$ENV_VAR" with a plain name the job's runtime does not
-    read; return them unchanged (references only)."""
+    """Check that every secret is NAME → "$ENV_VAR", NAME a credential's name the job's runtime does not read
+    and ENV_VAR not jobtrail's own; return them unchanged (references only)."""
     checked: dict[str, str] = {}
     for name, ref in (secrets or {}).items():
         if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -52,49 +50,50 @@ def validate(secrets: Mapping[str, str] | None) -> dict[str, str]:
                 f"Secret name {_excerpt(name)} is not a plain environment variable name.",
                 fix="Use letters, digits and underscores, not starting with a digit, e.g. WANDB_API_KEY.",
             )
-        if steers_runtime(name):
+        if not allowed_name(name):
             raise InvalidRequestError(
-                f"Secret name {name!r} is an environment variable that steers the job's runtime "
-                "(the interpreter, its loader, the package installer, the libraries or jobtrail itself); "
-                "a secret may not set it.",
-                fix="Name the secret after what reads it, e.g. WANDB_API_KEY; HF_TOKEN is the Hugging Face token.",
+                f"Secret name {name!r} is not a credential's name: a secret's name ends in _API_KEY, _TOKEN, "
+                "_SECRET or _PASSWORD (or is AWS's key pair, or HF_TOKEN), and does not start with a prefix the "
+                "job's runtime reads (PYTHON, LD_, UV_, HF_, JOBTRAIL_ ...).",
+                fix="Name the secret after what reads it, e.g. WANDB_API_KEY; HF_TOKEN is the Hugging Face token. "
+                "A setting that is not secret reaches a local job through JOBTRAIL_JOB_ENV_PASS.",
             )
         if not isinstance(ref, str) or not _REFERENCE.fullmatch(ref):
             raise InvalidRequestError(
                 f"Secret {name!r} must reference an environment variable of the jobtrail server, not hold a value.",
                 fix=f'Set {name} in the server\'s environment and pass {{"{name}": "${name}"}}.',
             )
+        if ref[1:].upper().startswith(_OWN_PREFIX):
+            raise InvalidRequestError(
+                f"Secret {name!r} refers to {ref}, one of jobtrail's own settings: they never reach a job.",
+                fix="Refer to the variable that holds the credential itself, e.g. $WANDB_API_KEY.",
+            )
         checked[name] = ref
     return checked
 
 
-def steers_runtime(name: str) -> bool:
+def allowed_name(name: str) -> bool:
     upper = name.upper()
     if upper in _ALLOWED:
-        return False
-    return upper in _RUNTIME_NAMES or upper.startswith(_RUNTIME_PREFIXES) or upper.endswith(_RUNTIME_SUFFIXES)
+        return True
+    return SECRET_NAMES.fullmatch(upper) is not None and not upper.startswith(_RESERVED_PREFIXES)
 
 
 def resolve(references: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """NAME → value, from the environment. A missing variable, or a value too short to redact, is an
-    error naming it (never showing the value)."""
+    """NAME → value, from the environment. A variable that is unset, or whose value is too short to redact, is
+    one error naming it (never showing the value, nor which of the two it is)."""
     env = os.environ if environ is None else environ
     values: dict[str, str] = {}
     for name, ref in references.items():
         var = ref[1:]
-        value = env.get(var)
-        if not value:
-            raise InvalidRequestError(
-                f"Secret {name!r} refers to ${var}, which is not set for the jobtrail server.",
-                fix=f"Set {var} in the server's environment (its MCP client config) and retry.",
-            )
+        value = env.get(var) or ""
         if len(value) < MIN_SECRET_LENGTH:
             raise InvalidRequestError(
-                f"Secret {name!r} (${var}) is shorter than {MIN_SECRET_LENGTH} characters: jobtrail hides "
-                "every secret from the job's logs, and a value that short would rewrite ordinary text "
-                "(and the job's events) wherever it occurs.",
-                fix=f"Set {var} to the real credential (tokens and API keys are longer), "
-                "or pass the value another way if it is not secret.",
+                f"Secret {name!r} refers to ${var}, which is unset for the jobtrail server or not usable as a "
+                f"secret: jobtrail hides every secret from the job's logs, so it must be at least "
+                f"{MIN_SECRET_LENGTH} characters long.",
+                fix=f"Set {var} to the real credential in the server's environment (its MCP client config) and "
+                "retry; pass a value that is not secret another way.",
             )
         values[name] = value
     return values

@@ -10,19 +10,29 @@ An event line (`JOBTRAIL {json}`) must still parse afterwards, or the attempt's 
 steps and checkpoints: its JSON is decoded, the secret hidden in the decoded strings, and the event
 written again. Other lines are redacted as text.
 
+Besides the secrets a job was given, every value of the server's environment that looks like a credential
+(`credential_values`: by its name, or a URL with a password in it) is hidden too, whether or not the job was
+given it: a job that finds one some other way and prints it shows nobody.
+
 The local runner's supervisor loads this file by path (it runs isolated, where jobtrail may not be
 importable), so it imports nothing from jobtrail.
 """
 
 import json
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 REDACTED = "[REDACTED]"
 # Shorter values cannot be told from ordinary text: hiding a 1-character secret rewrites every
 # matching character of the log, events included. Secrets are refused below this length.
 MIN_SECRET_LENGTH = 8
 EVENT_PREFIX = "JOBTRAIL "
+# Parts of a name that say its value is a credential (JOBTRAIL_AUTH_TOKEN, WANDB_API_KEY, PGPASSWORD ...).
+_CREDENTIAL_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH", re.IGNORECASE)
+# scheme://user:password@host: the password (JOBTRAIL_LEDGER_URL, a proxy with a login).
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:([^\s/@]+)@")
 
 
 def _inner(quoted: str, opening: int = 1) -> str:
@@ -50,6 +60,25 @@ def forms(value: str) -> set[str]:
         found |= layer
     pieces = {piece for text in found for piece in text.splitlines() if piece != text}
     return found | {piece for piece in pieces if len(piece) >= MIN_SECRET_LENGTH}
+
+
+def looks_like_credential_name(name: str) -> bool:
+    return _CREDENTIAL_NAME.search(name) is not None
+
+
+def credential_values(environ: Mapping[str, str]) -> list[str]:
+    """The values of `environ` that look like credentials: by the variable's name, or a URL's password (the
+    whole URL and the password alone, as written and percent-decoded). An absolute path is where a credential
+    is kept, not one (XAUTHORITY, SSH_AUTH_SOCK, GOOGLE_APPLICATION_CREDENTIALS), and hiding it would rewrite
+    every traceback that names the file."""
+    found: list[str] = []
+    for name, value in environ.items():
+        passwords = _URL_PASSWORD.findall(value)
+        if passwords:
+            found += [value, *passwords, *(unquote(p) for p in passwords)]
+        elif looks_like_credential_name(name) and not value.startswith(("/", "~/")):
+            found.append(value)
+    return found
 
 
 class Redactor:
