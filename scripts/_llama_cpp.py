@@ -4,15 +4,20 @@ The conversion job reads these facts from the sources it is about to build and r
 request against exactly that converter and quantizer. The server bundles the same facts for the
 pinned release (gguf_converter.json), derived from the release's sdist by this same module, which
 jobtrail.preflight.llama_cpp loads: server and job cannot read llama.cpp two ways. Nothing of
-llama.cpp is imported or run here: its Python is parsed with `ast`, its C++ with regexes.
+llama.cpp is imported or run here: its Python is parsed with `ast`, its C++ with regexes. Where a
+cache keeps the llama-quantize built from a release is read here too: the job reuses that build, and
+the server, reading a local job's cache, knows whether a build (minutes) comes first.
 
 render.py inlines this file into the conversion job (the template imports it in its runtime
 block). Standard library only, and no `from __future__` import, as for every runtime module.
 """
 
 import ast
+import json
+import os
 import re
 from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 # The files of a llama-cpp-python sdist the facts come from, relative to its top directory.
@@ -20,6 +25,8 @@ CHANGELOG_FILE = "CHANGELOG.md"  # names the llama.cpp commit each release vendo
 TEXT_MODELS_FILE = "vendor/llama.cpp/conversion/__init__.py"  # the converter's architectures
 VOCAB_FILE = "vendor/llama.cpp/conversion/base.py"  # its BPE pre-tokenizer names and hashes
 QUANTIZE_FILE = "vendor/llama.cpp/tools/quantize/quantize.cpp"  # llama-quantize's types
+QUANTIZE_TOOL = "llama-quantize"  # the one tool a conversion builds: the converter is Python
+BUILD_RECORD = "build.json"  # beside a cached llama-quantize: the version it was built from
 
 
 def llama_cpp_facts(read: Callable[[str], str], version: str) -> dict[str, Any]:
@@ -123,3 +130,20 @@ def model_architecture(config: dict[str, Any]) -> str | None:
         if isinstance(candidate, list) and candidate:
             return str(candidate[0])
     return None
+
+
+def quantize_dir(cache_dir: Path, version: str) -> Path:
+    """Where a llama.cpp cache keeps the llama-quantize built from llama-cpp-python `version`, and its record."""
+    return cache_dir / f"quantize-{version}"
+
+
+def quantize_build(cache_dir: Path, version: str) -> dict[str, Any] | None:
+    """The record of the llama-quantize `cache_dir` holds for `version`, when its binary is there and was built
+    from that version; None: a job with this cache builds one first."""
+    directory = quantize_dir(cache_dir, version)
+    try:
+        record = json.loads((directory / BUILD_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    built = isinstance(record, dict) and record.get("version") == version
+    return record if built and os.access(directory / QUANTIZE_TOOL, os.X_OK) else None

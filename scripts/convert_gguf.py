@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 # --- jobtrail:runtime ---
-from _llama_cpp import canonical_quantization, llama_cpp_facts, model_architecture
+from _llama_cpp import (
+    BUILD_RECORD,
+    QUANTIZE_TOOL,
+    canonical_quantization,
+    llama_cpp_facts,
+    model_architecture,
+    quantize_build,
+    quantize_dir,
+)
 from _runtime import (
     MARKER_NAME,
     emit,
@@ -226,11 +234,11 @@ class LlamaCppCache:
 
     @property
     def quantize_dir(self) -> Path:
-        return self.root / f"quantize-{self.version}"
+        return quantize_dir(self.root, self.version)
 
     @property
     def quantize(self) -> Path:
-        return self.quantize_dir / "llama-quantize"
+        return self.quantize_dir / QUANTIZE_TOOL
 
     @functools.cached_property
     def facts(self) -> dict[str, Any]:
@@ -240,12 +248,7 @@ class LlamaCppCache:
 
     def build_record(self) -> dict[str, Any] | None:
         """The cached build's record, when its binary is there and was built from this version."""
-        try:
-            record = json.loads((self.quantize_dir / "build.json").read_text())
-        except (OSError, ValueError):
-            return None
-        ok = record.get("version") == self.version and os.access(self.quantize, os.X_OK)
-        return record if ok else None
+        return quantize_build(self.root, self.version)
 
 
 def publish(staging: Path, dest: Path) -> None:
@@ -378,15 +381,15 @@ def build_quantize(cache: LlamaCppCache, commit: str | None) -> dict[str, Any]:
             if code != 0:
                 raise MissingDependency(f"building llama-quantize failed ({' '.join(step[1:3])}): {last_lines(output)}")
         staging.mkdir()
-        shutil.copy2(build / "bin" / "llama-quantize", staging / "llama-quantize")
+        shutil.copy2(build / "bin" / QUANTIZE_TOOL, staging / QUANTIZE_TOOL)
         record = {
             "version": cache.version,
             "commit": commit,
             "cmake_flags": list(CMAKE_FLAGS),
             "seconds": round(time.monotonic() - started, 1),
-            "sha256": sha256_file(staging / "llama-quantize"),
+            "sha256": sha256_file(staging / QUANTIZE_TOOL),
         }
-        (staging / "build.json").write_text(json.dumps(record, indent=1))
+        (staging / BUILD_RECORD).write_text(json.dumps(record, indent=1))
         staging.chmod(0o755)
         if cache.quantize_dir.exists() and cache.build_record() is None:
             shutil.rmtree(cache.quantize_dir)  # an entry without a valid record is never trusted

@@ -384,7 +384,8 @@ class InspectResult(ToolResult):
             lines.append(f"Change from the base model: {changes}.")
         gguf = [str(a.get("quantization")) for a in self.artifacts if a.get("kind") == "gguf"]
         if gguf:
-            lines.append(f"{len(gguf)} GGUF files ({', '.join(gguf)}), listed in `artifacts` with paths.")
+            files = "GGUF file" + ("s" if len(gguf) != 1 else "")
+            lines.append(f"{len(gguf)} {files} ({', '.join(gguf)}), listed in `artifacts` with paths.")
         return "\n".join(lines)
 
     def next_calls(self) -> list[str]:

@@ -16,7 +16,6 @@ class _TaskJobResult(ToolResult):
 
     TOOL: ClassVar[str]
     NOT_DONE: ClassVar[str]  # the refusal's lead: 'Not evaluated'
-    WAIT_NOTE: ClassVar[str] = ""  # what to expect of wait(...)
     INSPECT_SHOWS: ClassVar[str]  # what inspect(...) shows once the job has ended
     if TYPE_CHECKING:  # declared by each result, where they take their place among its fields
         job_id: str | None
@@ -33,7 +32,7 @@ class _TaskJobResult(ToolResult):
         if self.job_id is None:
             return [f"{self.TOOL}(...) again with each Fix applied"]
         return [
-            f'wait(job_id="{self.job_id}") returns when it ends{self.WAIT_NOTE}',
+            f'wait(job_id="{self.job_id}") returns when it ends',
             f'inspect(job_id="{self.job_id}") then {self.INSPECT_SHOWS}',
         ]
 
@@ -65,14 +64,18 @@ class EvaluateResult(_TaskJobResult):
 
 class ConvertResult(_TaskJobResult):
     TOOL, NOT_DONE = "convert_gguf", "Not converted"
-    WAIT_NOTE = " (a first build of llama-quantize takes minutes)"
     INSPECT_SHOWS = "lists each file with its size and sha256"
 
     job_id: str | None = Field(description="The conversion job's id; None when preflight refused it.")
     status: str
     findings: list[Finding]
     source: str = Field(description="What is converted: an adapter/model directory or a Hub id.")
-    quantizations: list[str]
+    quantizations: list[str] = Field(
+        description="What it quantizes to besides the F16 base (always made): llama-quantize's names, each once."
+    )
+    builds_quantizer: bool = Field(
+        False, description="True: the job builds llama-quantize before it quantizes, which takes minutes."
+    )
     output_dir: str | None = None
     output_repo: str | None = None
     after: AfterJob = None
@@ -80,9 +83,10 @@ class ConvertResult(_TaskJobResult):
 
     def started(self, job_id: str) -> str:
         where = self.output_repo or self.output_dir
-        quantized = ", ".join(self.quantizations)
+        made = " + ".join(["F16", *self.quantizations])
         source = f"{self.source}'s final model" if self.source == self.after else self.source
-        return f"Conversion **{job_id}** ({self.status}): {source} → F16 + {quantized} in {where}."
+        build = " It builds llama-quantize first, which takes minutes." if self.builds_quantizer else ""
+        return f"Conversion **{job_id}** ({self.status}): {source} → {made} in {where}.{build}"
 
 
 class ReportRow(BaseModel):

@@ -20,7 +20,7 @@ from jobtrail.service import chaining
 from jobtrail.service.context import local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.job_outputs import JobOutput, job_output, refuse_unpushed
 from jobtrail.service.use_case import UseCase
-from jobtrail.templates.llama_cpp import canonical_quantization
+from jobtrail.templates.llama_cpp import builds_quantizer, normalize_quantizations
 
 
 class Tasks(UseCase):
@@ -145,8 +145,9 @@ class Tasks(UseCase):
                 "quantizations is empty: there is nothing to quantize to.",
                 fix=f"Pass quantizations={list(DEFAULT_QUANTIZATIONS)!r}, or leave it out for those defaults.",
             )
-        # llama-quantize's own spelling ("q4_k_m" is Q4_K_M), each once: what the job makes and the result says
-        quants = list(dict.fromkeys(canonical_quantization(q) or q for q in request.quantizations))
+        # llama-quantize's own spelling ("q4_k_m" is Q4_K_M), each once, past the F16 base the job always makes:
+        # what the job makes and the result says
+        quants = normalize_quantizations(list(request.quantizations))
         target = self.context.named_job(source, "source")
         if target is not None and parent is not None and parent.run_id == target.run_id and checkpoint is None:
             refuse_unpushed(self.context, target)
@@ -191,6 +192,7 @@ class Tasks(UseCase):
             status=latest.status.value,
             output_dir=attempt.output_dir if traits_of(backend).output == "directory" else None,
             waiting_for=chaining.waiting_on_parent(self.context, latest),
+            builds_quantizer=builds_quantizer(planned.config, runs_here=traits_of(backend).runs_here),
             **base,
         )
 

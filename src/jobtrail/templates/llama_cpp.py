@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -95,6 +96,16 @@ def normalize_quantizations(names: list[str]) -> list[str]:
         if canonical != BASE_QUANTIZATION and canonical not in out:
             out.append(canonical)
     return out
+
+
+def builds_quantizer(config: Mapping[str, Any], *, runs_here: bool) -> bool:
+    """Whether a conversion job with this CONFIG builds llama-quantize before it quantizes (minutes): it makes more
+    than the F16 base, which the converter writes alone, and its cache holds no build of its llama.cpp (a job that
+    runs elsewhere starts with an empty one)."""
+    if not config.get("quantizations"):
+        return False
+    llama = config["llama_cpp"]
+    return not runs_here or _parser().quantize_build(Path(llama["cache_dir"]), llama["version"]) is None
 
 
 def is_k_quant(name: str) -> bool:
