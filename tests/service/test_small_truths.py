@@ -3,6 +3,7 @@ has ended, any attempt's log can be read, and a queued job names what it waits b
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from jobtrail.models import JobSpec, TerminationReason
 from jobtrail.outcomes.retry import AttemptFacts, JobFacts, decide
 from jobtrail.requests import ConvertRequest, EvaluateRequest, SubmitOptions
 from jobtrail.results.jobs import CancelResult, RetryResult
+from jobtrail.service.runs import how_it_stopped
 from support.jobs import TINY_SFT
 from support.records import add_ended_run, add_queued_run
 from support.waiting import wait_for
@@ -234,3 +236,18 @@ def test_a_status_is_never_repeated_as_its_own_reason(service, tiny_model, chat_
     never = wait_for(lambda: (r := service.inspect("jt-follower")).status == "cancelled" and r, 10, "the follower")
     assert "which ended cancelled." in (never.termination_message or ""), never.termination_message
     assert "cancelled (cancelled)" not in never.summary
+
+
+def test_a_cancel_says_what_stopped_the_job(service, tiny_model, chat_dataset):
+    """cancel answered "Stopped (SIGTERM, then SIGKILL after the grace period)" for a job that SIGTERM ended."""
+    job = service.submit(_spec(tiny_model, chat_dataset, **ENDLESS)).job_id
+    wait_for(lambda: service.inspect(job).progress.step is not None, 120, "the job to train")
+    cancelled = service.cancel(job)
+    assert cancelled.status == "cancelled", cancelled.summary
+    assert "ended after SIGTERM" in cancelled.message and "no SIGKILL was needed" in cancelled.message, (
+        cancelled.message
+    )
+    killed = how_it_stopped(None, signal.SIGKILL, "SIGTERM, then SIGKILL after the grace period")
+    assert "SIGKILL ended it" in killed and "grace period" in killed
+    assert "SIGKILL ended it" in how_it_stopped(137, None, "-")  # a shell's 128 + 9
+    assert how_it_stopped(None, None, "HF's cancel") == "Stopped (HF's cancel)."  # no exit status of its own

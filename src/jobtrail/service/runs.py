@@ -7,6 +7,7 @@ script, in one pass); this module decides what to do with the plan.
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any, Literal
 from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, Speedups, TerminationReason
-from jobtrail.outcomes import budget
+from jobtrail.outcomes import budget, exits
 from jobtrail.preflight import hyperparams, plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.requests import SubmitOptions
@@ -364,7 +365,8 @@ class Runs(UseCase):
             self.tracker.refresh_attempt(self.context.latest(run.run_id))
             fresh = self.context.latest(run.run_id)
             if fresh.status.is_terminal:
-                return _cancel_result(fresh, "Stopped (SIGTERM, then SIGKILL after the grace period).")
+                how = traits_of(fresh.backend).cancel
+                return _cancel_result(fresh, how_it_stopped(fresh.exit_code, fresh.signal, how))
             time.sleep(0.2)  # polling the process state; bounded by cancel_wait_s
         return _cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
 
@@ -416,6 +418,18 @@ def _not_retried(
         fix=fix,
         resume_from=None,
     )
+
+
+def how_it_stopped(exit_code: int | None, signum: int | None, how: str) -> str:
+    """What a cancel did, from how the backend saw the job end: one still running when the grace period after
+    SIGTERM ran out died of SIGKILL; one that ended before (on SIGTERM, or exiting by its own handler) needed no
+    more. A backend that reports neither (HF Jobs) stops jobs its own way (`how`, its traits' words)."""
+    ended = exits.decode(exit_code, signum)
+    if ended.signal == signal.SIGKILL:
+        return "Stopped: it still ran when the grace period after SIGTERM ran out, so SIGKILL ended it."
+    if ended.signal is not None or ended.code is not None:
+        return f"Stopped: it ended after SIGTERM ({ended.words}), within the grace period; no SIGKILL was needed."
+    return f"Stopped ({how})."
 
 
 def _cancel_result(attempt: AttemptRecord, message: str, pending: bool = False) -> CancelResult:

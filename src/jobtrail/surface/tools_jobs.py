@@ -110,7 +110,8 @@ class JobTools(ToolArea):
 
     @tool(
         "Cancel a job",
-        "Stop a queued or running job (SIGTERM, then SIGKILL). It ends 'cancelled'; committed checkpoints stay.",
+        "Stop a queued or running job (SIGTERM; SIGKILL if it still runs after the grace period). It ends "
+        "'cancelled'; committed checkpoints stay; the result says which signal ended it.",
         STOPS_JOB,
     )
     def cancel(self, job_id: p.JobId) -> CancelResult:
