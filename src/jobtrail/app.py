@@ -10,6 +10,8 @@ Settings come from the environment so the MCP client config can set them:
                            marked (default 64 MiB, at least 64 KiB); its events are kept apart, never capped
   JOBTRAIL_HOST_ID         this machine's name in a shared ledger (default: its hostname): a server starts,
                            follows and stops only its own host's local jobs
+  JOBTRAIL_JOB_ENV_PASS    comma-separated names of the server's variables a local job gets besides those it
+                           needs to run (backends/job_env.py RULES); never a JOBTRAIL_* one
   HF_TOKEN                 Hugging Face token: Hub checks, HF Jobs, pushing results
   JOBTRAIL_HF_NAMESPACE    user or org that runs HF Jobs (default: the token's user)
   JOBTRAIL_MAX_COST_USD    a job's spending cap in US dollars unless submit passes max_cost_usd (default: none)
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobtrail.backends import logpump
+from jobtrail.backends import job_env, logpump
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.outcomes import budget
@@ -55,6 +57,7 @@ class Settings:
     log_max_bytes: int
     max_concurrent: int
     host_id: str | None
+    job_env_pass: tuple[str, ...]
     hf_namespace: str | None
     max_cost_usd: float | None
     daily_budget_usd: float | None
@@ -68,6 +71,7 @@ def settings(home_dir: Path | None = None) -> Settings:
         log_max_bytes=_positive_int(logpump.MAX_BYTES_ENV, logpump.DEFAULT_MAX_BYTES),
         max_concurrent=_positive_int("JOBTRAIL_MAX_CONCURRENT", 1),
         host_id=_host_id(HOST_ID_ENV),
+        job_env_pass=job_env.pass_names(os.environ.get(job_env.PASS_ENV)),
         hf_namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None,
         max_cost_usd=_dollars(CAP_ENV),
         daily_budget_usd=_dollars(DAILY_ENV),
@@ -93,6 +97,7 @@ def service_of(config: Settings) -> JobService:
         max_concurrent=config.max_concurrent,
         host=config.host_id,
         log_max_bytes=config.log_max_bytes,
+        job_env_pass=config.job_env_pass,
     )
     hf_jobs = HfJobsBackend(token=config.hub_token, namespace=config.hf_namespace, log_max_bytes=config.log_max_bytes)
     return JobService(

@@ -28,7 +28,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobtrail.backends import joblog, logpump, supervisor as sv
+from jobtrail.backends import job_env, joblog, logpump, supervisor as sv
+from jobtrail.backends.job_env import OUTPUT_DIR_ENV as OUTPUT_DIR_ENV  # where tests have found it
 from jobtrail.backends.joblog import MAX_LOG_CHUNK as MAX_LOG_CHUNK  # where tests and callers have found it
 from jobtrail.backends.registry import LOCAL
 from jobtrail.errors import BackendError, InvalidRequestError
@@ -40,8 +41,6 @@ from jobtrail.util.files import private_dir, private_open, write_private
 STATE_WAIT_S = 15.0
 SUPERVISOR_LOG = "supervisor.log"
 _PROC = Path("/proc")
-# Where the job writes when its CONFIG names no output_dir (scripts/_runtime.py reads it).
-OUTPUT_DIR_ENV = "JOBTRAIL_OUTPUT_DIR"
 
 
 class LocalBackend:
@@ -57,8 +56,11 @@ class LocalBackend:
         grace_s: float = 10.0,
         host: str | None = None,
         log_max_bytes: int = logpump.DEFAULT_MAX_BYTES,
+        job_env_pass: tuple[str, ...] = (),
     ) -> None:
         self.python = python
+        # Names of the server's variables a job gets beyond job_env.RULES (JOBTRAIL_JOB_ENV_PASS).
+        self.job_env_pass = job_env_pass
         # job.log's cap (JOBTRAIL_LOG_MAX_BYTES): head and rolling tail; events are kept apart, uncapped.
         self.log_max_bytes = log_max_bytes
         # Enforced by the service's queue, on this host, not here.
@@ -71,12 +73,8 @@ class LocalBackend:
     def launch(self, request: LaunchRequest) -> Placement:
         python = self._resolve_python()
         workdir = _prepare_workdir(request.workdir, request.script)
-        # Secrets travel only here: the environment is the one channel that touches no file.
-        # jobtrail's own variables come last: no secret may override them.
-        env = {**os.environ, **request.secrets, **request.env, "PYTHONUNBUFFERED": "1"}
-        env.pop(OUTPUT_DIR_ENV, None)  # never the server's own: only what this attempt was given
-        if request.output_dir:
-            env[OUTPUT_DIR_ENV] = request.output_dir
+        # Secrets travel only here: the environment is the one channel that touches no file (job_env.py).
+        env = job_env.local_env(request, os.environ, self.job_env_pass)
         argv = [sys.executable, "-I", sv.__file__, "--workdir", str(workdir), "--python", python]
         argv += ["--grace", str(self.grace_s), "--log-max-bytes", str(self.log_max_bytes)]
         if request.secrets:  # names only: the supervisor redacts their values from job.log
