@@ -251,3 +251,12 @@ def test_a_cancel_says_what_stopped_the_job(service, tiny_model, chat_dataset):
     assert "SIGKILL ended it" in killed and "grace period" in killed
     assert "SIGKILL ended it" in how_it_stopped(137, None, "-")  # a shell's 128 + 9
     assert how_it_stopped(None, None, "HF's cancel") == "Stopped (HF's cancel)."  # no exit status of its own
+
+
+def test_a_retry_says_the_status_its_attempt_has():
+    """retry answered "attempt 2 queued" while the attempt it started was already starting."""
+    common = dict(job_id="jt-x", retried=True, attempt=2, message="Resuming.", resume_from="/o/checkpoint-10")
+    starting = RetryResult(status="starting", **common).summary
+    assert starting.startswith("**jt-x** attempt 2 starting, resuming from /o/checkpoint-10."), starting
+    later = RetryResult(status="queued", delay_s=30, **{**common, "resume_from": None}).summary
+    assert later.startswith("**jt-x** attempt 2 queued after 30s, from scratch (no committed checkpoint)."), later

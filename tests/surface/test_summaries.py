@@ -178,7 +178,7 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     assert f'retry(job_id="{failed_job}", changes=' in agent.next_part(summary)
 
     summary, retried = agent.summary("retry", job_id=failed_job, changes={"timeout": "10m"})
-    assert retried["retried"] and summary.startswith(f"**{failed_job}** attempt 2 queued")
+    assert retried["retried"] and summary.startswith(f"**{failed_job}** attempt 2 {retried['status']}")
     assert f'inspect(job_id="{failed_job}")' in agent.next_part(summary)
 
     summary, cancelled = agent.summary("cancel", job_id=failed_job)

@@ -564,11 +564,11 @@ class RetryResult(ToolResult):
         start = (
             f"resuming from {self.resume_from}"
             if self.resume_from
-            else "starting from scratch (no committed checkpoint)"
+            else "from scratch (no committed checkpoint)"
         )
         wait = f" after {human_duration(self.delay_s)}" if self.delay_s else ""
         change = f" with changes {self.changes}" if self.changes else ""
-        return f"**{self.job_id}** attempt {self.attempt} queued{wait}{change}, {start}. {self.message}"
+        return f"**{self.job_id}** attempt {self.attempt} {self.status}{wait}{change}, {start}. {self.message}"
 
     def next_calls(self) -> list[str]:
         if self.retried:
