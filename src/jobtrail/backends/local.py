@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobtrail.backends import job_env, joblog, logpump, supervisor as sv
+from jobtrail.backends import job_env, joblog, logpump, process_tree, supervisor as sv
 from jobtrail.backends.job_env import OUTPUT_DIR_ENV as OUTPUT_DIR_ENV  # where tests have found it
 from jobtrail.backends.joblog import MAX_LOG_CHUNK as MAX_LOG_CHUNK  # where tests and callers have found it
 from jobtrail.backends.registry import LOCAL
@@ -126,7 +126,7 @@ class LocalBackend:
             return Probe(phase="exited", exit=record)
         # Nobody supervises what is left of the job: stop it, so nothing runs untracked.
         # Killing mid-write is safe, because resuming reads only committed checkpoints.
-        _signal_group(placement, signal.SIGKILL)
+        _stop_leftovers(placement, signal.SIGKILL)
         return Probe(phase="lost")
 
     def read_log(self, placement: Placement, offset: int = 0, max_lines: int | None = None) -> LogChunk:
@@ -162,8 +162,8 @@ class LocalBackend:
                 pass
         # No supervisor to escalate for us; the next probe (which reports it lost) kills
         # what is left too, should this process end before the timer fires.
-        _signal_group(placement, signal.SIGTERM)
-        timer = threading.Timer(self.grace_s, _signal_group, (placement, signal.SIGKILL))
+        _stop_leftovers(placement, signal.SIGTERM)
+        timer = threading.Timer(self.grace_s, _stop_leftovers, (placement, signal.SIGKILL))
         timer.daemon = True
         timer.start()
 
@@ -300,6 +300,13 @@ class _Proc:
 def _supervisor_alive(pid: int, workdir: Path) -> bool:
     proc = _process(pid)
     return proc is not None and not proc.zombie and str(workdir) in proc.argv
+
+
+def _stop_leftovers(placement: Placement, signum: int) -> None:
+    """What a supervisor that is gone left running: the job's group, and every process it last recorded
+    (process_tree.py), those in a session of their own included; each only if it is still the one recorded."""
+    _signal_group(placement, signum)
+    process_tree.send(process_tree.recorded(Path(placement.workdir)), signum)
 
 
 def _signal_group(placement: Placement, signum: int) -> None:
