@@ -13,6 +13,7 @@ the job itself needs only push rights. Preflight asks the Hub whether the token 
 
     probe_output(requested, run_id, jobtrail_home)   the I/O, called by facts.py  → OutputFacts
     check_output(spec, facts)                        the pure rule (preflight findings)
+    output_moved(planned, jobtrail_home)             at launch: is `planned` still the place preflight judged?
     claim_output(path, run_id)                       the dispatcher marks the directory as the run's at launch
     probe_output_repo(repo_id, token)                the I/O, called by facts.py  → OutputRepoFacts
     check_output_repo(repo, identity)                the pure rule: output.permission, output.repo_unreachable
@@ -21,9 +22,12 @@ the job itself needs only push rights. Preflight asks the Hub whether the token 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import pwd
+import stat
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -120,39 +124,109 @@ def check_output(spec: JobSpec, output: OutputFacts | None) -> list[Finding]:
     return []
 
 
+def output_moved(planned: Path, jobtrail_home: Path | None) -> str | None:
+    """What changed since preflight judged `planned` (a local job's output, resolved then), or None when nothing did.
+
+    Preflight judges a path once, at submission; a queued job starts later, and by then a directory along the path
+    may have been swapped for a symlink into a place preflight would have refused (a hidden folder, the home). So
+    the launch resolves the path again: any difference is a refusal, never a write, and the place it now leads to
+    is described by the same rule preflight applies (_forbidden)."""
+    now = planned.resolve()
+    if now == planned:
+        return None
+    link = next((p for p in (*reversed(planned.parents), planned) if p.is_symlink()), None)
+    what = f"{link} is now a symbolic link" if link else "a folder along it was replaced"
+    rule = _forbidden(now, jobtrail_home)
+    return f"output={planned} changed since it was checked: {what}, to {now}" + (f" ({rule})" if rule else "")
+
+
 def claim_output(path: Path, run_id: str) -> str | None:
     """Make `path` this run's output (creating it, with the marker); why not, or None when it is.
 
     Run once more when the job is launched: between submission and launch the directory may have
     been filled, or claimed by another run that passed preflight at the same moment (the marker is
-    created exclusively, so only one run wins)."""
-    marker = path / MARKER
+    created exclusively, so only one run wins). `path` is resolved (preflight's), so it is created and
+    opened one folder at a time without following a symlink: one put in its way after output_moved looked
+    refuses the claim instead of leading the marker, and the job after it, somewhere else."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        owner = read_owner(path)
-        if owner == run_id:
-            return None
-        return f"{path} is not a directory" if not path.is_dir() else f"{path} was claimed by job {owner} first"
+        fd = _open_directory(path)
+    except _NotADirectory as exc:
+        return str(exc)
     except OSError as exc:
         return f"{path} cannot be written ({exc.strerror})"
-    with os.fdopen(fd, "w") as f:
+    try:
+        return _claim_at(fd, path, run_id)
+    finally:
+        os.close(fd)
+
+
+class _NotADirectory(Exception):
+    """A folder along an output's path is a symlink or a file now."""
+
+
+def _open_directory(path: Path) -> int:
+    """A descriptor of directory `path`, each missing folder created (private), none reached through a symlink."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    done = Path("/")
+    try:
+        for part in path.parts[1:]:
+            done = done / part
+            with contextlib.suppress(FileExistsError):  # mkdir never follows a symlink in its last component
+                os.mkdir(part, 0o700, dir_fd=fd)
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                # Linux answers ENOTDIR for a symlink opened with O_DIRECTORY: look at what is there.
+                if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise _NotADirectory(f"{done} is a symbolic link now, not the directory that was checked") from exc
+                raise _NotADirectory(f"{done} is not a directory") from exc
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _claim_at(fd: int, path: Path, run_id: str) -> str | None:
+    """claim_output's marker and listing, in the directory open as `fd`."""
+    try:
+        marker = os.open(MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+    except FileExistsError:
+        owner = _owner_at(fd)
+        return None if owner == run_id else f"{path} was claimed by job {owner} first"
+    except OSError as exc:
+        return f"{path} cannot be written ({exc.strerror})"
+    with os.fdopen(marker, "w") as f:
         json.dump({"run_id": run_id, "claimed_at": time.time()}, f)
-    others = [name for name in _listing(path) if name != MARKER]
+    others = [name for name in os.listdir(fd) if name != MARKER]
     if others:
-        marker.unlink()  # not ours to write into: leave the directory as it was
+        os.unlink(MARKER, dir_fd=fd)  # not ours to write into: leave the directory as it was
         return f"{path} holds {len(others)} entries jobtrail did not write ({', '.join(sorted(others)[:3])})"
     return None
+
+
+def _owner_at(fd: int) -> str | None:
+    try:
+        with os.fdopen(os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)) as f:
+            owner: Any = json.load(f).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) else None
 
 
 def read_owner(path: Path) -> str | None:
     """The run id in a directory's marker, or None (no marker, or not one jobtrail wrote)."""
     try:
-        owner: Any = json.loads((path / MARKER).read_text()).get("run_id")
-    except (OSError, ValueError, AttributeError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
         return None
-    return owner if isinstance(owner, str) else None
+    try:
+        return _owner_at(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

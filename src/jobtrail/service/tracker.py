@@ -37,7 +37,7 @@ from jobtrail.estimate.params import model_shape
 from jobtrail.ledger.store import ACTIVE_STATUSES
 from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, LogChunk, NewAttempt, Placement, TerminationReason
 from jobtrail.outcomes import classify, events
-from jobtrail.preflight.outputs import claim_output, create_output_repo, pushed_repo
+from jobtrail.preflight.outputs import claim_output, create_output_repo, output_moved, pushed_repo
 from jobtrail.service import secrets
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.spending import Spending
@@ -390,10 +390,19 @@ class Tracker:
 
     def _claim_output(self, attempt: AttemptRecord) -> None:
         """A local job's chosen output directory becomes its run's (outputs.claim_output) before it starts:
-        preflight judged it at submission, and it may have been filled or claimed by another run since."""
+        preflight judged it at submission, and it may have been filled, claimed by another run, or swapped for a
+        symlink to somewhere else since (outputs.output_moved): each is a refusal, and nothing is written there."""
         if traits_of(attempt.backend).output != "directory" or not (attempt.spec and attempt.spec.output):
             return
-        problem = claim_output(Path(attempt.output_dir), attempt.run_id)
+        planned = Path(attempt.output_dir)
+        moved = output_moved(planned, self.context.home)
+        if moved:
+            raise InvalidRequestError(
+                f"Not started: {moved}. A job writes only where preflight judged it may; nothing was written.",
+                fix=f"Put a real directory back at {planned} (no symlink) and submit again, or submit with "
+                "output=<a new directory>, or leave output out; if nobody meant to change it, find out who did first.",
+            )
+        problem = claim_output(planned, attempt.run_id)
         if problem:
             raise InvalidRequestError(
                 f"Not started: {problem}.", fix="Submit again with output=<a new directory>, or leave output out."
