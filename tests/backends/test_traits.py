@@ -191,6 +191,23 @@ def test_a_third_backends_spending_caps_are_checked_as_its_billing_says(cluster)
     assert check_caps(spec, facts) == []
 
 
+def test_a_cap_on_a_job_no_backend_bills_is_said_to_have_no_effect(cluster):
+    """max_cost_usd on a local job was accepted without a word, as if it capped something."""
+    given = BudgetFacts(max_cost_usd=5.0, attempts=1, cap_given=True)
+    for backend, place in (("local", "this machine"), ("cluster", "the team's cluster")):
+        spec = _spec(backend)
+        [said] = check_caps(spec, _facts(spec, budget=given))
+        assert (said.code, said.severity) == ("budget.not_billed", "warning")
+        assert (
+            said.message
+            == f"max_cost_usd $5.00 has no effect: jobs on {place} are not billed, so no spend reaches a cap."
+        )
+        # The server's default cap (JOBTRAIL_MAX_COST_USD) is for billed jobs: a local one is not told about it.
+        assert check_caps(spec, _facts(spec, budget=replace(given, cap_given=False))) == []
+    billed = _spec("hf-jobs", flavor="a10g-large")
+    assert "budget.not_billed" not in _codes(check_caps(billed, _facts(billed, budget=given)))
+
+
 def test_a_third_backends_output_and_files_are_judged_as_its_traits_say(cluster):
     # Runs elsewhere: this machine's files are out of its reach, as on HF Jobs. Writes to a folder: no Hub repo to
     # name, no token to push with, where the old branches refused both.

@@ -269,3 +269,16 @@ def test_a_job_hf_jobs_stopped_at_the_timeout_its_cap_bought_ends_budget(remote,
     assert ended.termination_reason == reason, ended.termination_message
     if reason == "budget":
         assert "reaching max_cost_usd $0.50" in ended.termination_message and ended.spent_usd >= 1.49
+
+
+def test_a_cap_on_a_local_job_is_accepted_saying_it_has_no_effect(tmp_path, tiny_model, chat_dataset, monkeypatch):
+    """max_cost_usd on a local job was accepted without saying that nothing there is billed."""
+    monkeypatch.setenv("JOBTRAIL_MAX_COST_USD", "2")  # the server's default: for billed jobs, never said here
+    service = build_service(tmp_path / "home")
+    spec = JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=HYPER)
+    capped = service.submit(spec, SubmitOptions(dry_run=True, max_cost_usd=5))
+    said = _finding(capped, "budget.not_billed")
+    assert said.severity == "warning" and "max_cost_usd $5.00 has no effect" in said.message
+    assert "not billed" in capped.summary, capped.summary  # a warning is part of the answer
+    plain = service.submit(spec, SubmitOptions(dry_run=True))
+    assert "budget.not_billed" not in {f.code for f in plain.findings}

@@ -30,7 +30,10 @@ def unforceable(findings: list[Finding]) -> list[Finding]:
 
 def check_caps(spec: JobSpec, facts: Facts) -> list[Finding]:
     b = facts.budget
-    if not traits_of(spec.backend).billed or b is None or (b.max_cost_usd is None and b.daily_budget_usd is None):
+    backend = traits_of(spec.backend)
+    if not backend.billed and b is not None and b.cap_given and b.max_cost_usd is not None:
+        return [_not_billed(backend.place, b.max_cost_usd)]
+    if not backend.billed or b is None or (b.max_cost_usd is None and b.daily_budget_usd is None):
         return []
     e = facts.estimate
     if e is None or e.cost_usd is None:
@@ -62,6 +65,16 @@ def check_caps(spec: JobSpec, facts: Facts) -> list[Finding]:
             "is stopped when its spend reaches a cap.",
         )
     ]
+
+
+def _not_billed(place: str, cap: float) -> Finding:
+    """A cap passed for a job that costs nothing: accepted, but said to have no effect."""
+    return Finding(
+        code="budget.not_billed",
+        severity="warning",
+        message=f"max_cost_usd {usd(cap)} has no effect: jobs on {place} are not billed, so no spend reaches a cap.",
+        fix="Leave max_cost_usd out for this job; it caps the spend of jobs on a billed backend.",
+    )
 
 
 def _over_cap(spec: JobSpec, e: EstimateResult, b: BudgetFacts, worst: float, cap: float) -> Finding:

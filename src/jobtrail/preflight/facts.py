@@ -48,6 +48,7 @@ class BudgetFacts:
     attempts: int  # how many times, at worst, it pays for its whole run (its first attempt + max_retries)
     daily_budget_usd: float | None = None
     spent_24h_usd: float = 0.0  # every job's spend in the last 24 hours
+    cap_given: bool = False  # max_cost_usd is the submission's own, not the server's default (JOBTRAIL_MAX_COST_USD)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Facts:
     # The job's processes, chosen once from the facts above (with_launcher): the estimate's choice when
     # there is one (it knows whether the model fits one GPU), else one per GPU or the user's num_processes.
     launcher: Launcher = SINGLE_PROCESS
-    budget: BudgetFacts | None = None  # a remote submission's caps and the spend so far
+    budget: BudgetFacts | None = None  # a submission's caps and the spend so far (caps.py: only billed jobs spend)
     target: Target | None = None  # the device a training job runs on (what its speedups are chosen for)
     values: Effective | None = None  # a training job's effective hyperparameters, as the plan computed them
 
@@ -130,7 +131,7 @@ def gather_training(spec: JobSpec, values: Effective, env: PlanEnv) -> Facts:
             facts, spec.method, env.job_python, qlora=values.peft_method == "qlora", training_args=values.training_args
         )
         facts = replace(facts, target=gather_target(spec, facts.job_packages or {}))
-        facts = replace(gather_output(facts, spec, env), gpus=local_flavor().gpu_count)
+        facts = replace(gather_output(facts, spec, env), gpus=local_flavor().gpu_count, budget=env.budget)
         # A local job's timeout is judged against this machine's estimate (no timeout: nothing to judge); on a
         # GPU the estimate fills its memory (speedups) and, with several, says whether the model fits one or
         # must be sharded.

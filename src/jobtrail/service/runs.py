@@ -64,7 +64,7 @@ class Runs(UseCase):
         if key is not None and (held := self.ledger.run_by_idempotency_key(key)):
             return idempotency.replay(self.context, key, *held, request)
         run_id = new_run_id()
-        spec, plan = self._plan(spec, run_id, cap, max_retries)
+        spec, plan = self._plan(spec, run_id, cap, max_retries, cap_given=options.max_cost_usd is not None)
         summary = _planned(spec, plan, cap)
         if options.dry_run:  # the plan's verdict, as a submit would act on it
             script_path = self._keep_dry_run(plan.script, summary.script_sha256)
@@ -92,10 +92,12 @@ class Runs(UseCase):
         )
         return self._start(run, plan, force, request, summary)
 
-    def _plan(self, spec: JobSpec, run_id: str, cap: float | None, max_retries: int) -> tuple[JobSpec, preflight.Plan]:
+    def _plan(
+        self, spec: JobSpec, run_id: str, cap: float | None, max_retries: int, *, cap_given: bool
+    ) -> tuple[JobSpec, preflight.Plan]:
         """The spec the job runs with and its plan, judged against the caps: a job whose model names the job it
         follows is planned on that job's final model (or a stand-in for now)."""
-        env = replace(self.context.plan_env(run_id), budget=self._budget(cap, max_retries))
+        env = replace(self.context.plan_env(run_id), budget=self._budget(cap, max_retries, cap_given))
         if chaining.uses_parent_output(spec):
             _, plan = chaining.plan_on_parent(self.context, spec, env, None)
             return spec, plan
@@ -147,7 +149,7 @@ class Runs(UseCase):
             **summary.result_fields(),
         )
 
-    def _budget(self, cap: float | None, max_retries: int) -> BudgetFacts:
+    def _budget(self, cap: float | None, max_retries: int, cap_given: bool) -> BudgetFacts:
         """The caps a submission is judged against, with what every job spent in the last 24 hours."""
         daily = self.context.caps.daily_budget_usd
         return BudgetFacts(
@@ -155,6 +157,7 @@ class Runs(UseCase):
             attempts=budget.worst_case_attempts(max_retries),
             daily_budget_usd=daily,
             spent_24h_usd=self.tracker.spending.last_24h() if daily is not None else 0.0,
+            cap_given=cap_given,
         )
 
     def _start_from(self, spec: JobSpec) -> JobSpec:
