@@ -114,7 +114,8 @@ def test_without_the_setting_a_listed_name_stays_with_the_server(server_env: Non
     [("CUDA_HOME", True), ("CUDA_API_TOKEN", False), ("HF_ENDPOINT", True), ("HF_TOKEN", False),
      ("HF_HUB_TOKEN", False), ("NVIDIA_VISIBLE_DEVICES", True), ("NVIDIA_API_KEY", False), ("LC_CTYPE", True),
      ("TORCH_HOME", True), ("TORCHELASTIC_RUN_ID", False), ("JOBTRAIL_IMAGE", False), ("jobtrail_home", False),
-     ("TRACKIO_DIR", False), ("http_proxy", True), ("Path", False), ("PYTHONPATH", False), ("CC", True)],
+     ("TRACKIO_DIR", False), ("http_proxy", True), ("Path", False), ("PYTHONPATH", False), ("CC", True),
+     ("PIP_INDEX_URL", True), ("PIP_REQUIRE_VIRTUALENV", False)],
 )  # fmt: skip
 def test_prefixes_admit_settings_never_credentials_or_jobtrails_own(name: str, passes: bool) -> None:
     assert job_env.passed(name) is passes
