@@ -22,8 +22,8 @@ from jobtrail.util.redaction import looks_like_credential_name
 PASS_ENV = "JOBTRAIL_JOB_ENV_PASS"
 # Where the job writes when its CONFIG names no output_dir (scripts/_runtime.py reads it).
 OUTPUT_DIR_ENV = "JOBTRAIL_OUTPUT_DIR"
-_OWN_PREFIX = "JOBTRAIL_"
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+OWN_PREFIX = "JOBTRAIL_"  # jobtrail's own variables: its settings, credentials and per-attempt values
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: `^...$` lets a trailing newline through
 
 # name, or prefix ending in "*" -> (passed, why). The first rule that matches decides; a name no rule
 # matches is withheld. The withheld rows say why a name a job might be expected to get is not given.
@@ -96,12 +96,12 @@ def pass_names(raw: str | None) -> tuple[str, ...]:
     """JOBTRAIL_JOB_ENV_PASS's names, checked: plain names, none of jobtrail's own."""
     names = tuple(name.strip() for name in (raw or "").split(",") if name.strip())
     for name in names:
-        if not _NAME.fullmatch(name):
+        if not ENV_NAME.fullmatch(name):
             raise InvalidRequestError(
                 f"{PASS_ENV} names {name!r}, which is not an environment variable name.",
                 fix=f'List plain names, comma-separated: {PASS_ENV}="WANDB_PROJECT,MY_SETTING".',
             )
-        if name.upper().startswith(_OWN_PREFIX):
+        if name.upper().startswith(OWN_PREFIX):
             raise InvalidRequestError(
                 f"{PASS_ENV} names {name}: jobtrail's own settings and credentials never reach a job.",
                 fix=f"Remove {name} from {PASS_ENV}; a job is given the JOBTRAIL_* variables it reads itself.",
@@ -111,7 +111,7 @@ def pass_names(raw: str | None) -> tuple[str, ...]:
 
 def passed(name: str) -> bool:
     """Whether the server's variable `name` reaches a local job by RULES (JOBTRAIL_JOB_ENV_PASS aside)."""
-    if name.upper().startswith(_OWN_PREFIX):
+    if name.upper().startswith(OWN_PREFIX):
         return False
     for rule, (allowed, _why) in RULES.items():
         if name == rule or (rule.endswith("*") and name.startswith(rule[:-1])):

@@ -19,25 +19,23 @@ import os
 import re
 from collections.abc import Mapping
 
+from jobtrail.backends.job_env import ENV_NAME, OWN_PREFIX
 from jobtrail.errors import InvalidRequestError
 from jobtrail.util.redaction import MIN_SECRET_LENGTH, REDACTED, Redactor, credential_values
 
 __all__ = ["MIN_SECRET_LENGTH", "REDACTED", "Redactor", "credential_values", "resolve", "validate"]
 
-# Matched with fullmatch: `^...$` lets a trailing newline through.
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REFERENCE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
-# What a secret may be called, compared upper-cased (README's Secrets names these).
+# What a secret may be called, compared upper-cased (README's Tools section lists these).
 SECRET_NAMES = re.compile(
     r"(?:[A-Z0-9_]*_)?(?:API_KEY|TOKEN|SECRET|PASSWORD)|(?:[A-Z0-9]+_)?(?:SECRET_ACCESS_KEY|ACCESS_KEY_ID)"
 )
 # Prefixes whose credentials configure the job's own runtime (an index, the Hub client, jobtrail itself).
 _RESERVED_PREFIXES = (
-    "JOBTRAIL_", "PYTHON", "LD_", "DYLD_", "UV_", "PIP_", "CONDA_", "CUDA_", "NCCL_", "TORCH", "PYTORCH_",
+    OWN_PREFIX, "PYTHON", "LD_", "DYLD_", "UV_", "PIP_", "CONDA_", "CUDA_", "NCCL_", "TORCH", "PYTORCH_",
     "HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_", "ACCELERATE_", "TRACKIO_", "XDG_", "LC_",
 )  # fmt: skip
 _ALLOWED = frozenset({"HF_TOKEN"})
-_OWN_PREFIX = "JOBTRAIL_"
 
 
 def validate(secrets: Mapping[str, str] | None) -> dict[str, str]:
@@ -45,7 +43,7 @@ def validate(secrets: Mapping[str, str] | None) -> dict[str, str]:
     and ENV_VAR not jobtrail's own; return them unchanged (references only)."""
     checked: dict[str, str] = {}
     for name, ref in (secrets or {}).items():
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             raise InvalidRequestError(
                 f"Secret name {_excerpt(name)} is not a plain environment variable name.",
                 fix="Use letters, digits and underscores, not starting with a digit, e.g. WANDB_API_KEY.",
@@ -63,7 +61,7 @@ def validate(secrets: Mapping[str, str] | None) -> dict[str, str]:
                 f"Secret {name!r} must reference an environment variable of the jobtrail server, not hold a value.",
                 fix=f'Set {name} in the server\'s environment and pass {{"{name}": "${name}"}}.',
             )
-        if ref[1:].upper().startswith(_OWN_PREFIX):
+        if ref[1:].upper().startswith(OWN_PREFIX):
             raise InvalidRequestError(
                 f"Secret {name!r} refers to {ref}, one of jobtrail's own settings: they never reach a job.",
                 fix="Refer to the variable that holds the credential itself, e.g. $WANDB_API_KEY.",
