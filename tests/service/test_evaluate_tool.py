@@ -11,9 +11,11 @@ from jobtrail.demo.tinymodel import write_chat_dataset
 from jobtrail.errors import InvalidRequestError, NotFoundError
 from jobtrail.outcomes import events
 from jobtrail.requests import EvaluateRequest
+from jobtrail.surface.params import EvalDataset
 from support.jobs import job_spec
 from support.waiting import wait_for, wait_until_terminal
 
+ROOT = Path(__file__).resolve().parents[2]
 HYPER = {
     "max_steps": 8,
     "logging_steps": 1,
@@ -120,3 +122,29 @@ def test_submit_with_eval_dataset_measures_base_before_and_final_after(
     points = events.eval_metrics(service.ledger.events(training.attempt_id, "eval"))
     assert [p["step"] for p in points] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert all(isinstance(p["eval_loss"], float) for p in points)
+
+
+def test_the_base_evaluation_is_queued_behind_training_as_the_docs_say(tmp_path, tiny_model, chat_dataset):
+    """references/methods.md said the base evaluation is queued ahead of training: it is an evaluation job queued
+    behind the training attempt, so on the one local slot (the default) it waits for training to end."""
+    service = build_service(tmp_path / "home")
+    endless = {**HYPER, "max_steps": 100000, "save_steps": 100000}
+    job = service.submit(
+        job_spec("sft", tiny_model, chat_dataset, hyperparameters=endless, eval_dataset=str(chat_dataset))
+    ).job_id
+    (base,) = service.inspect(job).evaluations
+    try:
+        wait_for(lambda: service.inspect(job).progress.step is not None, 120, "training")
+        evaluation = service.inspect(base["eval_job_id"])
+        assert base["checkpoint"] == "base" and evaluation.status == "queued", evaluation.summary
+        assert job in (evaluation.waiting_for or ""), evaluation.waiting_for
+    finally:
+        service.cancel(base["eval_job_id"])
+        service.cancel(job)
+    said = {
+        "references/methods.md": " ".join((ROOT / "references" / "methods.md").read_text().split()),
+        "eval_dataset's description": EvalDataset.__metadata__[0].description,
+    }
+    for where, text in said.items():
+        assert "ahead of training" not in text and "evaluated before training" not in text, where
+        assert "queued behind" in text, where

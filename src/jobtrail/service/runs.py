@@ -130,7 +130,7 @@ class Runs(UseCase):
             held = self.ledger.run_by_idempotency_key(key) if key is not None else None
             assert key is not None and held is not None
             return idempotency.replay(self.context, key, *held, request)
-        if spec.eval_dataset:  # the base model is measured first (it is queued ahead of training)
+        if spec.eval_dataset:  # the base model is measured too: an evaluation queued behind the training attempt
             after = spec.after if chaining.uses_parent_output(spec) else None  # the base is the parent's output
             evaluation = preflight.Evaluation("base")
             self.tasks.start_eval(spec.eval_dataset, spec.model, evaluation, run, spec.backend, after=after)

@@ -179,7 +179,7 @@ EvalDataset = Annotated[
     PathText | None,
     Field(
         description=(
-            "Held-out data: the base model is evaluated before training and the final model after; "
+            "Held-out data: the base model (queued behind training) and the final model are evaluated on it; "
             "inspect shows the delta."
         )
     ),
