@@ -46,7 +46,7 @@ LOCAL = register(
         host_in="on host",
         host_title="Host",
         host_set_by="JOBTRAIL_HOST_ID, else its hostname",
-        cancel="SIGTERM, then SIGKILL after the grace period",
+        cancel="SIGTERM, then SIGKILL after the grace period, to every process the job started",
         script_table=None,
         trackio="folder",
     )
