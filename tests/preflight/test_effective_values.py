@@ -137,7 +137,7 @@ def test_what_the_rules_judged_is_exactly_the_configs_training_args(tmp_path_fac
 def test_a_config_holds_the_values_judged_for_every_method_with_and_without_evaluation(tmp_path, tiny_model, method):
     extra = {"reward_funcs": ["format"]} if method == "grpo" else {}
     for evaluation in ({}, {"eval_dataset": "org/evals"}, {"hyperparameters": {**extra, "eval_split_ratio": "0.2"}}):
-        spec = JobSpec(method=method, model=str(tiny_model), dataset="/d.jsonl", hyperparameters=extra)
+        spec = JobSpec(method=method, model=str(tiny_model), dataset=str(tmp_path / "d.jsonl"), hyperparameters=extra)
         spec = spec.model_copy(update=evaluation)
         planned = plan(spec.model_copy(update={"backend": "hf-jobs"}), _env(tmp_path))
         assert planned.config is not None, planned.findings

@@ -9,17 +9,17 @@ An unknown name gets the field it most likely means, only among fields that take
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
 from jobtrail.methods.hyperparameters import JOB_DEFAULTS, PEFT_DEFAULTS, judge_value, takes_kind, trl_types
 from jobtrail.methods.registry import method_spec
 from jobtrail.models import Finding
 from jobtrail.preflight.aliases import suggest
+from jobtrail.preflight.credentials import credential_name, credential_shape, walk
+from jobtrail.preflight.remote_code import TRUST, check_trust_remote_code
 
 # A name people write for a field (lr, batch, epochs, seq_len), read as that field with its value: said, not refused.
 RENAMED = "hyperparameters.renamed"
@@ -40,47 +40,12 @@ MANAGED: dict[str, str] = {
 }
 
 
-# Credentials: a hyperparameter is stored in the ledger and the rendered script, and shown by inspect.
-CREDENTIAL_NAMES = frozenset(
-    {"hub_token", "push_to_hub_token", "token", "hf_token", "api_key", "use_auth_token", "access_token", "auth_token"}
-)
-_CREDENTIAL_ENDINGS = ("_token", "api_key", "apikey", "_secret", "password")
-# Names ending like a credential that are not one: the special tokens of a tokenizer.
-_NOT_CREDENTIALS = frozenset({"pad_token", "eos_token", "bos_token", "unk_token", "sep_token", "cls_token"})
-_HF_TOKEN_VALUE = re.compile(r"hf_[A-Za-z0-9]{30,}")
-
-
-def refuse_credentials(hyperparameters: Mapping[str, Any]) -> None:
-    """A credential among the hyperparameters (by its name, or a value that looks like a Hugging Face
-    token) is refused before anything is planned, stored or rendered; the error never shows it."""
-    for name, value in hyperparameters.items():
-        named = _credential_name(name)
-        if named or _holds_hf_token(value):
-            what = "is a credential" if named else "holds what looks like a Hugging Face token"
-            raise InvalidRequestError(
-                f"hyperparameters[{name!r}] {what}: hyperparameters are stored in the ledger and the rendered "
-                "script and shown by inspect, so credentials never travel as hyperparameters.",
-                fix=f"Remove {name}. The Hugging Face token comes from HF_TOKEN in the server's environment "
-                "(remote jobs get it to push); another credential goes in "
-                'secrets={"NAME": "$ENV_VAR"}, a reference to the server\'s environment.',
-            )
-
-
-def _credential_name(name: str) -> bool:
-    lowered = name.lower()
-    return lowered in CREDENTIAL_NAMES or (lowered.endswith(_CREDENTIAL_ENDINGS) and lowered not in _NOT_CREDENTIALS)
-
-
-def _holds_hf_token(value: Any) -> bool:
-    return any(_HF_TOKEN_VALUE.search(text) for text in _strings(value))
-
-
 def meant_hyperparameter(method: str, name: str, value: Any) -> tuple[str, Any] | None:
     """(the hyperparameter, its value) that `name`, given to submit beside `hyperparameters` instead of inside it,
     is: its own name or a name people really write for it (lr), never a close spelling, which is more likely a
     misspelled argument of submit (datase). None when it is none. A credential is none: it is never echoed back,
     and it is refused as a hyperparameter anyway."""
-    if _credential_name(name) or _holds_hf_token(value) or name in MANAGED:
+    if credential_name(name) or _holds_credential(value) or name in MANAGED:
         return None
     known = known_names(method)
     if name in known:
@@ -152,7 +117,7 @@ def field_of(method: str, name: str, value: Any, known: set[str] | None = None) 
     """(the field `name` stands for, its value): the alias's field for a name people really write for one that
     takes the value, else (name, value) as given."""
     known = known_names(method) if known is None else known
-    if name in known or name in MANAGED or _credential_name(name):
+    if name in known or name in MANAGED or credential_name(name):
         return name, value
     found = suggest(name, value, known, lambda field, v: takes_kind(method, field, v), close=False)
     return found if found is not None else (name, value)
@@ -168,16 +133,8 @@ def _conflict(field: str, first: tuple[str, Any], second: tuple[str, Any]) -> Fi
     )
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield str(key)
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)
+def _holds_credential(value: Any) -> bool:
+    return any(isinstance(item, str) and credential_shape(item) for _, item in walk(value))
 
 
 def trl_fields(method: str) -> frozenset[str]:
@@ -205,29 +162,9 @@ def check_names(method: str, hyperparameters: dict[str, Any]) -> list[Finding]:
             )
         elif name not in known:
             findings.append(_unknown(method, name, value, known))
-        else:
+        elif name != TRUST:  # judged wherever it appears, below: a JSON boolean, never a string read as one
             findings += _value(method, name, value)
-    return findings + _remote_code(method, hyperparameters)
-
-
-def _remote_code(method: str, hyperparameters: Mapping[str, Any]) -> list[Finding]:
-    """trust_remote_code runs the model repo's own Python in the job: allowed, never silently."""
-    init_kwargs = hyperparameters.get("model_init_kwargs")
-    asked = judge_value(method, "trust_remote_code", hyperparameters.get("trust_remote_code")).value is True or (
-        isinstance(init_kwargs, Mapping) and init_kwargs.get("trust_remote_code") in (True, "true", "True")
-    )
-    if not asked:
-        return []
-    return [
-        Finding(
-            code="hyperparameters.trust_remote_code",
-            severity="warning",
-            message="trust_remote_code=true runs arbitrary Python code from the model's repo inside the job, "
-            "with the job's access to this machine's files and to its secrets (HF_TOKEN included).",
-            fix="Leave it off unless the model needs it and you trust its repo; then pin the revision you "
-            'reviewed (model_init_kwargs={"revision": "<commit>"}), since the code can change under the same name.',
-        )
-    ]
+    return findings + check_trust_remote_code(hyperparameters)
 
 
 def _unknown(method: str, name: str, value: Any, known: set[str]) -> Finding:

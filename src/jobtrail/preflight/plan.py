@@ -43,6 +43,8 @@ from jobtrail.models import SINGLE_PROCESS, Finding, JobSpec, Launcher, Speedups
 from jobtrail.outcomes.evals import Evaluation, eval_config
 from jobtrail.preflight import caps, hyperparams, rules, speedups
 from jobtrail.preflight.conversion import check_conversion
+from jobtrail.preflight.credentials import refuse_credentials
+from jobtrail.preflight.data_roots import refuse_unconfined
 from jobtrail.preflight.dependencies import check_dependencies
 from jobtrail.preflight.facts import (
     Facts,
@@ -55,6 +57,7 @@ from jobtrail.preflight.facts import (
 from jobtrail.preflight.job_refs import refuse_job_as_dataset
 from jobtrail.preflight.methods import unknown_method
 from jobtrail.preflight.probes import PushedModelFacts
+from jobtrail.preflight.remote_code import remote_code
 from jobtrail.preflight.run_length import RunLength, fit_logging, run_length, smoke_too_long
 from jobtrail.requests import EstimateRequest
 from jobtrail.templates.configs import REMOTE_OUTPUT_DIR, build_config, conversion_config, default_repo, retry_config
@@ -139,7 +142,8 @@ def plan(
 ) -> Plan:
     """Facts → findings → config → script for `spec`; `task` says what an evaluation or a conversion
     does, `previous` is the config of the attempt a retry follows (its output is kept)."""
-    hyperparams.refuse_credentials(spec.hyperparameters)  # raises: not even a forced job may store one
+    refuse_credentials(spec)  # raises: not even a forced job may store one
+    refuse_unconfined(spec, env.home)  # raises: nothing outside the data roots is read, by preflight or the job
     if isinstance(task, Evaluation):
         return _evaluation(spec, task, env)
     if isinstance(task, Conversion):
@@ -150,7 +154,8 @@ def plan(
     # The names people write for a field (lr, batch, epochs) are that field from here on: every rule, the estimate
     # and the config read the field's own name.
     named = hyperparams.read_names(spec.method, spec.hyperparameters)
-    return _training(spec.model_copy(update={"hyperparameters": named.values}), env, previous, named.findings)
+    code = remote_code(spec.model, named.values, traits_of(spec.backend).runs_here)  # the model's Python, Hub kernels
+    return _training(spec.model_copy(update={"hyperparameters": named.values}), env, previous, [*named.findings, *code])
 
 
 def job_values(spec: JobSpec) -> Effective:
@@ -192,7 +197,8 @@ def estimate_alone(
 
 
 def _training(spec: JobSpec, env: PlanEnv, previous: Mapping[str, Any] | None, named: list[Finding]) -> Plan:
-    """A training job's plan; `named`: what reading its hyperparameters' names found (read_names)."""
+    """A training job's plan; `named`: what reading its hyperparameters' names found (read_names), and the code it
+    would run that nobody wrote here (remote_code: an error there, like a conflict, leaves no config to build)."""
     facts = gather_training(spec, job_values(spec), env)
     report = facts.dataset
     length = run_length(facts.job_values, report.rows if report else None, facts.launcher.num_processes)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from jobtrail.models import Finding
+from jobtrail.preflight.data_roots import confined
 
 ACCEPTED_SIGNATURES = "(prompts, completions, **kwargs) or (completions, **kwargs)"
 MAX_REWARD_FILE_BYTES = 256 * 1024  # its source goes into the job's config and the ledger
@@ -83,8 +84,10 @@ def check_reward_source(source: str, path: str | Path, function: str) -> list[Fi
 
 
 def read_reward_file(path: str | Path) -> tuple[str, Finding | None]:
-    """(source, None), or ("", why the file cannot be used) when it is missing, too large or unreadable."""
-    path = Path(path).expanduser()
+    """(source, None), or ("", why the file cannot be used) when it is missing, too large or unreadable. A file
+    outside the data roots, or no .py file, is refused before it is read (InvalidRequestError, data_roots.py): its
+    text would travel in the job's config and a dry run's script."""
+    path = confined(str(path), "reward_file", suffix=".py")
     if not path.is_file():
         return "", _error(
             "reward_file.missing",

@@ -28,6 +28,7 @@ from jobtrail.preflight.learning_rate import check_learning_rate
 from jobtrail.preflight.lora_targets import check_lora_targets
 from jobtrail.preflight.methods import check_method
 from jobtrail.preflight.outputs import check_output, check_output_repo
+from jobtrail.preflight.passthrough import check_passthrough
 from jobtrail.preflight.probes import ModelFacts
 from jobtrail.preflight.reward_file import check_reward_source
 from jobtrail.preflight.run_length import check_run_length
@@ -157,7 +158,7 @@ def check_dataset(spec: JobSpec, facts: Facts) -> list[Finding]:
 
 
 def check_hyperparameters(spec: JobSpec, facts: Facts) -> list[Finding]:
-    return hyperparams.check_names(spec.method, spec.hyperparameters)
+    return [*hyperparams.check_names(spec.method, spec.hyperparameters), *check_passthrough(spec)]
 
 
 def check_method_rules(spec: JobSpec, facts: Facts) -> list[Finding]:

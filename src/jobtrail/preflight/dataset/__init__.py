@@ -17,6 +17,7 @@ from typing import Any, Literal
 from jobtrail.errors import InvalidRequestError
 from jobtrail.methods import METHODS
 from jobtrail.models import Finding
+from jobtrail.preflight.data_roots import confined
 from jobtrail.preflight.dataset.judge import MAX_PROBLEMS, judge, verdict_findings
 from jobtrail.preflight.dataset.mapping import job_runtime, mapping_python, validate_mapping
 from jobtrail.preflight.dataset.read import load_tokenizer, model_positions, read_hub, read_local
@@ -55,7 +56,8 @@ def validate_dataset(
     `mapping`: a dataset_mapping to apply first (what submit will run), so the verdicts describe
     the mapped rows. Problems with the data come back inside the report (findings, problems);
     only invalid arguments raise InvalidRequestError (an unknown method, a malformed mapping, a
-    non-positive max_length/max_rows, an empty dataset reference).
+    non-positive max_length/max_rows, an empty dataset reference), and a local dataset or model outside the data
+    roots (data_roots.py), refused before anything is read.
     """
     methods = _methods_to_check(method)
     _check_arguments(dataset, split, model, max_length, max_rows)
@@ -63,10 +65,14 @@ def validate_dataset(
         validate_mapping(mapping)
     dataset = dataset.strip()
     source: Literal["file", "hub"] = "file" if looks_local(dataset) else "hub"
+    # Confined before a byte is read: the data (a link followed to where it leads) and a local model's tokenizer.
+    where = str(confined(dataset, "dataset")) if source == "file" else dataset
+    if model is not None and looks_local(model.strip()):
+        confined(model.strip(), "model")
     try:
         if source == "hub" and names_a_job(dataset):
             raise SourceError(_job_id(dataset))
-        table = read_local(dataset, split, max_rows) if source == "file" else read_hub(dataset, split, max_rows)
+        table = read_local(where, split, max_rows) if source == "file" else read_hub(dataset, split, max_rows)
     except SourceError as exc:
         return DatasetReport(dataset=dataset, split=split, source=source, mapping=mapping, findings=[exc.finding])
     tokenizer, unloaded = load_tokenizer(model) if model is not None else (None, None)

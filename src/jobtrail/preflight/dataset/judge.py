@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobtrail.models import Finding
+from jobtrail.preflight.credentials import mask_samples
 from jobtrail.preflight.dataset.mapping import MappedRows, map_rows, mapping_python
 from jobtrail.preflight.dataset.rows import row_checker
 from jobtrail.preflight.dataset.shapes import PLANNERS, Columns, detect_format, incompatible
@@ -36,7 +37,7 @@ def judge(
     if source.rows:
         report.mean_chars_per_row = round(sum(text_chars(r) for r in source.rows) / len(source.rows), 1)
     report.columns = _column_infos(source.rows)
-    report.samples = [cut_sample(row) for row in table.rows[:SAMPLE_ROWS]]
+    report.samples = [mask_samples(cut_sample(row)) for row in table.rows[:SAMPLE_ROWS]]
     problems: dict[tuple[int, str | None, str], RowProblem] = {}
     for p in [*table.problems, *source.problems]:
         problems.setdefault((p.row, p.column, p.problem), p)

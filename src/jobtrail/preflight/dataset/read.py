@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from jobtrail.models import Finding
+from jobtrail.preflight.data_roots import confined
 from jobtrail.preflight.dataset.files import read_file
 from jobtrail.preflight.dataset.table import SourceError, Table
 from jobtrail.results.dataset import finding
@@ -84,7 +85,8 @@ def _read_directory(path: Path, split: str, max_rows: int) -> Table:
     picked = split_files(files, split)
     if not picked:
         raise SourceError(_no_split_finding(str(path), split, files))
-    table = read_file(path / picked[0], max_rows)
+    # A file in the directory may be a link to somewhere no input may come from.
+    table = read_file(confined(str(path / picked[0]), "dataset"), max_rows)
     return _one_of(table, picked, split)
 
 
