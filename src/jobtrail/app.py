@@ -12,6 +12,10 @@ Settings come from the environment so the MCP client config can set them:
                            follows and stops only its own host's local jobs
   JOBTRAIL_JOB_ENV_PASS    comma-separated names of the server's variables a local job gets besides those it
                            needs to run (backends/job_env.py RULES); never a JOBTRAIL_* one
+  JOBTRAIL_DATA_ROOTS      folders (separated by os.pathsep, ':' here) that data, models, reward files and path
+                           hyperparameters must resolve under (default: the working directory and the home;
+                           never a hidden, system or jobtrail's own folder: preflight/data_roots.py); required
+                           for `serve --http` beyond loopback
   HF_TOKEN                 Hugging Face token: Hub checks, HF Jobs, pushing results
   JOBTRAIL_HF_NAMESPACE    user or org that runs HF Jobs (default: the token's user)
   JOBTRAIL_MAX_COST_USD    a job's spending cap in US dollars unless submit passes max_cost_usd (default: none)
@@ -35,6 +39,7 @@ from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.outcomes import budget
 from jobtrail.util.files import private_dir
 from jobtrail.util.money import CAP_ENV, DAILY_ENV
+from jobtrail.util.roots import data_roots, jobtrail_home
 
 if TYPE_CHECKING:
     from jobtrail.service.facade import JobService
@@ -44,7 +49,7 @@ _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def home() -> Path:
-    return Path(os.environ.get("JOBTRAIL_HOME") or Path.home() / ".jobtrail").expanduser().resolve()
+    return jobtrail_home()
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Settings:
 
 
 def settings(home_dir: Path | None = None) -> Settings:
+    data_roots()  # checked now, so a wrong one stops the start; preflight reads it wherever it judges a path
     return Settings(
         home=private_home(home_dir or home()),
         python=os.environ.get("JOBTRAIL_PYTHON") or sys.executable,

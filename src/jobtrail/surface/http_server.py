@@ -5,6 +5,8 @@ Through this server an agent starts jobs and reads local files (a dataset, a mod
   visits cannot reach the server by rebinding a DNS name to 127.0.0.1;
 - on any other address (0.0.0.0, a LAN address, and also 127.0.0.2 and the rest of 127/8, where the
   SDK checks nothing) the server refuses to start unless JOBTRAIL_AUTH_TOKEN is set;
+- on such an address it also refuses to start unless JOBTRAIL_DATA_ROOTS names the folders clients may read
+  (preflight/data_roots.py; the defaults, the working directory and the home, are for a server of one's own);
 - with a token set, on any address, every request must carry `Authorization: Bearer <token>`; any
   other gets 401 (the comparison takes constant time).
 Behind a reverse proxy, serve on 127.0.0.1 and let the proxy forward with Host 127.0.0.1:PORT (nginx's
@@ -20,6 +22,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.util.roots import DATA_ROOTS_ENV, data_roots
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -32,7 +35,8 @@ _MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 def auth_token(host: str) -> str | None:
-    """The bearer token every request must carry (None: loopback without a token), or a refusal to serve."""
+    """The bearer token every request must carry (None: loopback without a token), or a refusal to serve: beyond
+    loopback, without a token or without data roots chosen for what clients may read."""
     token = os.environ.get(TOKEN_VARIABLE) or None
     if token is None and host not in LOOPBACK:
         raise InvalidRequestError(
@@ -45,6 +49,13 @@ def auth_token(host: str) -> str | None:
         raise InvalidRequestError(
             f"{TOKEN_VARIABLE} is too weak: at least {MIN_TOKEN_CHARS} characters, no surrounding spaces.",
             fix=f"export {TOKEN_VARIABLE}=$({_MAKE_TOKEN})",
+        )
+    if host not in LOOPBACK and not data_roots().explicit:
+        raise InvalidRequestError(
+            f"Not serving on {host}: it is not loopback, and {DATA_ROOTS_ENV} is not set, so its clients could read "
+            "data from the server's working directory and its whole home.",
+            fix=f"Set {DATA_ROOTS_ENV} to the folders clients may read data, models and reward files from (absolute, "
+            f"separated by {os.pathsep!r}), e.g. `export {DATA_ROOTS_ENV}=/srv/datasets`.",
         )
     return token
 
