@@ -12,6 +12,7 @@ rebuilds the attempt's receipt from logs alone, so every field here is part of a
 """
 
 import contextlib
+import errno
 import gc
 import hashlib
 import importlib.metadata
@@ -112,6 +113,7 @@ def job_output_dir(config: dict[str, Any], template: str) -> Path:
     chosen = config.get("output_dir") or os.environ.get("JOBTRAIL_OUTPUT_DIR") or f"outputs/{template}"
     output_dir = Path(chosen).expanduser().resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
+    _WRITES["output"] = output_dir
     return output_dir
 
 
@@ -142,6 +144,7 @@ def begin_checkpoint(ckpt_dir: Path | str, step: int) -> None:
     corrupt); its old marker must not vouch for the new bytes while they are half written.
     """
     ckpt_dir = Path(ckpt_dir)
+    _WRITES["checkpoint"] = ckpt_dir
     if (ckpt_dir / MARKER_NAME).exists():
         (ckpt_dir / MARKER_NAME).unlink()
         _fsync_dir(ckpt_dir)  # the withdrawal must be durable before new bytes land
@@ -174,6 +177,7 @@ def commit_checkpoint(
     }
     _atomic_write(ckpt_dir / MARKER_NAME, json.dumps(marker, sort_keys=True).encode())
     total = sum(f["size"] for f in files)
+    _WRITES["checkpoint_bytes"] = total
     emit(
         "checkpoint",
         state="committed",
@@ -564,6 +568,8 @@ FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
         "oom",
         lambda e, p: isinstance(e, MemoryError) or "OutOfMemoryError" in _names(e) or "out of memory" in str(e).lower(),
     ),
+    # Before the data and config rules: a full disk while datasets fills its cache is no data problem.
+    ("disk_full", lambda e, p: _out_of_space(e)),
     # Training is done when pushing fails, whatever the cause (a 403 included): only the push
     # needs repeating, so this comes before auth_error.
     ("hub_error", lambda e, p: p == "push"),
@@ -599,12 +605,16 @@ FAILURE_RULES: list[tuple[str, Callable[[BaseException, str | None], bool]]] = [
 
 def classify_exception(exc: BaseException) -> str:
     """A termination reason for `exc` (see references/jobs.md 'Termination reasons')."""
-    chain = _chain(exc)
-    current_phase = next((getattr(e, _PHASE_ATTR) for e in chain if getattr(e, _PHASE_ATTR, None)), None)
+    current_phase = _phase_of(exc)
     for reason, test in FAILURE_RULES:
-        if any(test(e, current_phase) for e in chain):
+        if any(test(e, current_phase) for e in _chain(exc)):
             return reason
     return "unknown"
+
+
+def _phase_of(exc: BaseException) -> str | None:
+    """The phase the exception (or one it was raised from) was raised in."""
+    return next((getattr(e, _PHASE_ATTR) for e in _chain(exc) if getattr(e, _PHASE_ATTR, None)), None)
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -615,6 +625,80 @@ def describe_exception(exc: BaseException) -> str:
         text += f" <- caused by {type(root).__name__}: {root}"
     text = " ".join(text.split())
     return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
+
+
+# --- a full disk ------------------------------------------------------------------------------
+# Where the job writes, as it goes: a failure for want of space then names the place, what is free there and what
+# the next checkpoint needs (the size of the last one committed). The termination event carries them, and the
+# server's retry policy compares them with the space free when a retry is asked for.
+_WRITES: dict[str, Any] = {"output": None, "checkpoint": None, "checkpoint_bytes": None}
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_FULL_WORDS = re.compile(
+    r"No space left on device|\[Errno (?:28|122)\]|os error (?:28|122)\b|\bStorageFull\b|[Dd]isk quota exceeded"
+)
+# torch.save's writer drops the errno: a write cut short reads as a position mismatch, which a full disk leaves and,
+# more rarely, a process out of memory while writing. Judged by the space left where the job writes.
+_SHORT_WRITE = re.compile(r"unexpected pos \d+ vs \d+|PytorchStreamWriter failed writing file")
+NEARLY_FULL_BYTES = 64 << 20
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return True
+    text = str(exc)
+    if _FULL_WORDS.search(text):
+        return True
+    if not _SHORT_WRITE.search(text):
+        return False
+    free = _free_bytes(_written_path(exc))
+    return free is not None and free < NEARLY_FULL_BYTES
+
+
+def _written_path(exc: BaseException) -> Path | None:
+    """The file whose write failed, where the exception names it; else what the job was writing: the Hub cache
+    while it loads the model or the data, else its checkpoint or output."""
+    named = next((e.filename for e in _chain(exc) if isinstance(e, OSError) and e.filename), None)
+    if named:
+        return Path(os.fsdecode(named))
+    if _phase_of(exc) in ("model", "data"):
+        return Path(os.environ.get("HF_HOME") or "~/.cache/huggingface").expanduser()
+    return _WRITES["checkpoint"] or _WRITES["output"]
+
+
+def _free_bytes(path: Path | None) -> int | None:
+    """Free bytes on the disk holding `path` (its nearest existing folder); None where it cannot be told."""
+    while path is not None and not path.exists() and path != path.parent:
+        path = path.parent
+    if path is None:
+        return None
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def disk_full_facts(exc: BaseException) -> dict[str, Any]:
+    """The termination event's fields for a full disk: path, free_bytes, needed_bytes (None: not known) and a
+    message that says them."""
+    path = _written_path(exc)
+    free, needed = _free_bytes(path), _WRITES["checkpoint_bytes"]
+    said = [f"{_size(free)} free there" if free is not None else ""]
+    said.append(f"a checkpoint of this run takes {_size(needed)}" if needed else "")
+    where = f" writing {path}" if path else ""
+    details = "; ".join(part for part in said if part)
+    message = f"No space left on device{where}{f' ({details})' if details else ''}: {describe_exception(exc)}"
+    if len(message) > MESSAGE_LIMIT:
+        message = message[: MESSAGE_LIMIT - 3] + "..."
+    return {"message": message, "path": str(path) if path else None, "free_bytes": free, "needed_bytes": needed}
+
+
+def _size(n: int) -> str:
+    value, unit = float(n), "B"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            break
+        value /= 1000
+    return f"{value:.0f} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 # --- how a job ends ----------------------------------------------------------------------------
@@ -700,6 +784,8 @@ def _fail(exc: BaseException) -> None:
     traceback.print_exception(exc, file=sys.stderr)
     sys.stderr.flush()
     ending = {"reason": classify_exception(exc), "message": describe_exception(exc), "error_type": type(exc).__name__}
+    if ending["reason"] == "disk_full":
+        ending.update(disk_full_facts(exc))
     lost_peer = is_worker() and world_size() > 1 and _lost_a_peer(exc)
     if not lost_peer:
         emit("termination", **ending)  # rank 0's; the others' reach the log through their launcher
