@@ -1833,3 +1833,127 @@ def test_rays_guess_at_a_workers_death_says_it_is_a_guess() -> None:
     verdict = explain(hedge)
     assert verdict.reason is R.OOM and "possible causes" in verdict.message
     assert "possible causes" not in explain("(raylet) Task was killed due to the node running low on memory.").message
+
+
+# Round 14's classes, in other tools' and threads' words than its logs' (each failed on the rules before them): access
+# to a gated repo not granted, in a tool's or the Hub's words; a model, adapter or checkpoint file not at the path
+# given; a reward function missing a parameter the trainer fills from the dataset's columns; a program's command-line
+# entry looking up a name it does not have; an assertion in a checker by any word of its name; a failure no rule reads
+# while the job uploads what it finished training.
+ROUND_14: list[tuple[str, R]] = [
+    ("Your request to access model meta-llama/Llama-3.1-8B is awaiting a review from the repo authors.", R.AUTH_ERROR),
+    ("OSError: Unable to access gated model google/gemma-2-9b with the token provided.", R.AUTH_ERROR),
+    ("Error: you need to agree to share your contact information to access this model", R.AUTH_ERROR),
+    (
+        "DatasetNotFoundError: Dataset 'acme/speech' is a gated dataset on the Hub. Visit the dataset page at "
+        "https://huggingface.co/datasets/acme/speech to ask for access.",
+        R.AUTH_ERROR,
+    ),
+    (
+        "FileNotFoundError: [Errno 2] No such file or directory: 'output/checkpoint-500/adapter_model.safetensors'",
+        R.CONFIG_ERROR,
+    ),
+    ("gguf_init_from_file: failed to open 'models/llama-7b.Q4_K_M.gguf': 'No such file or directory'", R.CONFIG_ERROR),
+    ("cp: cannot stat 'out/final/pytorch_model.bin': No such file or directory", R.CONFIG_ERROR),
+    (
+        _tb(
+            "OSError: [Errno 2] No such file or directory: '/ckpt/llama/tokenizer.model'",
+            "sentencepiece/__init__.py:Load",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    ("TypeError: CosineReward.__call__() missing 1 required positional argument: 'solution'", R.BAD_INPUT),
+    ("TypeError: format_reward_func() missing 1 required positional argument: 'answer'", R.BAD_INPUT),
+    (
+        _tb(
+            "TypeError: math_reward() missing 2 required positional arguments: 'ground_truth' and 'data_source'",
+            "trl/trainer/grpo_trainer.py:_calculate_rewards",
+        ),
+        R.BAD_INPUT,
+    ),
+    (_tb("KeyError: 'grpo'", "llamafactory/cli.py:main"), R.CONFIG_ERROR),
+    (_tb("KeyError: 'mmlu_pro_x'", "lm_eval/__main__.py:cli_evaluate"), R.CONFIG_ERROR),
+    (_tb("KeyError: 'dpo'", "xtuner/tools/cli/main.py:dispatch_command"), R.CONFIG_ERROR),
+    (
+        _tb(
+            "AssertionError: DeepSpeedConfig: gradient_accumulation_steps must be positive",
+            "deepspeed/runtime/config.py:__init__",
+            "deepspeed/runtime/config.py:_do_error_check",
+        ),
+        R.CONFIG_ERROR,
+    ),
+    (_tb("AssertionError", "proj/launch.py:run", "proj/launch.py:config_sanity_check"), R.CONFIG_ERROR),
+    (
+        "{'train_runtime': 1234.5, 'train_samples_per_second': 3.2, 'train_loss': 0.91, 'epoch': 3.0}\n"
+        "Uploading the final model to the Hub...\n"
+        + _tb("RuntimeError: unexpected state of the upload queue", "proj/export.py:finish"),
+        R.HUB_ERROR,
+    ),
+    (
+        "Training completed. Do not forget to share your model on huggingface.co/models =)\n"
+        "Pushing to hub acme/llama-sft ...\nTraceback (most rec",
+        R.HUB_ERROR,
+    ),
+    (
+        "Saving merged model to out/merged\nuploading 4 files to s3://acme-models/merged\nSegmentation fault",
+        R.HUB_ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize(("log", "expected"), ROUND_14)
+def test_round_14_classes_are_named(log: str, expected: R) -> None:
+    assert explain(log).reason is expected
+
+
+@pytest.mark.parametrize(
+    ("log", "not_expected"),
+    [
+        # The Hub's hint after a repo it cannot find, and advice about gated models, are no refusal of access.
+        (
+            "Repository Not Found for url: https://huggingface.co/api/models/acme/x. Please make sure you specified "
+            "the correct `repo_id`. If you are trying to access a private or gated repo, make sure you are "
+            "authenticated.",
+            R.AUTH_ERROR,
+        ),
+        ("Note: meta-llama/Llama-2-7b-hf is a gated model; request access before running this script.", R.AUTH_ERROR),
+        # A data file or a row's image is the data's, not a model path.
+        ("FileNotFoundError: [Errno 2] No such file or directory: 'data/shakespeare/train.bin'", R.CONFIG_ERROR),
+        ("FileNotFoundError: [Errno 2] No such file or directory: '/data/images/model_0001.jpg'", R.CONFIG_ERROR),
+        # What the trainer passes itself, a model, or another package's method: a call of another API.
+        ("TypeError: accuracy_reward() missing 1 required positional argument: 'completions'", R.BAD_INPUT),
+        ("TypeError: get_reward() missing 1 required positional argument: 'model'", R.BAD_INPUT),
+        ("TypeError: length_reward() missing 1 required positional argument: 'trainer_state'", R.BAD_INPUT),
+        (
+            "TypeError: RewardTrainer.compute_loss() missing 1 required positional argument: 'num_items_in_batch'",
+            R.BAD_INPUT,
+        ),
+        # A KeyError in the user's own script, or deeper than the entry, is no command line's.
+        (_tb("KeyError: 'text'"), R.CONFIG_ERROR),
+        (_tb("KeyError: 'text'", "llamafactory/cli.py:main", "llamafactory/data/loader.py:load_rows"), R.CONFIG_ERROR),
+        # A push during training (training went on after it), and a finished run that failed before any upload.
+        (
+            "Pushing checkpoint-500 to hub\n{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.5}\n"
+            + _tb("RuntimeError: unexpected state"),
+            R.HUB_ERROR,
+        ),
+        (
+            "{'train_runtime': 12.5, 'train_loss': 0.9, 'epoch': 1.0}\n" + _tb("RuntimeError: unexpected state"),
+            R.HUB_ERROR,
+        ),
+    ],
+)
+def test_round_14_classes_stay_narrow(log: str, not_expected: R) -> None:
+    assert explain(log).reason is not not_expected
+
+
+def test_an_assertion_outside_a_checker_is_only_a_guess() -> None:
+    """An assertion in a function that checks nothing (loading a checkpoint) is no rejected argument: at most its type's
+    prior reads it, as a best guess that says so."""
+    verdict = explain(_tb("AssertionError", "deepspeed/runtime/engine.py:load_checkpoint"))
+    assert verdict.message.startswith("Best guess from the exception's type alone")
+
+
+def test_a_missing_media_file_says_to_check_the_media_folder() -> None:
+    verdict = explain("FileNotFoundError: [Errno 2] No such file or directory: '/data/coco/train2014/000000185326.jpg'")
+    assert verdict.reason is R.BAD_INPUT and "media folder argument" in verdict.message

@@ -32,6 +32,11 @@ PUSH_CODE_FAILED = (
     "Fix what the message names (often a release of the library that pushes: update it) and repeat only the push."
 )
 DATASET_MISSING = "The dataset (or one of its files) does not exist, or is not visible to this token."
+MEDIA_MISSING = (
+    "A media file the data names (an image, an audio clip, a video) is not where the job looks for it: check that the "
+    "media folder argument (image_folder, audio_dir...) is the folder the data's paths are relative to, and that the "
+    "files are there under the names the data gives (the same split, the same extension)."
+)
 OFFLINE = "The Hub is switched off (HF_HUB_OFFLINE) but a file had to come from it."
 DIVERGED = "The loss became NaN or infinite: the job stopped training (its nan_loss alert says why)."
 NOTHING_TRAINABLE = (
@@ -92,12 +97,6 @@ _OUT_OF_MEMORY = _text(
     r"Cannot allocate memory",
     r"can't allocate memory",
 )
-_GATED = _text(
-    r"Cannot access gated repo",
-    r"You are trying to access a gated repo",
-    r"Access to \S+ \S+ is restricted",
-    r"\bis a gated (dataset|model|repo)",
-)
 _REFUSED = _text(
     r"\b40[13]\b.*(Client Error|Unauthorized|Forbidden)",
     r"Invalid credentials",
@@ -114,11 +113,10 @@ _NOT_FOUND = {
     "EmptyDatasetError",
 }
 _DATASET_REF = _text(r"\bdataset\b", r"huggingface\.co/(api/)?datasets/")
-# A data file, or a data item's media file (an image, audio clip or video a row names): a path that comes from the data.
-_DATA_FILE = re.compile(
-    r"\.(?i:jsonl?|csv|tsv|parquet|arrow|jpe?g|png|gif|bmp|webp|tiff?|wav|flac|mp3|ogg|m4a|opus|mp4|avi|mov|mkv|webm"
-    r"|npy|npz)['\"]"
-)
+# A data item's media file (an image, audio clip or video a row names), and a data file: paths that come from the data.
+_MEDIA = r"jpe?g|png|gif|bmp|webp|tiff?|wav|flac|mp3|ogg|m4a|opus|mp4|avi|mov|mkv|webm"
+_MEDIA_FILE = re.compile(rf"\.(?i:{_MEDIA})['\"]")
+_DATA_FILE = re.compile(rf"\.(?i:jsonl?|csv|tsv|parquet|arrow|npy|npz|{_MEDIA})['\"]")
 # Transport failures (DNS, connect, read), rate limits and server errors: worth a retry.
 _NETWORK_TYPES = {
     "ConnectionError",
@@ -318,15 +316,17 @@ def _push_code_failed(error: RaisedError, _: Progress) -> str | None:
     return None if _line(error, _BAD_CALL) or _line(error, _WRONG_ARGUMENTS) else error.lines[0]
 
 
-def _gated(error: RaisedError, _: Progress) -> str | None:
-    return error.lines[0] if error.name == "GatedRepoError" else _line(error, _GATED)
-
-
 def _missing(error: RaisedError) -> bool:
     """A repo, revision or data file that is not there (a missing data file raises FileNotFoundError)."""
     if error.name in _NOT_FOUND:
         return True
     return error.name == "FileNotFoundError" and (error.raised_in("datasets") or _line(error, _DATA_FILE) is not None)
+
+
+def _media_missing(error: RaisedError, _: Progress) -> str | None:
+    """A row's media file (an image, a clip) not found: the data names a file the job's media folder does not hold."""
+    found = error.name == "FileNotFoundError" and _line(error, _MEDIA_FILE)
+    return error.lines[0] if found else None
 
 
 def _dataset_missing(error: RaisedError, _: Progress) -> str | None:
@@ -439,8 +439,12 @@ def _config_mismatch(error: RaisedError, _: Progress) -> str | None:
     return error.lines[0] if by_system or _CONFIG_TYPE.match(error.name) else None
 
 
-# Functions that check what they were given: a constructor, a dataclass's post-init, a validator.
-_CHECKS_ARGUMENTS = re.compile(r"^(?:__init__|__post_init__|_*(?:validate|check|verify|assert|sanity)\w*|parse_args)$")
+# Functions that check what they were given: a constructor, a dataclass's post-init, a parser, and a checker by any
+# word of its name (`validate_args`, DeepSpeed's `_batch_assertion` and `_do_sanity_check`, `checkArgs`).
+_CHECKS_ARGUMENTS = re.compile(
+    r"^(?:__init__|__post_init__|parse_args)$"
+    r"|(?:^|_)(?:validat(?:e|es|ion|or)|checks?|checker|verify|verification|asserts?|assertions?|sanity)(?=_|[A-Z\d]|$)"
+)
 
 
 def _argument_assertion(error: RaisedError, _: Progress) -> str | None:
@@ -450,7 +454,21 @@ def _argument_assertion(error: RaisedError, _: Progress) -> str | None:
     frame = error.frames[-1] if error.frames else None
     if error.name != "AssertionError" or frame is None:
         return None
-    return error.lines[0] if _CHECKS_ARGUMENTS.match(frame.function) else None
+    return error.lines[0] if _CHECKS_ARGUMENTS.search(frame.function) else None
+
+
+# A program's command-line entry (a `cli` package or module, `__main__.py`, a console script) and its dispatching
+# function (`main`, `cli_main`, `run`, `dispatch`): a KeyError raised there is a lookup of what the command line named
+# (a subcommand in its routing table, a choice) that the installed program does not have.
+_CLI_CODE = re.compile(r"[\\/]cli[\\/]|[\\/](?:cli|commands?|__main__)\.py$|[\\/]bin[\\/][\w.-]+$")
+_DISPATCHES = re.compile(r"(?i)^(?:\w+_)?(?:main|cli|run|dispatch|route|entry(?:_?point)?)(?:_\w+)?$")
+
+
+def _command_unknown(error: RaisedError, _: Progress) -> str | None:
+    frame = error.frames[-1] if error.frames else None
+    if error.name != "KeyError" or frame is None:
+        return None
+    return error.lines[0] if _CLI_CODE.search(frame.path) and _DISPATCHES.match(frame.function) else None
 
 
 def _unknown_model_type(error: RaisedError, _: Progress) -> str | None:
@@ -500,9 +518,9 @@ _DEVICE_ERROR = re.compile(r"\b(?:CUDA|cuDNN|cuBLAS|CUBLAS|NCCL|HIP|MPS) error\b
 _REFUSALS = [_refusal(signature) for signature in generic.REFUSALS]
 
 # A table, one rule per cause (rows alike by design), in priority order; the first rule that matches any
-# exception of the chain (the fatal one first, then its causes) decides. Gated comes before not-found (a
-# GatedRepoError is a RepositoryNotFoundError), not-found before a bare 401 (the Hub answers 401 for a repo
-# it cannot find), the push after training before both.
+# exception of the chain (the fatal one first, then its causes) decides. A gated repo's words (`generic.GATED`, among
+# the libraries' sentences) come before not-found (a GatedRepoError is a RepositoryNotFoundError), not-found before a
+# bare 401 (the Hub answers 401 for a repo it cannot find), the push after training before both.
 # A full disk comes first: its OSError or RuntimeError would otherwise read as whatever was being written. The
 # libraries' own sentences come before the rules by type, which they make precise; the common words of a library's
 # refusal (a token, a package, a setting) after the rules that read a type or where it was raised.
@@ -515,7 +533,7 @@ CAUSE_RULES: list[CauseRule] = [
     CauseRule(R.OOM, OOM, _oom),
     CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_failed),
     CauseRule(R.HUB_ERROR, PUSH_FAILED, _push_at_end),
-    CauseRule(R.AUTH_ERROR, REFUSED, _gated),
+    CauseRule(R.BAD_INPUT, MEDIA_MISSING, _media_missing),
     CauseRule(R.BAD_INPUT, DATASET_MISSING, _dataset_missing),
     CauseRule(R.CONFIG_ERROR, libraries.MODEL_MISSING, _model_missing),
     CauseRule(R.AUTH_ERROR, REFUSED, _refused),
@@ -529,6 +547,7 @@ CAUSE_RULES: list[CauseRule] = [
     *_REFUSALS,
     CauseRule(R.CONFIG_ERROR, CONFIG, _rejected_config),
     CauseRule(R.CONFIG_ERROR, CONFIG, _argument_assertion),
+    CauseRule(R.CONFIG_ERROR, generic.CLI.message, _command_unknown),
     CauseRule(R.BAD_INPUT, DATA, _bad_data),
     CauseRule(R.HUB_ERROR, PUSH_CODE_FAILED, _push_code_failed),
     _INTERRUPTED,

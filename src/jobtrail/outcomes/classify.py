@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.models import ExitRecord, TerminationReason as R
-from jobtrail.outcomes import causes, events, exits, families, generic, priors
+from jobtrail.outcomes import causes, events, exits, families, generic, metrics, priors
 from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
 from jobtrail.outcomes.lines import clean
 from jobtrail.outcomes.tracebacks import Progress, finished_at, last_chain, progress, stepped, went_on
@@ -99,8 +99,6 @@ LOG_RULES: list[LogRule] = [
     _rule(
         R.AUTH_ERROR,
         REFUSED,
-        r"GatedRepoError",
-        r"Cannot access gated repo",
         r"not in the authorized list",
         r"Invalid credentials in Authorization header",
         r"\b401\b.*Unauthorized",
@@ -193,6 +191,7 @@ def classify(
         or _from_host_memory(log_tail)
         or _from_prior(status, reports, log_tail)
         or _from_peer_lost(log_tail)
+        or _failed_uploading(status, reports, log_tail)
         or _unrecognised(status, reports, log_tail)
     )
     return _pushed_after_training(_crashed_after_steps(_waited_for_data(verdict, log_tail), log_tail), log_tail)
@@ -276,6 +275,27 @@ def _pushed_after_training(verdict: Diagnosis, lines: list[str]) -> Diagnosis:
         "Training finished, then uploading its results failed (a server error or a refusal while pushing to the Hub "
         "or another registry): the trained files are kept, so only the upload needs repeating.",
         evidence=verdict.evidence,
+    )
+
+
+def _failed_uploading(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> Diagnosis | None:
+    """Training finished, the job then said it was uploading its results, and it failed in a way no rule reads (a
+    traceback the paste cut short, an exception no rule knows), with nothing of training after: the upload is what was
+    running, and the trained files are kept."""
+    finished = finished_at(lines)
+    if finished is None:
+        return None
+    upload = next((i for i in range(finished, len(lines)) if generic.UPLOADING.search(clean(lines[i]))), None)
+    if upload is None or progress(lines[upload + 1 :]) > Progress.NONE:
+        return None
+    seen, evidence = _seen(status, reports, lines)
+    said = f" ({'; '.join(seen)})" if seen else ""
+    return Diagnosis(
+        R.HUB_ERROR,
+        f"Training finished and the job was uploading its results when it failed{said}; no rule reads the failure "
+        "itself, but the trained files are kept: repeat only the upload (push_to_hub / upload_folder), and read its "
+        "error if it fails again.",
+        evidence=evidence or lines[upload].strip()[:500],
     )
 
 
@@ -529,7 +549,7 @@ def _from_patterns(lines: list[str]) -> Diagnosis | None:
 def _recovered(line: str, after: list[str]) -> bool:
     """A metric logged NaN, then finite again in a later line (any logger's format, which `went_on` does not read as
     steps): that step was skipped or recovered from, and it is not why the job ended."""
-    return bool(generic.nan_metrics(line) & generic.finite_metrics(after))
+    return bool(metrics.nan_metrics(line) & metrics.finite_metrics(after))
 
 
 def _pattern_verdict(line: str, lines: list[str]) -> Diagnosis | None:

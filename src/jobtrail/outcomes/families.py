@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from jobtrail.models import TerminationReason as R
-from jobtrail.outcomes import generic, libraries
+from jobtrail.outcomes import generic, libraries, metrics
 from jobtrail.outcomes.signature import Signature, sig as _sig
 
 __all__ = [
@@ -100,11 +100,11 @@ SIGNATURES: list[Signature] = [
         "bf16 or fp32 rather than fp16, clip gradients).",
         # `'loss': nan`, `loss=nan`, `train_loss = inf`, litgpt's `loss nan,`, a printed `Loss: tensor(nan, ...)`, and a
         # loss's parts as detection and multi-task trainers log them (`'loss_cls': nan`, `lm_loss: inf`).
-        generic.NAN_LOSS,
+        metrics.NAN_LOSS,
         # The gradient norm, NaN at the newest step: the weights are being poisoned whatever the loss shows (a loss
         # of 0.0 follows).
-        generic.NAN_GRAD_NORM,
-        generic.NAN_LOSS_TENSOR,
+        metrics.NAN_GRAD_NORM,
+        metrics.NAN_LOSS_TENSOR,
     ),
     _sig(
         R.OOM,

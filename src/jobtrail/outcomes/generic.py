@@ -7,12 +7,14 @@ happened in the common words of their trade. These are those vocabulary classes:
 - memory exhausted, in any runtime's words (a GPU backend's, a C++ allocator's, a memory monitor's, an OS's), and Ray's
   worker death that names the OOM killer first of its possible causes (read as oom, saying it is Ray's guess);
 - a client waiting for a server the job is set up to use that never came up;
-- a metric logged as NaN in any logger's format (the newest value decides: `classify` checks none came after);
 - bytes that do not decode as the data's format;
 - a library refusing what it was asked (`REFUSALS`, read on an exception's own message only): a Hub token or API key
   that is missing, a package to install, a setting it does not allow ("is not compatible with", "not supported",
   "must be specified", "please set");
 - a shell that could not run what the command line named, and a command-line parser refusing its arguments;
+- access to a gated repo not granted, in any tool's words;
+- a model, adapter or checkpoint file that is not at the path the job was given;
+- a reward function missing a parameter that the trainer fills from the dataset's columns;
 - weights that do not fit the model (a vocabulary grown by added tokens among them), a model config without a
   field the code reads, and model files that are not files of their format (a Git LFS pointer);
 - a config that does not match what the code reads, in a config system's words (OmegaConf, Hydra, yacs, jsonargparse,
@@ -239,50 +241,6 @@ NOT_TEXT = sig(
 )
 
 
-# A gradient norm NaN at the newest logged step, in any logger's spelling (`grad_norm: nan`, `grad norm: nan |`,
-# `'grad_norm': nan`, `gradient_norm=nan`). Not inf: fp16's grad scaler logs an inf norm for each step it skips and
-# recovers from. `families` keeps it with the NaN loss, whose signature it joins.
-NAN_GRAD_NORM = r"(?i:(?:^|[{,\s|/])['\"]?grad(?:ient)?[ _]?norm['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?nan\b)"
-# A loss printed as a tensor (`print(loss)`), NaN: its grad_fn names it a loss.
-NAN_LOSS_TENSOR = r"\btensor\((?:nan|inf)\b.*grad_fn=<\w*Loss\w*Backward"
-# A loss's name as loggers write it: `loss`, `train/loss`, `eval_loss`, and the parts a detection or multi-task trainer
-# logs (`loss_cls`, `lm_loss`), but not fp16's `loss_scale`, which is no loss.
-LOSS_NAME = r"(?:[a-z0-9]+[_/])*loss(?:_(?!scale\b)[a-z0-9]+)*"
-# A loss logged NaN/inf: `'loss': nan`, `loss=nan`, `train_loss = inf`, litgpt's `loss nan,`, `Loss: tensor(nan, ...)`.
-NAN_LOSS = rf"(?i:(?:^|[{{,\s|])['\"]?{LOSS_NAME}['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?-?(?:nan|inf|infinity)\b)"
-# A metric's logged value, NaN or not: a later finite value of the same metric is training that recovered.
-METRIC_VALUE = re.compile(
-    rf"(?i)(?:^|[{{,\s|'\"(/])(?P<name>{LOSS_NAME}|grad(?:ient)?[ _]?norm)['\"]?\s*[:=]?\s*['\"]?(?:tensor\()?"
-    r"(?P<value>-?(?:nan|inf(?:inity)?)\b|-?\d+(?:\.\d*)?(?:e[+-]?\d+)?)"
-)
-
-
-def finite_metrics(lines: list[str]) -> set[str]:
-    """The metrics ('loss', 'gradnorm') the lines log a finite value of."""
-    found = set()
-    for line in lines:
-        for match in METRIC_VALUE.finditer(line):
-            if not re.fullmatch(r"-?(?:nan|inf(?:inity)?)", match["value"], re.IGNORECASE):
-                found.add(_metric(match["name"]))
-    return found
-
-
-def nan_metrics(line: str) -> set[str]:
-    """The metrics the line logs as NaN or inf."""
-    return {
-        _metric(m["name"])
-        for m in METRIC_VALUE.finditer(line)
-        if re.fullmatch(r"-?(?:nan|inf(?:inity)?)", m["value"], re.IGNORECASE)
-    }
-
-
-def _metric(name: str) -> str:
-    """One key per metric: the gradient norm in any spelling, a loss by its name (the training loss with or without
-    its `train` prefix)."""
-    lowered = name.lower()
-    return "gradnorm" if lowered.startswith("grad") else re.sub(r"^train[_/]", "", lowered)
-
-
 # Bytes that are not the text or table format the data is read as.
 UNDECODABLE = sig(
     R.BAD_INPUT,
@@ -331,6 +289,62 @@ CLI = sig(
     r"\bFlags parsing error: Unknown command line flag",  # absl
     r"\bCould not override '[\w.]+'",  # Hydra
     r"Some specified arguments are not used by the HfArgumentParser",
+)
+
+# A gated repo (a model or dataset whose owners grant access one account at a time) that this account may not read yet:
+# the Hub's own words, and a tool's (torchtune's `tune download`, a trainer's loader) that wraps the Hub's 403 in its
+# own sentence. The account must ask for access (and be granted it), then use a token of that account.
+GATED = sig(
+    R.AUTH_ERROR,
+    "The model or dataset is gated and this account has no access to it yet: request access on its Hub page (and wait "
+    "for the grant), then log in with a token of that account (`hf auth login`, HF_TOKEN).",
+    r"\bGatedRepoError\b|Cannot access gated repo|\bis a gated (?:dataset|model|repo(?:sitory)?) on the Hub\b",
+    r"(?i:\b(?:trying to|cannot|can't|could not|couldn't|unable to|not allowed to|no permission to) access "
+    r"(?:a |the |this )?gated (?:repo(?:sitory)?|model|dataset)\b)",
+    r"\bAccess to \S+ \S+ is restricted\b",
+    r"(?i:\byour request to access (?:this |the )?(?:model|repo(?:sitory)?|dataset)\b.{0,80}\b(?:is awaiting|is pending"
+    r"|has been rejected|was rejected)\b)",
+    r"(?i:\byou need to (?:agree to share your contact information|accept the (?:conditions|license|terms)) to access "
+    r"(?:this|the) (?:model|repo(?:sitory)?|dataset)\b)",
+)
+
+# A file of a model, adapter or checkpoint (by its format's extension, or a weights or tokenizer file's usual name) that
+# is not at the path the job was given: a path relative to another working directory, a checkpoint never saved, a
+# folder without the files. Python's, a C/C++ loader's and a shell's words for ENOENT, the path before or after them.
+# A data file or a row's media file is the data's (`causes`), not this.
+_MODEL_FILE = (
+    r"(?:[^'\"\s/\\]*\.(?:safetensors|pt|pth|ckpt|gguf|ggml|h5|hdf5|msgpack|onnx|tflite|keras|pdparams)"
+    r"|[^'\"\s/\\]*(?i:model|projector|adapter|weights?|checkpoint|ckpt|optimizer|lora)[^'\"\s/\\]*\.(?:bin|pkl|pickle)"
+    r"|(?:adapter_|generation_|tokenizer_|preprocessor_)?config\.json|tokenizer\.(?:json|model)|vocab\.(?:json|txt)"
+    r"|merges\.txt|special_tokens_map\.json)"
+)
+MODEL_FILE = sig(
+    R.CONFIG_ERROR,
+    "A model, adapter or checkpoint file the job was told to load is not at that path (a path relative to another "
+    "working directory, a checkpoint never saved, a folder without the file): check the path argument (an absolute "
+    "path avoids the working directory) and that the file was downloaded or saved there.",
+    rf"No such file or directory:? ['\"]?(?:[^'\"\n]*[\\/])?{_MODEL_FILE}['\"]?(?![\w.])",
+    rf"(?<![\w.]){_MODEL_FILE}['\"]?\)?:? ['\"]?No such file or directory\b",
+)
+
+# A reward function of an RL trainer (TRL's GRPO and RLOO, ms-swift's, open-r1's) called with each of the dataset's
+# columns as a keyword argument, missing one of its parameters: no column of that name reached it (the dataset lacks it,
+# preprocessing dropped it, or the parameter is named otherwise than the column). The batch lacks a field its consumer
+# reads, which is the data's schema, as a model given no labels is. Not what the trainer passes itself (the prompts, the
+# completions, its state and logging hooks, as preflight's reward-file check lists TRL's), nor a model or tokenizer:
+# those are a call of another API.
+_NOT_A_COLUMN = (
+    r"self|model|tokenizer|processor|trainer|args|config|prompts?|completions?|completion_ids|trainer_state|log_extra"
+    r"|log_metric"
+)
+_REWARD_MISSING = rf" missing \d+ required (?:positional|keyword-only) arguments?: '(?!(?:{_NOT_A_COLUMN})')"
+REWARD_COLUMN = sig(
+    R.BAD_INPUT,
+    "A reward function takes a parameter that the trainer fills from the dataset's columns, and no column of that name "
+    "reached it (the name is in the message): add the column to the dataset (or keep preprocessing from removing it), "
+    "or rename the reward's parameter to the column the dataset has (`solution`, `answer`...).",
+    rf"\b(?:\w+_)?rewards?(?:_\w+)?\(\){_REWARD_MISSING}",
+    rf"\b\w*Reward\w*\.__call__\(\){_REWARD_MISSING}",
 )
 
 # Weights that do not fit the model they are loaded into, in any framework's words (torch's strict load, MLX's
@@ -434,6 +448,7 @@ SIGNATURES: list[Signature] = [
     UNSET_REPO,
     SERVER_NOT_UP,
     RAY_WORKER_DIED,
+    GATED,
     MEMORY,
     MEDIA,
     EMPTY_DATA,
@@ -446,6 +461,8 @@ SIGNATURES: list[Signature] = [
     COMMAND,
     CLI,
     WEIGHTS,
+    MODEL_FILE,
+    REWARD_COLUMN,
     VOCABULARY,
     YAML,
     CONFIG_KEYS,

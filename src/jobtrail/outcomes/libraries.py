@@ -100,7 +100,6 @@ SIGNATURES: list[Signature] = [
         "the repo lacks the file: check the path, and that the folder holds the model's files.",
         r"Repo id must be in the form 'repo_name' or 'namespace/repo_name'",
         r"\bEntryNotFoundError\b",
-        r"No such file or directory: '[^']*/config\.json'",
     ),
     # A model file that is not in the format the tool reads (an old GGML file given to a GGUF llama.cpp).
     _sig(

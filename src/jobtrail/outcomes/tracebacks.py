@@ -237,7 +237,8 @@ class Progress(enum.IntEnum):
 # The trainer's own output, for logs written without jobtrail's events: a `{'loss': ...}` log
 # dict, the unlabelled training progress bar (data maps and downloads carry a label), the
 # checkpoint notice and the final summary, or a trainer's words for its end (transformers' `Training completed.`,
-# a `<tool>: Training finished` banner, YOLO's `100 epochs completed in 2.1 hours.`, Lightning's `Trainer.fit` stopped).
+# a `<tool>: Training finished` banner, YOLO's `100 epochs completed in 2.1 hours.`, Lightning's `Trainer.fit` stopped,
+# the final or merged model being saved).
 _TRAINER_LINES: list[tuple[re.Pattern[str], Progress]] = [
     (re.compile(r"'train_runtime':"), Progress.FINISHED),
     (
@@ -245,6 +246,8 @@ _TRAINER_LINES: list[tuple[re.Pattern[str], Progress]] = [
             r"(?i)^\s*(?:[\w .-]{1,40}: )?training (?:has )?(?:completed|complete|finished|done)\b(?! with error)"
             r"|\b\d+ epochs? completed in [\d.]+ (?:hours|minutes|seconds)\b"
             r"|`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"
+            # Saving what training made, once it is done (AutoTrain's `Saving target model...` after its merge).
+            r"|\bsaving (?:the )?(?:final|target|merged|trained|fine-?tuned) (?:model|adapter|weights)\b"
         ),
         Progress.FINISHED,
     ),
