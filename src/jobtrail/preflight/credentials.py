@@ -86,7 +86,7 @@ def mask(value: Any) -> str:
     if not isinstance(value, str):
         return f"<{type(value).__name__}>"
     prefix = _PUBLIC_PREFIX.match(value)
-    return f"{prefix[0] if prefix else ''}*** ({len(value)} characters)"
+    return f"{prefix[0] if prefix else ''}*** ({len(value)} character{'' if len(value) == 1 else 's'})"
 
 
 def walk(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Iterator[tuple[tuple[str, ...], Any]]:
