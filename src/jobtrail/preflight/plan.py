@@ -6,6 +6,9 @@ evaluation, a GGUF conversion.
     job_values(spec) -> Effective            a training job's effective hyperparameters
     estimate_alone(EstimateRequest(...))    estimate_cost asked without a job (the tool)
 
+Before anything, two refusals that no force passes (raised, so nothing is read, stored or rendered): credentials in
+the hyperparameters or dataset_mapping (credentials.py), and a local input outside the data roots (data_roots.py).
+
 0. a training job's effective hyperparameters are computed once (job_values): the facts carry them
    to every rule, the estimate and the speedups read them, and the config is built from them;
 1. facts.py gathers everything from outside, first: the model, the data, a reward file, the Hub
