@@ -19,14 +19,24 @@ says where each piece is, so a reader (joblog.py) can map a cursor onto them.
 Cursors are positions in everything the job printed, not in a file: they never move when the middle is
 dropped, so a cursor handed out earlier stays meaningful; one that points into the dropped part reads the
 marker and goes on after it.
+
+A full disk (ENOSPC, a quota) stops neither the pump nor the supervisor: the pump goes on reading, so the job never
+blocks on a full pipe, keeps in memory what it could not write (the event lines, and the log's last bytes), and
+when the job's output ends gives back the space it reserved when it started (disk.reserve, RESERVE_BYTES) and
+writes them, with a line saying what was dropped from when: the job's own account of its ending (its termination
+event) and the supervisor's exit.json then fit on the disk that filled. On a copy-on-write filesystem (btrfs, ZFS)
+freed blocks may not come back at once; the reserve is still the best chance there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +56,13 @@ _F_SETPIPE_SZ = 1031  # Linux's fcntl to resize a pipe (not exposed by the fcntl
 LINE_CAP = 1 << 20  # bytes of ordinary output held back while waiting for its newline
 EVENT_LINE_CAP = 16 << 20  # an unfinished line with an event in it is kept longer (_EventLines)
 PRIVATE_FILE = 0o600
+RESERVE = "disk.reserve"
+# What recording an ending needs on a disk that filled up: the kept events and log tail below, the line that says
+# what was dropped, exit.json.
+RESERVE_BYTES = 1 << 20
+KEPT_EVENTS_BYTES = 512 << 10  # event lines kept in memory while the disk is full: the newest, termination included
+KEPT_TAIL_BYTES = 64 << 10  # the log's last bytes kept meanwhile (a traceback, the last progress)
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def part_name(start: int) -> str:
@@ -188,6 +205,15 @@ class CappedLog:
             self.workdir, {"head": self.head, "max_bytes": self.max_bytes, "dropped_lines": self.dropped_lines}
         )
 
+    def resync(self) -> None:
+        """Count what a write cut short (a full disk) did put in the file, so later cursors stay true."""
+        if self.head is None:
+            self.written = os.fstat(self.log_fd).st_size
+        elif self.part_fd is not None:
+            landed = os.fstat(self.part_fd).st_size - self.parts[-1][1]
+            self.parts[-1][1] += landed
+            self.written += landed
+
     def detach(self) -> None:
         """Close its files and leave the log as it is, for a writer that reopens it."""
         if self.part_fd is not None:
@@ -242,49 +268,133 @@ def pump(read_fd: int, workdir: Path, max_bytes: int, redact: Any = None) -> Non
     Without secrets to hide, bytes reach job.log as they come (a progress bar that never prints a newline still
     shows). With secrets, whole lines at a time, so a secret is redacted whole even when it arrives in two reads;
     a line without a newline is held back up to LINE_CAP, then goes out in pieces. At the end of the output,
-    whatever is held goes out as it is (a job killed mid-line)."""
+    whatever is held goes out as it is (a job killed mid-line). A full disk: see the module's docstring."""
+    reserve(workdir)
     log = CappedLog(workdir, max_bytes)
-    events = _EventLines(_open_append(workdir / EVENTS))
+    events_fd = _open_append(workdir / EVENTS)
+    out = _Output(log, _EventLines(lambda data: write_all(events_fd, data)))
     hold = max(redact.longest() - 1, 0) if redact else 0
     held = bytearray()
     try:
         while chunk := os.read(read_fd, READ_SIZE):
             if redact is None:
-                log.write(chunk)
-                events.feed(chunk)
+                out.write(chunk)
                 continue
             newline = chunk.rfind(b"\n")
             held += chunk
             if newline >= 0:
                 cut = len(held) - len(chunk) + newline + 1
-                out = _redact(bytes(held[:cut]), redact)
+                piece = _redact(bytes(held[:cut]), redact)
                 del held[:cut]
             elif len(held) >= LINE_CAP:  # as text, holding back what could be the start of a secret
                 text = redact.text(_decode(bytes(held)))
-                out, held[:] = _encode(text[: len(text) - hold]), _encode(text[len(text) - hold :])
+                piece, held[:] = _encode(text[: len(text) - hold]), _encode(text[len(text) - hold :])
             else:
                 continue
-            log.write(out)
-            events.feed(out)
+            out.write(piece)
         if held:
-            out = _redact(bytes(held), redact)
-            log.write(out)
-            events.feed(out)
+            out.write(_redact(bytes(held), redact))
     finally:
         os.close(read_fd)
-        events.close()
-        log.close()
+        out.close(workdir, events_fd)
+
+
+def reserve(workdir: Path) -> None:
+    """Set RESERVE_BYTES of the disk aside (real blocks, not a sparse file) for recording the ending, should the
+    disk fill up; a disk too full for it already gets what fits."""
+    with contextlib.suppress(OSError):
+        fd = os.open(workdir / RESERVE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        finally:
+            os.close(fd)
+
+
+class _Output:
+    """The two channels, and what a full disk keeps from them: once a write fails for want of space, nothing more
+    is written while the job runs (the pump only reads), the newest event lines and log bytes are kept in memory,
+    and `close` frees the reserve and writes them, saying what was dropped."""
+
+    def __init__(self, log: CappedLog, events: _EventLines) -> None:
+        self.log, self.events = log, events
+        self.full: OSError | None = None
+        self.full_at = 0.0
+        self.dropped = 0  # bytes of output that reached neither file
+        self.kept_events: deque[bytes] = deque()
+        self.kept_events_bytes = 0
+        self.dropped_events = 0
+        self.tail = bytearray()
+        self.spilled = _EventLines(self._keep_events)  # picks the event lines out of what is kept, whole
+
+    def write(self, data: bytes) -> None:
+        if self.full is None:
+            try:
+                self.log.write(data)
+                self.events.feed(data)
+                return
+            except OSError as exc:
+                if exc.errno not in FULL_ERRNOS:
+                    raise
+                self.full, self.full_at = exc, time.time()
+                self.log.resync()
+                self.spilled.line[:] = self.events.line  # the start of an event line this data ends
+        self.dropped += len(data)
+        self.tail += data
+        del self.tail[:-KEPT_TAIL_BYTES]
+        self.spilled.feed(data)
+
+    def _keep_events(self, lines: bytes) -> None:
+        for line in lines.splitlines(keepends=True):
+            self.kept_events.append(line)
+            self.kept_events_bytes += len(line)
+        while self.kept_events_bytes > KEPT_EVENTS_BYTES:
+            self.kept_events_bytes -= len(self.kept_events.popleft())
+            self.dropped_events += 1
+
+    def close(self, workdir: Path, events_fd: int) -> None:
+        try:
+            if self.full is None:
+                self.events.close()
+                self.log.close()
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(workdir / RESERVE)
+            self.spilled.close()  # an event printed last without its newline
+            # The events first: the job's account of its ending matters most. A leading newline ends any line a
+            # write cut short, so the first kept event parses. Where even the reserve was not enough, nothing more
+            # can be done here: exit.json (the supervisor's) may still fit.
+            with contextlib.suppress(OSError):
+                self.events.emit(b"\n" + b"".join(self.kept_events))
+            with contextlib.suppress(OSError):
+                self.log.write(self._note() + bytes(self.tail))
+            self.log.detach()  # no joining of the tail into job.log: that needs the space the disk lacks
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(workdir / RESERVE)
+            os.close(events_fd)
+
+    def _note(self) -> bytes:
+        assert self.full is not None
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.full_at))
+        where = f": '{self.full.filename}'" if self.full.filename else ""
+        lost = f"; {self.dropped_events} older event lines were dropped too" if self.dropped_events else ""
+        return (
+            f"\n[jobtrail] {self.full.strerror}{where} (errno {self.full.errno}) from {at}: {self.dropped:,} bytes of "
+            f"the job's output after that reached no file; its event lines were kept{lost}, and its last "
+            f"{len(self.tail):,} bytes follow.\n"
+        ).encode()
 
 
 class _EventLines:
-    """Picks the event lines out of the output, whole: an event split across reads is joined first.
+    """Picks the event lines out of the output, whole, and hands them to `emit`: an event split across reads is
+    joined first.
 
     Only the current unfinished line is kept. One that grows past LINE_CAP with no event in it is cut to its
     last few bytes (an event may still start there: parse_line finds the prefix anywhere on a line); one with
     an event is kept up to EVENT_LINE_CAP, since cut in pieces it would no longer parse."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, emit: Callable[[bytes], None]) -> None:
+        self.emit = emit
         self.line = bytearray()
 
     def feed(self, data: bytes) -> None:
@@ -295,33 +405,30 @@ class _EventLines:
                 del self.line[: -(len(EVENT_MARK) - 1)]
             return
         if self.line:
-            _events(bytes(self.line) + data[: newline + 1], self.fd)
+            self._events(bytes(self.line) + data[: newline + 1])
             self.line.clear()
         else:
-            _events(data[: newline + 1], self.fd)
+            self._events(data[: newline + 1])
         self.line += data[newline + 1 :]
 
     def close(self) -> None:
-        try:
-            if self.line:  # an event the job printed last, without its newline, is still whole
-                _events(bytes(self.line) + b"\n", self.fd)
-        finally:
-            os.close(self.fd)
+        if self.line:  # an event the job printed last, without its newline, is still whole
+            self._events(bytes(self.line) + b"\n")
+            self.line.clear()
 
-
-def _events(data: bytes, fd: int) -> None:
-    """Append the lines of `data` (whole lines) that carry an event; the rest is not looked at line by line."""
-    at = data.find(EVENT_MARK)
-    if at < 0:
-        return
-    picked = []
-    while at >= 0:
-        # From the prefix on: what precedes it on the line (a progress bar's \r, another stream's bytes) is not
-        # the event's, and would only make job.events bigger.
-        end = data.find(b"\n", at) + 1 or len(data)
-        picked.append(data[at:end])
-        at = data.find(EVENT_MARK, end)
-    write_all(fd, b"".join(picked))
+    def _events(self, data: bytes) -> None:
+        """Hand on the lines of `data` (whole lines) that carry an event; the rest is not looked at line by line."""
+        at = data.find(EVENT_MARK)
+        if at < 0:
+            return
+        picked = []
+        while at >= 0:
+            # From the prefix on: what precedes it on the line (a progress bar's \r, another stream's bytes) is not
+            # the event's, and would only make job.events bigger.
+            end = data.find(b"\n", at) + 1 or len(data)
+            picked.append(data[at:end])
+            at = data.find(EVENT_MARK, end)
+        self.emit(b"".join(picked))
 
 
 def _redact(data: bytes, redact: Any) -> bytes:
