@@ -202,4 +202,4 @@ def test_a_new_memory_shape_after_oom_is_allowed_when_the_budget_is_spent():
 
 def test_a_succeeded_job_is_not_retried_and_the_fix_names_it_as_init_from():
     decision = decide([attempt(1, R.SUCCEEDED)], HYPER, None, job=JobFacts(job_id="jt-done"))
-    assert not decision.retry and decision.fix and 'submit(..., init_from="jt-done")' in decision.fix
+    assert not decision.retry and decision.fix and 'submit with init_from="jt-done"' in decision.fix

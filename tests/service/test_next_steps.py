@@ -55,7 +55,7 @@ def test_next_steps_load_evaluate_convert_continue_and_watch(finished, tiny_mode
     load = steps["load"]
     assert load.kind == "python" and f"from_pretrained({str(tiny_model)!r})" in load.call
     assert f"PeftModel.from_pretrained(base, {str(final)!r})" in load.call and "LoRA adapter" in load.why
-    assert steps["evaluate"].call == f'evaluate(job_id="{done.job_id}", dataset="<held-out data>")'
+    assert steps["evaluate"].call == f'evaluate(job_id="{done.job_id}", dataset=...)'  # the data is the agent's
     assert steps["convert_gguf"].call == f'convert_gguf(source="{done.job_id}")'
     again = steps["continue_training"].call
     assert again.startswith('submit(method="sft", model=') and f'init_from="{done.job_id}"' in again
@@ -141,7 +141,7 @@ def _free_port() -> int:
         ),
         (TerminationReason.DIVERGED, ["fix", "logs"], ', changes={"learning_rate": 2e-05}', "ten times lower"),
         (TerminationReason.TIMEOUT, ["fix", "logs"], ', changes={"timeout": "4h"}', "without advancing"),
-        (TerminationReason.BAD_INPUT, ["fix", "logs"], None, "validate_dataset"),
+        (TerminationReason.BAD_INPUT, ["fix", "validate_dataset", "logs"], None, "validate_dataset"),
         (TerminationReason.CANCELLED, ["retry"], "", "last committed checkpoint"),
     ],
 )

@@ -155,7 +155,7 @@ def test_an_ended_job_that_logged_no_step_is_never_told_to_wait_for_one(service)
     assert result.series == {} and result.note
     assert "jt-short ended (succeeded) without logging a training step" in result.note
     assert "it trained 3 steps, and a step is logged every logging_steps=10" in result.note
-    assert '{"logging_steps": 1}' in result.note and "yet" not in result.summary
+    assert '"logging_steps": 1}' in result.summary and "yet" not in result.summary  # the submit that logs them
     assert "plot(" not in result.summary  # nothing to plot either
     with pytest.raises(InvalidRequestError) as refused:
         service.plot("jt-short")
@@ -207,11 +207,12 @@ def test_a_job_id_no_job_has_is_refused_where_a_model_may_be_named_and_capitals_
     assert [job.job_id for job in service.ps().jobs] == ["jt-4f9k2m7q"]  # nothing was started
 
 
-def test_a_cancel_never_promises_a_checkpoint_the_job_may_not_have():
+def test_a_cancel_never_promises_a_checkpoint_the_job_may_not_have(service):
     """cancel's next step read "retry(...) resumes it from the last committed checkpoint" for a job cancelled
     before its first save, whose retry starts over."""
-    cancelled = CancelResult(job_id="jt-x", status="cancelled", termination_reason="cancelled", message="Stopped.")
-    assert "from the start if it committed none" in cancelled.summary, cancelled.summary
+    add_ended_run(service.ledger, "jt-x", TerminationReason.CANCELLED)
+    cancelled = service.cancel("jt-x")
+    assert 'retry(job_id="jt-x")' in cancelled.summary and "it committed no checkpoint" in cancelled.summary
 
 
 def test_waiting_long_on_an_ended_job_never_says_call_wait_again(service):

@@ -96,7 +96,9 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     summary, est = agent.summary("estimate_cost", model=model, dataset=data, flavor="a10g-large")
     assert summary.startswith("Fits a10g-large (24 GB)") and f"{est['memory']['total_gb']:.1f} GB needed" in summary
     assert f"timeout {est['recommended_timeout']}" in summary
-    call = f'submit(method="sft", model="{model}", dataset=..., backend="hf-jobs", flavor="a10g-large", timeout="1h")'
+    # The submit it estimated, with the data it was given (a blank only where the agent gave no value).
+    where = 'backend="hf-jobs", flavor="a10g-large", timeout="1h"'
+    call = f'submit(method="sft", model="{model}", dataset="{data}", {where})'
     assert call in agent.next_part(summary)
 
     # --- submit: refused, dry run, accepted -------------------------------------------------------------
@@ -105,11 +107,13 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     assert refused["status"] == "rejected" and summary.startswith("Not submitted: 1 problem must be fixed first.")
     [error] = [f for f in refused["findings"] if f["severity"] == "error"]
     assert f"✗ {error['code']}" in summary and f"Fix: {error['fix']}" in summary
-    assert "submit(" in agent.next_part(summary)
+    # The same submit with the one value the agent must choose left blank: where its data really is.
+    assert f'submit(method="sft", model="{model}", dataset=..., dry_run=true)' in agent.next_part(summary)
 
     summary, dry = agent.summary("submit", method="sft", model=model, dataset=data, dry_run=True)
     assert summary.startswith("Dry run, nothing submitted: the job would be accepted")
-    assert dry["script_sha256"][:12] in summary and "dry_run=false" in agent.next_part(summary)
+    assert dry["script_sha256"][:12] in summary
+    assert f'submit(method="sft", model="{model}", dataset="{data}"): starts it' in agent.next_part(summary)
     # A warning is part of the answer: the summary (all Claude Code shows of a result) names it and its fix.
     summary, warned = agent.summary(
         "submit",
@@ -144,7 +148,7 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
 
     summary, waited = agent.summary("wait", job_id=job, timeout_s=5)
     assert waited["terminal"] and summary.startswith(f"**{job}**: succeeded at step 4/4.")
-    assert f'inspect(job_id="{job}")' in agent.next_part(summary)
+    assert f'inspect(job_id="{job}")' in agent.next_part(summary) and f'plot(job_id="{job}")' in summary
     summary, series = agent.summary("metrics", job_id=job)
     first, last = series["series"]["loss"][0][1], series["series"]["loss"][-1][1]
     assert len(series["series"]["loss"]) == 4 and f"loss {first:.4g} → {last:.4g}" in summary
@@ -179,7 +183,7 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
 
     summary, retried = agent.summary("retry", job_id=failed_job, changes={"timeout": "10m"})
     assert retried["retried"] and summary.startswith(f"**{failed_job}** attempt 2 {retried['status']}")
-    assert f'inspect(job_id="{failed_job}")' in agent.next_part(summary)
+    assert f'wait(job_id="{failed_job}")' in agent.next_part(summary)
 
     summary, cancelled = agent.summary("cancel", job_id=failed_job)
     assert cancelled["status"] == "cancelled" and summary.startswith(f"**{failed_job}**: cancelled")
@@ -187,7 +191,7 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
 
     summary, release = agent.summary("release", job_id=failed_job)  # nothing holds it: nothing to release
     assert not release["released"] and summary.startswith(f"Not released: {failed_job} is not held (it is cancelled)")
-    assert f'inspect(job_id="{failed_job}")' in agent.next_part(summary)
+    assert f'retry(job_id="{failed_job}")' in agent.next_part(summary)  # what its ending calls for
 
     summary, _ = agent.summary("ps")
     assert summary.startswith("2 jobs, newest first: 1 cancelled, 1 succeeded."), summary
@@ -202,18 +206,18 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     summary, evaluation = agent.summary("evaluate", job_id=job, dataset=data)
     eval_job = evaluation["job_id"]
     assert summary.startswith(f"Evaluation **{eval_job}** ({evaluation['status']}) of {job} [final] on local.")
-    assert f'inspect(job_id="{eval_job}")' in agent.next_part(summary)
+    assert f'wait(job_id="{eval_job}")' in agent.next_part(summary)
     agent.call("cancel", job_id=eval_job)
 
     summary, bad = agent.summary("convert_gguf", source=job, quantizations=["Q9_Z"])
     assert bad["job_id"] is None and summary.startswith("Not converted: 1 problem must be fixed first.")
     assert "gguf.quantization_unknown" in summary and "Fix:" in summary
-    assert "convert_gguf(" in agent.next_part(summary)
+    assert "apply each Fix above" in summary.split("\nNext:", 1)[1]  # no call: the Fix names the value
 
     summary, conversion = agent.summary("convert_gguf", source=job, quantizations=["Q8_0"], pre_tokenizer="qwen2")
     convert_job = conversion["job_id"]
     assert convert_job and summary.startswith(f"Conversion **{convert_job}** ({conversion['status']}):")
-    assert "F16 + Q8_0" in summary and f'inspect(job_id="{convert_job}")' in agent.next_part(summary)
+    assert "F16 + Q8_0" in summary and f'wait(job_id="{convert_job}")' in agent.next_part(summary)
     agent.call("cancel", job_id=convert_job)
     wait_for(lambda: agent.call("inspect", job_id=convert_job)["status"] == "cancelled", 30, "the conversion to stop")
 

@@ -9,7 +9,9 @@ stop the same config, so the fix a refusal names is never a dead end; a change t
 nothing is refused. A diverged run is never retried without a change: the same learning rate
 would lose the loss again, so the refusal proposes one (a learning rate ten times lower). A job a
 spending cap stopped (budget) is never retried automatically, and by hand only while it is under its
-cap: a larger max_cost_usd in the changes resumes it.
+cap: a larger max_cost_usd in the changes resumes it. A full disk is retried once, automatically too, when the
+disk it filled has the room the next checkpoint needs again (JobFacts.disk); while it is known to lack it, the
+refusal says how much to free where; where the need is not known, a retry by hand after freeing space is taken.
 Every attempt of a run shares its output directory, so a new attempt always continues from
 the newest committed checkpoint (the job runtime finds and verifies it).
 """
@@ -44,8 +46,8 @@ BUDGETS: dict[R, Budget] = {
     R.OOM: Budget(2),
     R.EVAL_FAILED: Budget(2),
     R.HUB_ERROR: Budget(2),
-    # A full disk fills again on the same disk: never retried automatically, but once by hand after space is freed
-    # (decide refuses the automatic retry; the person who freed it is the one who knows).
+    # A full disk fills again on the same disk: retried once, when the disk has the room the next checkpoint needs
+    # again (JobFacts.disk), or by hand once space is freed where how much is needed is not known.
     R.DISK_FULL: Budget(1),
 }
 # Hyperparameters whose change alters the memory a step needs.
@@ -66,6 +68,16 @@ class AttemptFacts:
 
 
 @dataclass(frozen=True)
+class DiskRoom:
+    """The disk a job ran out of space on, as it is now: where (the job's termination event named it), what is free
+    there now, and what the next checkpoint needs (the last one's size; None: not known)."""
+
+    path: str
+    free_bytes: int
+    needed_bytes: int | None
+
+
+@dataclass(frozen=True)
 class JobFacts:
     """The job a retry decision weighs beyond its attempts: the JOB_KEYS its latest attempt ran with (a change is
     compared with them) and what a fix names: its id and method, the learning rate and training_args it trained
@@ -80,6 +92,7 @@ class JobFacts:
     learning_rate: Any = None  # as the config holds it; read as a number where it is one
     ran_with: dict[str, Any] | None = None
     spent_usd: float = 0.0
+    disk: DiskRoom | None = None  # after a full disk, where it is local: the room there now
 
     def current(self, name: str) -> Any:
         """The job's value of one of JOB_KEYS, which a retry's change is compared with."""
@@ -143,7 +156,7 @@ def _settled(reason: R, changes: dict[str, Any] | None, automatic: bool, job: Jo
         return Decision(
             False,
             "The job already succeeded; there is nothing to retry.",
-            f"submit(..., init_from={source}) trains it further as a new job (inspect names the whole call).",
+            f"A new job trains it further: submit with init_from={source} (next_steps writes the whole call).",
         )
     if reason is R.CANCELLED:
         if automatic:
@@ -169,13 +182,10 @@ def _weigh_changes(asked: _Asked) -> Decision | None:
         )
     if asked.reason is R.BUDGET:
         return _after_budget(asked.changes, asked.automatic, asked.job)
-    if asked.reason is R.DISK_FULL and asked.automatic and "flavor" not in asked.real:
-        return Decision(
-            False,
-            "Not retried automatically: the disk filled up, and the same disk would fill again.",
-            "Free space (delete old checkpoints, set save_total_limit, clear the Hugging Face cache) or choose a "
-            "flavor with a bigger disk, then retry(job_id) once.",
-        )
+    if asked.reason is R.DISK_FULL and not _addresses(R.DISK_FULL, asked.changes, asked.hyperparameters, asked.job):
+        refused = _still_full(asked.job, asked.automatic)
+        if refused is not None:
+            return refused
     if asked.reason is R.DIVERGED and not asked.real:
         return Decision(
             False,
@@ -197,8 +207,8 @@ def _spend_budget(history: list[AttemptFacts], asked: _Asked) -> Decision:
         return Decision(
             False,
             f"Not retried automatically: the cause ({asked.reason.value}) is unknown.",
-            "Read the log (logs) and the receipt (inspect); retry(job_id, changes=...) with the value that fixes "
-            "it: any real change is retried.",
+            "Read the log (logs) and the receipt (inspect); a retry with changes that set the value that fixes "
+            "it runs: any real change is retried.",
         )
     used = _used(history, asked.reason)
     if used >= budget.retries:
@@ -236,6 +246,41 @@ def _spend_budget(history: list[AttemptFacts], asked: _Asked) -> Decision:
         delay_s=delay,
         changes=asked.changes,
     )
+
+
+def _still_full(job: JobFacts, automatic: bool) -> Decision | None:
+    """After a full disk, without a change that needs less of it: refused while the disk still lacks the room the
+    next checkpoint needs (saying exactly how much to free, where), or automatically where that is not known; None:
+    the room is back, or a retry by hand after space was freed, which the budget decides."""
+    disk = job.disk
+    if disk is not None and disk.needed_bytes is not None and disk.free_bytes < disk.needed_bytes:
+        return Decision(
+            False,
+            f"Not retried: {disk.path} still has only {_size(disk.free_bytes)} free, and the next checkpoint needs "
+            f"about {_size(disk.needed_bytes)}.",
+            f"Free at least {_size(disk.needed_bytes - disk.free_bytes)} on the disk holding {disk.path} (delete old "
+            "checkpoints or other runs' outputs, clear the Hugging Face cache) or set save_total_limit lower, then "
+            "retry it once.",
+        )
+    if automatic and (disk is None or disk.needed_bytes is None):
+        where = f" ({disk.path}: {_size(disk.free_bytes)} free now)" if disk else ""
+        return Decision(
+            False,
+            f"Not retried automatically: the disk filled up{where}, and nothing says it has room again.",
+            "Free space (delete old checkpoints, set save_total_limit, clear the Hugging Face cache) or choose a "
+            "flavor with a bigger disk, then retry it once by hand.",
+        )
+    return None
+
+
+def _size(n: int) -> str:
+    """Bytes as a person reads them (decimal units, as disk tools print them)."""
+    value, unit = float(n), "B"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            break
+        value /= 1000
+    return f"{value:.0f} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def _after_budget(changes: dict[str, Any], automatic: bool, job: JobFacts) -> Decision:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, PrivateAttr
 
 from jobtrail.models import Finding, ToolResult
+from jobtrail.results.endings import NextSteps, step_lines
 
 Status = Literal["READY", "NEEDS_MAPPING", "INCOMPATIBLE"]
 Severity = Literal["error", "warning"]
@@ -80,6 +81,7 @@ class DatasetReport(ToolResult):
     row_numbering: Literal["line", "row"] = "row"
     columns: list[ColumnInfo] = Field(default_factory=list)
     methods: dict[str, MethodVerdict] = Field(default_factory=dict)
+    next_steps: NextSteps = Field(default_factory=list)
     problems: list[RowProblem] = Field(default_factory=list)
     problems_total: int = 0
     samples: list[dict[str, Any]] = Field(default_factory=list)
@@ -96,26 +98,7 @@ class DatasetReport(ToolResult):
         return "\n".join(lines)
 
     def next_calls(self) -> list[str]:
-        calls: list[str] = []
-        shown: dict[str, str] = {}  # mapping JSON → the first method it was shown for
-        # A shape misfit is worth a line when it is the method asked about, or when nothing fits.
-        alone = len(self.methods) == 1
-        usable = any(v.status != "INCOMPATIBLE" for v in self.methods.values())
-        for name, verdict in self.methods.items():
-            if verdict.status == "NEEDS_MAPPING" and verdict.mapping is not None:
-                key = as_json(verdict.mapping)
-                if key in shown:
-                    calls.append(f"{name}: the same dataset_mapping as {shown[key]}")
-                    continue
-                shown[key] = name
-                calls.append(f'submit(method="{name}", model=..., dataset="{self.dataset}", dataset_mapping={key})')
-            elif verdict.status == "INCOMPATIBLE" and verdict.fix and (alone or not usable):
-                calls.append(f"{name}: {verdict.fix}")
-        ready = [name for name, v in self.methods.items() if v.status == "READY"]
-        if ready:
-            call = f'submit(method="{ready[0]}", model=..., dataset="{self.dataset}")'
-            calls.insert(0, f"{call} (ready for {', '.join(ready)})")
-        return calls
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         """Columns, warnings, row problems, token lengths, and each proposed mapping as Python."""

@@ -11,7 +11,7 @@ after it with `after=` is held instead of training on it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -47,12 +47,40 @@ NEVER = {
 }
 
 
+# What a next step does: a tool it calls, or one of these (load the model in Python, train it further as a new job,
+# open its trackio run, make a change the agent decides).
+StepAction = Literal[
+    "submit",
+    "wait",
+    "inspect",
+    "logs",
+    "cancel",
+    "release",
+    "retry",
+    "evaluate",
+    "convert_gguf",
+    "metrics",
+    "plot",
+    "ps",
+    "report",
+    "validate_dataset",
+    "estimate_cost",
+    "load",
+    "continue_training",
+    "watch",
+    "fix",
+]
+
+
 class NextStep(BaseModel):
-    action: Literal["load", "evaluate", "convert_gguf", "continue_training", "watch", "retry", "fix", "logs"]
+    action: StepAction
     kind: Literal["tool", "python", "shell", "url"] = Field(
         description="What `call` is: a jobtrail tool call, Python code, a shell command, or a page to open."
     )
-    call: str | None = Field(description="The exact call (or code) to run; None when the fix is a change to make.")
+    call: str | None = Field(
+        description="The exact call (or code) to run, every argument written out (`...`: a value only you know, such "
+        "as held-out data); None when the step is a change to make."
+    )
     why: str
 
     def as_line(self) -> str:
@@ -62,3 +90,18 @@ class NextStep(BaseModel):
         if self.call is None:
             return self.why
         return f"`{self.call}` {self.why}" if self.kind == "shell" else f"{self.call}: {self.why}"
+
+
+NextSteps = Annotated[
+    list[NextStep],
+    Field(
+        description="What to do next, decided from what just happened: each an exact call (kind tool: a jobtrail "
+        "call to send as written; python, shell or url) and why, or (call None) a change to make. A tool call here "
+        "is one the tool accepts: force, retry, metrics or plot appear only where they would be."
+    ),
+]
+
+
+def step_lines(steps: list[NextStep]) -> list[str]:
+    """The steps as a summary's Next lines."""
+    return [step.as_line() for step in steps]

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from jobtrail.backends.registry import HF_JOBS, LOCAL
 from jobtrail.models import Launcher, ToolResult
+from jobtrail.results.endings import NextSteps, step_lines
 from jobtrail.util.timefmt import human_duration
 
 _MEMORY_ROWS = [
@@ -90,6 +90,7 @@ class HardwareResult(ToolResult):
     snapshot_date: str | None = Field(None, description="Date of the bundled price list (bundled only).")
     note: str | None = Field(None, description="Why live prices were not used, when they were not.")
     local: Flavor | None = Field(None, description="This machine (the local backend's): CPU cores, RAM, GPUs.")
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         origin = "live prices from the Hub" if self.source == "live" else f"bundled price list of {self.snapshot_date}"
@@ -108,7 +109,7 @@ class HardwareResult(ToolResult):
         return "\n".join(lines)
 
     def next_calls(self) -> list[str]:
-        return ['estimate_cost(model="<model>", flavor="<flavor>") says whether a job fits one and what it costs']
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         lines = [self.note] if self.note else []
@@ -181,22 +182,13 @@ class EstimateResult(ToolResult):
     options: list[FlavorOption] = Field(description="The cheapest flavors that fit, cheapest first (at most 5).")
     notes: list[str] = Field(default_factory=list)
     assumptions: dict[str, Any]
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         return self._verdict()
 
     def next_calls(self) -> list[str]:
-        target = self.flavor if self.fits.get(self.flavor) else (self.options[0].flavor if self.options else None)
-        if target is None:
-            return [
-                f'estimate_cost(model="{self.model}", peft="qlora") or a smaller max_length / '
-                "per_device_train_batch_size (the notes say what frees memory)"
-            ]
-        timeout = self.recommended_timeout if target == self.flavor else self.options[0].timeout
-        calls = [f'submit(method="{self.method}", model="{self.model}", dataset=..., {_submit_args(target, timeout)})']
-        if self.hours is None:
-            calls.append(f'estimate_cost(model="{self.model}", dataset="<local .jsonl>") adds time and cost')
-        return calls
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         size = (
@@ -263,13 +255,6 @@ def _time(hours: float | None) -> str:
 
 def _usd(cost: float | None) -> str:
     return f"~${cost:.2f}" if cost is not None else "?"
-
-
-def _submit_args(flavor: str, timeout: str | None) -> str:
-    """submit's arguments for a flavor: this machine's (named after the local backend) is the local backend's, any
-    other is one of the catalog's, which are HF Jobs' flavors."""
-    where = f'backend="{LOCAL.name}"' if flavor == LOCAL.name else f'backend="{HF_JOBS.name}", flavor="{flavor}"'
-    return where + (f', timeout="{timeout}"' if timeout else "")
 
 
 def _billions(n: int) -> str:

@@ -11,15 +11,13 @@ from pydantic import BaseModel, Field
 from jobtrail.backends.registry import traits_of
 from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult
 from jobtrail.results.attempt_note import AttemptNote
-from jobtrail.results.endings import BLOCKING, NEVER, NextStep, verdict
+from jobtrail.results.endings import BLOCKING, NextSteps, step_lines, verdict
 from jobtrail.results.progress import Progress
 from jobtrail.results.trackio_run import TrackioRun
 from jobtrail.util.money import usd
 from jobtrail.util.timefmt import ago, human_duration
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
-# A cancelled job may have committed no checkpoint yet (cancelled before its first save): retry then starts over.
-RESUME_OR_RESTART = "from the start if it committed none"
 
 # Where a job that a tool started stands in a pipeline, as submit, evaluate and convert_gguf each report it:
 # described once, so the three results say the same.
@@ -47,14 +45,6 @@ def refusal(lead: str, findings: list[Finding]) -> str:
     errors = error_findings(findings)
     count = f"{len(errors)} problem{'s' if len(errors) != 1 else ''}"
     return "\n".join([f"{lead}: {count} must be fixed first.", *findings_markdown(errors)])
-
-
-def follow_calls(job_id: str) -> list[str]:
-    """How to follow a job that has not ended: the calls a summary proposes after starting or retrying one."""
-    return [
-        f'wait(job_id="{job_id}") returns when it ends, or after 30 s with its progress: call it again',
-        f'logs(job_id="{job_id}") for its output; inspect(job_id="{job_id}") for its receipt',
-    ]
 
 
 class ChainLink(BaseModel):
@@ -137,6 +127,7 @@ class PsResult(ToolResult):
     jobs: list[JobRow]
     status_filter: str | None = Field(None, description="The status asked for, when ps was filtered.")
     note: str | None = Field(None, description="Why the list is empty, when it is.")
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         if not self.jobs:
@@ -151,14 +142,7 @@ class PsResult(ToolResult):
         return f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}, newest first: {states}."
 
     def next_calls(self) -> list[str]:
-        live = next((j for j in self.jobs if j.status in ("queued", "starting", "running")), None)
-        failed = next((j for j in self.jobs if j.status == "failed"), None)
-        calls = [f'inspect(job_id="{live.job_id}") to follow the newest live job'] if live else []
-        if failed:
-            calls.append(f'inspect(job_id="{failed.job_id}") for why the newest failed job ended')
-        if not calls and self.jobs:
-            calls.append(f'inspect(job_id="{self.jobs[0].job_id}") for the newest job\'s receipt')
-        return calls
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         if not self.jobs:
@@ -167,14 +151,14 @@ class PsResult(ToolResult):
         return [markdown_table(header, [j.cells() for j in self.jobs])]
 
 
-NO_JOBS_YET = 'No jobs yet. Start one with submit(method="sft", model=..., dataset=...).'
+NO_JOBS_YET = "No jobs yet."
 
 
 def empty_list_note(status_filter: str | None, any_jobs: bool) -> str:
     """What an empty job list means: nothing submitted yet, or nothing in the status asked for."""
     if not status_filter or not any_jobs:
         return NO_JOBS_YET
-    return f"No jobs with status {status_filter!r}; other jobs exist: ps() lists them all."
+    return f"No jobs with status {status_filter!r}; other jobs exist."
 
 
 class AttemptView(BaseModel):
@@ -321,12 +305,7 @@ class InspectResult(ToolResult):
         description="The trackio run of the latest attempt that has one: project, run, the local folder or the "
         "private Space, and how to open it (`jobtrail dashboard --project ...` or the Space's URL).",
     )
-    next_steps: list[NextStep] = Field(
-        default_factory=list,
-        description="Once the job has ended: what to do next, each an exact call (kind: tool, python, shell or url) "
-        "and why: load the result (an adapter on its base model), evaluate, convert_gguf, continue training "
-        "(submit(init_from=...)), watch its trackio run; after a failure, retry or the fix its reason calls for.",
-    )
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         """The state and why, progress, warnings and the result that matters (an evaluation's metrics, files)."""
@@ -389,32 +368,7 @@ class InspectResult(ToolResult):
         return "\n".join(lines)
 
     def next_calls(self) -> list[str]:
-        job = f'job_id="{self.job_id}"'
-        if not self.status_is_terminal:
-            return [*follow_calls(self.job_id), f"cancel({job}) to stop it"]
-        if self.next_steps:
-            return [step.as_line() for step in self.next_steps]
-        if self.status == "cancelled":
-            return [f"retry({job}) resumes it from its last committed checkpoint ({RESUME_OR_RESTART})"]
-        if self.status == "failed":
-            never = {reason.value: fix for reason, fix in NEVER.items()}.get(self.termination_reason or "")
-            if never:
-                return [f"{never} (a new submit(...); retry would not help)", f"logs({job}, tail=100) for the evidence"]
-            return [
-                f"retry({job}) resumes from the last committed checkpoint when {self.termination_reason} allows it, "
-                "else answers with the change that fixes it (retry(..., changes={...}))",
-                f"logs({job}, tail=100) for the evidence",
-            ]
-        if self.method == "evaluate":
-            evaluated = (self.evaluation or {}).get("evaluates", self.model)  # a job id, or the model evaluated alone
-            return [] if evaluated == self.model else [f'inspect(job_id="{evaluated}") lists all its evaluations']
-        if self.method == "convert_gguf":
-            return []
-        return [
-            f'evaluate({job}, dataset="<held-out data>") measures the trained model',
-            f'convert_gguf(source="{self.job_id}", quantizations=["Q4_K_M"]) for llama.cpp / Ollama',
-            f'submit(..., init_from="{self.job_id}") trains it further as a new job',
-        ]
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         """The receipt: attempts, data, environment, evaluations and files."""
@@ -469,6 +423,7 @@ class LogsResult(ToolResult):
     latest_attempt: int | None = Field(None, description="The job's newest attempt; logs(attempt=N) reads another.")
     waiting_for: str | None = Field(None, description="A queued attempt: what it waits behind.")
     note: str | None = Field(None, description="Why there are no lines where the log is another host's.")
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         cut = f"; {self.truncated_lines} cut to the line limit" if self.truncated_lines else ""
@@ -476,7 +431,7 @@ class LogsResult(ToolResult):
         return f"Logs of {self.job_id} attempt {self.attempt} ({len(self.lines)} lines{cut}, {self._state()}).{said}"
 
     def next_calls(self) -> list[str]:
-        return [self._next_step()]
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         return ["```", *(self.lines or ["(no output yet)"]), "```"]
@@ -489,15 +444,6 @@ class LogsResult(ToolResult):
         if self.status in ("starting", "running") or self.status is None:
             return "still running"
         return f"{self.status}, more to read"  # ended, but the tail did not reach the end of the log
-
-    def _next_step(self) -> str:
-        which = f", attempt={self.attempt}" if self.latest_attempt and self.attempt != self.latest_attempt else ""
-        if self.finished:
-            return f'inspect(job_id="{self.job_id}") for the receipt: the attempt has ended and its log is all read'
-        if self.status == "queued":
-            behind = f"it waits for {self.waiting_for}" if self.waiting_for else "it has not started"
-            return f'inspect(job_id="{self.job_id}") follows it: queued, {behind}'
-        return f'logs(job_id="{self.job_id}"{which}, cursor={self.cursor}) reads what follows'
 
 
 class CancelResult(ToolResult):
@@ -514,21 +460,13 @@ class CancelResult(ToolResult):
         "namespace); the cancel is recorded and the server that reaches it (see message and host) stops it at its "
         "next refresh. wait(job_id) returns once it has ended.",
     )
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         return f"**{self.job_id}**: {verdict(self.status, self.termination_reason, [])}. {self.message}"
 
     def next_calls(self) -> list[str]:
-        receipt = f'inspect(job_id="{self.job_id}") for its receipt and committed checkpoints'
-        if self.pending:
-            wait = f'wait(job_id="{self.job_id}") returns when its server has stopped it, or after 30 s: call again'
-            return [wait, receipt]
-        if self.status == "cancelled":
-            return [
-                receipt,
-                f'retry(job_id="{self.job_id}") resumes it from its last committed checkpoint ({RESUME_OR_RESTART})',
-            ]
-        return [receipt]
+        return step_lines(self.next_steps)
 
 
 def _short(ref: str, width: int = 40) -> str:
@@ -552,6 +490,7 @@ class RetryResult(ToolResult):
     changes: dict[str, Any] = Field(default_factory=dict)
     resume_from: str | None = Field(None, description="The committed checkpoint the new attempt continues from.")
     delay_s: float = 0.0
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         if not self.retried:
@@ -561,21 +500,10 @@ class RetryResult(ToolResult):
             if self.fix:
                 lines.append(f"Fix: {self.fix}")
             return "\n".join(lines)
-        start = (
-            f"resuming from {self.resume_from}"
-            if self.resume_from
-            else "from scratch (no committed checkpoint)"
-        )
+        start = f"resuming from {self.resume_from}" if self.resume_from else "from scratch (no committed checkpoint)"
         wait = f" after {human_duration(self.delay_s)}" if self.delay_s else ""
         change = f" with changes {self.changes}" if self.changes else ""
         return f"**{self.job_id}** attempt {self.attempt} {self.status}{wait}{change}, {start}. {self.message}"
 
     def next_calls(self) -> list[str]:
-        if self.retried:
-            return follow_calls(self.job_id)
-        if self.status == "succeeded":  # nothing to retry: the Fix is a new job that starts from this one
-            return [f'inspect(job_id="{self.job_id}") names the submit(..., init_from="{self.job_id}") call in full']
-        return [
-            f'inspect(job_id="{self.job_id}") for the evidence; apply the Fix: retry(job_id="{self.job_id}", '
-            "changes={...}) or submit(...) again, as it says"
-        ]
+        return step_lines(self.next_steps)

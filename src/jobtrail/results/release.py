@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from jobtrail.models import ToolResult
+from jobtrail.results.endings import NextSteps, step_lines
 
 
 class ReleaseResult(ToolResult):
@@ -13,6 +14,7 @@ class ReleaseResult(ToolResult):
     status: str = Field(description="The job's status after the call.")
     message: str
     fix: str | None = Field(None, description="A refusal's fix: the call that makes a release possible, or moot.")
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         if self.released:
@@ -20,7 +22,4 @@ class ReleaseResult(ToolResult):
         return f"Not released: {self.message}" + (f" Fix: {self.fix}" if self.fix else "")
 
     def next_calls(self) -> list[str]:
-        job = f'job_id="{self.job_id}"'
-        if self.released:
-            return [f"wait({job}) until it ends", f"inspect({job}) for its receipt"]
-        return [f"inspect({job}) for what it waits for"]
+        return step_lines(self.next_steps)

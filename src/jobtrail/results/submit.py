@@ -10,15 +10,8 @@ from pydantic import Field
 
 from jobtrail.backends.registry import traits_of
 from jobtrail.models import Finding, Launcher, Speedups, ToolResult
-from jobtrail.results.jobs import (
-    AfterJob,
-    WaitingFor,
-    error_findings,
-    findings_markdown,
-    follow_calls,
-    refusal,
-    speedups_line,
-)
+from jobtrail.results.endings import NextSteps, step_lines
+from jobtrail.results.jobs import AfterJob, WaitingFor, error_findings, findings_markdown, refusal, speedups_line
 from jobtrail.util.money import usd
 
 
@@ -90,6 +83,7 @@ class SubmitResult(ToolResult):
         default=None,
         description="A smoke run of this many steps comes first (attempt 1); the full job starts if it succeeds.",
     )
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         if self.already_submitted:
@@ -131,16 +125,7 @@ class SubmitResult(ToolResult):
         return "\n".join([*lines, *warnings])
 
     def next_calls(self) -> list[str]:
-        if self.job_id and self.status in ("failed", "cancelled"):
-            return [f'inspect(job_id="{self.job_id}") says why it ended and what to do next']
-        if self.job_id:
-            return follow_calls(self.job_id)
-        if error_findings(self.findings) and not self.forced:
-            return [
-                "submit(...) again with each Fix applied (dry_run=true checks them first; "
-                "force=true submits anyway and is recorded)"
-            ]
-        return ["submit(...) with the same arguments and dry_run=false starts it"]
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         lines = findings_markdown([f for f in self.findings if f.severity == "info"])  # the summary has the rest

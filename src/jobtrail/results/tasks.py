@@ -7,45 +7,41 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel, Field
 
 from jobtrail.models import Finding, ToolResult
+from jobtrail.results.endings import NextStep, NextSteps, step_lines
 from jobtrail.results.jobs import AfterJob, WaitingFor, findings_markdown, markdown_table, refusal
 from jobtrail.util.money import DAILY_ENV, usd
 
 
 class _TaskJobResult(ToolResult):
-    """A task tool's result: the job it started, or (job_id None) the preflight errors that refused it."""
+    """A task tool's result: the job it started, or (job_id None) the preflight errors that refused it. Its warnings
+    are part of the answer (a conversion that would stop without a pre-tokenizer, a template it lacks)."""
 
-    TOOL: ClassVar[str]
     NOT_DONE: ClassVar[str]  # the refusal's lead: 'Not evaluated'
-    INSPECT_SHOWS: ClassVar[str]  # what inspect(...) shows once the job has ended
     if TYPE_CHECKING:  # declared by each result, where they take their place among its fields
         job_id: str | None
         findings: list[Finding]
         waiting_for: str | None
+        next_steps: list[NextStep]
 
     def headline(self) -> str:
         if self.job_id is None:
             return refusal(self.NOT_DONE, self.findings)
-        wait = f"\nIt waits for {self.waiting_for}, then starts." if self.waiting_for else ""
-        return self.started(self.job_id) + wait
+        wait = [f"It waits for {self.waiting_for}, then starts."] if self.waiting_for else []
+        warnings = findings_markdown([f for f in self.findings if f.severity == "warning"])
+        return "\n".join([self.started(self.job_id), *wait, *warnings])
 
     def next_calls(self) -> list[str]:
-        if self.job_id is None:
-            return [f"{self.TOOL}(...) again with each Fix applied"]
-        return [
-            f'wait(job_id="{self.job_id}") returns when it ends',
-            f'inspect(job_id="{self.job_id}") then {self.INSPECT_SHOWS}',
-        ]
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
-        return findings_markdown([f for f in self.findings if f.severity != "error"])
+        return findings_markdown([f for f in self.findings if f.severity == "info"])
 
     def started(self, job_id: str) -> str:
         raise NotImplementedError
 
 
 class EvaluateResult(_TaskJobResult):
-    TOOL, NOT_DONE = "evaluate", "Not evaluated"
-    INSPECT_SHOWS = "shows its metrics (inspect of the evaluated job lists them too)"
+    NOT_DONE = "Not evaluated"
 
     job_id: str | None = Field(
         description="The evaluation job's id: follow it with logs/inspect; None when preflight refused it."
@@ -57,14 +53,14 @@ class EvaluateResult(_TaskJobResult):
     findings: list[Finding] = Field(default_factory=list)
     after: AfterJob = None
     waiting_for: WaitingFor = None
+    next_steps: NextSteps = Field(default_factory=list)
 
     def started(self, job_id: str) -> str:
         return f"Evaluation **{job_id}** ({self.status}) of {self.evaluates} [{self.checkpoint}] on {self.backend}."
 
 
 class ConvertResult(_TaskJobResult):
-    TOOL, NOT_DONE = "convert_gguf", "Not converted"
-    INSPECT_SHOWS = "lists each file with its size and sha256"
+    NOT_DONE = "Not converted"
 
     job_id: str | None = Field(description="The conversion job's id; None when preflight refused it.")
     status: str
@@ -78,15 +74,32 @@ class ConvertResult(_TaskJobResult):
     )
     output_dir: str | None = None
     output_repo: str | None = None
+    pre_tokenizer: str | None = Field(
+        None,
+        description="The llama.cpp pre-tokenizer the converter is told to use: the one asked for, or the one jobtrail "
+        "recognised where the converter does not know the tokenizer (applied_pre_tokenizer).",
+    )
+    applied_pre_tokenizer: bool = Field(
+        False,
+        description="True: jobtrail chose pre_tokenizer itself, from the tokenizer's split regex: without one the "
+        "conversion would stop (gguf.pre_tokenizer_needed).",
+    )
     after: AfterJob = None
     waiting_for: WaitingFor = None
+    next_steps: NextSteps = Field(default_factory=list)
 
     def started(self, job_id: str) -> str:
         where = self.output_repo or self.output_dir
         made = " + ".join(["F16", *self.quantizations])
         source = f"{self.source}'s final model" if self.source == self.after else self.source
         build = " It builds llama-quantize first, which takes minutes." if self.builds_quantizer else ""
-        return f"Conversion **{job_id}** ({self.status}): {source} → {made} in {where}.{build}"
+        line = f"Conversion **{job_id}** ({self.status}): {source} → {made} in {where}.{build}"
+        if self.applied_pre_tokenizer:
+            line += (
+                f"\npre_tokenizer={self.pre_tokenizer!r} applied: llama.cpp's converter does not know this tokenizer, "
+                "and its split regex is that family's."
+            )
+        return line
 
 
 class ReportRow(BaseModel):
@@ -133,6 +146,7 @@ class ReportResult(ToolResult):
         description=f"The capped jobs to look at, newest first, at most {JOB_CAPS_LISTED}: still running, or stopped by"
         " their cap (budget). The others finished.",
     )
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         return "\n".join([self._totals(), self._spending()])
@@ -172,12 +186,7 @@ class ReportResult(ToolResult):
         return f"{head} Largest {self.group_by}: {top.group or '-'} ({share})."
 
     def next_calls(self) -> list[str]:
-        if not self.total_attempts:
-            return []
-        calls = ['ps(status="failed") lists the failed jobs; inspect(job_id=...) says why one ended']
-        if self.group_by != "termination_reason":
-            calls.append(f'report(days={self.days:g}, group_by="termination_reason") splits it by why attempts ended')
-        return calls
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         lines = []

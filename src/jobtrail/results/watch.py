@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from jobtrail.models import ToolResult
 from jobtrail.results.attempt_note import AttemptNote
-from jobtrail.results.endings import blocking, verdict
+from jobtrail.results.endings import NextSteps, blocking, step_lines, verdict
 from jobtrail.results.progress import Progress
 from jobtrail.util.timefmt import human_duration
 
@@ -69,6 +69,14 @@ class WaitResult(ToolResult):
     waiting_for: str | None = Field(
         default=None, description="A queued job: what it waits for (the job it follows, the backend's slots)."
     )
+    evaluation: dict[str, Any] | None = Field(
+        None,
+        description="An evaluation job that ended: what it evaluated (evaluates, checkpoint), its state and metrics.",
+    )
+    files: list[dict[str, Any]] = Field(
+        default_factory=list, description="A conversion that ended: its GGUF files (quantization, path, bytes, sha256)."
+    )
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         if self.terminal:
@@ -97,19 +105,21 @@ class WaitResult(ToolResult):
         stops = blocking(self.alerts)
         if self.status == "succeeded" and stops:
             line += f" But: {stops[0]['code']} at step {stops[0]['step']}, so its result is not usable as it is."
+        if self.evaluation:
+            ev = self.evaluation
+            scores = ", ".join(f"{k} {v:.4g}" for k, v in (ev.get("metrics") or {}).items()) or ev.get("state")
+            line += f" Evaluation of {ev.get('evaluates')} [{ev.get('checkpoint')}]: {scores}."
+        if self.files:
+            sizes = ", ".join(
+                f"{f.get('quantization')} {f.get('path')} ({_megabytes(f.get('bytes'))})" for f in self.files
+            )
+            line += f" {len(self.files)} GGUF file{'s' if len(self.files) != 1 else ''}: {sizes}."
         if self.termination_message and self.status != "succeeded":
             line += f"\nWhy: {self.termination_message}"
         return line
 
     def next_calls(self) -> list[str]:
-        job = f'job_id="{self.job_id}"'
-        if not self.terminal:
-            return [f"wait({job}) to keep waiting", f"metrics({job}) for the loss so far"]
-        if self.status == "succeeded" and blocking(self.alerts):
-            return [f"metrics({job}) for the numbers behind the alert", f"inspect({job}) for the receipt"]
-        if self.status == "succeeded":
-            return [f"inspect({job}) for the receipt and the output", f"plot({job}) for the curves"]
-        return [f"inspect({job}) for the diagnosis", f"logs({job}) for the output", f"retry({job}) to try again"]
+        return step_lines(self.next_steps)
 
 
 class AttemptSpan(BaseModel):
@@ -141,6 +151,7 @@ class MetricsResult(ToolResult):
     last_step: int | None = Field(None, description="The last step in the series: pass it as since_step to read on.")
     downsampled_to: int | None = Field(None, description="Set when long series were thinned to this many points.")
     note: str | None = Field(None, description="Why an ended job has no series at all, and what logs one.")
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         if not self.series:
@@ -174,14 +185,7 @@ class MetricsResult(ToolResult):
         return f"{name} {word}"
 
     def next_calls(self) -> list[str]:
-        job = f'job_id="{self.job_id}"'
-        if self.note:  # an ended job without series has no curve to plot either
-            return [f"inspect({job}) for its receipt and committed checkpoints"]
-        calls = [f"plot({job}) for the curves as a PNG"]
-        if self.status not in TERMINAL:
-            since = f", since_step={self.last_step}" if self.last_step is not None else ""
-            calls = [f"wait({job}) until it ends", f"metrics({job}{since}) for the points that follow", *calls]
-        return calls
+        return step_lines(self.next_steps)
 
     def details(self) -> list[str]:
         rows = [
@@ -203,6 +207,7 @@ class PlotResult(ImageResult):
     status: str
     panels: list[str] = Field(description="One panel per entry: the metrics drawn in it.")
     last_step: int | None = None
+    next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
         return (
@@ -211,8 +216,11 @@ class PlotResult(ImageResult):
         )
 
     def next_calls(self) -> list[str]:
-        job = f'job_id="{self.job_id}"'
-        return [f"metrics({job}) for the numbers behind it"]
+        return step_lines(self.next_steps)
+
+
+def _megabytes(size: Any) -> str:
+    return f"{size / 1e6:.1f} MB" if isinstance(size, int | float) else "size unknown"
 
 
 def _number(value: float | None) -> str:

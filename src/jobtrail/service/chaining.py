@@ -63,8 +63,8 @@ def parent_of(context: ServiceContext, after: str) -> RunRecord:
         ended = endings.verdict(latest.status.value, reason, [])
         raise InvalidRequestError(
             f"{run.run_id} already ended {ended}: a job after it would never start.",
-            fix=f'retry(job_id="{run.run_id}") (or submit it again fixed), then pass after= that job; '
-            "or leave after out.",
+            fix=f'Retry {run.run_id} or submit it again fixed (inspect(job_id="{run.run_id}") says which its ending '
+            "calls for), then pass after= that job; or leave after out.",
         )
     return run
 

@@ -45,8 +45,7 @@ class Followers:
                 termination_reason=TerminationReason.CANCELLED,
                 termination_message=f"Never started: it waited for {parent.run_id}, which ended "
                 f"{endings.verdict(latest.status.value, reason, [])}{why} Once {parent.run_id} is retried (or "
-                "submitted again), "
-                f'retry(job_id="{attempt.run_id}") queues this job after it again.',
+                "submitted again), a retry of this job queues it after it again.",
                 evidence=f"{parent.run_id} ended {reason}",
                 ended_at=time.time(),
             )

@@ -20,15 +20,13 @@ from jobtrail.preflight.dataset import DatasetReport, validate_dataset
 from jobtrail.preflight.plan import estimate_alone
 from jobtrail.requests import REPORT_GROUPS, EstimateRequest
 from jobtrail.results.attempt_note import attempt_note, lineage
-from jobtrail.results.endings import NextStep
 from jobtrail.results.jobs import AttemptView, ChainLink, InspectResult, JobRow, LogsResult, PsResult, empty_list_note
 from jobtrail.results.progress import AttemptFacts, Progress, job_progress, timeout_warning
 from jobtrail.results.tasks import JOB_CAPS_LISTED, JobCap, ReportResult, ReportRow
-from jobtrail.results.trackio_run import TrackioRun, trackio_run
-from jobtrail.service import chaining
+from jobtrail.results.trackio_run import trackio_run
+from jobtrail.service import chaining, next_steps, request_steps
 from jobtrail.service.context import local_path
-from jobtrail.service.next_steps import next_steps
-from jobtrail.service.retry_state import retries_stopped, retry_decision
+from jobtrail.service.retry_state import retries_stopped
 from jobtrail.service.use_case import UseCase
 from jobtrail.templates.configs import launcher_of
 from jobtrail.util.timefmt import human_duration
@@ -72,8 +70,10 @@ class Queries(UseCase):
                     **_run_fields(run),
                 )
             )
-        note = None if rows else empty_list_note(status, any_jobs=bool(self.ledger.list_runs(None, 1)))
-        return PsResult(jobs=rows, status_filter=status, note=note)
+        any_jobs = bool(rows) or bool(self.ledger.list_runs(None, 1))
+        note = None if rows else empty_list_note(status, any_jobs=any_jobs)
+        steps = request_steps.listing([(row.job_id, row.status) for row in rows], others=any_jobs and not rows)
+        return PsResult(jobs=rows, status_filter=status, note=note, next_steps=steps)
 
     def inspect(self, job_id: str) -> InspectResult:
         run = self.context.run(job_id)
@@ -103,7 +103,7 @@ class Queries(UseCase):
             # "warning" events: what jobs printed before alerts replaced them (a ledger keeps old receipts).
             warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning")) + ([late] if late else []),
             alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
-            evaluation=self._own_evaluation(run),
+            evaluation=self.own_evaluation(run),
             evaluations=[asdict(e) for e in evaluations],
             eval_delta=_eval_delta(evaluations),
             waiting_for=self.waiting_for(latest),
@@ -117,18 +117,9 @@ class Queries(UseCase):
             host=latest.host,
             followed_here=self.context.reaches(latest),
             trackio=trackio,
-            next_steps=self._next_steps(run, attempts, trackio, evaluations),
+            next_steps=next_steps.now(self.context, run, attempts, "inspect", trackio),
             **_run_fields(run),
         )
-
-    def _next_steps(
-        self, run: RunRecord, attempts: list[AttemptRecord], trackio: TrackioRun | None, evaluations: list[EvalRow]
-    ) -> list[NextStep]:
-        latest = attempts[-1]
-        ended = latest.status in (JobStatus.FAILED, JobStatus.CANCELLED)
-        decision = retry_decision(self.ledger, run, attempts) if ended else None
-        evaluated = any(e.checkpoint == "final" for e in evaluations)
-        return next_steps(run, latest, retry=decision, trackio=trackio, evaluated=evaluated)
 
     def progress(
         self, attempts: list[AttemptRecord], now: float, logged: dict[str, list[dict[str, Any]]] | None = None
@@ -151,7 +142,7 @@ class Queries(UseCase):
         earlier = [c for a in lineage(attempts)[:-1] for c in self.ledger.checkpoints(a.attempt_id)]
         return attempt_note(attempts, logged, earlier)
 
-    def _own_evaluation(self, run: RunRecord) -> dict[str, Any] | None:
+    def own_evaluation(self, run: RunRecord) -> dict[str, Any] | None:
         """An evaluation job's own result: what it evaluated (a job, or a model alone) and its metrics."""
         found = self.ledger.eval_by_job(run.run_id) if run.method == "evaluate" else None
         if found is None:
@@ -198,16 +189,20 @@ class Queries(UseCase):
             at_end = backend.read_log(placement, end).lines == []
             redact = self.context.redactor(attempt)
             lines = [_cut(redact(line)) for line in chunk.lines]
+        finished = attempt.status.is_terminal and at_end
+        waiting_for = self.waiting_for(attempt)
+        steps = request_steps.reading(run.run_id, attempt.number, attempts[-1].number, finished, waiting_for, end)
         return LogsResult(
             job_id=run.run_id,
             attempt=attempt.number,
             lines=[line for line, _ in lines],
-            finished=attempt.status.is_terminal and at_end,
+            finished=finished,
+            next_steps=steps,
             cursor=end,
             truncated_lines=sum(1 for _, was_cut in lines if was_cut),
             status=attempt.status.value,
             latest_attempt=attempts[-1].number,
-            waiting_for=self.waiting_for(attempt),
+            waiting_for=waiting_for,
             note=None if lines or attempt.placement is None or self.context.reaches(attempt) else _elsewhere(attempt),
         )
 
@@ -269,11 +264,13 @@ class Queries(UseCase):
         ]
         now, caps = time.time(), self.context.caps
         capped_jobs, job_caps = self._job_caps(now - days * 86400, now)
+        total = sum(r.attempts for r in rows)
         return ReportResult(
             days=days,
             group_by=group_by,
             rows=rows,
-            total_attempts=sum(r.attempts for r in rows),
+            next_steps=request_steps.reported(total, days, group_by),
+            total_attempts=total,
             total_gpu_hours=round(sum(r.gpu_hours for r in rows), 4),
             total_cost_usd=round(sum(r.cost_usd for r in rows), 4),
             spent_last_24h_usd=round(self.tracker.spending.last_24h(now), 6),
@@ -302,25 +299,29 @@ class Queries(UseCase):
     # --- planning helpers: no job involved ------------------------------------------
 
     def hardware(self) -> HardwareResult:
-        return hardware_report(api=self.context.hub_api())
+        result = hardware_report(api=self.context.hub_api())
+        return result.model_copy(update={"next_steps": request_steps.flavors(result)})
 
     def estimate_cost(self, request: EstimateRequest) -> EstimateResult:
         model, dataset = local_path(request.model), local_path(request.dataset) if request.dataset else None
         # A local data file is counted with the model's tokenizer (validate_dataset's pass), not characters/4.
         measured = measured_data(dataset, request.method, model) if dataset else None
-        return estimate_alone(
-            replace(request, model=model, dataset=dataset),
+        request = replace(request, model=model, dataset=dataset)
+        result = estimate_alone(
+            request,
             data=measured,
             calibration=self.ledger,
             api=self.context.hub_api(),
             tune_micro_batch=True,  # as submit does: the tool estimates the job submit would run
         )
+        return result.model_copy(update={"next_steps": request_steps.estimated(request, result)})
 
     def validate_dataset(
         self, dataset: str, method: str | None, split: str, model: str | None, max_length: int | None
     ) -> DatasetReport:
         dataset, model = local_path(dataset), local_path(model) if model else None
-        return validate_dataset(dataset, method, split=split, model=model, max_length=max_length)
+        report = validate_dataset(dataset, method, split=split, model=model, max_length=max_length)
+        return report.model_copy(update={"next_steps": request_steps.validated(report, model)})
 
 
 def attempt_facts(attempt: AttemptRecord) -> AttemptFacts:

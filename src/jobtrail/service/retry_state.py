@@ -8,11 +8,14 @@ it is the check before the job, not a try at it.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
+from jobtrail.backends.registry import traits_of
 from jobtrail.ledger.store import Ledger
-from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord
-from jobtrail.outcomes import retry as retry_policy
+from jobtrail.models import AttemptRecord, JobSpec, JobStatus, RunRecord, TerminationReason
+from jobtrail.outcomes import events, retry as retry_policy
 
 # The automatic retry is added by the process that saw the attempt end, right after it: a failed attempt
 # with no newer one this long after its end will not get one (that process stopped, or its launch was refused).
@@ -30,12 +33,12 @@ def retries_stopped(ledger: Ledger, run: RunRecord, attempts: list[AttemptRecord
     if run.max_retries < 1 or latest.status is not JobStatus.FAILED:
         return None
     if latest.smoke_steps:
-        return "A failed smoke run is never retried automatically; retry(job_id) runs it again."
+        return "A failed smoke run is never retried automatically (next_steps says what a retry by hand does)."
     if counted(attempts) > run.max_retries:
-        return f"max_retries ({run.max_retries}) is spent; retry(job_id, changes=...) still starts a new attempt."
+        return f"max_retries ({run.max_retries}) is spent (next_steps says what a retry by hand does)."
     decision = decide(ledger, run, attempts, latest.spec or run.spec, None, automatic=True)
     if decision.retry:  # due, yet not started: only a refused change does that
-        return "The automatic retry's changes did not pass preflight; retry(job_id) shows why."
+        return "The automatic retry's changes did not pass preflight (a retry with them by hand names the finding)."
     return " ".join(part for part in (decision.message, decision.fix) if part)
 
 
@@ -79,9 +82,29 @@ def decide(
         learning_rate=ran_with.get("learning_rate"),
         ran_with=ran_with,
         spent_usd=sum(a.cost_usd or 0.0 for a in attempts),  # every attempt has ended: its cost is recorded
+        disk=disk_room(ledger, attempts[-1]),
     )
     history = [_attempt_facts(ledger, a) for a in attempts]
     return retry_policy.decide(history, spec.hyperparameters, changes, automatic=automatic, job=job)
+
+
+def disk_room(ledger: Ledger, attempt: AttemptRecord) -> retry_policy.DiskRoom | None:
+    """After a full disk on this machine: the room now on the disk the job's termination event named (None:
+    another ending, a job that ran elsewhere, or no path it named)."""
+    if attempt.termination_reason is not TerminationReason.DISK_FULL or not traits_of(attempt.backend).runs_here:
+        return None
+    ending = events.termination_event(ledger.events(attempt.attempt_id, "termination")) or {}
+    if not isinstance(ending.get("path"), str):
+        return None
+    path = Path(ending["path"])
+    while not path.exists() and path != path.parent:  # a checkpoint folder the job could not finish may be gone
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return None
+    needed = ending.get("needed_bytes")
+    return retry_policy.DiskRoom(ending["path"], free, needed if isinstance(needed, int) else None)
 
 
 def _attempt_facts(ledger: Ledger, a: AttemptRecord) -> retry_policy.AttemptFacts:

@@ -17,22 +17,27 @@ from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, Speedups, TerminationReason
 from jobtrail.outcomes import budget, exits
+from jobtrail.outcomes.retry import Decision
 from jobtrail.preflight import hyperparams, plan as preflight, rules as checks
 from jobtrail.preflight.facts import BudgetFacts
 from jobtrail.requests import SubmitOptions
 from jobtrail.results.attempt_note import resume_point
+from jobtrail.results.endings import NextStep
 from jobtrail.results.jobs import CancelResult, RetryResult
 from jobtrail.results.release import ReleaseResult
 from jobtrail.results.submit import PlanSummary, SubmitResult
-from jobtrail.service import chaining, idempotency, retry_state, secrets
+from jobtrail.service import chaining, idempotency, next_steps, request_steps, retry_state, secrets
 from jobtrail.service.context import ServiceContext, local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.tasks import Tasks
 from jobtrail.service.tracker import Tracker
 from jobtrail.service.use_case import UseCase
+from jobtrail.templates.llama_cpp import canonical_quantization
 from jobtrail.util.digest import config_json, sha256_text
 from jobtrail.util.files import private_dir, write_private
 from jobtrail.util.timefmt import parse_duration
 
+# What a retry of a conversion may change: its own arguments, as convert_gguf takes them.
+CONVERSION_CHANGES = ("quantizations", "pre_tokenizer")
 # What submit reports for the attempt it queued; one that ended at once (a launch refused, the daily
 # budget spent) says so, and its termination_message why.
 _SUBMITTED_STATUS: dict[JobStatus, Literal["queued", "starting", "failed", "cancelled"]] = {
@@ -62,7 +67,8 @@ class Runs(UseCase):
         request = idempotency.request_of(spec, max_retries=max_retries, force=force, max_cost_usd=cap)
         key = None if options.dry_run else options.idempotency_key  # a dry run never uses a key
         if key is not None and (held := self.ledger.run_by_idempotency_key(key)):
-            return idempotency.replay(self.context, key, *held, request)
+            return self._replayed(idempotency.replay(self.context, key, *held, request))
+        asked = request_steps.submit_arguments(spec, options)  # the submission as the agent sent it, paths resolved
         run_id = new_run_id()
         spec, plan = self._plan(spec, run_id, cap, max_retries, cap_given=options.max_cost_usd is not None)
         summary = _planned(spec, plan, cap)
@@ -76,10 +82,14 @@ class Runs(UseCase):
                 forced=plan.forced(force),
                 script=script,
                 script_path=script_path,
+                next_steps=_verdict_steps(plan, asked, force),
                 **summary.result_fields(),
             )
         if not plan.accepts(force):
-            return SubmitResult(job_id=None, status="rejected", findings=plan.findings, **summary.result_fields())
+            steps = _verdict_steps(plan, asked, force)
+            return SubmitResult(
+                job_id=None, status="rejected", findings=plan.findings, next_steps=steps, **summary.result_fields()
+            )
         spec = spec.model_copy(update={"timeout_s": plan.timeout_s})
         run = new_run(
             run_id,
@@ -129,16 +139,19 @@ class Runs(UseCase):
             # Another process created a job with this key since the look-up above: that job is the one.
             held = self.ledger.run_by_idempotency_key(key) if key is not None else None
             assert key is not None and held is not None
-            return idempotency.replay(self.context, key, *held, request)
+            return self._replayed(idempotency.replay(self.context, key, *held, request))
         if spec.eval_dataset:  # the base model is measured too: an evaluation queued behind the training attempt
             after = spec.after if chaining.uses_parent_output(spec) else None  # the base is the parent's output
             evaluation = preflight.Evaluation("base")
             self.tasks.start_eval(spec.eval_dataset, spec.model, evaluation, run, spec.backend, after=after)
         self.tracker.dispatch()
         current = self.context.attempt(attempt.attempt_id)
+        ended = current.status.is_terminal  # a launch refused, the daily budget spent
+        steps = self._now(run.run_id, "submit") if ended else next_steps.following(run.run_id)
         return SubmitResult(
             job_id=run.run_id,
             status=_SUBMITTED_STATUS.get(current.status, "running"),
+            next_steps=steps,
             termination_message=current.termination_message,
             findings=plan.findings,
             forced=attempt.forced,
@@ -148,6 +161,16 @@ class Runs(UseCase):
             waiting_for=chaining.waiting_on_parent(self.context, current),
             **summary.result_fields(),
         )
+
+    def _replayed(self, result: SubmitResult) -> SubmitResult:
+        """The earlier job an idempotency_key returns, with the steps its state calls for now."""
+        assert result.job_id is not None
+        steps = self._now(result.job_id, "submit")
+        return result.model_copy(update={"next_steps": steps})
+
+    def _now(self, job_id: str, reporter: next_steps.Reporter) -> list[NextStep]:
+        run = self.context.run(job_id)
+        return next_steps.now(self.context, run, self.ledger.attempts(run.run_id), reporter)
 
     def _budget(self, cap: float | None, max_retries: int, cap_given: bool) -> BudgetFacts:
         """The caps a submission is judged against, with what every job spent in the last 24 hours."""
@@ -212,6 +235,9 @@ class Runs(UseCase):
 
     def retry(self, job_id: str, changes: dict[str, Any] | None = None) -> RetryResult:
         run = self.context.run(job_id)
+        if run.method == "convert_gguf" and changes:  # a conversion's own arguments, not hyperparameters
+            self.tracker.refresh()
+            return self._reconvert(run, changes)
         if changes:
             changes = hyperparams.changes_by_field(run.spec.method, changes)  # lr is learning_rate, as for submit
         if changes and "max_cost_usd" in changes:
@@ -230,9 +256,18 @@ class Runs(UseCase):
         attempts = self.ledger.attempts(run.run_id)
         latest = attempts[-1]
         spec = latest.spec or run.spec
+        parent = next_steps.ended_parent(self.context, run) if latest.status.is_terminal else None
+        if parent is not None:  # queued again, it would be cancelled at once: its parent has nothing for it
+            parent_run, parent_attempts = parent
+            message = (
+                f"Not retried: it waits for {parent_run.run_id}, which ended "
+                f"{next_steps.state(parent_attempts[-1])} and is not being retried: a new attempt would be cancelled "
+                f"before it starts. Retry {parent_run.run_id} first (next_steps says how); then this job."
+            )
+            return self._refused(run, attempts, message, None)
         decision = retry_state.decide(self.ledger, run, attempts, spec, changes, automatic=automatic)
         if not decision.retry:
-            return _not_retried(latest, decision.message, diagnosis=_diagnosis(latest), fix=decision.fix)
+            return self._refused(run, attempts, decision.message, decision.fix, decision)
         job_changes = {k: v for k, v in decision.changes.items() if k != "max_cost_usd"}  # the cap is the run's
         new_spec = _apply_changes(spec, job_changes)
         rerun = _Rerun(latest.config, self.ledger.script(latest.script_sha256))
@@ -243,38 +278,100 @@ class Runs(UseCase):
             rerun = replanned
         if "max_cost_usd" in decision.changes:
             self.ledger.set_max_cost(run.run_id, decision.changes["max_cost_usd"])
+        return self._queue(run, latest, new_spec, rerun, decision.message, decision.changes, decision.delay_s)
+
+    def _queue(
+        self,
+        run: RunRecord,
+        latest: AttemptRecord,
+        spec: JobSpec,
+        rerun: _Rerun,
+        message: str,
+        changes: dict[str, Any],
+        delay_s: float = 0.0,
+    ) -> RetryResult:
+        """Queue the run's next attempt, running `rerun`, and dispatch."""
         now = time.time()
         attempt = queued_attempt(
             run.run_id,
             latest.number + 1,
-            new_spec,
+            spec,
             rerun.config,
             rerun.script,
             output_dir=self.context.output_dir(run.run_id, rerun.config),
             created_at=now,
             forced=rerun.forced,
             findings=rerun.findings,
-            not_before=now + decision.delay_s if decision.delay_s else None,
-            retry_note=decision.message,
+            not_before=now + delay_s if delay_s else None,
+            retry_note=message,
             smoke_steps=latest.smoke_steps,  # a failed smoke run is run again; the full job follows it
             # Where its checkpoints are, and whose: retried through any server, it resumes on its host (a remote
             # job in its namespace, billed there).
             host=latest.host,
         )
         if not self.ledger.add_attempt(attempt):
-            return _not_retried(latest, "Another retry of this job was started at the same moment.")
+            return _not_retried(latest, "Another retry of this job was started at the same moment.", steps=[])
         self.tracker.dispatch()
         return RetryResult(
             job_id=run.run_id,
             retried=True,
             attempt=attempt.number,
             status=self.context.latest(run.run_id).status.value,
-            message=decision.message,
+            message=message,
             diagnosis=None,
-            changes=decision.changes,
+            changes=changes,
             resume_from=self._last_committed(run.run_id),
-            delay_s=decision.delay_s,
+            delay_s=delay_s,
+            next_steps=next_steps.following(run.run_id),
         )
+
+    def _refused(
+        self,
+        run: RunRecord,
+        attempts: list[AttemptRecord],
+        message: str,
+        fix: str | None,
+        decision: Decision | None = None,
+    ) -> RetryResult:
+        """A retry that does not run, with the one call that would (next_steps.retry_refused)."""
+        latest = attempts[-1]
+        steps = next_steps.retry_refused(self.context, run, attempts, decision)
+        return _not_retried(latest, message, diagnosis=_diagnosis(latest), fix=fix, steps=steps)
+
+    def _reconvert(self, run: RunRecord, changes: dict[str, Any]) -> RetryResult:
+        """retry of a conversion with changes to its own arguments (quantizations, pre_tokenizer): the conversion
+        planned again with them, as convert_gguf plans one; preflight judges it, whatever ended the last attempt
+        (a conversion stopped by a missing pre-tokenizer is fixed by naming one)."""
+        attempts = self.ledger.attempts(run.run_id)
+        latest = attempts[-1]
+        unknown = sorted(set(changes) - set(CONVERSION_CHANGES))
+        if unknown:
+            raise InvalidRequestError(
+                f"A conversion's retry changes its own arguments ({', '.join(CONVERSION_CHANGES)}), not "
+                f"{', '.join(unknown)}.",
+                fix=f"Pass changes with {' or '.join(CONVERSION_CHANGES)} only, e.g. "
+                + next_steps.call("retry", job_id=run.run_id, changes={"pre_tokenizer": "qwen2"}),
+            )
+        task = chaining.task_of(latest)
+        if not latest.status.is_terminal or latest.status is JobStatus.SUCCEEDED or task is None:
+            decision = retry_state.retry_decision(self.ledger, run, attempts) if latest.status.is_terminal else None
+            message = decision.message if decision else "The latest attempt has not ended yet."
+            return self._refused(run, attempts, message, decision.fix if decision else None, decision)
+        assert isinstance(task, preflight.Conversion)
+        asked = changes.get("quantizations", task.quantizations)
+        quants = list(dict.fromkeys(canonical_quantization(q) or q for q in asked if q != "F16"))
+        conversion = preflight.Conversion(quants, changes.get("pre_tokenizer", task.pre_tokenizer))
+        spec = latest.spec or run.spec
+        plan = preflight.plan(spec, self.context.plan_env(run.run_id), conversion)
+        if plan.config is None or not plan.accepts():
+            bad = checks.blocking(plan.findings)
+            raise InvalidRequestError(
+                bad[0].message if bad else "The conversion could not be planned.", fix=bad[0].fix if bad else None
+            )
+        config, script = plan.first_run
+        rerun = _Rerun(config, script, plan.findings)
+        message = f"Converting again with changes to {', '.join(changes)}."
+        return self._queue(run, latest, spec, rerun, message, changes)
 
     def _replan(self, latest: AttemptRecord, spec: JobSpec, *, automatic: bool) -> _Rerun | RetryResult:
         """A retry with changes, planned as a submission is; a forced run stays forced. A smoke run is run again as
@@ -287,7 +384,8 @@ class Runs(UseCase):
             bad = checks.blocking(plan.findings)
             if not automatic:
                 raise InvalidRequestError(bad[0].message, fix=bad[0].fix)
-            return _not_retried(latest, f"The retry's changes do not pass preflight: {bad[0].message}", fix=bad[0].fix)
+            message = f"The retry's changes do not pass preflight: {bad[0].message}"
+            return _not_retried(latest, message, fix=bad[0].fix, steps=[])  # automatic: no one reads it
         config, script = plan.first_run
         return _Rerun(config, script, plan.findings, plan.forced(latest.forced))
 
@@ -307,7 +405,10 @@ class Runs(UseCase):
         status = attempt.status.value
         if held is None or attempt.spec is None or attempt.spec.after is None:
             message = f"{run.run_id} is not held (it is {status}): there is nothing to release."
-            return ReleaseResult(job_id=run.run_id, released=False, status=status, message=message, fix=None)
+            steps = self._now(run.run_id, "inspect")
+            return ReleaseResult(
+                job_id=run.run_id, released=False, status=status, message=message, fix=None, next_steps=steps
+            )
         parent = self.context.latest(attempt.spec.after)
         if parent.status is not JobStatus.SUCCEEDED:
             return ReleaseResult(
@@ -316,6 +417,7 @@ class Runs(UseCase):
                 status=status,
                 message=f"{run.run_id} is {held}",
                 fix=f"Retry {attempt.spec.after} with the change its alert names; then {run.run_id} starts.",
+                next_steps=next_steps.held(self.context, attempt),
             )
         self.ledger.update_attempt(
             attempt.attempt_id,
@@ -329,6 +431,7 @@ class Runs(UseCase):
             status=self.context.latest(run.run_id).status.value,
             message=f"it starts on {attempt.spec.after}'s result despite its alert (its receipt records the release).",
             fix=None,
+            next_steps=next_steps.following(run.run_id),
         )
 
     def cancel(self, job_id: str) -> CancelResult:
@@ -336,7 +439,7 @@ class Runs(UseCase):
         self.tracker.refresh()
         attempt = self.context.latest(run.run_id)
         if attempt.status.is_terminal:
-            return _cancel_result(attempt, "It had already ended; nothing to cancel.")
+            return self._cancelled(attempt, "It had already ended; nothing to cancel.")
         now = time.time()
         if attempt.status is JobStatus.QUEUED and self.ledger.update_attempt(
             attempt.attempt_id,
@@ -347,7 +450,7 @@ class Runs(UseCase):
             cancel_requested_at=now,
             ended_at=now,
         ):
-            return _cancel_result(self.context.latest(run.run_id), "Removed from the queue before it started.")
+            return self._cancelled(self.context.latest(run.run_id), "Removed from the queue before it started.")
         self.ledger.update_attempt(attempt.attempt_id, cancel_requested_at=now)
         fresh = self.context.latest(run.run_id)
         if not self.context.reaches(fresh):
@@ -355,7 +458,7 @@ class Runs(UseCase):
             # server's token may not stop it there). The request is in the ledger, and the server that reaches the
             # job carries it out at its next refresh (tracker.refresh_attempt).
             how = traits_of(fresh.backend).cancel
-            return _cancel_result(
+            return self._cancelled(
                 fresh,
                 f"Cancel requested: {self.context.reached_by(fresh)} stops it ({how}) at its next refresh; this "
                 f"server ({self.context.here(fresh.backend)}) cannot reach it.",
@@ -369,9 +472,27 @@ class Runs(UseCase):
             fresh = self.context.latest(run.run_id)
             if fresh.status.is_terminal:
                 how = traits_of(fresh.backend).cancel
-                return _cancel_result(fresh, how_it_stopped(fresh.exit_code, fresh.signal, how))
+                return self._cancelled(fresh, how_it_stopped(fresh.exit_code, fresh.signal, how))
             time.sleep(0.2)  # polling the process state; bounded by cancel_wait_s
-        return _cancel_result(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
+        return self._cancelled(fresh, "Cancel sent; it is still shutting down. Check again with inspect.")
+
+    def _cancelled(self, attempt: AttemptRecord, message: str, pending: bool = False) -> CancelResult:
+        """cancel's answer: once it ended, what its ending calls for (a retry resumes it); still stopping, or
+        stopped by another server, a wait for the end."""
+        job = attempt.run_id
+        if attempt.status.is_terminal:
+            steps = self._now(job, "cancel")
+        else:
+            steps = [next_steps.tool("wait", "returns once it has stopped, or after 30 s: call it again", job_id=job)]
+        return CancelResult(
+            job_id=job,
+            status=attempt.status.value,
+            termination_reason=attempt.termination_reason.value if attempt.termination_reason else None,
+            message=message,
+            host=attempt.host,
+            pending=pending,
+            next_steps=steps,
+        )
 
 
 @dataclass(frozen=True)
@@ -383,6 +504,15 @@ class _Rerun:
     script: str
     findings: list[Finding] = field(default_factory=list)
     forced: bool = False
+
+
+def _verdict_steps(plan: preflight.Plan, asked: dict[str, Any], force: bool) -> list[NextStep]:
+    """What a dry run or a refused submission calls for: the submit for real where its plan passes (forced, when
+    only force passes it); else the fixes, and force where the plan says force would pass."""
+    if plan.accepts(force):
+        return request_steps.dry_run_passed({**asked, "force": True} if plan.forced(force) else asked)
+    forceable = plan.accepts(True) and not force  # never after force=true was refused
+    return request_steps.submit_refused(asked, checks.blocking(plan.findings), forceable)
 
 
 def _planned(spec: JobSpec, plan: preflight.Plan, cap: float | None) -> PlanSummary:
@@ -409,9 +539,10 @@ def _diagnosis(latest: AttemptRecord) -> str | None:
 
 
 def _not_retried(
-    latest: AttemptRecord, message: str, *, diagnosis: str | None = None, fix: str | None = None
+    latest: AttemptRecord, message: str, *, steps: list[NextStep], diagnosis: str | None = None, fix: str | None = None
 ) -> RetryResult:
     return RetryResult(
+        next_steps=steps,
         job_id=latest.run_id,
         retried=False,
         attempt=None,
@@ -433,17 +564,6 @@ def how_it_stopped(exit_code: int | None, signum: int | None, how: str) -> str:
     if ended.signal is not None or ended.code is not None:
         return f"Stopped: it ended after SIGTERM ({ended.words}), within the grace period; no SIGKILL was needed."
     return f"Stopped ({how})."
-
-
-def _cancel_result(attempt: AttemptRecord, message: str, pending: bool = False) -> CancelResult:
-    return CancelResult(
-        job_id=attempt.run_id,
-        status=attempt.status.value,
-        termination_reason=attempt.termination_reason.value if attempt.termination_reason else None,
-        message=message,
-        host=attempt.host,
-        pending=pending,
-    )
 
 
 # --- a retry's spec and config --------------------------------------------------------------

@@ -13,10 +13,11 @@ from jobtrail.backends.registry import traits_of
 from jobtrail.errors import InvalidRequestError
 from jobtrail.models import AttemptRecord, BackendName, JobSpec, RunRecord
 from jobtrail.outcomes.evals import EvalRecord
+from jobtrail.preflight.conversion import KNOWN_SPLIT_REGEXES
 from jobtrail.preflight.plan import Conversion, Evaluation, Plan, plan
 from jobtrail.requests import DEFAULT_QUANTIZATIONS, ConvertRequest, EvaluateRequest
 from jobtrail.results.tasks import ConvertResult, EvaluateResult
-from jobtrail.service import chaining
+from jobtrail.service import chaining, next_steps
 from jobtrail.service.context import local_path, new_run, new_run_id, queued_attempt
 from jobtrail.service.job_outputs import JobOutput, job_output, refuse_unpushed
 from jobtrail.service.use_case import UseCase
@@ -97,6 +98,7 @@ class Tasks(UseCase):
                 checkpoint=task.label,
                 backend=backend_name,
                 findings=planned.findings,
+                next_steps=[next_steps.change("apply each Fix above and evaluate again")],
             )
         attempt = self._add_job(
             run_id, spec, planned.config, planned.script, target, reads=target.run_id if target else None
@@ -113,6 +115,7 @@ class Tasks(UseCase):
             findings=planned.findings,
             after=after,
             waiting_for=chaining.waiting_on_parent(self.context, latest),
+            next_steps=next_steps.following(attempt.run_id),
         )
 
     def evaluate_after_training(self, run_id: str) -> None:
@@ -174,16 +177,29 @@ class Tasks(UseCase):
             after=parent.run_id if parent else None,
         )
         run_id = new_run_id()
-        planned = self._plan(spec, run_id, Conversion(quants, request.pre_tokenizer))
+        conversion = Conversion(quants, request.pre_tokenizer)
+        planned = self._plan(spec, run_id, conversion)
+        named = recognised_pre_tokenizer(planned) if request.pre_tokenizer is None else None
+        if named is not None:  # it would stop at the converter without one: the one its split regex names
+            conversion = Conversion(quants, named)
+            planned = self._plan(spec, run_id, conversion)
         base: dict[str, Any] = dict(
             findings=planned.findings,
             source=resolved,
             quantizations=quants,
             output_repo=planned.push_to,
             after=spec.after,
+            pre_tokenizer=conversion.pre_tokenizer,
+            applied_pre_tokenizer=named is not None,
         )
-        if planned.config is None or planned.blocked:
-            return ConvertResult(job_id=None, status="rejected", **base)
+        if planned.config is None or planned.blocked or stops(planned):
+            # A pre-tokenizer it needs and none recognised: it would stop at the converter, so it is refused now.
+            findings = [
+                f.model_copy(update={"severity": "error"}) if f.code == PRE_TOKENIZER_NEEDED else f
+                for f in planned.findings
+            ]
+            steps = next_steps.conversion_refused(findings)
+            return ConvertResult(job_id=None, status="rejected", next_steps=steps, **{**base, "findings": findings})
         attempt = self._add_job(run_id, spec, planned.config, planned.script, reads=target.run_id if target else None)
         self.tracker.dispatch()
         latest = self.context.latest(attempt.run_id)
@@ -193,6 +209,7 @@ class Tasks(UseCase):
             output_dir=attempt.output_dir if traits_of(backend).output == "directory" else None,
             waiting_for=chaining.waiting_on_parent(self.context, latest),
             builds_quantizer=builds_quantizer(planned.config, runs_here=traits_of(backend).runs_here),
+            next_steps=next_steps.following(attempt.run_id),
             **base,
         )
 
@@ -223,3 +240,24 @@ class Tasks(UseCase):
         )
         _, attempt, _ = self.context.add_run(new_run(run_id, spec, now, flavor=flavor), attempt)
         return attempt
+
+
+# The converter stops on a BPE tokenizer it does not know by its hash unless told which pre-tokenizer it is.
+PRE_TOKENIZER_NEEDED = "gguf.pre_tokenizer_needed"
+
+
+def recognised_pre_tokenizer(planned: Plan) -> str | None:
+    """The pre-tokenizer a conversion needs and jobtrail recognises: the family whose split regex its tokenizer
+    has (preflight's KNOWN_SPLIT_REGEXES), when preflight found the converter will not know it; else None."""
+    facts = planned.facts.conversion
+    if facts is None or facts.model is None or not any(f.code == PRE_TOKENIZER_NEEDED for f in planned.findings):
+        return None
+    tokenizer = facts.model.tokenizer
+    if tokenizer is None or not tokenizer.present:
+        tokenizer = facts.base.tokenizer if facts.base else None
+    return KNOWN_SPLIT_REGEXES.get(tokenizer.split_regex or "") if tokenizer else None
+
+
+def stops(planned: Plan) -> bool:
+    """Whether the conversion would stop at the converter as planned: a pre-tokenizer it needs and none named."""
+    return any(f.code == PRE_TOKENIZER_NEEDED for f in planned.findings)

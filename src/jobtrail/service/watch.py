@@ -10,13 +10,15 @@ from __future__ import annotations
 import difflib
 import time
 from pathlib import Path
+from typing import Any
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.methods import METHODS
 from jobtrail.models import AttemptRecord, RunRecord
 from jobtrail.outcomes import events
 from jobtrail.results.progress import timeout_warning
 from jobtrail.results.watch import AttemptSpan, MetricsResult, PlotResult, ProgressSink, WaitResult, progress_line
-from jobtrail.service import series as metric_series
+from jobtrail.service import next_steps, request_steps, series as metric_series
 from jobtrail.service.context import ServiceContext
 from jobtrail.service.queries import Queries, attempt_facts, numbered_attempt
 from jobtrail.service.tracker import Tracker
@@ -26,12 +28,6 @@ from jobtrail.service.use_case import UseCase
 MAX_WAIT_S = 55.0
 WAIT_INTERVAL_S = 1.0
 MAX_POINTS = 500  # per series in one answer; longer ones are thinned evenly (since_step pages exactly)
-
-# The fix for a run too short to log a step: it holds for the next job, never for the one that ended.
-LOG_EVERY_STEP_FIX = (
-    'A job this short logs its loss at every step with hyperparameters={"logging_steps": 1} (pass it to the next '
-    "submit); inspect(job_id) shows its committed checkpoints."
-)
 
 
 class Watch(UseCase):
@@ -72,6 +68,7 @@ class Watch(UseCase):
             if not latest.status.is_terminal:  # an ended job has nothing left to wait for
                 clamped += " Call wait again to keep waiting."
         late = timeout_warning(run.run_id, progress, attempt_facts(latest), now)
+        ended = latest.status.is_terminal
         return WaitResult(
             job_id=run.run_id,
             status=latest.status.value,
@@ -87,7 +84,16 @@ class Watch(UseCase):
             alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
             note=clamped,
             waiting_for=self.queries.waiting_for(latest),
+            evaluation=self.queries.own_evaluation(run) if ended else None,
+            files=self._files(attempts) if ended and run.method == "convert_gguf" else [],
+            next_steps=next_steps.now(self.context, run, attempts, "wait"),
         )
+
+    def _files(self, attempts: list[AttemptRecord]) -> list[dict[str, Any]]:
+        """A conversion's GGUF files, as its artifact events record them."""
+        found = [e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact") if e.get("kind") == "gguf"]
+        keep = ("quantization", "path", "bytes", "sha256")
+        return [{name: e.get(name) for name in keep} for e in found]
 
     def metrics(
         self, job_id: str, names: list[str] | None, since_step: int | None, attempt: int | None
@@ -107,6 +113,7 @@ class Watch(UseCase):
         series = {name: points for name, points in series.items() if points}
         thinned = {name: _thin(points) for name, points in series.items()}
         ended = not joined and chosen[-1].status.is_terminal
+        last_step = max((points[-1][0] for points in series.values()), default=None)
         return MetricsResult(
             job_id=run.run_id,
             status=attempts[-1].status.value,
@@ -124,9 +131,10 @@ class Watch(UseCase):
                 for a in per_attempt
                 if a.series
             ],
-            last_step=max((points[-1][0] for points in series.values()), default=None),
+            last_step=last_step,
             downsampled_to=MAX_POINTS if any(len(p) > MAX_POINTS for p in series.values()) else None,
-            note=f"{self._ended_without_steps(run.run_id, chosen[-1])}. {LOG_EVERY_STEP_FIX}" if ended else None,
+            note=self._no_series(run, chosen[-1]) if ended or run.method not in METHODS else None,
+            next_steps=request_steps.series(run, attempts[-1].status, bool(joined), last_step),
         )
 
     def plot(self, job_id: str, metrics: list[str] | None) -> PlotResult:
@@ -138,10 +146,12 @@ class Watch(UseCase):
         per_attempt = [self._attempt_series(a) for a in attempts]
         joined = metric_series.join(per_attempt)
         if not joined:
-            if attempts[-1].status.is_terminal:
+            if attempts[-1].status.is_terminal or run.method not in METHODS:
                 raise InvalidRequestError(
-                    f"{self._ended_without_steps(run.run_id, attempts[-1])}; there is nothing to plot.",
-                    fix=LOG_EVERY_STEP_FIX,
+                    f"{self._no_series(run, attempts[-1])} There is nothing to plot.",
+                    fix=" ".join(
+                        step.as_line() for step in request_steps.series(run, attempts[-1].status, False, None)
+                    ),
                 )
             progress = self.queries.progress(attempts, time.time())
             raise InvalidRequestError(
@@ -160,17 +170,23 @@ class Watch(UseCase):
             path=str(path),
             panels=[" & ".join(panel) for panel in panels],
             last_step=max(points[-1][0] for points in joined.values()),
+            next_steps=request_steps.drawn(run.run_id),
         )
 
-    def _ended_without_steps(self, run_id: str, latest: AttemptRecord) -> str:
-        """Why an ended run has no series: mostly a run shorter than logging_steps (the trainer logs the loss every
+    def _no_series(self, run: RunRecord, latest: AttemptRecord) -> str:
+        """Why a run has no series: an evaluation or a conversion logs no training step (its result is in its
+        receipt); a training run that ended was mostly shorter than logging_steps (the trainer logs the loss every
         logging_steps steps, and a 3-step run with the default 10 never reaches the first)."""
+        if run.method == "evaluate":
+            return f"{run.run_id} is an evaluation: it logs no training steps; its metrics are in its receipt."
+        if run.method == "convert_gguf":
+            return f"{run.run_id} is a GGUF conversion: it logs no training steps; its files are in its receipt."
         every = latest.config.get("training_args", {}).get("logging_steps")
         trained = [e["global_step"] for e in self.ledger.events(latest.attempt_id, "metrics") if "global_step" in e]
-        ended = f"{run_id} ended ({latest.status.value}) without logging a training step"
+        ended = f"{run.run_id} ended ({latest.status.value}) without logging a training step"
         if trained and isinstance(every, int | float) and trained[-1] < every:
-            return f"{ended}: it trained {trained[-1]} steps, and a step is logged every logging_steps={every:g}"
-        return ended
+            ended += f": it trained {trained[-1]} steps, and a step is logged every logging_steps={every:g}"
+        return ended + "."
 
     def _attempt_series(self, attempt: AttemptRecord) -> metric_series.AttemptSeries:
         events = self.ledger.events(attempt.attempt_id)
