@@ -19,6 +19,7 @@ from jobtrail.errors import JobtrailError
 from jobtrail.models import JobSpec
 from jobtrail.requests import SubmitOptions
 from jobtrail.service.facade import JobService
+from jobtrail.util.roots import DATA_ROOTS_ENV
 from support.jobs import TINY_SFT, job_spec, write_jsonl
 from support.remote import SHORT_TRAINING, publish, remote_spec
 
@@ -101,7 +102,8 @@ CASES = [
     Case("eval data", _local(evals=True), "accepted"),
     Case("preference training on chat rows", _local("dpo"), "rejected", "dataset.incompatible"),
     Case("a reward model on chat rows, forced", _local("reward"), "forced", "dataset.incompatible", FORCE),
-    Case("a data file that is not there", _local(data="/nonexistent/rows.jsonl"), "rejected"),
+    Case("a data file that is not there", _local(data="nonexistent/rows.jsonl"), "rejected"),  # under the cwd, a root
+    Case("a data file outside the data roots", _local(data="/nonexistent/rows.jsonl"), "raised", DATA_ROOTS_ENV),
     Case("an output directory holding others' files, forced", _crowded, "rejected", "output.not_empty", FORCE),
     Case(
         "GRPO evaluating in batches its generations do not divide",
