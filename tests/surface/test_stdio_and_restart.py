@@ -82,8 +82,10 @@ def test_cli_mirrors_the_tools(tmp_path, tiny_model, chat_dataset):
     assert table.returncode == 0 and "No jobs yet" in table.stdout
     missing = cli("inspect", "jt-missing0")
     assert missing.returncode == 2 and "Fix:" in missing.stderr and "Traceback" not in missing.stderr
-    rejected = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", "/nope.jsonl")
+    rejected = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", str(tmp_path / "nope.jsonl"))
     assert rejected.returncode == 1 and "dataset.missing" in rejected.stdout
+    outside = cli("submit", "--method", "sft", "--model", str(tiny_model), "--dataset", "/nope.jsonl")
+    assert outside.returncode == 2 and "JOBTRAIL_DATA_ROOTS" in outside.stderr  # refused, before anything is read
     checked = cli("preflight", *job, "--set", "max_lenght=64")
     assert checked.returncode == 1 and "Did you mean 'max_length'" in checked.stdout and "```" not in checked.stdout
     clean = cli("preflight", "--method", "sft", "--model", str(tiny_model), "--dataset", str(chat_dataset))
