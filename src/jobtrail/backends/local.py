@@ -221,6 +221,7 @@ def _prepare_workdir(raw: str, script: str) -> Path:
         raise BackendError(
             f"Cannot prepare the attempt's workdir {workdir}: {exc.strerror or exc}",
             fix="Point JOBTRAIL_HOME at a writable directory with free space.",
+            reason="disk_full" if exc.errno in logpump.FULL_ERRNOS else "config_error",  # a full disk is retried
         ) from exc
     if leftovers:
         # Another attempt's records would be read as this one's.
