@@ -286,6 +286,7 @@ def main_local() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         os.environ.update(HF_HOME=str(home / "hf"), TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+        os.environ["JOBTRAIL_DATA_ROOTS"] = str(home)  # the model and data it makes there are its jobs' inputs
         model, small = prepare(home)
         big = write_chat_dataset(home / "chat256.jsonl", rows=256, seed=1)
         print(f"load average before: {os.getloadavg()[0]:.2f}")
@@ -324,6 +325,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         os.environ.update(HF_HOME=str(home / "hf"), TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
+        os.environ["JOBTRAIL_DATA_ROOTS"] = str(home)  # the model and data it makes there are its jobs' inputs
         demo_model, _ = prepare(home)
         host = this_machine(cuda)
         print(

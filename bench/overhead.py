@@ -71,6 +71,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         os.environ["HF_HOME"] = str(home / "hf")
+        os.environ["JOBTRAIL_DATA_ROOTS"] = str(home)  # the model and data it makes there are its jobs' inputs
         model, dataset = prepare(home)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
         managed, direct = [], []

@@ -84,6 +84,7 @@ class Soak:
         self.env = {
             **os.environ,
             "JOBTRAIL_HOME": str(self.home),
+            "JOBTRAIL_DATA_ROOTS": str(self.workdir),  # the tiny model and data the clients submit
             "JOBTRAIL_MAX_CONCURRENT": "1",
             "HF_HUB_OFFLINE": "1",
             "HF_DATASETS_OFFLINE": "1",

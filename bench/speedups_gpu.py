@@ -211,6 +211,7 @@ def rendered(model_dir: Path, rows: list[list[int]], args: Any, tmp: Path) -> di
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     data = tmp / "rows.jsonl"  # the rows as text: about as many tokens again when the job tokenizes them
     data.write_text("".join(json.dumps({"text": tokenizer.decode(row)}) + "\n" for row in rows))
+    os.environ["JOBTRAIL_DATA_ROOTS"] = str(tmp)  # the model and rows written above are the job's inputs
     service = build_service(tmp / "home")
     shape = {"max_steps": 10**6, "logging_steps": 1, "save_steps": 10**6, "max_length": 2 * args.max_tokens}
     planned = service.submit(

@@ -397,6 +397,10 @@ def environment(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
         "TOKENIZERS_PARALLELISM": "false",
         "TRACKIO_DIR": str(tmp / "trackio"),  # the rendered job reports to trackio (its default): keep it here
     }
+    # The model and data it makes are in `tmp`; those it is given stay inputs where they are (the roots set, or the
+    # defaults: the working directory and the home).
+    given = os.environ.get("JOBTRAIL_DATA_ROOTS") or os.pathsep.join([os.getcwd(), str(Path.home())])
+    env["JOBTRAIL_DATA_ROOTS"] = os.pathsep.join([str(tmp), given])
     if args.cpu_smoke:
         env |= {"CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp / "hf"), "HF_HUB_OFFLINE": "1"}
         # One thread a side: a tiny model gains nothing from more, and on a busy machine they wait on each other.

@@ -120,6 +120,7 @@ def gather_training(spec: JobSpec, values: Effective, env: PlanEnv) -> Facts:
             model=spec.model,
             max_length=_positive_int(max_length),
             mapping=spec.dataset_mapping,
+            home=env.home,
         ),
     )
     if spec.reward_file:
@@ -174,7 +175,7 @@ def gather_evaluation(spec: JobSpec, task: Evaluation, env: PlanEnv) -> Facts:
         model=probes.model_facts(spec.model, env.hub_token),
         missing_adapter=missing,
         pushed=pushed,
-        dataset=validate_dataset(spec.dataset, None, split=split),
+        dataset=validate_dataset(spec.dataset, None, split=split, home=env.home),
     )
     return gather_requirements(facts, "evaluate", env.job_python) if traits_of(spec.backend).runs_here else facts
 

@@ -12,6 +12,7 @@ only by the code path that needs them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from jobtrail.errors import InvalidRequestError
@@ -50,6 +51,7 @@ def validate_dataset(
     *,
     max_rows: int = 10000,
     mapping: dict[str, Any] | None = None,
+    home: Path | None = None,
 ) -> DatasetReport:
     """Read up to `max_rows` rows of `dataset` and judge them for `method` (or every method).
 
@@ -57,7 +59,8 @@ def validate_dataset(
     the mapped rows. Problems with the data come back inside the report (findings, problems);
     only invalid arguments raise InvalidRequestError (an unknown method, a malformed mapping, a
     non-positive max_length/max_rows, an empty dataset reference), and a local dataset or model outside the data
-    roots (data_roots.py), refused before anything is read.
+    roots (data_roots.py), refused before anything is read; `home`: the service's state, besides JOBTRAIL_HOME's
+    (what its jobs made, their outputs and the demo's files, may be read there).
     """
     methods = _methods_to_check(method)
     _check_arguments(dataset, split, model, max_length, max_rows)
@@ -66,13 +69,13 @@ def validate_dataset(
     dataset = dataset.strip()
     source: Literal["file", "hub"] = "file" if looks_local(dataset) else "hub"
     # Confined before a byte is read: the data (a link followed to where it leads) and a local model's tokenizer.
-    where = str(confined(dataset, "dataset")) if source == "file" else dataset
+    where = str(confined(dataset, "dataset", home=home)) if source == "file" else dataset
     if model is not None and looks_local(model.strip()):
-        confined(model.strip(), "model")
+        confined(model.strip(), "model", home=home)
     try:
         if source == "hub" and names_a_job(dataset):
             raise SourceError(_job_id(dataset))
-        table = read_local(where, split, max_rows) if source == "file" else read_hub(dataset, split, max_rows)
+        table = read_local(where, split, max_rows, home) if source == "file" else read_hub(dataset, split, max_rows)
     except SourceError as exc:
         return DatasetReport(dataset=dataset, split=split, source=source, mapping=mapping, findings=[exc.finding])
     tokenizer, unloaded = load_tokenizer(model) if model is not None else (None, None)

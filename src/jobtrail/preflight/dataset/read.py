@@ -30,8 +30,9 @@ SPLIT_KEYWORDS = {
 }
 
 
-def read_local(ref: str, split: str, max_rows: int) -> Table:
-    """A local data file (always the 'train' split, as `datasets` loads it) or a directory's split."""
+def read_local(ref: str, split: str, max_rows: int, home: Path | None = None) -> Table:
+    """A local data file (always the 'train' split, as `datasets` loads it) or a directory's split; `home`: the
+    service's state, where a directory's file may lead (data_roots.confined)."""
     path = Path(ref).expanduser()
     if not path.exists():
         raise SourceError(
@@ -43,7 +44,7 @@ def read_local(ref: str, split: str, max_rows: int) -> Table:
         )
     try:
         if path.is_dir():
-            return _read_directory(path, split, max_rows)
+            return _read_directory(path, split, max_rows, home)
         table = read_file(path, max_rows)
     except OSError as exc:  # permissions, a file vanishing mid-read, a device that is not a file
         raise SourceError(
@@ -70,7 +71,7 @@ _MODEL_MARKERS = ("config.json", "adapter_config.json")
 _WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")
 
 
-def _read_directory(path: Path, split: str, max_rows: int) -> Table:
+def _read_directory(path: Path, split: str, max_rows: int, home: Path | None) -> Table:
     if any((path / marker).is_file() for marker in _MODEL_MARKERS) and any(
         next(path.glob(pattern), None) for pattern in _WEIGHTS
     ):
@@ -86,7 +87,7 @@ def _read_directory(path: Path, split: str, max_rows: int) -> Table:
     if not picked:
         raise SourceError(_no_split_finding(str(path), split, files))
     # A file in the directory may be a link to somewhere no input may come from.
-    table = read_file(confined(str(path / picked[0]), "dataset"), max_rows)
+    table = read_file(confined(str(path / picked[0]), "dataset", home=home), max_rows)
     return _one_of(table, picked, split)
 
 
