@@ -37,6 +37,7 @@ _PATH_ENDINGS = ("_dir", "_folder", "_path")
 _DEMO = "demo"
 _HYPERPARAMETERS = "hyperparameters"
 _ROOT_HOME = Path("/root")
+_OUTSIDE = "it lies outside the data roots"
 _VAR_TMP = Path("/var/tmp")  # a system tree's one folder of ordinary files (outputs.py allows it too)
 
 
@@ -86,12 +87,12 @@ def confined(ref: str, what: str, *, home: Path | None = None, suffix: str | Non
     resolved = absolute.resolve()
     why = _refused(absolute, resolved, roots, {jobtrail_home(), *([home.resolve()] if home else [])})
     if why is None and suffix and not (resolved.suffix == suffix and given.suffix == suffix):
-        why = f"not a {suffix} file"
+        why = f"it is not a {suffix} file"
     if why is None:
         return resolved
     shown = ref if str(resolved) == ref else f"{ref} (resolves to {resolved})"
     raise InvalidRequestError(
-        f"{what}={shown} cannot be read: it is {why}. jobtrail reads inputs only under the data roots "
+        f"{what}={shown} cannot be read: {why}. jobtrail reads inputs only under the data roots "
         f"({roots.describe()}), never through a hidden file or folder, a system directory or jobtrail's own state.",
         fix=_fix(why, suffix),
     )
@@ -101,19 +102,23 @@ def _refused(absolute: Path, resolved: Path, roots: DataRoots, homes: set[Path])
     """Why a path (as given, made absolute; and resolved) is no input, or None when it is one."""
     for home in homes:
         if resolved == home or home in resolved.parents:
-            return None if _made_by_jobtrail(resolved.relative_to(home).parts) else f"inside jobtrail's state ({home})"
+            return (
+                None
+                if _made_by_jobtrail(resolved.relative_to(home).parts)
+                else f"it is inside jobtrail's state ({home})"
+            )
     # /root is a system directory unless it is this user's home.
     trees = (*SYSTEM_TREES, *(() if Path.home().resolve() == _ROOT_HOME else (_ROOT_HOME,)))
     system = next((tree for tree in trees if resolved == tree or tree in resolved.parents), None)
     if system is not None and _VAR_TMP not in resolved.parents:
-        return f"inside the system directory {system}"
+        return f"it is inside the system directory {system}"
     base = next((r for r in roots.paths if resolved == r or r in resolved.parents), None) or _claimed_output(resolved)
     if base is None:
-        return "outside the data roots"
+        return _OUTSIDE
     hidden = next(
         (part for part in (*resolved.relative_to(base).parts, *_unrooted(absolute, roots)) if _hidden(part)), None
     )
-    return f"through the hidden {hidden}" if hidden else None
+    return f"it goes through the hidden {hidden}" if hidden else None
 
 
 def _made_by_jobtrail(parts: tuple[str, ...]) -> bool:
@@ -142,9 +147,9 @@ def _hidden(part: str) -> bool:
 
 
 def _fix(why: str, suffix: str | None) -> str:
-    if why.startswith("not a"):
+    if why.startswith("it is not a"):
         return f"Pass a {suffix} file that defines the function (under a data root)."
-    if why == "outside the data roots":
+    if why == _OUTSIDE:
         return (
             "Move or copy it under one of the data roots, or add its folder to "
             f"{DATA_ROOTS_ENV} in the server's environment (absolute folders separated by ':') and restart the server."
