@@ -12,7 +12,6 @@ rebuilds the attempt's receipt from logs alone, so every field here is part of a
 """
 
 import contextlib
-import errno
 import gc
 import hashlib
 import importlib.metadata
@@ -32,6 +31,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+# --- jobtrail:runtime ---
+from _disk import disk_full_message, free_bytes, says_out_of_space, written_path
+
+# --- end jobtrail:runtime ---
 
 EVENT_PREFIX = "JOBTRAIL "
 MANIFEST_NAME = "jobtrail_manifest.json"
@@ -612,8 +616,7 @@ def classify_exception(exc: BaseException) -> str:
     return "unknown"
 
 
-def _phase_of(exc: BaseException) -> str | None:
-    """The phase the exception (or one it was raised from) was raised in."""
+def _phase_of(exc: BaseException) -> str | None:  # the phase it (or one it was raised from) was raised in
     return next((getattr(e, _PHASE_ATTR) for e in _chain(exc) if getattr(e, _PHASE_ATTR, None)), None)
 
 
@@ -628,77 +631,27 @@ def describe_exception(exc: BaseException) -> str:
 
 
 # --- a full disk ------------------------------------------------------------------------------
-# Where the job writes, as it goes: a failure for want of space then names the place, what is free there and what
-# the next checkpoint needs (the size of the last one committed). The termination event carries them, and the
-# server's retry policy compares them with the space free when a retry is asked for.
+# Where the job writes, as it goes, for a failure for want of space to name (_disk.py says the rest).
 _WRITES: dict[str, Any] = {"output": None, "checkpoint": None, "checkpoint_bytes": None}
-_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-_FULL_WORDS = re.compile(
-    r"No space left on device|\[Errno (?:28|122)\]|os error (?:28|122)\b|\bStorageFull\b|[Dd]isk quota exceeded"
-)
-# torch.save's writer drops the errno: a write cut short reads as a position mismatch, which a full disk leaves and,
-# more rarely, a process out of memory while writing. Judged by the space left where the job writes.
-_SHORT_WRITE = re.compile(r"unexpected pos \d+ vs \d+|PytorchStreamWriter failed writing file")
-NEARLY_FULL_BYTES = 64 << 20
+NEARLY_FULL_BYTES = 64 << 20  # a short write where less than this is free is a full disk's
 
 
 def _out_of_space(exc: BaseException) -> bool:
-    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
-        return True
-    text = str(exc)
-    if _FULL_WORDS.search(text):
-        return True
-    if not _SHORT_WRITE.search(text):
-        return False
-    free = _free_bytes(_written_path(exc))
-    return free is not None and free < NEARLY_FULL_BYTES
+    said = says_out_of_space(exc)
+    free = free_bytes(_written_path(exc)) if said is None else None
+    return bool(said) or (free is not None and free < NEARLY_FULL_BYTES)
 
 
 def _written_path(exc: BaseException) -> Path | None:
-    """The file whose write failed, where the exception names it; else what the job was writing: the Hub cache
-    while it loads the model or the data, else its checkpoint or output."""
-    named = next((e.filename for e in _chain(exc) if isinstance(e, OSError) and e.filename), None)
-    if named:
-        return Path(os.fsdecode(named))
-    if _phase_of(exc) in ("model", "data"):
-        return Path(os.environ.get("HF_HOME") or "~/.cache/huggingface").expanduser()
-    return _WRITES["checkpoint"] or _WRITES["output"]
-
-
-def _free_bytes(path: Path | None) -> int | None:
-    """Free bytes on the disk holding `path` (its nearest existing folder); None where it cannot be told."""
-    while path is not None and not path.exists() and path != path.parent:
-        path = path.parent
-    if path is None:
-        return None
-    try:
-        return shutil.disk_usage(path).free
-    except OSError:
-        return None
+    return written_path(_chain(exc), _phase_of(exc), _WRITES["checkpoint"] or _WRITES["output"])
 
 
 def disk_full_facts(exc: BaseException) -> dict[str, Any]:
-    """The termination event's fields for a full disk: path, free_bytes, needed_bytes (None: not known) and a
-    message that says them."""
+    """The termination event's fields for a full disk: message, path, free_bytes, needed_bytes (None: not known)."""
     path = _written_path(exc)
-    free, needed = _free_bytes(path), _WRITES["checkpoint_bytes"]
-    said = [f"{_size(free)} free there" if free is not None else ""]
-    said.append(f"a checkpoint of this run takes {_size(needed)}" if needed else "")
-    where = f" writing {path}" if path else ""
-    details = "; ".join(part for part in said if part)
-    message = f"No space left on device{where}{f' ({details})' if details else ''}: {describe_exception(exc)}"
-    if len(message) > MESSAGE_LIMIT:
-        message = message[: MESSAGE_LIMIT - 3] + "..."
+    free, needed = free_bytes(path), _WRITES["checkpoint_bytes"]
+    message = disk_full_message(path, free, needed, describe_exception(exc))[:MESSAGE_LIMIT]
     return {"message": message, "path": str(path) if path else None, "free_bytes": free, "needed_bytes": needed}
-
-
-def _size(n: int) -> str:
-    value, unit = float(n), "B"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            break
-        value /= 1000
-    return f"{value:.0f} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 # --- how a job ends ----------------------------------------------------------------------------
