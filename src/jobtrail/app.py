@@ -20,6 +20,9 @@ Settings come from the environment so the MCP client config can set them:
   JOBTRAIL_HF_NAMESPACE    user or org that runs HF Jobs (default: the token's user)
   JOBTRAIL_MAX_COST_USD    a job's spending cap in US dollars unless submit passes max_cost_usd (default: none)
   JOBTRAIL_DAILY_BUDGET_USD  every job's spend in the last 24 hours, at most (default: none)
+  JOBTRAIL_READ_ONLY       1: open the ledger read-only and change nothing (`serve --read-only`): ps, inspect, logs,
+                           metrics and wait answer from it as it is; what would change it is refused (a damaged
+                           ledger is read this way while it is saved: ledger/db.py)
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from jobtrail.service.facade import JobService
 
 HOST_ID_ENV = "JOBTRAIL_HOST_ID"
+READ_ONLY_ENV = "JOBTRAIL_READ_ONLY"
 _HOST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -66,6 +70,7 @@ class Settings:
     hf_namespace: str | None
     max_cost_usd: float | None
     daily_budget_usd: float | None
+    read_only: bool = False
 
 
 def settings(home_dir: Path | None = None) -> Settings:
@@ -81,6 +86,7 @@ def settings(home_dir: Path | None = None) -> Settings:
         hf_namespace=os.environ.get("JOBTRAIL_HF_NAMESPACE") or None,
         max_cost_usd=_dollars(CAP_ENV),
         daily_budget_usd=_dollars(DAILY_ENV),
+        read_only=_read_only(),
     )
 
 
@@ -107,7 +113,7 @@ def service_of(config: Settings) -> JobService:
     )
     hf_jobs = HfJobsBackend(token=config.hub_token, namespace=config.hf_namespace, log_max_bytes=config.log_max_bytes)
     return JobService(
-        ledger=Ledger(ledger_location(config.home)),
+        ledger=Ledger(ledger_location(config.home), read_only=config.read_only),
         backends={local.name: local, hf_jobs.name: hf_jobs},
         home=config.home,
         job_python=config.python,
@@ -155,6 +161,15 @@ def _host_id(name: str) -> str | None:
             fix=f"Set {name} to letters, digits, '.', '_' or '-' (at most 128), e.g. gpu-box-1, or unset it.",
         )
     return raw or None
+
+
+def _read_only() -> bool:
+    raw = (os.environ.get(READ_ONLY_ENV) or "").strip().lower()
+    if raw not in ("", "0", "1", "true", "false"):
+        raise InvalidRequestError(
+            f"{READ_ONLY_ENV}={raw[:20]!r} is neither on nor off.", fix=f"Set {READ_ONLY_ENV}=1, or unset it."
+        )
+    return raw in ("1", "true")
 
 
 def _positive_int(name: str, default: int) -> int:

@@ -6,10 +6,16 @@ every compare-and-set in the store holds across threads, processes and machines.
 - SQLite (the default, a file under $JOBTRAIL_HOME): BEGIN IMMEDIATE takes the database's write lock.
 - PostgreSQL (JOBTRAIL_LEDGER_URL, a team's shared ledger): BEGIN, then a transaction-scoped advisory lock
   every jobtrail writer of that database takes. psycopg is imported only when a URL asks for PostgreSQL.
+
+Opened read-only (a damaged ledger, `serve --read-only`), neither engine can write: SQLite opens the file with
+mode=ro and query_only, PostgreSQL's sessions default to read-only transactions; transaction() is then a
+consistent read. A change that cannot be recorded, for want of space or because the ledger is read-only, raises
+LedgerUnwritable (a JobtrailError saying so), never the driver's own error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import sqlite3
@@ -19,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.util.files import make_private, private_dir
@@ -37,6 +43,47 @@ _URL_FORM = "postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
 _USERINFO_PASSWORD = re.compile(r"^((?:[^:/?#]+://)?+[^:/?#@]*):(.*)@")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)")
 Dialect = Literal["sqlite", "postgresql"]
+# SQLite's primary result codes (the low byte of sqlite_errorcode) and PostgreSQL's SQLSTATEs for a change that
+# cannot be recorded: no space left, or a ledger open read-only.
+_SQLITE_FULL, _SQLITE_READONLY = 13, 8
+# SQLite's result codes for pages that do not make sense (never a lock or a full disk).
+SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
+_POSTGRES_FULL, _POSTGRES_READ_ONLY = "53100", "25006"
+FREE_SPACE = (
+    "Free space on that disk (old checkpoints and outputs under $JOBTRAIL_HOME/runs, the Hugging Face cache), then "
+    "call again. ps, inspect, logs, metrics and wait answer from the ledger meanwhile."
+)
+
+
+class LedgerUnwritable(JobtrailError):
+    """A change the ledger could not record: its disk is full, or it is open read-only. Nothing was changed."""
+
+
+def damaged(exc: BaseException) -> bool:
+    """Is `exc` SQLite meeting pages that do not make sense (a damaged file)?"""
+    return isinstance(exc, sqlite3.DatabaseError) and exc.sqlite_errorcode & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+
+
+def unwritable(exc: BaseException, where: str, read_only: bool) -> LedgerUnwritable | None:
+    """The driver's error `exc` as LedgerUnwritable where it means the ledger cannot take a change; None: another
+    error. `where` names the ledger to a person (a path, a URL without its password)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    state = getattr(exc, "sqlstate", None)
+    said = " ".join(str(exc).split())
+    if (code is not None and code & 0xFF == _SQLITE_FULL) or state == _POSTGRES_FULL:
+        return LedgerUnwritable(
+            f"The ledger could not record this: the disk holding {where} is full ({said}). Nothing was changed.",
+            fix=FREE_SPACE,
+        )
+    if (code is not None and code & 0xFF == _SQLITE_READONLY) or state == _POSTGRES_READ_ONLY:
+        why = "this server opened it read-only" if read_only else "it cannot be written"
+        return LedgerUnwritable(
+            f"The ledger at {where} takes no changes: {why} ({said}). Nothing was changed.",
+            fix="ps, inspect, logs, metrics and wait answer from it as it is. To change anything, restart the server "
+            "without --read-only (and without JOBTRAIL_READ_ONLY) once the ledger is sound: `jobtrail ledger "
+            "check` says whether it is.",
+        )
+    return None
 
 
 class Row(Protocol):
@@ -93,7 +140,15 @@ class SqliteConnection:
     dialect: Dialect = "sqlite"
     closed = False
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self.path, self.read_only = path, read_only
+        if read_only:
+            # mode=ro: SQLite never writes the file (nor creates it); query_only refuses changes before trying.
+            uri = f"file:{quote(str(path))}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None, check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA query_only=ON")
+            return
         if not path.parent.exists():
             private_dir(path.parent)
         # isolation_level=None: transactions are explicit (transaction() below).
@@ -115,20 +170,42 @@ class SqliteConnection:
         self._conn.execute("PRAGMA synchronous=NORMAL")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        return self._conn.execute(sql, params)
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            if refused := unwritable(exc, str(self.path), self.read_only):
+                raise refused from None
+            raise
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self._conn.executemany(sql, rows)
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            if refused := unwritable(exc, str(self.path), self.read_only):
+                raise refused from None
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        self._conn.execute("BEGIN IMMEDIATE")
+        if self.read_only:
+            # A deferred BEGIN: one consistent snapshot to read (there is no write lock to take). It ends with a
+            # rollback, there being nothing to commit: a damaged file's error must not outlive the read that met it.
+            self.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if self._conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+            return
+        self.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            if self._conn.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                self._conn.execute("ROLLBACK")
             raise
-        self._conn.execute("COMMIT")
+        self.execute("COMMIT")
 
     def close(self) -> None:
         self._conn.close()
@@ -137,13 +214,16 @@ class SqliteConnection:
 class PostgresConnection:
     dialect: Dialect = "postgresql"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, read_only: bool = False) -> None:
         self._url = url
+        self.read_only = read_only
         self._writing = False
         self._conn = self._open()
 
     def _open(self) -> psycopg.Connection[dict[str, Any]]:
         conn = _connect_postgres(self._url)
+        if self.read_only:  # every transaction of this session, statements on their own included
+            conn.execute("SET default_transaction_read_only = on")
         # A thread's connection goes when the thread does (or its Ledger): closed then, not left to the driver.
         weakref.finalize(self, conn.close)
         return conn
@@ -158,8 +238,10 @@ class PostgresConnection:
 
         try:
             return self._conn.execute(_postgres_sql(sql), params)
-        except psycopg.OperationalError as exc:
-            if not self._conn.closed:
+        except psycopg.Error as exc:
+            if refused := unwritable(exc, redact(self._url), self.read_only):
+                raise refused from None
+            if not isinstance(exc, psycopg.OperationalError) or not self._conn.closed:
                 raise
             # The server dropped the connection (a restart, the network). A read on its own is asked again on a
             # new one; a change may or may not have been applied, so the caller hears so and decides.
@@ -169,8 +251,15 @@ class PostgresConnection:
             return self._conn.execute(_postgres_sql(sql), params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._conn.cursor() as cursor:
-            cursor.executemany(_postgres_sql(sql), rows)
+        import psycopg
+
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(_postgres_sql(sql), rows)
+        except psycopg.Error as exc:
+            if refused := unwritable(exc, redact(self._url), self.read_only):
+                raise refused from None
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -183,8 +272,10 @@ class PostgresConnection:
             with self._conn.transaction():
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
                 yield
-        except psycopg.OperationalError as exc:
-            if not self._conn.closed:
+        except psycopg.Error as exc:
+            if refused := unwritable(exc, redact(self._url), self.read_only):
+                raise refused from None
+            if not isinstance(exc, psycopg.OperationalError) or not self._conn.closed:
                 raise
             raise self._lost(exc) from None
         finally:
@@ -226,13 +317,13 @@ def _postgres_sql(sql: str) -> str:
     return "".join(part if n % 2 else part.replace("?", "%s") for n, part in enumerate(escaped))
 
 
-def opener(location: Path | str) -> Callable[[], LedgerConnection]:
+def opener(location: Path | str, read_only: bool = False) -> Callable[[], LedgerConnection]:
     """How to open connections to the ledger at `location`: a SQLite file's path, or a PostgreSQL URL (checked
     now, so a malformed one stops the server at start-up, not at its first query)."""
     if isinstance(location, Path):
-        return functools.partial(SqliteConnection, location)
+        return functools.partial(SqliteConnection, location, read_only)
     url = checked_url(location)
-    return functools.partial(PostgresConnection, url)
+    return functools.partial(PostgresConnection, url, read_only)
 
 
 def checked_url(url: str) -> str:

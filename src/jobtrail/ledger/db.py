@@ -1,19 +1,28 @@
-"""Named migrations (one transaction each) for both engines of the ledger, and opening a migrated connection.
+"""Named migrations (one transaction each) for both engines of the ledger, the check a ledger passes before
+anything writes to it, and opening a checked, migrated connection.
 
 Migrations are append-only: a released name is never edited; a change is a new entry. Their SQL is SQLite's
 and serves PostgreSQL too: its column types are mapped in one place (_POSTGRES_TYPES), and a statement whose
 dialect differs has its PostgreSQL form beside it (POSTGRES_STATEMENTS), never a second copy of a migration.
+
+`check` runs when a ledger is opened for writing (the server at start, every CLI command): a SQLite file must
+carry SQLite's header and a whole number of pages, and pass `PRAGMA quick_check` (~0.1 s for 170 MB); a
+PostgreSQL ledger must answer; either must hold no migration this jobtrail does not know (a newer one
+migrated it). A ledger that fails is never written to: LedgerDamaged says how to save what it holds (`jobtrail
+ledger export` reads it read-only) and how to start again from that; `serve --read-only` reads it meanwhile.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from jobtrail.errors import JobtrailError
 from jobtrail.ledger import binary_digests, compact_receipts, packed_receipts
-from jobtrail.ledger.connection import LedgerConnection, opener
+from jobtrail.ledger.connection import SQLITE_NOTADB, LedgerConnection, SqliteConnection, opener, redact
 
 # A migration's steps: SQL (statements separated by ';'), or a function that moves data (the connection given).
 Step = str | Callable[[LedgerConnection], None]
@@ -250,13 +259,101 @@ _POSTGRES_TYPES = {"REAL": "DOUBLE PRECISION", "INTEGER": "BIGINT", "BLOB": "BYT
 _NO_ROWID = " WITHOUT ROWID"
 _TYPE_NAMES = re.compile(r"\b(" + "|".join(_POSTGRES_TYPES) + r")\b")
 _MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+_QUICK_CHECK_LINES = 5  # what quick_check reports of a damaged file: the first problems are enough to name it
+
+
+class LedgerDamaged(JobtrailError):
+    """The ledger failed its check: nothing writes to it (its fix says how to save what it holds and start again)."""
 
 
 def connect(location: Path | str) -> LedgerConnection:
-    """A connection to the ledger at `location` (a SQLite file, or a PostgreSQL URL), migrated."""
+    """A connection to the ledger at `location` (a SQLite file, or a PostgreSQL URL), checked and migrated."""
+    check(location)
     conn = opener(location)()
     migrate(conn)
     return conn
+
+
+def check(location: Path | str) -> None:
+    """Refuse a ledger nothing may write to: a damaged SQLite file, or a ledger a newer jobtrail migrated
+    (LedgerDamaged); an unreachable PostgreSQL server raises the connection's own refusal."""
+    if isinstance(location, Path) and not _check_sqlite(location):
+        return  # a new ledger: nothing to check yet
+    conn = opener(location, read_only=True)()
+    try:
+        unknown = sorted(set(_applied(conn)) - {name for name, _ in MIGRATIONS})
+    except sqlite3.DatabaseError as exc:  # a page quick_check did not read
+        raise _damaged(location, f"SQLite cannot read it ({exc})") from None
+    finally:
+        conn.close()
+    if unknown:
+        shown = location if isinstance(location, Path) else redact(location)
+        raise LedgerDamaged(
+            f"The ledger at {shown} was migrated by a newer jobtrail (migrations this one does not know: "
+            f"{', '.join(unknown)}): this version would not record what that one does, so it writes nothing there.",
+            fix="Upgrade jobtrail here (pip install -U jobtrail), or `jobtrail serve --read-only` to read the "
+            "ledger as it is.",
+        )
+
+
+def _applied(conn: LedgerConnection) -> list[str]:
+    """The migrations the ledger holds (none: a new ledger)."""
+    if conn.dialect == "sqlite":
+        exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone()
+    else:
+        exists = conn.execute("SELECT to_regclass('migrations') IS NOT NULL AS found").fetchone()["found"]
+    return [row["name"] for row in conn.execute("SELECT name FROM migrations").fetchall()] if exists else []
+
+
+def _check_sqlite(path: Path) -> bool:
+    """SQLite's header, a whole number of pages, and quick_check, read without writing a byte. False: no ledger
+    there yet (no file, or one created and never written).
+
+    Read through SQLite alone, never by opening the file here: closing a descriptor of a database drops every lock
+    this process holds on it (connection.py), while SQLite keeps its own open until its other connections are done."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return False
+    if size == 0:
+        return False
+    conn = SqliteConnection(path, read_only=True)
+    try:
+        page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        if size % page:
+            raise _damaged(
+                path, f"its {size:,} bytes are not a whole number of its {page:,}-byte pages: bytes were added or cut"
+            )
+        found = [row[0] for row in conn.execute(f"PRAGMA quick_check({_QUICK_CHECK_LINES})").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        if exc.sqlite_errorcode & 0xFF == SQLITE_NOTADB:
+            raise _damaged(path, "it is not a SQLite database (its header is not SQLite's)", readable=False) from None
+        raise _damaged(path, f"SQLite cannot read it ({exc})") from None
+    finally:
+        conn.close()
+    if found != ["ok"]:
+        raise _damaged(path, "SQLite's quick_check finds: " + "; ".join(" ".join(line.split()) for line in found))
+    return True
+
+
+def _damaged(location: Path | str, what: str, *, readable: bool = True) -> LedgerDamaged:
+    """The refusal, with the way back: save what can be read, move the file aside, load the saved rows."""
+    aside = f"`mv {location} {location}.damaged` (and its -wal and -shm files, if any)"
+    home = Path(location).parent if isinstance(location, Path) else None
+    kept = f" The jobs' own files under {home / 'runs'} (logs, checkpoints, outputs) are not touched." if home else ""
+    if readable:
+        fix = (
+            f"Save what it still holds: `jobtrail ledger export saved.jsonl` reads it read-only and says what it "
+            f"could not read. Then move it aside, {aside}, and load the saved rows into a new, empty ledger: "
+            f"`jobtrail ledger import saved.jsonl`. Meanwhile `jobtrail serve --read-only` answers ps, inspect and "
+            f"logs from it without writing.{kept}"
+        )
+    else:
+        fix = (
+            f"Nothing can be read from it. Put a backup of the file in its place if there is one; otherwise move it "
+            f"aside, {aside}, and jobtrail starts a new, empty ledger.{kept}"
+        )
+    return LedgerDamaged(f"The ledger {location} is damaged: {what}. jobtrail does not write to it.", fix=fix)
 
 
 def migrate(conn: LedgerConnection) -> list[str]:

@@ -9,6 +9,7 @@ reads the winner's result.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -19,8 +20,8 @@ from typing import Any
 from jobtrail.ledger import claims, eventlog, records
 from jobtrail.ledger.blobs import put_blobs, read_blobs, read_script
 from jobtrail.ledger.codec import CorruptBlobError, hex_of, json_bytes, key, manifest_key, stored_path
-from jobtrail.ledger.connection import LedgerConnection, Row, opener
-from jobtrail.ledger.db import migrate
+from jobtrail.ledger.connection import LedgerConnection, Row, damaged, opener
+from jobtrail.ledger.db import check, migrate
 from jobtrail.models import (
     AttemptRecord,
     CalibrationRow,
@@ -63,13 +64,19 @@ class RunIdTaken(Exception):
 
 
 class Ledger:
-    def __init__(self, location: Path | str) -> None:
-        """`location`: a SQLite file's path, or a PostgreSQL URL (postgresql://...)."""
+    def __init__(self, location: Path | str, read_only: bool = False) -> None:
+        """`location`: a SQLite file's path, or a PostgreSQL URL (postgresql://...). Checked, then migrated (db.py);
+        `read_only`: neither, and nothing is ever written (a damaged ledger, `serve --read-only`)."""
         self.location = location
-        self._open = opener(location)
+        self.read_only = read_only
+        self._open = opener(location, read_only)
         self._local = threading.local()  # a connection never crosses threads
         self._packs = eventlog.PackCache()
-        migrate(self._conn())  # now, so errors surface at start-up
+        if not read_only:
+            check(location)
+        conn = self._conn()  # now, so errors surface at start-up
+        if not read_only:
+            migrate(conn)
 
     def _conn(self) -> LedgerConnection:
         conn: LedgerConnection | None = getattr(self._local, "conn", None)
@@ -393,11 +400,26 @@ class Ledger:
 
     def events(self, attempt_id: str, kind: str | None = None) -> list[dict[str, Any]]:
         """The attempt's events in the order it printed them; with `kind`, those of that kind."""
-        return eventlog.read(self._conn(), self._packs, [attempt_id], kind)[attempt_id]
+        return self._read_events([attempt_id], kind)[attempt_id]
 
     def events_of(self, attempt_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         """Each attempt's events, read at once."""
-        return eventlog.read(self._conn(), self._packs, attempt_ids)
+        return self._read_events(attempt_ids)
+
+    def _read_events(self, attempt_ids: Sequence[str], kind: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        try:
+            return eventlog.read(self._conn(), self._packs, attempt_ids, kind)
+        except sqlite3.DatabaseError as exc:
+            if not (self.read_only and damaged(exc)):
+                raise
+        # Read-only, a damaged ledger is read for what it still holds: each attempt alone, and one whose packs
+        # cannot be read shows none (its row still says how it ended).
+        if len(attempt_ids) == 1:
+            return {attempt_ids[0]: []}
+        found: dict[str, list[dict[str, Any]]] = {}
+        for attempt_id in attempt_ids:
+            found.update(self._read_events([attempt_id], kind))
+        return found
 
     def report(self, since: float, group_by: str) -> list[SpendGroup]:
         """Attempts, GPU-hours and cost of attempts that ended since `since`, grouped."""

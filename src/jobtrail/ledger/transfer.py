@@ -7,18 +7,23 @@ file's. The whole import is one transaction: a file that cannot go in changes no
 
 The file's first line names the migrations of the ledger it came from; a target at other migrations is refused,
 because the rows' columns would not match (export and import with one jobtrail version).
+
+Exporting is also how a damaged ledger is saved (db.check refuses to write to it): opened read-only, every row SQLite
+can still read is written. Where a table's pages stop making sense, its remaining rows are read one by one by key,
+and those that cannot be are counted in `unreadable` with what SQLite said.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from jobtrail.errors import InvalidRequestError
-from jobtrail.ledger.connection import LedgerConnection
+from jobtrail.ledger.connection import LedgerConnection, damaged
 
 FORMAT = "jobtrail-ledger-export"
 VERSION = 1
@@ -48,6 +53,12 @@ class TableCounts:
 
 
 @dataclass
+class ExportReport:
+    written: dict[str, int] = field(default_factory=dict)  # rows per table
+    unreadable: dict[str, str] = field(default_factory=dict)  # table -> the rows not read, and what SQLite said
+
+
+@dataclass
 class ImportReport:
     tables: dict[str, TableCounts] = field(default_factory=dict)
     # The keys of rows the target holds with other content, a few per table: what to look at before trusting it.
@@ -69,30 +80,67 @@ def migrations(conn: LedgerConnection) -> list[str]:
     return [r["name"] for r in conn.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
 
 
-def write_export(conn: LedgerConnection, out: IO[str]) -> dict[str, int]:
-    """Write the header, then every row of every table as one JSON line each, in import order; return the rows
-    written per table. Inside one writer's transaction, so the pages are one consistent snapshot (writers wait)."""
+def write_export(conn: LedgerConnection, out: IO[str]) -> ExportReport:
+    """Write the header, then every row of every table as one JSON line each, in import order; say what was written
+    (and what a damaged SQLite ledger would not give). Inside one transaction, so the pages are one consistent
+    snapshot (writers wait; a read-only connection's is a read)."""
     with conn.transaction():
         return _write_rows(conn, out)
 
 
-def _write_rows(conn: LedgerConnection, out: IO[str]) -> dict[str, int]:
+def _write_rows(conn: LedgerConnection, out: IO[str]) -> ExportReport:
     out.write(json.dumps({"format": FORMAT, "version": VERSION, "migrations": migrations(conn)}) + "\n")
-    written = dict.fromkeys(TABLES, 0)
+    report = ExportReport(written=dict.fromkeys(TABLES, 0))
     for table, key in TABLES.items():
         order = _ORDER.get(table, ", ".join(key))
         while True:
-            page = (_PAGE, written[table])
-            rows = conn.execute(f"SELECT * FROM {table} ORDER BY {order} LIMIT ? OFFSET ?", page).fetchall()
+            page = (_PAGE, report.written[table])
+            try:
+                rows = conn.execute(f"SELECT * FROM {table} ORDER BY {order} LIMIT ? OFFSET ?", page).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if not damaged(exc):
+                    raise
+                _salvage(conn, out, table, report, str(exc))
+                break
             for row in rows:
-                out.write(
-                    json.dumps({"table": table, "row": {name: _encode(value) for name, value in dict(row).items()}})
-                )
-                out.write("\n")
-            written[table] += len(rows)
+                _write_row(out, table, row)
+            report.written[table] += len(rows)
             if len(rows) < _PAGE:
                 break
-    return written
+    return report
+
+
+def _salvage(conn: LedgerConnection, out: IO[str], table: str, report: ExportReport, said: str) -> None:
+    """The rows of a damaged table after those already written, one by one by key: the keys are read from the
+    table's key index, and a row whose pages do not make sense is skipped and counted (all of them, when even its
+    keys cannot be read)."""
+    key = TABLES[table]
+    order = _ORDER.get(table, ", ".join(key))
+    columns = ", ".join(key)
+    where = " AND ".join(f"{column} = ?" for column in key)
+    try:
+        keys = conn.execute(
+            f"SELECT {columns} FROM {table} ORDER BY {order} LIMIT -1 OFFSET ?", (report.written[table],)
+        )
+        rest = keys.fetchall()
+    except sqlite3.DatabaseError:
+        report.unreadable[table] = f"{' '.join(said.split())}; its keys too, after the rows above"
+        return
+    lost = 0
+    for found in rest:
+        try:
+            row = conn.execute(f"SELECT * FROM {table} WHERE {where}", [found[c] for c in key]).fetchone()
+        except sqlite3.DatabaseError:
+            lost += 1
+            continue
+        _write_row(out, table, row)
+        report.written[table] += 1
+    report.unreadable[table] = f"{lost} row{'s' if lost != 1 else ''} ({' '.join(said.split())})"
+
+
+def _write_row(out: IO[str], table: str, row: Any) -> None:
+    out.write(json.dumps({"table": table, "row": {name: _encode(value) for name, value in dict(row).items()}}))
+    out.write("\n")
 
 
 def import_lines(conn: LedgerConnection, lines: Iterable[str], source: str) -> ImportReport:

@@ -126,7 +126,11 @@ class JobRow(BaseModel):
 class PsResult(ToolResult):
     jobs: list[JobRow]
     status_filter: str | None = Field(None, description="The status asked for, when ps was filtered.")
-    note: str | None = Field(None, description="Why the list is empty, when it is.")
+    note: str | None = Field(
+        None,
+        description="Why the list is empty, when it is; or that it is the ledger as last recorded (a full disk, a "
+        "read-only ledger) and why.",
+    )
     next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
@@ -139,7 +143,8 @@ class PsResult(ToolResult):
                 label = f"succeeded, but {job.blocked[0]}"
             counts[label] = counts.get(label, 0) + 1
         states = ", ".join(f"{n} {label}" for label, n in counts.items())
-        return f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}, newest first: {states}."
+        said = f" {self.note}" if self.note else ""  # with jobs listed, only a ledger shown as last recorded
+        return f"{len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''}, newest first: {states}.{said}"
 
     def next_calls(self) -> list[str]:
         return step_lines(self.next_steps)
@@ -422,7 +427,11 @@ class LogsResult(ToolResult):
     status: str | None = Field(None, description="The attempt's status (queued, running, succeeded, failed, ...).")
     latest_attempt: int | None = Field(None, description="The job's newest attempt; logs(attempt=N) reads another.")
     waiting_for: str | None = Field(None, description="A queued attempt: what it waits behind.")
-    note: str | None = Field(None, description="Why there are no lines where the log is another host's.")
+    note: str | None = Field(
+        None,
+        description="Why there are no lines where the log is another host's; or that the job's state is the ledger's "
+        "as last recorded (a full disk, a read-only ledger) and why.",
+    )
     next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:

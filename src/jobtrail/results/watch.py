@@ -150,7 +150,11 @@ class MetricsResult(ToolResult):
     attempts: list[AttemptSpan] = Field(default_factory=list)
     last_step: int | None = Field(None, description="The last step in the series: pass it as since_step to read on.")
     downsampled_to: int | None = Field(None, description="Set when long series were thinned to this many points.")
-    note: str | None = Field(None, description="Why an ended job has no series at all, and what logs one.")
+    note: str | None = Field(
+        None,
+        description="Why an ended job has no series at all, and what logs one; or that the series are the ledger's "
+        "as last recorded (a full disk, a read-only ledger) and why.",
+    )
     next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
@@ -165,7 +169,8 @@ class MetricsResult(ToolResult):
         if not moving:
             moving = [self._phrase(name) for name in rest[:3]]
         span = self.attempts[-1].last_step if self.attempts else self.last_step
-        return f"**{self.job_id}** ({self.status}, step {span}): " + "; ".join(moving) + "."
+        said = f" {self.note}" if self.note else ""  # with series, only a ledger shown as last recorded
+        return f"**{self.job_id}** ({self.status}, step {span}): " + "; ".join(moving) + "." + said
 
     def _phrase(self, name: str) -> str:
         points = [v for _, v in self.series[name] if v is not None]

@@ -44,7 +44,7 @@ _ATTEMPT_FIELDS = tuple(
 
 class Queries(UseCase):
     def ps(self, status: str | None, limit: int) -> PsResult:
-        self.tracker.refresh()
+        unrecorded = self.tracker.refresh()
         rows = []
         now = time.time()
         listed = self.ledger.list_runs(status, limit)
@@ -73,11 +73,12 @@ class Queries(UseCase):
         any_jobs = bool(rows) or bool(self.ledger.list_runs(None, 1))
         note = None if rows else empty_list_note(status, any_jobs=any_jobs)
         steps = request_steps.listing([(row.job_id, row.status) for row in rows], others=any_jobs and not rows)
-        return PsResult(jobs=rows, status_filter=status, note=note, next_steps=steps)
+        said = [unrecorded.note if unrecorded else None, note]
+        return PsResult(jobs=rows, status_filter=status, note=" ".join(filter(None, said)) or None, next_steps=steps)
 
     def inspect(self, job_id: str) -> InspectResult:
         run = self.context.run(job_id)
-        self.tracker.refresh()
+        unrecorded = self.tracker.refresh()
         attempts = self.ledger.attempts(run.run_id)
         latest = attempts[-1]
         views = [self._attempt_view(a) for a in attempts]
@@ -101,7 +102,8 @@ class Queries(UseCase):
             attempts=views,
             artifacts=[e for a in attempts for e in self.ledger.events(a.attempt_id, "artifact")],
             # "warning" events: what jobs printed before alerts replaced them (a ledger keeps old receipts).
-            warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning")) + ([late] if late else []),
+            warnings=events.warnings(self.ledger.events(latest.attempt_id, "warning"))
+            + [w for w in (late, unrecorded.warning if unrecorded else None) if w],
             alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
             evaluation=self.own_evaluation(run),
             evaluations=[asdict(e) for e in evaluations],
@@ -176,7 +178,7 @@ class Queries(UseCase):
         if tail < 1:
             raise InvalidRequestError("tail must be at least 1.", fix="Pass tail=50 (or any positive number).")
         run = self.context.run(job_id)
-        self.tracker.refresh()
+        unrecorded = self.tracker.refresh()
         attempts = self.ledger.attempts(run.run_id)
         attempt = numbered_attempt(attempts, attempt_number, run.run_id)
         lines: list[tuple[str, bool]] = []
@@ -190,6 +192,7 @@ class Queries(UseCase):
             redact = self.context.redactor(attempt)
             lines = [_cut(redact(line)) for line in chunk.lines]
         finished = attempt.status.is_terminal and at_end
+        elsewhere = None if lines or attempt.placement is None or self.context.reaches(attempt) else _elsewhere(attempt)
         waiting_for = self.waiting_for(attempt)
         steps = request_steps.reading(run.run_id, attempt.number, attempts[-1].number, finished, waiting_for, end)
         return LogsResult(
@@ -203,7 +206,7 @@ class Queries(UseCase):
             status=attempt.status.value,
             latest_attempt=attempts[-1].number,
             waiting_for=waiting_for,
-            note=None if lines or attempt.placement is None or self.context.reaches(attempt) else _elsewhere(attempt),
+            note=unrecorded.note if unrecorded else elsewhere,
         )
 
     def _link(self, job_id: str) -> ChainLink:

@@ -24,16 +24,19 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from jobtrail.backends.base import Backend
+from jobtrail.backends.logpump import FULL_ERRNOS
 from jobtrail.backends.registry import traits_of
 from jobtrail.errors import BackendError, InvalidRequestError, JobtrailError
 from jobtrail.estimate import Flavor, catalog, load_model_config, record_measurement
 from jobtrail.estimate.calibration import checkpointing_of
 from jobtrail.estimate.hardware import LOCAL
 from jobtrail.estimate.params import model_shape
+from jobtrail.ledger.connection import FREE_SPACE, LedgerUnwritable
 from jobtrail.ledger.store import ACTIVE_STATUSES
 from jobtrail.models import AttemptRecord, JobStatus, LaunchRequest, LogChunk, NewAttempt, Placement, TerminationReason
 from jobtrail.outcomes import classify, events
@@ -56,6 +59,31 @@ _INGEST_BUDGET_S = 2.0
 STALE_CLAIM_S = 120.0
 
 AttemptEnded = Callable[[AttemptRecord, TerminationReason], None]
+
+
+@dataclass(frozen=True)
+class Unrecorded:
+    """Why refresh() could not bring the ledger up to date, for a read-only tool to say beside its answer."""
+
+    why: str
+    fix: str
+
+    @property
+    def note(self) -> str:
+        return f"Shown as last recorded (jobs may have moved on since): {self.why} {self.fix}"
+
+    @property
+    def warning(self) -> dict[str, Any]:
+        """As inspect's and wait's warnings are (code, step, message, fix)."""
+        return {
+            "code": UNRECORDED_CODE,
+            "step": None,
+            "message": f"Shown as last recorded: {self.why}",
+            "fix": self.fix,
+        }
+
+
+UNRECORDED_CODE = "ledger.not_recorded"
 
 
 class StartRules(Protocol):
@@ -81,10 +109,28 @@ class Tracker:
         self._flavors: list[Flavor] | None = None  # the live catalog, fetched once per process
         self.spending = Spending(self.ledger, self.cost, context.caps)
 
-    def refresh(self) -> None:
-        for attempt in self.ledger.attempts_in(ACTIVE_STATUSES):
-            self.refresh_attempt(attempt)
-        self.dispatch()
+    def refresh(self) -> Unrecorded | None:
+        """Bring the ledger up to date. None: done. Otherwise nothing could be recorded (a ledger open read-only,
+        a full disk under it or under $JOBTRAIL_HOME): a read-only tool then answers from the ledger as last
+        recorded and says so with what this returns; a tool that changes something fails on its own write."""
+        if self.ledger.read_only:
+            return Unrecorded(
+                "The ledger is open read-only (serve --read-only): nothing is followed, recorded or started.",
+                "Restart the server without --read-only once the ledger is sound (`jobtrail ledger check`).",
+            )
+        try:
+            for attempt in self.ledger.attempts_in(ACTIVE_STATUSES):
+                self.refresh_attempt(attempt)
+            self.dispatch()
+        except LedgerUnwritable as exc:
+            log.warning("could not record: %s", exc.message)
+            return Unrecorded(exc.message, exc.fix or FREE_SPACE)
+        except OSError as exc:
+            if exc.errno not in FULL_ERRNOS:
+                raise
+            log.warning("could not write under the home: %s", exc)
+            return Unrecorded(f"No space left on device writing {exc.filename or 'under $JOBTRAIL_HOME'}.", FREE_SPACE)
+        return None
 
     def refresh_attempt(self, attempt: AttemptRecord) -> None:
         if attempt.status not in (JobStatus.STARTING, JobStatus.RUNNING) or not self.context.reaches(attempt):

@@ -44,7 +44,7 @@ class Watch(UseCase):
         began = time.monotonic()
         first_seen: int | None = None  # the attempt this wait began on: a later one is announced as it comes
         while True:
-            self.tracker.refresh()
+            unrecorded = self.tracker.refresh()
             attempts = self.ledger.attempts(run.run_id)
             now, waited = time.time(), time.monotonic() - began
             logged = self.ledger.events_of([a.attempt_id for a in attempts])
@@ -80,7 +80,7 @@ class Watch(UseCase):
             attempt_note=note,
             waited_s=round(waited, 1),
             timed_out=not latest.status.is_terminal,
-            warnings=[late] if late else [],
+            warnings=[w for w in (late, unrecorded.warning if unrecorded else None) if w],
             alerts=events.alerts(self.ledger.events(latest.attempt_id, "alert")),
             note=clamped,
             waiting_for=self.queries.waiting_for(latest),
@@ -99,7 +99,7 @@ class Watch(UseCase):
         self, job_id: str, names: list[str] | None, since_step: int | None, attempt: int | None
     ) -> MetricsResult:
         run = self.context.run(job_id)
-        self.tracker.refresh()
+        unrecorded = self.tracker.refresh()
         attempts = self.ledger.attempts(run.run_id)
         chosen = [numbered_attempt(attempts, attempt, run.run_id)] if attempt is not None else attempts
         per_attempt = [self._attempt_series(a) for a in chosen]
@@ -113,6 +113,7 @@ class Watch(UseCase):
         series = {name: points for name, points in series.items() if points}
         thinned = {name: _thin(points) for name, points in series.items()}
         ended = not joined and chosen[-1].status.is_terminal
+        none_logged = self._no_series(run, chosen[-1]) if ended or run.method not in METHODS else None
         last_step = max((points[-1][0] for points in series.values()), default=None)
         return MetricsResult(
             job_id=run.run_id,
@@ -133,7 +134,7 @@ class Watch(UseCase):
             ],
             last_step=last_step,
             downsampled_to=MAX_POINTS if any(len(p) > MAX_POINTS for p in series.values()) else None,
-            note=self._no_series(run, chosen[-1]) if ended or run.method not in METHODS else None,
+            note=unrecorded.note if unrecorded else none_logged,
             next_steps=request_steps.series(run, attempts[-1].status, bool(joined), last_step),
         )
 

@@ -104,6 +104,12 @@ def _serve_and_demo(sub: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 takes a free one)")
+    serve.add_argument(
+        "--read-only",
+        action="store_true",
+        help="open the ledger read-only and change nothing (JOBTRAIL_READ_ONLY=1): ps, inspect, logs, metrics and "
+        "wait answer; a damaged ledger is read this way while it is saved",
+    )
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="train a tiny model with LoRA SFT on this machine, end to end")
@@ -408,7 +414,7 @@ def _serve(args: argparse.Namespace) -> int:
     # would walk all of it again and again (~8% of a start). Frozen once built, it is never walked while serving.
     gc.disable()
     try:
-        from jobtrail.app import on_first_use, settings
+        from jobtrail.app import READ_ONLY_ENV, ledger_location, on_first_use, settings
         from jobtrail.surface.server import build_server
 
         token = None
@@ -416,9 +422,16 @@ def _serve(args: argparse.Namespace) -> int:
             from jobtrail.surface.http_server import auth_token, serve_http
 
             token = auth_token(args.host)  # refuses an exposed address without a token, before anything starts
+        if args.read_only:
+            os.environ[READ_ONLY_ENV] = "1"
         # Settings are checked now (a wrong one stops the start); the service is built on first use, so the
         # client's tools/list is answered without the planner, estimator, templates and classifier it brings.
-        service = on_first_use(settings())
+        config = settings()
+        if not config.read_only:
+            from jobtrail.ledger.db import check
+
+            check(ledger_location(config.home))  # a damaged ledger stops the start, saying the way back
+        service = on_first_use(config)
         server = build_server(service)
     finally:
         gc.freeze()

@@ -1,6 +1,9 @@
-"""`jobtrail ledger export|import`: move a ledger's receipts into another ledger (a personal SQLite ledger into a
-team's PostgreSQL one). Both act on the ledger jobtrail is configured with: JOBTRAIL_LEDGER_URL, else the SQLite
-file under JOBTRAIL_HOME."""
+"""`jobtrail ledger export|import|check`: move a ledger's receipts into another ledger (a personal SQLite ledger into
+a team's PostgreSQL one), and say whether a ledger is sound. All act on the ledger jobtrail is configured with:
+JOBTRAIL_LEDGER_URL, else the SQLite file under JOBTRAIL_HOME.
+
+Export opens the ledger read-only and checks nothing first: it is also how a damaged ledger is saved (the rows
+SQLite can still read), which the server and every other command refuse to write to (ledger/db.py check)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ if TYPE_CHECKING:
 def add_ledger_commands(sub: Any) -> None:
     ledger = sub.add_parser(
         "ledger",
-        help="export this ledger's receipts, or import an export into it",
+        help="export this ledger's receipts, import an export into it, or check it",
         description="Move receipts between ledgers: `jobtrail ledger export FILE` where they are, then "
         "`JOBTRAIL_LEDGER_URL=postgresql://... jobtrail ledger import FILE` where they go. Importing again adds "
         "nothing: rows the target holds are left as they are.",
@@ -32,21 +35,42 @@ def add_ledger_commands(sub: Any) -> None:
     load.add_argument("file", help="a file `jobtrail ledger export` wrote")
     load.add_argument("--json", action="store_true", help="print JSON instead of text")
     load.set_defaults(handler=_import)
+    check = actions.add_parser(
+        "check", help="check the ledger as the server does at start (SQLite: its header and quick_check)"
+    )
+    check.set_defaults(handler=_check)
 
 
 def _export(args: argparse.Namespace) -> int:
+    from jobtrail.ledger.connection import opener
     from jobtrail.ledger.transfer import write_export
 
-    conn, shown = _connect()
+    location, shown = _configured()
+    conn = opener(location, read_only=True)()  # nothing written, nothing checked: a damaged ledger is saved this way
     if args.file == "-":
-        written = write_export(conn, sys.stdout)
+        report = write_export(conn, sys.stdout)
     else:
         with open(args.file, "w", encoding="utf-8") as out:  # private: the CLI's umask is 077
-            written = write_export(conn, out)
-    counts = ", ".join(f"{table} {n}" for table, n in written.items())
-    print(f"Exported {shown}: {counts}.", file=sys.stderr if args.file == "-" else sys.stdout)
+            report = write_export(conn, out)
+    said = sys.stderr if args.file == "-" else sys.stdout
+    counts = ", ".join(f"{table} {n}" for table, n in report.written.items())
+    print(f"Exported {shown}: {counts}.", file=said)
+    for table, why in report.unreadable.items():
+        print(f"  {table}: {why} could not be read.", file=said)
+    if report.unreadable:
+        print("Some rows could not be read: the file holds every row that could.", file=said)
+        return 1
     if args.file != "-":
         print(f"Next: JOBTRAIL_LEDGER_URL=postgresql://USER@HOST/DATABASE jobtrail ledger import {args.file}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from jobtrail.ledger.db import check
+
+    location, shown = _configured()
+    check(location)  # a damaged ledger raises LedgerDamaged: the CLI prints it with the way back and exits 2
+    print(f"The ledger {shown} is sound.")
     return 0
 
 
@@ -73,10 +97,17 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _connect() -> tuple[LedgerConnection, str]:
-    """A migrated connection to the configured ledger, and how to name it to a person (no password)."""
-    from jobtrail.app import home, ledger_location, private_home
-    from jobtrail.ledger.connection import redact
+    """A checked, migrated connection to the configured ledger, and how to name it to a person (no password)."""
     from jobtrail.ledger.db import connect
 
+    location, shown = _configured()
+    return connect(location), shown
+
+
+def _configured() -> tuple[Path | str, str]:
+    """The configured ledger's location, and how to name it to a person (no password)."""
+    from jobtrail.app import home, ledger_location, private_home
+    from jobtrail.ledger.connection import redact
+
     location = ledger_location(private_home(home()))
-    return connect(location), redact(location) if isinstance(location, str) else str(location)
+    return location, redact(location) if isinstance(location, str) else str(location)
