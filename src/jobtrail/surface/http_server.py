@@ -11,10 +11,23 @@ Through this server an agent starts jobs and reads local files (a dataset, a mod
   other gets 401 (the comparison takes constant time).
 Behind a reverse proxy, serve on 127.0.0.1 and let the proxy forward with Host 127.0.0.1:PORT (nginx's
 default, $proxy_host); the README shows a configuration.
+
+Connections are dropped before they can pile up, whoever opens them (the checks above run only once a request
+has come in whole):
+- a connection must deliver a whole request (head and body) within REQUEST_TIMEOUT_S of connecting, or of the
+  response before it; an idle kept-alive one closes after IDLE_TIMEOUT_S (uvicorn's timeout_keep_alive);
+- at most MAX_CONNECTIONS at once: one more is closed as it connects, before a byte is read; requests beyond
+  MAX_CONNECTIONS at once get 503 (uvicorn's limit_concurrency); a request head is at most MAX_HEAD_BYTES (h11's
+  max incomplete event size: 400 beyond);
+- at most MAX_SESSIONS MCP sessions at once (503 beyond), each closed after SESSION_IDLE_TIMEOUT_S without a
+  request (the MCP SDK's max_sessions and session_idle_timeout).
+uvicorn has no request-read timeout and no cap on open connections (its timeout_keep_alive starts only after a
+response, and limit_concurrency answers only a request that has arrived): _guarded_h11 adds both by hand.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import os
 import socket
@@ -31,6 +44,12 @@ if TYPE_CHECKING:
 TOKEN_VARIABLE = "JOBTRAIL_AUTH_TOKEN"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")  # exactly those the SDK guards with Host/Origin checks
 MIN_TOKEN_CHARS = 16
+REQUEST_TIMEOUT_S = 10.0
+IDLE_TIMEOUT_S = 5
+MAX_CONNECTIONS = 64
+MAX_HEAD_BYTES = 16 * 1024
+MAX_SESSIONS = 32
+SESSION_IDLE_TIMEOUT_S = 30 * 60
 _MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
@@ -64,7 +83,9 @@ def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> No
     """Serve at http://HOST:PORT/mcp until interrupted; port 0 takes a free port (the line on stderr names it)."""
     import uvicorn
 
-    app: Any = server.streamable_http_app(host=host)  # Host/Origin checks for a loopback host
+    app: Any = server.streamable_http_app(  # Host/Origin checks for a loopback host
+        host=host, max_sessions=MAX_SESSIONS, session_idle_timeout=SESSION_IDLE_TIMEOUT_S
+    )
     if token is not None:
         app = BearerAuth(app, token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -76,8 +97,58 @@ def serve_http(server: MCPServer, host: str, port: int, token: str | None) -> No
     shown = f"[{host}]" if ":" in host else host
     guard = "bearer token required" if token else "loopback only, Host/Origin checked"
     print(f"jobtrail: serving MCP at http://{shown}:{bound}/mcp ({guard})", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        http=_guarded_h11(),
+        timeout_keep_alive=IDLE_TIMEOUT_S,
+        limit_concurrency=MAX_CONNECTIONS,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+    )
     uvicorn.Server(config).run(sockets=[listener])
+
+
+def _guarded_h11() -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a request-read timeout and a cap on open connections (the module's docstring
+    says why by hand). Built when serving: uvicorn is imported only then."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11(H11Protocol):
+        _reading: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]  # uvicorn declares a Transport
+            if len(self.connections) > MAX_CONNECTIONS:
+                transport.close()
+                return
+            self._await_request()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE and self.conn.their_state is not h11.SEND_BODY:
+                self._stop_waiting()  # the request is in whole (or the connection is done with)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._await_request()  # the next request on a kept-alive connection has as long
+
+        def _await_request(self) -> None:
+            self._stop_waiting()
+            self._reading = self.loop.call_later(REQUEST_TIMEOUT_S, self.transport.close)
+
+        def _stop_waiting(self) -> None:
+            if self._reading is not None:
+                self._reading.cancel()
+                self._reading = None
+
+    return GuardedH11
 
 
 class BearerAuth:
