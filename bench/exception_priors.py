@@ -23,6 +23,7 @@ import diagnosis
 from jobtrail.models import TerminationReason as R
 from jobtrail.outcomes import priors
 from jobtrail.outcomes.classify import TAIL_LINES
+from jobtrail.outcomes.lines import split
 
 MIN_LOGS = 5
 GUESSABLE = {R.CONFIG_ERROR, R.DEPENDENCY_ERROR, R.BAD_INPUT, R.AUTH_ERROR, R.INFRA_TRANSIENT}
@@ -33,7 +34,7 @@ def counts(logs: list[diagnosis.RealLog]) -> dict[str, Counter[str]]:
     """Each root exception type's labels, over the logs."""
     found: dict[str, Counter[str]] = defaultdict(Counter)
     for log in logs:
-        raised = priors.raised_before_training(log.text.splitlines()[-TAIL_LINES:])
+        raised = priors.raised_before_training(split(log.text)[-TAIL_LINES:])
         if raised is not None:
             found[raised.name][log.expected] += 1
     return found

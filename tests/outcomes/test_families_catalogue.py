@@ -1957,3 +1957,150 @@ def test_an_assertion_outside_a_checker_is_only_a_guess() -> None:
 def test_a_missing_media_file_says_to_check_the_media_folder() -> None:
     verdict = explain("FileNotFoundError: [Errno 2] No such file or directory: '/data/coco/train2014/000000185326.jpg'")
     assert verdict.reason is R.BAD_INPUT and "media folder argument" in verdict.message
+
+
+def _ipynb(*printed: str) -> str:
+    """A cell's error output as the .ipynb file stores it: each printed line a JSON string, colours escaped."""
+    strings = ",\n".join(f'   "{line}\\n"' for line in printed)
+    return '  {\n   "output_type": "error",\n   "traceback": [\n' + strings + "\n   ]\n  }"
+
+
+def _importing(code: str, error: str, *frames: str) -> str:
+    """A traceback that starts at the job's import statement, raised through installed packages' frames."""
+    lines = ["Traceback (most recent call last):", '  File "/job/train.py", line 3, in <module>', f"    {code}"]
+    for frame in frames:
+        path, _, function = frame.partition(":")
+        lines += [f'  File "{SITE}/{path}", line 1, in {function or "<module>"}', "    x = y"]
+    return "\n".join([*lines, error])
+
+
+# Round 15's classes, in other tools' and threads' words than its logs' (all but the peft import failed on the rules
+# before them, which read its module attribute as an install): a notebook's output pasted as the .ipynb JSON (escaped
+# newlines and colours) and an exception printed as `<class 'X'>:`; the disk full in Go's, Node's and Windows' words;
+# llama.cpp's binaries not built, in an exporter's or the shell's words; a name another project's module does not have
+# (an API mismatch); an API refusing its key, as its client prints the response; verl's reward dispatch by a row's
+# data_source; a list where the code reads a record; an exception raised inside installed packages while the job's code
+# imports one; a failure no rule reads while a trained model is exported for its upload.
+ROUND_15: list[tuple[str, R]] = [
+    (_ipynb("\\u001b[0;31mKeyError\\u001b[0m: 'instruction'"), R.BAD_INPUT),
+    (
+        '{"name": "stderr", "output_type": "stream", "text": ["Map: 100%|##########| 500/500\\n", "KeyError: \'output\'\\n"]}',
+        R.BAD_INPUT,
+    ),
+    ("<class 'KeyError'>: 'conversations'", R.BAD_INPUT),
+    ("Error: mkdir /var/lib/docker/overlay2/3f2a/merged: no space left on device", R.DISK_FULL),
+    ("Error: ENOSPC: no space left on device, write", R.DISK_FULL),
+    ("OSError: [WinError 112] There is not enough space on the disk", R.DISK_FULL),
+    ("/bin/sh: 1: llama.cpp/llama-quantize: not found", R.DEPENDENCY_ERROR),
+    ("RuntimeError: Unsloth: No working quantizer found in /root/llama.cpp", R.DEPENDENCY_ERROR),
+    ("AttributeError: module 'transformers.deepspeed' has no attribute 'is_deepspeed_zero3_enabled'", R.CONFIG_ERROR),
+    ("ERROR: eval failed: module 'vllm.sampling_params' has no attribute 'GuidedDecodingParams'", R.CONFIG_ERROR),
+    (
+        "anthropic.AuthenticationError: Error code: 401 - {'type': 'error', 'error': {'type': 'authentication_error', "
+        "'message': 'invalid x-api-key'}}",
+        R.AUTH_ERROR,
+    ),
+    (
+        "judge failed: PermissionDeniedError: Error code: 403 - {'error': {'message': 'Project does not have access to "
+        "model gpt-4o', 'type': 'invalid_request_error'}}",
+        R.AUTH_ERROR,
+    ),
+    ("google.api_core.exceptions.InvalidArgument: 400 API key not valid. Please pass a valid API key.", R.AUTH_ERROR),
+    ("NotImplementedError: Reward function is not implemented for data_source=''", R.BAD_INPUT),
+    ("NotImplementedError: Reward function is not implemented for data_source='acme/chemistry_qa'", R.CONFIG_ERROR),
+    (
+        _tb("AttributeError: 'list' object has no attribute 'get'", "unsloth/chat_templates.py:standardize_sharegpt"),
+        R.BAD_INPUT,
+    ),
+    ("AttributeError: 'list' object has no attribute 'items'", R.BAD_INPUT),
+    (
+        _importing(
+            "from trl import SFTTrainer",
+            "TypeError: '<' not supported between instances of 'Version' and 'str'",
+            "trl/__init__.py",
+            "trl/import_utils.py",
+        ),
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        _importing(
+            "import peft",
+            "AttributeError: module 'torch.distributed' has no attribute 'tensor'",
+            "peft/__init__.py",
+            "peft/utils/integrations.py",
+        ),
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "ValueError                                Traceback (most recent call last)\n"
+        "Cell In[1], line 2\n"
+        "      1 import os\n"
+        "----> 2 from unsloth import FastLanguageModel\n"
+        "File /usr/local/lib/python3.11/dist-packages/unsloth/models/_utils.py:88\n"
+        "---> 88 raise ValueError(f'Unsloth: bad version {v}')\n"
+        "ValueError: Unsloth: bad version None",
+        R.DEPENDENCY_ERROR,
+    ),
+    (
+        "Unsloth: Merging 4bit and LoRA weights to 16bit...\nUnsloth: Saving tokenizer... Done.\n"
+        "RuntimeError: Unsloth: Quantization failed for /content/model-unsloth.F16.gguf",
+        R.HUB_ERROR,
+    ),
+    (
+        "Converting the merged model to GGUF (q8_0)...\n"
+        + _tb("RuntimeError: converter exited with status 1", "trainer_kit/export.py:to_gguf"),
+        R.HUB_ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize(("log", "expected"), ROUND_15)
+def test_round_15_classes_are_named(log: str, expected: R) -> None:
+    assert explain(log).reason is expected
+
+
+@pytest.mark.parametrize(
+    ("log", "not_expected"),
+    [
+        # A bytes repr ending in an escaped newline is one line of a message, not a notebook's output.
+        ("Error: Error quantizing: b\"main: invalid nthread 'Q8_0' (stoi)\\n\"", R.UNKNOWN),
+        # gguf-py older than its own converter is an install (families), and a module caught half-imported (a file
+        # shadowing the package) is no API mismatch.
+        ("AttributeError: module 'gguf.constants' has no attribute 'MODEL_ARCH'", R.CONFIG_ERROR),
+        # A 401 for a Hub repo that is not there is no refused key.
+        (
+            "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found for url: https://huggingface.co/api/models/acme/none",
+            R.AUTH_ERROR,
+        ),
+        # A string, a tuple or None asked for a mapping's method is as often a setting or a model's output.
+        ("AttributeError: 'str' object has no attribute 'keys'", R.BAD_INPUT),
+        ("AttributeError: 'tuple' object has no attribute 'items'", R.BAD_INPUT),
+        ("AttributeError: 'NoneType' object has no attribute 'get'", R.BAD_INPUT),
+        # The job's own module failing as it is imported is the job's code, not the install.
+        (
+            'Traceback (most recent call last):\n  File "/job/train.py", line 3, in <module>\n    from mydata import rows\n'
+            '  File "/job/mydata.py", line 9, in <module>\n    rows = load()\nValueError: bad row 7',
+            R.DEPENDENCY_ERROR,
+        ),
+        # A call of the job's own code into a package (not an import) keeps round 10's reading.
+        (
+            _tb(
+                "AttributeError: module 'lm_eval.tasks' has no attribute 'initialize_tasks'",
+                "lm_eval/evaluator.py:simple_evaluate",
+            ),
+            R.DEPENDENCY_ERROR,
+        ),
+        # llama.cpp's own converter run by hand, failing: not a trainer exporting what it trained.
+        ("INFO:hf-to-gguf:Loading model: acme-7b\n" + _tb("RuntimeError: unexpected tensor layout"), R.HUB_ERROR),
+    ],
+)
+def test_round_15_classes_stay_narrow(log: str, not_expected: R) -> None:
+    assert explain(log).reason is not not_expected
+
+
+def test_a_notebooks_json_output_is_read_as_the_lines_it_prints() -> None:
+    from jobtrail.outcomes.lines import clean, split
+
+    lines = [clean(line) for line in split(_ipynb('\\u001b[0;31mValueError\\u001b[0m: bad \\"x\\"', "done"))]
+    assert 'ValueError: bad "x"' in lines and "done" in lines
+    assert split('print("a\\\\n")\nplain line') == ['print("a\\\\n")', "plain line"]

@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobtrail.models import ExitRecord, TerminationReason as R
-from jobtrail.outcomes import causes, events, exits, families, generic, metrics, priors
-from jobtrail.outcomes.causes import CONFIG, DATA, DEPENDENCY, HUB_FAILED, OOM, REFUSED, TRANSIENT
-from jobtrail.outcomes.lines import clean
-from jobtrail.outcomes.tracebacks import Progress, finished_at, last_chain, progress, stepped, went_on
+from jobtrail.outcomes import causes, events, exits, families, generic, libraries, metrics, priors
+from jobtrail.outcomes.causes import OOM
+from jobtrail.outcomes.lines import clean, split
+from jobtrail.outcomes.log_rules import LOG_RULES
+from jobtrail.outcomes.tracebacks import Progress, finished_at, importing, last_chain, progress, stepped, went_on
 
 TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
@@ -53,109 +54,6 @@ class Diagnosis:
     reason: R
     message: str
     evidence: str | None = None  # the log line (or fact) that decided it
-
-
-@dataclass(frozen=True)
-class LogRule:
-    reason: R
-    message: str
-    pattern: re.Pattern[str]
-
-
-def _rule(reason: R, message: str, *alternatives: str, ignore_case: bool = True) -> LogRule:
-    return LogRule(reason, message, re.compile("|".join(alternatives), re.IGNORECASE if ignore_case else 0))
-
-
-# Scanning the tail from the newest line, the first line that matches any rule decides; within
-# a line, earlier rules win (so a 403 while pushing is hub_error before it can be auth_error,
-# and a job timeout before a read timeout).
-LOG_RULES: list[LogRule] = [
-    _rule(
-        R.TIMEOUT,
-        "The job ran past its timeout.",
-        r"Job timed out",
-        r"exceeded (its|the) (timeout|maximum duration)",
-        r"^\s*(?:Error: )?(?:Timeout|Time limit) (?:expired|exceeded|reached)[.!]?\s*$",  # a harness's word alone
-    ),
-    _rule(
-        R.HUB_ERROR,
-        HUB_FAILED,
-        r"\b40[13]\b.*(/commit/|/preupload/|upload|push)",
-        r"Failed to push",
-        r"push_to_hub.*(failed|error)",
-        r"The push command with PID \d+ failed",  # transformers' background push of a checkpoint
-        r"cannot lock ref 'refs/heads/",  # the Hub moved the branch under a concurrent push
-    ),
-    _rule(
-        R.OOM,
-        OOM,
-        r"CUDA out of memory",
-        r"OutOfMemoryError",
-        r"Cannot allocate memory",
-        r"can't allocate memory",
-        r"oom-kill",
-        r"out of memory: Killed process",
-    ),
-    _rule(
-        R.AUTH_ERROR,
-        REFUSED,
-        r"not in the authorized list",
-        r"Invalid credentials in Authorization header",
-        r"\b401\b.*Unauthorized",
-        r"LocalTokenNotFoundError",
-        r"Token is required",
-        r"DENIED update refs/\S+: forbidden",  # git push to the Hub with a read token
-        r"You don't have the rights to",  # the Hub's refusal to create or write in a namespace (its JSON body)
-    ),
-    # Case matters for the next two: their words are Python's and the installers' exact spelling.
-    _rule(
-        R.DEPENDENCY_ERROR,
-        DEPENDENCY,
-        r"ModuleNotFoundError",
-        r"ImportError",
-        r"No matching distribution",
-        r"Failed to build",
-        r"No solution found when resolving",
-        ignore_case=False,
-    ),
-    _rule(
-        R.CONFIG_ERROR,
-        CONFIG,
-        r"got an unexpected keyword argument",
-        r"eval_strategy.*eval_dataset",
-        r"doesn't support bf16",
-        r"chat_template is not set",
-        r"Cannot use chat template",
-        ignore_case=False,
-    ),
-    _rule(
-        R.BAD_INPUT,
-        DATA,
-        r"JSONDecodeError",
-        r"DatasetGenerationError",
-        r"JSON parse error",
-        r"^KeyError: '",
-        r"Column '.*' not in the dataset",
-        r"\bArrow(?:Invalid|TypeError)\b",  # pyarrow reading the data files (a value of another type, a bad row)
-    ),
-    _rule(
-        R.INFRA_TRANSIENT,
-        TRANSIENT,
-        r"ReadTimeout",
-        r"ConnectTimeout",
-        r"read operation timed out",
-        r"Read timed out",
-        r"Connection reset",
-        r"ConnectionError",
-        r"\b5\d\d Server Error",
-        r"\b(?:Internal |Unhandled )?server error\b",
-        r"\bHTTP(?: Error| status(?: code)?)?:? 5\d\d\b",
-        r"Bad Gateway",
-        r"Service Unavailable",
-        r"Gateway Time-?out",
-        r"\b(?:HTTP )?(?:response|status) code:? 5\d\d\b",  # a client library's words (TF's GCS filesystem, curl)
-    ),
-]
 
 
 def classify(
@@ -185,6 +83,7 @@ def classify(
         _from_scheduler(reports)
         or _from_killed_child(reports, status)
         or _from_cause(log_tail)
+        or _from_import(log_tail)
         or _from_launcher_signal(reports, status, log_tail)
         or _from_kill(status, log_tail)
         or _from_patterns(log_tail)
@@ -199,7 +98,7 @@ def classify(
 
 def explain(log_text: str, exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
     """Classify any log (a job's, or one pasted from elsewhere), as `jobtrail explain` does."""
-    lines = log_text.splitlines()
+    lines = split(log_text)
     termination = events.termination_event([e for line in lines if (e := events.parse_line(line))])
     exit_record = None
     if exit_code is not None or signal is not None:
@@ -279,23 +178,33 @@ def _pushed_after_training(verdict: Diagnosis, lines: list[str]) -> Diagnosis:
 
 
 def _failed_uploading(status: exits.Exit, reports: list[exits.Report], lines: list[str]) -> Diagnosis | None:
-    """Training finished, the job then said it was uploading its results, and it failed in a way no rule reads (a
-    traceback the paste cut short, an exception no rule knows), with nothing of training after: the upload is what was
-    running, and the trained files are kept."""
+    """Training finished and the job then said it was uploading its results, or it was exporting a trained model for
+    them (converting it to GGUF, merging an adapter into it: a model that exists), and it failed in a way no rule reads
+    (a traceback the paste cut short, an exception no rule knows), with nothing of training after: the upload or the
+    export is what was running, and the trained files are kept."""
     finished = finished_at(lines)
-    if finished is None:
-        return None
-    upload = next((i for i in range(finished, len(lines)) if generic.UPLOADING.search(clean(lines[i]))), None)
-    if upload is None or progress(lines[upload + 1 :]) > Progress.NONE:
+    uploads = range(len(lines) if finished is None else finished, len(lines))
+    upload = next((i for i in uploads if generic.UPLOADING.search(clean(lines[i]))), None)
+    export = next((i for i, line in enumerate(lines) if generic.EXPORTING.search(clean(line))), None)
+    began = upload if upload is not None else export
+    if began is None or progress(lines[began + 1 :]) > Progress.NONE:
         return None
     seen, evidence = _seen(status, reports, lines)
     said = f" ({'; '.join(seen)})" if seen else ""
+    doing, redo = (
+        ("Training finished and the job was uploading its results", "the upload (push_to_hub / upload_folder)")
+        if upload is not None
+        else (
+            "The job was exporting a trained model for its upload (a GGUF conversion, a merge)",
+            "the export and upload (the GGUF or merged save and push; an exporter's failure is often fixed by updating "
+            "it)",
+        )
+    )
     return Diagnosis(
         R.HUB_ERROR,
-        f"Training finished and the job was uploading its results when it failed{said}; no rule reads the failure "
-        "itself, but the trained files are kept: repeat only the upload (push_to_hub / upload_folder), and read its "
-        "error if it fails again.",
-        evidence=evidence or lines[upload].strip()[:500],
+        f"{doing} when it failed{said}; no rule reads the failure itself, but the trained files are kept: repeat only "
+        f"{redo}, and read its error if it fails again.",
+        evidence=evidence or lines[began].strip()[:500],
     )
 
 
@@ -307,6 +216,7 @@ def _from_termination(termination: dict[str, Any], log_tail: list[str]) -> Diagn
     if told.reason is R.UNKNOWN:
         return (
             _from_log(log_tail)
+            or _from_import(log_tail)
             or _from_prior(exits.Exit(None, None), [], log_tail)
             or _from_peer_lost(log_tail)
             or told
@@ -490,6 +400,22 @@ def _from_prior(
     )
 
 
+def _from_import(lines: list[str]) -> Diagnosis | None:
+    """An exception raised inside installed packages while the job's code imported one, that no rule reads or that
+    reads as two packages' APIs out of step: the install (DESIGN.md: import), not anything the job was given (nothing of
+    its code has run yet)."""
+    chain = causes.fatal_chain(lines)
+    if not importing(lines, chain):
+        return None
+    return Diagnosis(
+        R.DEPENDENCY_ERROR,
+        "Importing a package failed inside the installed packages' own code, before the job's code ran: their versions "
+        "do not fit together (one reads another's version or API as a release it was not written for) or the install "
+        "is broken. Install versions that fit together (the failing package's requirements), or reinstall it.",
+        evidence=lines[chain[0].index].strip()[:500],
+    )
+
+
 def _from_host_memory(lines: list[str]) -> Diagnosis | None:
     """A notebook kernel that died and restarted with no traceback, the allocator having warned of a huge allocation
     before it: the host's RAM ran out (`generic.KERNEL_DIED`)."""
@@ -519,11 +445,18 @@ def _from_peer_lost(lines: list[str]) -> Diagnosis | None:
     return Diagnosis(R.INFRA_TRANSIENT, generic.PEER_LOST.message, evidence=line.strip()[:500]) if line else None
 
 
+# Readings of a call between packages that does not fit (round 10's API mismatch), which a failure while importing
+# leaves to the install: nothing of the job's own code has run yet.
+_API_READINGS = {causes.API_MISMATCH, libraries.API_CHANGED}
+
+
 def _from_cause(lines: list[str]) -> Diagnosis | None:
     found = causes.find(lines)
     if not found:
         return None
     rule, line = found
+    if rule.message in _API_READINGS and (imported := _from_import(lines)):
+        return imported
     message = families.disk_message(lines) if rule.reason is R.DISK_FULL else rule.message
     return Diagnosis(rule.reason, message, evidence=line.strip()[:500])
 

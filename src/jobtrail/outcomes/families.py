@@ -34,7 +34,9 @@ DISK = "The disk filled up (No space left on device)."
 DISK_FULL = _sig(
     R.DISK_FULL,
     DISK,
-    r"No space left on device",
+    r"(?i:\bNo space left on device\b)",  # any case: Go's and Node's errors spell ENOSPC's text in lower case
+    r"\bENOSPC\b",  # the errno by name (Node, libuv, C)
+    r"(?i:\bThere is not enough space on the disk\b)",  # Windows' ERROR_DISK_FULL
     r"\[Errno 28\]",
     r"\bStorageFull\b",
     r"Not enough disk space\. Needed:",
@@ -52,7 +54,8 @@ DISK_FULL = _sig(
 # The disk's own words for being full (errno 28, a quota), as opposed to a short write (`unexpected pos`), which a
 # process out of memory while writing also leaves.
 DISK_ERRNO = re.compile(
-    r"No space left on device|\[Errno (?:28|122)\]|\bStorageFull\b|(?i:\bdisk quota exceeded\b)|\bEDQUOT\b"
+    r"(?i:\bNo space left on device\b|\bdisk quota exceeded\b|\bnot enough space on the disk\b)|\[Errno (?:28|122)\]"
+    r"|\bStorageFull\b|\bEDQUOT\b|\bENOSPC\b"
 )
 
 # A collective between GPUs that waited past its timeout. Alone it reads as a network or peer hiccup; `classify`
@@ -406,8 +409,10 @@ SIGNATURES: list[Signature] = [
     _sig(
         R.DEPENDENCY_ERROR,
         "The installed package is older than the code using it (update it to the version the code expects).",
-        r"type object 'MODEL_(?:ARCH|TENSOR)' has no attribute",  # gguf-py older than convert_hf_to_gguf.py
-        r"module '[\w.]+' has no attribute '\w+'",
+        # gguf-py older than the llama.cpp converter it ships with (PyPI's gguf for the checkout's): one project's
+        # parts out of step, an install. Another project's module without the name is an API mismatch (`libraries`).
+        r"type object 'MODEL_(?:ARCH|TENSOR)' has no attribute",
+        r"module 'gguf(?:\.\w+)*' has no attribute '\w+'",
         r"data did not match any variant of untagged enum",  # tokenizers older than the tokenizer.json
         r"unknown model architecture: '",  # llama.cpp (quantize, load) older than the GGUF
         r"no kernel image is available for execution on the device",
@@ -468,7 +473,11 @@ def match(line: str) -> Signature | None:
     return next((s for s in SIGNATURES if s.pattern.search(line)), None)
 
 
-_PATH = re.compile(r"No space left on device: '(?P<path>[^']+)'|(?:to|at|in) (?P<path2>/[\w./-]+)")
+# The path written to: Python's OSError names it after the errno's words; Go's PathError (`write /x/y: no space left
+# on device`) and others name it after the call.
+_PATH = re.compile(
+    r"No space left on device: '(?P<path>[^']+)'|(?:to|at|in|write|open|create|mkdir|rename) (?P<path2>/[\w./-]+)"
+)
 _NEEDED = re.compile(
     r"Needed: (?P<needed>[\d.]+ ?[KMGT]i?B)"
     r"|expected file size is: (?P<size>[\d.]+ ?[KMGT]B)\. The target location (?P<where>\S+) only has "

@@ -14,7 +14,8 @@ happened in the common words of their trade. These are those vocabulary classes:
 - a shell that could not run what the command line named, and a command-line parser refusing its arguments;
 - access to a gated repo not granted, in any tool's words;
 - a model, adapter or checkpoint file that is not at the path the job was given;
-- a reward function missing a parameter that the trainer fills from the dataset's columns;
+- a reward function missing a parameter that the trainer fills from the dataset's columns, and a list where the code
+  reads a record;
 - weights that do not fit the model (a vocabulary grown by added tokens among them), a model config without a
   field the code reads, and model files that are not files of their format (a Git LFS pointer);
 - a config that does not match what the code reads, in a config system's words (OmegaConf, Hydra, yacs, jsonargparse,
@@ -22,7 +23,8 @@ happened in the common words of their trade. These are those vocabulary classes:
 - a loss or its gradients gone NaN/inf in a framework's or a script's own sentence, and fp16's loss scale collapsed to
   nothing;
 - a collective broken by a peer that went away or the network (read last: every rank says it when any rank dies);
-- lines that say a job is uploading its results (a server's failure then is the push's).
+- lines that say a job is uploading its results (a server's failure then is the push's), or exporting a trained model
+  for them.
 """
 
 from __future__ import annotations
@@ -347,6 +349,17 @@ REWARD_COLUMN = sig(
     rf"\b\w*Reward\w*\.__call__\(\){_REWARD_MISSING}",
 )
 
+# A list asked for a mapping's keys or fields: the code reads a record (a row, a conversation, a message) and was given
+# a bare list, as JSON data in another shape gives it (conversations as lists of turns where rows of named fields were
+# expected). A string or a tuple asked the same is as often a setting or a model's output: not read here.
+ROW_SHAPE = sig(
+    R.BAD_INPUT,
+    "The data has another shape than the code reads: a row or a field of it is a list where a record with named "
+    "fields was expected (a conversation given as a bare list of turns, not a row with a `conversations` or `messages` "
+    "field): reshape the data to the format the trainer or notebook documents.",
+    r"'list' object has no attribute '(?:keys|items|values|get)'",
+)
+
 # Weights that do not fit the model they are loaded into, in any framework's words (torch's strict load, MLX's
 # load_weights, accelerate placing a tensor, Keras): a checkpoint of another architecture or size, or a script or
 # converter that does not support this model.
@@ -386,6 +399,14 @@ CORRUPT_FILE = sig(
 UPLOADING = re.compile(
     r"(?i)\b(?:uploading|pushing|committing|upload(?:ing)? (?:to|of|the|final|model|checkpoint|weights|artifacts?)"
     r"|push(?:ing)? to|push_to_hub|upload_(?:folder|file|large_folder)|create_commit)\b"
+)
+
+# Lines that say a trained model is being exported for its upload (a trainer's conversion to GGUF, a merge of the
+# adapter into 16-bit weights): the model exists, and a failure then is the export's, not the training's.
+EXPORTING = re.compile(
+    r"(?i)\bGGUF conversion\b|\bconver(?:t|ting|sion)\b.{0,40}\bto GGUF\b"
+    r"|\b(?:save_pretrained|push_to_hub)_(?:gguf|merged)\b"
+    r"|\bmerging (?:\w+ and )?(?:LoRA|adapters?|PEFT)\w* (?:weights )?(?:in)?to (?:16|32)-?bit\b"
 )
 
 # A config that does not match the code reading it: a key the code reads that the config lacks, one the config has that
@@ -463,6 +484,7 @@ SIGNATURES: list[Signature] = [
     WEIGHTS,
     MODEL_FILE,
     REWARD_COLUMN,
+    ROW_SHAPE,
     VOCABULARY,
     YAML,
     CONFIG_KEYS,
@@ -533,7 +555,7 @@ REFUSALS: list[Signature] = [
         r"(?i:\b(?:not |in)compatible with\b)",
         r"(?i:\bcan(?:'t|not) be (?:used|combined|enabled) (?:together )?with\b)",
         r"(?i:\bmutually exclusive\b)",
-        r"(?i:\bnot (?:yet |currently )?supported\b)",
+        r"(?i:\bnot (?:yet |currently )?supported\b)(?! between instances)",  # not Python's `'<' not supported between`
         r"(?i:\bonly supports?\b)",
         r"(?i:\b(?:must|should|has to|needs to) be (?:specified|set|provided|given|passed|one of|enabled|disabled)\b)",
         r"(?i:\bplease (?:set|specify|provide|input|pass|use|choose|select|define|add)\b)",

@@ -13,6 +13,11 @@ from jobtrail.models import TerminationReason as R
 from jobtrail.outcomes.signature import Signature, sig as _sig
 
 MODEL_MISSING = "The model (or revision) does not exist on the Hub, or is not visible to this token."
+API_CHANGED = (
+    "The code uses a name that the installed release of the module it names does not have (renamed, moved or removed "
+    "between releases, or not there yet): change the code to this release's API, or install the release the code was "
+    "written for."
+)
 
 SIGNATURES: list[Signature] = [
     # transformers' and huggingface_hub's words for a model name or revision the Hub does not have: a wrong argument
@@ -218,12 +223,47 @@ SIGNATURES: list[Signature] = [
         r"found NaN in (?:local )?grad norm",
         r"Unexpected result nan",
     ),
-    # unsloth's GGUF export runs llama.cpp's binaries from a clone it expects to be built.
+    # unsloth's GGUF export (and any exporter) runs llama.cpp's binaries from a clone it expects to be built: the binary
+    # is not there, in the exporter's words or the shell's.
     _sig(
         R.DEPENDENCY_ERROR,
         "llama.cpp's quantize tool is not there: the llama.cpp checkout was not built (run its build: cmake/make), "
         "or the binary's name changed in that release.",
         r"The file '\S*quantize' or '\S*quantize' does not exist",
+        r"\bNo working quantizer found in\b",
+        r"(?:^|[\s/'\"])llama-(?:quantize|cli|gguf-split)(?:\.exe)?['\"]?: "
+        r"(?:command not found|not found|No such file)",
+    ),
+    # A program calling a function another project's module does not have in the installed release (renamed, moved or
+    # removed since the program was written, or not there yet): an API mismatch, DESIGN.md's config_error whatever fixes
+    # it. Not a module caught half-imported (a file shadowing the package), and not gguf-py (`families`).
+    _sig(R.CONFIG_ERROR, API_CHANGED, r"(?<!partially initialized )\bmodule '[\w.]+' has no attribute '\w+'"),
+    # An API the job calls (an LLM judge, an evaluation's model server, a provider) refusing its key, as the client
+    # prints the response: the OpenAI-compatible SDKs' `Error code: 401 - {...}` and their error body's code,
+    # Anthropic's `authentication_error`, Google's `API key not valid`; whatever exception or log line wraps it.
+    _sig(
+        R.AUTH_ERROR,
+        "An API the job calls (a judge model, an evaluation's endpoint, a provider) refused its key (wrong, revoked or "
+        "expired): set a valid key where the tool reads it (OPENAI_API_KEY or the tool's own setting), then rerun.",
+        r"\bError code: 40[13] - ",
+        r"['\"](?:code|type)['\"]: ['\"](?:invalid_api_key|authentication_error|invalid_authentication)['\"]",
+        r"\bIncorrect API key provided\b|\bAPI key not valid\. Please pass a valid API key\b|\binvalid x-api-key\b",
+    ),
+    # verl's rule-based rewards (and its forks'), chosen by each row's `data_source`: an empty one is the data's (the
+    # preprocessing that writes it was skipped, or the column lost); one they do not know needs a reward function.
+    _sig(
+        R.BAD_INPUT,
+        "The data's rows have no data_source (the field is empty), so no reward function could be chosen for them: "
+        "prepare the data with the preprocessing that writes data_source (it names the dataset, such as openai/gsm8k), "
+        "or keep the column when converting it.",
+        r"\bnot (?:implemented|supported|found) for data_?source\s*[=:]?\s*(?:''|\"\"|None)?\s*$",
+    ),
+    _sig(
+        R.CONFIG_ERROR,
+        "No reward function is known for the data_source the rows name: pass a reward function for this data "
+        "(verl: custom_reward_function.path and .name), or give the rows a data_source the built-in rewards know.",
+        r"\b(?:Reward|reward|score|Score)\w* (?:function )?(?:is )?not (?:implemented|supported|found) for "
+        r"data_?source\s*[=:]?\s*['\"]?\w",
     ),
     # A person stopped the job with Ctrl-C (Python's KeyboardInterrupt alone on its line, Julia's InterruptException):
     # no failure of the job, and nothing to retry. `causes` reads Python's as the fatal exception itself.

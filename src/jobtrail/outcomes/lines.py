@@ -6,6 +6,7 @@ A line a job printed reaches us wrapped: ANSI colours from a logger, a timestamp
 from vLLM's workers, `trainer-1  | ` from docker compose. The parsers downstream (tracebacks, patterns)
 read what the job wrote, so `clean` takes these off, and `source` keeps the one that tells apart the
 processes whose lines interleave (a traceback is one process's lines, never a mix of two ranks').
+`split` reads a pasted notebook's outputs, which the .ipynb file keeps as JSON strings, as the lines they print.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ _STAMP = re.compile(
     r"|\d+(?:\.\d+)?s\t\d+\t"  # Kaggle's log viewer: seconds since the start, then the line's number, tab-separated
     r")"
 )
+# An exception's type as `print(type(e), e)` and datasets' loader write it (`<class 'pyarrow.lib.ArrowInvalid'>: ...`).
+_CLASS_REPR = re.compile(r"<class '(?P<type>[\w.]+)'>:\s?")
 _MAX_PREFIXES = 4  # a line is rarely wrapped more than thrice (stamp, rank, stamp); this bounds the loop
 
 
@@ -56,7 +59,7 @@ def clean(line: str) -> str:
         if stripped == text:
             break
         text = stripped
-    return _INTERLEAVED.sub(r"\g<type>: ", text, count=1)
+    return _INTERLEAVED.sub(r"\g<type>: ", _CLASS_REPR.sub(r"\g<type>: ", text), count=1)
 
 
 def source(line: str) -> str | None:
@@ -70,3 +73,35 @@ def source(line: str) -> str | None:
             return None
         text = stripped
     return None
+
+
+# A notebook's output as the .ipynb file stores it (a cell's traceback or stream pasted from the JSON): each printed
+# line a JSON string, its newline and its colour codes escaped (`\n`, `\u001b[31m`), several strings to a physical line
+# or one to each. Told by a colour code's escaped ESC, by two strings of which the first ends in an escaped newline, or
+# by a line that is one such string (not a bytes repr such as `b"...\n"` at the end of a message).
+_ESCAPED_OUTPUT = re.compile(r'\\(?:u001[bB]|x1[bB]|033)\[|\\n"\s*,\s*"|^\s*"(?:[^"\\]|\\.)*\\n"\s*\]?\s*,?\s*$')
+_STRING_EDGES = re.compile(r'^\s*\[?\s*"|(?<!\\)"\s*\]?\s*,?\s*$')
+_STRING_BREAK = re.compile(r'(?<!\\)"\s*,\s*"')
+_ESCAPE = re.compile(r'\\(?:u(?P<code>[0-9a-fA-F]{4})|x(?P<byte>[0-9a-fA-F]{2})|(?P<esc>033)|(?P<char>["\\/nrt]))')
+_ESCAPED = {"n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    if code := match["code"] or match["byte"]:
+        return chr(int(code, 16))
+    if match["esc"]:
+        return "\x1b"
+    return _ESCAPED.get(match["char"], match["char"])
+
+
+def split(text: str) -> list[str]:
+    """The text's lines, a notebook's JSON-escaped output unfolded into the lines it prints (`clean` then takes the
+    colours off)."""
+    found: list[str] = []
+    for line in text.splitlines():
+        if not _ESCAPED_OUTPUT.search(line):
+            found.append(line)
+            continue
+        strings = _STRING_BREAK.sub("\n", _STRING_EDGES.sub("", line))
+        found.extend(_ESCAPE.sub(_unescaped, strings).splitlines())
+    return found

@@ -29,9 +29,11 @@ _FRAME = re.compile(
     r'^\s*File "(?P<path>[^"]+)", line \d+, in (?P<function>\S+)'
     # IPython and Jupyter (Colab, Kaggle: where many fine-tuning runs live) print a frame as `/path/x.py in f(args)`
     # or, since IPython 8, `File /path/x.py:123, in Class.f(args)`; Colab renders the path as a markdown link
-    # (`[/path/x.py](https://localhost:8080/#) in f(args)`).
+    # (`[/path/x.py](https://localhost:8080/#) in f(args)`). A module's top level is `/path/x.py in <module>` (no
+    # arguments), or since IPython 8 `File /path/x.py:123` alone.
     r"|^(?:File )?\[?(?P<ipath>(?:/|[A-Za-z]:\\|~)[^\s:\]]+\.py)(?:\]\([^)\s]*\))?(?::\d+)?,? "
-    r"in (?P<ifunction>[\w.<>]+)\("
+    r"in (?P<ifunction>[\w.<>]+)(?:\(|\s*$)"
+    r"|^File (?P<mpath>(?:/|[A-Za-z]:\\|~)[^\s:]+\.py):\d+\s*$"
 )
 # IPython's header: `TypeError                                 Traceback (most recent call last)`.
 _IPYTHON_HEAD = re.compile(r"^\w+\s{2,}Traceback \(most recent call last\)")
@@ -150,7 +152,8 @@ def chains(lines: list[str]) -> list[list[RaisedError]]:
         elif line.strip() in _CHAIN_MARKERS:
             reading.linked = True
         elif frame := _FRAME.match(line):
-            reading.frames.append(Frame(frame["path"] or frame["ipath"], frame["function"] or frame["ifunction"]))
+            path = frame["path"] or frame["ipath"] or frame["mpath"]
+            reading.frames.append(Frame(path, frame["function"] or frame["ifunction"] or "<module>"))
         elif (match := _EXCEPTION.match(line)) and (
             match["message"] is not None or reading.frames or _BARE.match(line)
         ):
@@ -204,6 +207,41 @@ def _quoted(error: RaisedError) -> tuple[RaisedError, ...]:
                 text = f"{found['q']}{text}{found['q']}"  # str(KeyError) is the key's repr, quotes and all
             return (RaisedError(kind, (f"{kind}: {text}", *error.lines[1:]), error.index, error.frames),)
     return ()
+
+
+# The line a frame was running, as IPython marks it (`---> 10 from x import y`; Python prints it under its `File` line),
+# and an import statement.
+_IPYTHON_CURRENT = re.compile(r"^\s*-+>\s*\d+\s(?P<code>.*)$")
+_IMPORT = re.compile(r"^\s*(?:from\s+[A-Za-z_][\w.]*\s+import\s|import\s+[A-Za-z_][\w.]*)")
+
+
+def importing(lines: list[str], chain: list[RaisedError]) -> bool:
+    """Was the chain raised while the job's code imported a package: an installed package's code raised it, and one of
+    its tracebacks (a chained one cut before its exception line too, where a paste ends) starts at an import statement
+    (the outermost frame, the job's own code, is where Python and IPython start a traceback)?"""
+    raiser = chain[0].frames[-1] if chain and chain[0].frames else None
+    if raiser is None or not raiser.is_library:
+        return False
+    clean_lines = [clean(line) for line in lines]
+    heads = [i for i in range(chain[0].index, -1, -1) if _is_head(clean_lines[i])][:1]
+    heads += [i for i in range(chain[0].index, len(lines)) if _is_head(clean_lines[i])]
+    return any(_IMPORT.match(_outermost(clean_lines[head + 1 :])) for head in heads)
+
+
+def _is_head(line: str) -> bool:
+    return line.startswith(_TRACEBACK_HEAD) or _IPYTHON_HEAD.match(line) is not None or line.strip() in _CHAIN_MARKERS
+
+
+def _outermost(lines: list[str]) -> str:
+    """The line the first frame after a traceback's head was running, or "" (none before the next head)."""
+    for index, line in enumerate(lines):
+        if _is_head(line):
+            return ""
+        if current := _IPYTHON_CURRENT.match(line):
+            return current["code"]
+        if (frame := _FRAME.match(line)) and frame["path"]:
+            return lines[index + 1] if index + 1 < len(lines) else ""
+    return ""
 
 
 def _line_of(error: RaisedError, pattern: re.Pattern[str]) -> bool:
