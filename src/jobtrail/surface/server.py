@@ -20,6 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.types import CallToolResult, GetPromptResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, ValidationError, create_model
 
@@ -28,9 +29,10 @@ from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.models import ToolResult
 from jobtrail.results.watch import ImageResult, ProgressSink
 from jobtrail.surface import invalid_arguments
+from jobtrail.surface.mcp_tasks import task_support, with_task_support
 from jobtrail.surface.prompts import add_prompts, known_prompt
 from jobtrail.surface.reporting import reporting_to
-from jobtrail.surface.resources import add_job_resources
+from jobtrail.surface.resources import ResourceUpdates, add_job_resources
 from jobtrail.surface.schemas import lean_input, published_output
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
@@ -41,6 +43,9 @@ from jobtrail.util.data import shipped_dir
 from jobtrail.util.hub import one_line_error
 
 if TYPE_CHECKING:
+    from mcp.types import Tool as MCPTool
+
+    from jobtrail.service.change_feed import ChangeFeed
     from jobtrail.surface.toolspec import ServiceSource
 
 log = logging.getLogger("jobtrail.surface.server")
@@ -67,25 +72,49 @@ class Renderable(Protocol):
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 
-def build_server(service: ServiceSource) -> MCPServer:
+def build_server(service: ServiceSource, feed: ChangeFeed | None = None) -> MCPServer:
     """The server over `service`, or over the function that builds it on first use: its tools are declared from
-    their signatures and result models alone, so it answers tools/list without the service."""
+    their signatures and result models alone, so it answers tools/list without the service. With `feed` (what
+    `serve`'s poller fills), its job resources can be subscribed to (resources.py)."""
     tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
-    server = _Server(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
+    bus = InMemorySubscriptionBus()
+    updates = ResourceUpdates(feed, service, bus) if feed is not None else None
+    server = _Server(
+        name="jobtrail",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        tools=tools,
+        subscriptions=bus,
+        lifespan=updates.lifespan if updates else None,
+        **task_support(service),
+    )
     add_references(server)
-    add_job_resources(server, service)
+    add_job_resources(server, service, updates)
     add_prompts(server)
     return server
 
 
 class _Server(MCPServer):
-    """The SDK's server, but prompts/get of a name it lacks is refused with the closest name (prompts.known_prompt)."""
+    """The SDK's server, but prompts/get of a name it lacks is refused with the closest name (prompts.known_prompt),
+    and a malformed line on stdio gets its JSON-RPC error (stdio_errors.py: the SDK drops it silently)."""
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
     ) -> GetPromptResult | InputRequiredResult:
         known_prompt(name, [prompt.name for prompt in await self.list_prompts()])
         return await super().get_prompt(name, arguments, context)
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [with_task_support(tool) for tool in await super().list_tools()]
+
+    async def run_stdio_async(self) -> None:
+        from mcp.server.stdio import stdio_server
+
+        from jobtrail.surface.stdio_errors import AnswersMalformed
+
+        async with stdio_server() as (read_stream, write_stream):
+            options = self._lowlevel_server.create_initialization_options()
+            await self._lowlevel_server.run(AnswersMalformed(read_stream, write_stream), write_stream, options)
 
 
 class ClosedTool(Tool):

@@ -146,11 +146,11 @@ def _runtime_block(template_source: str, root: Path) -> str:
             raise InvalidRequestError(
                 f"The job runtime module scripts/{name}.py is missing.", fix="Reinstall jobtrail."
             )
-        for dependency in _RUNTIME_IMPORT.findall(_block_text(path.read_text(), "runtime")):
+        for dependency in runtime_imports(path.read_text()):
             visit(dependency, (*chain, name))
         order.append(name)
 
-    for name in _RUNTIME_IMPORT.findall(_block_text(template_source, "runtime")):
+    for name in runtime_imports(template_source):
         visit(name, ())
     return "".join(_inlined(name, (root / f"{name}.py").read_text()) for name in order)
 
@@ -197,6 +197,11 @@ def _add_tool_table(source: str, name: str, values: Mapping[str, str | list[str]
         raise InvalidRequestError("Template header must close its '# /// script' block with '# ///'.")
     lines = [f"# [{name}]\n"] + [f"# {key} = {json.dumps(value)}\n" for key, value in values.items()]
     return source[: end.start()] + "".join(lines) + source[end.start() :]
+
+
+def runtime_imports(module_source: str) -> list[str]:
+    """The runtime modules a module's `# --- jobtrail:runtime ---` block imports (inlined before it in a job)."""
+    return list(_RUNTIME_IMPORT.findall(_block_text(module_source, "runtime")))
 
 
 def _block_text(source: str, name: str) -> str:
