@@ -20,7 +20,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.types import CallToolResult, GetPromptResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, ValidationError, create_model
 
@@ -29,10 +28,9 @@ from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.models import ToolResult
 from jobtrail.results.watch import ImageResult, ProgressSink
 from jobtrail.surface import invalid_arguments
-from jobtrail.surface.mcp_tasks import task_support, with_task_support
 from jobtrail.surface.prompts import add_prompts, known_prompt
 from jobtrail.surface.reporting import reporting_to
-from jobtrail.surface.resources import ResourceUpdates, add_job_resources
+from jobtrail.surface.resources import add_job_resources
 from jobtrail.surface.schemas import lean_input, published_output
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
@@ -43,9 +41,6 @@ from jobtrail.util.data import shipped_dir
 from jobtrail.util.hub import one_line_error
 
 if TYPE_CHECKING:
-    from mcp.types import Tool as MCPTool
-
-    from jobtrail.service.change_feed import ChangeFeed
     from jobtrail.surface.toolspec import ServiceSource
 
 log = logging.getLogger("jobtrail.surface.server")
@@ -72,24 +67,13 @@ class Renderable(Protocol):
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 
-def build_server(service: ServiceSource, feed: ChangeFeed | None = None) -> MCPServer:
+def build_server(service: ServiceSource) -> MCPServer:
     """The server over `service`, or over the function that builds it on first use: its tools are declared from
-    their signatures and result models alone, so it answers tools/list without the service. With `feed` (what
-    `serve`'s poller fills), its job resources can be subscribed to (resources.py)."""
+    their signatures and result models alone, so it answers tools/list without the service."""
     tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
-    bus = InMemorySubscriptionBus()
-    updates = ResourceUpdates(feed, service, bus) if feed is not None else None
-    server = _Server(
-        name="jobtrail",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        tools=tools,
-        subscriptions=bus,
-        lifespan=updates.lifespan if updates else None,
-        **task_support(service),
-    )
+    server = _Server(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
     add_references(server)
-    add_job_resources(server, service, updates)
+    add_job_resources(server, service)
     add_prompts(server)
     return server
 
@@ -103,9 +87,6 @@ class _Server(MCPServer):
     ) -> GetPromptResult | InputRequiredResult:
         known_prompt(name, [prompt.name for prompt in await self.list_prompts()])
         return await super().get_prompt(name, arguments, context)
-
-    async def list_tools(self) -> list[MCPTool]:
-        return [with_task_support(tool) for tool in await super().list_tools()]
 
     async def run_stdio_async(self) -> None:
         from mcp.server.stdio import stdio_server
