@@ -96,10 +96,10 @@ def test_every_tool_summary_states_the_answer_and_the_next_call(server, tiny_mod
     summary, est = agent.summary("estimate_cost", model=model, dataset=data, flavor="a10g-large")
     assert summary.startswith("Fits a10g-large (24 GB)") and f"{est['memory']['total_gb']:.1f} GB needed" in summary
     assert f"timeout {est['recommended_timeout']}" in summary
-    # The submit it estimated, with the data it was given (a blank only where the agent gave no value).
-    where = 'backend="hf-jobs", flavor="a10g-large", timeout="1h"'
-    call = f'submit(method="sft", model="{model}", dataset="{data}", {where})'
-    assert call in agent.next_part(summary)
+    # The submit it estimated, with the data it was given: a local model and data train here (an HF job cannot read
+    # them, and preflight refuses them there), and the summary says how to train on a10g-large instead.
+    call = f'submit(method="sft", model="{model}", dataset="{data}", backend="local")'
+    assert call in agent.next_part(summary) and "upload the model and data to the Hub" in summary
 
     # --- submit: refused, dry run, accepted -------------------------------------------------------------
     missing = str(tmp_path / "nope.jsonl")

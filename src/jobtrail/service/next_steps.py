@@ -135,6 +135,10 @@ def _after_training(
             steps.append(change(f"{stops[0]['code']}: {stops[0]['fix']}"))
         return steps
     where, base, adapter = _result(latest)
+    if _gone(latest, where):
+        return [
+            change(f"its final model {where} is not on this machine: nothing here can load, evaluate or convert it")
+        ]
     steps = [_load(run, where, base, adapter)]
     if not any(e.checkpoint == "final" for e in context.ledger.evals_of(job)):
         data = run.spec.eval_dataset or BLANK
@@ -168,6 +172,11 @@ def _continue_training(run: RunRecord) -> NextStep:
         arguments["backend"] = run.backend
     why = "trains it further as a new job, from its final model with a fresh schedule (add hyperparameters=...)"
     return tool("continue_training", why, "submit", **arguments)
+
+
+def _gone(latest: AttemptRecord, where: str) -> bool:
+    """Whether a final model written to a directory is not there (deleted, or on another host's disk)."""
+    return not latest.config.get("push_to_hub") and not Path(where).is_dir()
 
 
 def _result(latest: AttemptRecord) -> tuple[str, str, bool]:
@@ -297,7 +306,8 @@ def retry_refused(
     if not latest.status.is_terminal:
         return [tool("wait", "returns when it ends; then retry it if it did not succeed", job_id=run.run_id)]
     if latest.status is JobStatus.SUCCEEDED:
-        return [_continue_training(run)] if run.method in METHODS else []
+        usable = run.method in METHODS and not _gone(latest, _result(latest)[0])
+        return [_continue_training(run)] if usable else []
     steps = _failure_fix(context, run, attempts)
     if decision is not None and decision.changes and not any(s.call and s.call.startswith("retry(") for s in steps):
         steps.insert(0, tool("retry", decision.fix or decision.message, job_id=run.run_id, changes=decision.changes))

@@ -11,12 +11,13 @@ from typing import Any
 
 from jobtrail.backends.registry import HF_JOBS, LOCAL
 from jobtrail.methods import METHODS
-from jobtrail.models import Finding, JobSpec, JobStatus, RunRecord
+from jobtrail.models import AttemptRecord, Finding, JobSpec, RunRecord
 from jobtrail.requests import EstimateRequest, SubmitOptions
 from jobtrail.results.dataset import DatasetReport
 from jobtrail.results.endings import NextStep
 from jobtrail.results.estimate import EstimateResult, HardwareResult
 from jobtrail.service.next_steps import BLANK, change, tool
+from jobtrail.util.refs import looks_local
 
 # --- submissions ---------------------------------------------------------------------------------
 
@@ -150,13 +151,13 @@ def reading(
     return [tool("logs", "reads what follows", job_id=job_id, attempt=which, cursor=cursor)]
 
 
-def series(run: RunRecord, status: JobStatus, logged: bool, last_step: int | None) -> list[NextStep]:
+def series(run: RunRecord, latest: AttemptRecord, logged: bool, last_step: int | None) -> list[NextStep]:
     """metrics: a job still training is followed; one that ended is drawn, or (no step logged) named again with a
     logging_steps its run reaches. An evaluation or a conversion logs no steps: its receipt has its result."""
     job = run.run_id
     if run.method not in METHODS:
         return [tool("inspect", f"its result: a {_kind(run)} logs no training steps", job_id=job)]
-    if not status.is_terminal:
+    if not latest.status.is_terminal:
         since = last_step if logged else None
         steps = [
             tool("wait", "until it ends", job_id=job),
@@ -165,13 +166,19 @@ def series(run: RunRecord, status: JobStatus, logged: bool, last_step: int | Non
         return [*steps, tool("plot", "its curves as a PNG", job_id=job)] if logged else steps
     if logged:
         return [tool("plot", "its curves as a PNG", job_id=job)]
-    return [relog(run), tool("inspect", "its receipt and committed checkpoints", job_id=job)]
+    return [relog(run, latest), tool("inspect", "its receipt and committed checkpoints", job_id=job)]
 
 
-def relog(run: RunRecord) -> NextStep:
-    """The job submitted again, logging its loss at every step: what a run too short to log one needs."""
-    again = submit_arguments(run.spec)
-    again["hyperparameters"] = {**run.spec.hyperparameters, "logging_steps": 1}
+def relog(run: RunRecord, latest: AttemptRecord) -> NextStep:
+    """The job submitted again, logging its loss at every step: what a run too short to log one needs. A job forced
+    past preflight errors would be refused as it was: the change is said, not written as a call."""
+    hyperparameters = {**run.spec.hyperparameters, "logging_steps": 1}
+    if latest.forced:
+        return change(
+            f"submit it again with hyperparameters={json.dumps(hyperparameters)} once its preflight "
+            "errors are fixed (it was forced past them): it then logs its loss at every step"
+        )
+    again = {**submit_arguments(run.spec), "hyperparameters": hyperparameters}
     return tool("submit", "runs it again, logging its loss at every step", **again)
 
 
@@ -212,10 +219,22 @@ def estimated(request: EstimateRequest, result: EstimateResult) -> list[NextStep
             )
         ]
     timeout = result.recommended_timeout if target == result.flavor else result.options[0].timeout
-    # This machine's flavor is named after the local backend; the catalog's are HF Jobs'.
-    where: dict[str, Any] = (
-        {"backend": LOCAL.name} if target == LOCAL.name else {"backend": HF_JOBS.name, "flavor": target}
-    )
+    # This machine's flavor is named after the local backend; the catalog's are HF Jobs', which cannot read this
+    # machine's files: a local model or data trains here (preflight refuses it on HF Jobs, remote.local_*).
+    where: dict[str, Any] = {"backend": HF_JOBS.name, "flavor": target}
+    here = looks_local(request.model) or bool(request.dataset and looks_local(request.dataset))
+    moved = []
+    if target == LOCAL.name or here:
+        if target != LOCAL.name:
+            moved = [
+                change(
+                    f"{target} is an HF Jobs flavor, and an HF job cannot read this machine's files: upload "
+                    "the model and data to the Hub (hf upload) and estimate again to train there"
+                )
+            ]
+            timeout = None  # the estimate's timeout is the flavor's
+        where = {"backend": LOCAL.name}
+        target = LOCAL.name
     hyper = request.hyperparameters() or None
     job = {
         "method": request.method,
@@ -225,7 +244,7 @@ def estimated(request: EstimateRequest, result: EstimateResult) -> list[NextStep
         "timeout": timeout,
         "hyperparameters": hyper,
     }
-    steps = [tool("submit", f"runs the job estimated here on {target}", **job)]
+    steps = [tool("submit", f"runs the job estimated here on {target}", **job), *moved]
     if result.hours is None:
         steps.append(tool("estimate_cost", "adds time and cost from the data's size", **{**given, "dataset": BLANK}))
     return steps

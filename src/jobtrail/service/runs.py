@@ -349,8 +349,8 @@ class Runs(UseCase):
             raise InvalidRequestError(
                 f"A conversion's retry changes its own arguments ({', '.join(CONVERSION_CHANGES)}), not "
                 f"{', '.join(unknown)}.",
-                fix=f"Pass changes with {' or '.join(CONVERSION_CHANGES)} only, e.g. "
-                + next_steps.call("retry", job_id=run.run_id, changes={"pre_tokenizer": "qwen2"}),
+                fix=f"Pass changes with {' or '.join(CONVERSION_CHANGES)} only, e.g. changes="
+                '{"pre_tokenizer": "qwen2"}.',
             )
         task = chaining.task_of(latest)
         if not latest.status.is_terminal or latest.status is JobStatus.SUCCEEDED or task is None:

@@ -34,14 +34,15 @@ class Tasks(UseCase):
         if (job_id is None) == (model is None):
             raise InvalidRequestError(
                 "Give exactly one of job_id or model.",
-                fix='evaluate(job_id="jt-...", dataset=...) or evaluate(model="org/name", dataset=...)',
+                fix="Pass job_id (a job ps lists: its final model) or model (a model directory or Hub id), not both.",
             )
         parent = chaining.parent_of(self.context, after) if after is not None else None
         named = self.context.named_job(model, "model") if model is not None else None
         if named is not None:  # read as a Hub id, it would evaluate a model that does not exist
             raise InvalidRequestError(
                 f"model={model!r} is a job id; model takes a local model directory or a Hub id.",
-                fix=f'evaluate(job_id="{named.run_id}", dataset=...) evaluates the model that job trained.',
+                fix=next_steps.call("evaluate", job_id=named.run_id, dataset=request.dataset)
+                + " evaluates the model that job trained.",
             )
         target, backend_name = None, "local"
         output = JobOutput(base=str(model), adapter=None, label="base")

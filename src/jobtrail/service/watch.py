@@ -135,7 +135,7 @@ class Watch(UseCase):
             last_step=last_step,
             downsampled_to=MAX_POINTS if any(len(p) > MAX_POINTS for p in series.values()) else None,
             note=unrecorded.note if unrecorded else none_logged,
-            next_steps=request_steps.series(run, attempts[-1].status, bool(joined), last_step),
+            next_steps=request_steps.series(run, attempts[-1], bool(joined), last_step),
         )
 
     def plot(self, job_id: str, metrics: list[str] | None) -> PlotResult:
@@ -150,9 +150,7 @@ class Watch(UseCase):
             if attempts[-1].status.is_terminal or run.method not in METHODS:
                 raise InvalidRequestError(
                     f"{self._no_series(run, attempts[-1])} There is nothing to plot.",
-                    fix=" ".join(
-                        step.as_line() for step in request_steps.series(run, attempts[-1].status, False, None)
-                    ),
+                    fix=" ".join(step.as_line() for step in request_steps.series(run, attempts[-1], False, None)),
                 )
             progress = self.queries.progress(attempts, time.time())
             raise InvalidRequestError(
