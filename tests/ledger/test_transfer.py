@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from jobtrail.errors import InvalidRequestError
+from jobtrail.ledger import task_rows
 from jobtrail.ledger.db import connect
 from jobtrail.ledger.store import Ledger
+from jobtrail.ledger.task_rows import TaskRow
 from jobtrail.ledger.transfer import TABLES, import_lines, table_names, write_export
 from jobtrail.models import CalibrationRow, CheckpointRecord, TerminationReason
 from support.records import add_ended_run, add_queued_run
@@ -35,6 +37,8 @@ def _filled(location: Path | str) -> Ledger:
         checkpoints=[CheckpointRecord(path="checkpoint-1", step=1, state="committed", updated_at=2.0)],
     )
     ledger.add_eval("jt-follow01/1", "jt-parent01", "checkpoint-1")
+    with ledger.transaction() as conn:  # an MCP task following a job
+        task_rows.add(conn, TaskRow("task-x1", "local", "submit", "jt-parent01", 3.0, 3_600_000, None, {"content": []}))
     ledger.record_calibration(
         CalibrationRow(
             attempt_id="jt-parent01/1",
@@ -70,7 +74,7 @@ def test_a_sqlite_ledger_moves_into_postgresql_whole_and_a_second_import_adds_no
     inserted = {t: c.inserted for t, c in first.tables.items()}
     assert inserted | {"blobs": 0, "scripts": 0} == {
         "blobs": 0, "scripts": 0, "runs": 2, "attempts": 2, "event_packs": 1, "checkpoints": 1, "calibration": 1,
-        "evals": 1,
+        "evals": 1, "mcp_tasks": 1,
     }  # fmt: skip
     assert inserted["blobs"] > 0 and inserted["scripts"] > 0
     team = Ledger(postgres_url)

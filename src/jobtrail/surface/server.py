@@ -28,6 +28,7 @@ from jobtrail.errors import InvalidRequestError, JobtrailError
 from jobtrail.models import ToolResult
 from jobtrail.results.watch import ImageResult, ProgressSink
 from jobtrail.surface import invalid_arguments
+from jobtrail.surface.mcp_tasks import task_support, with_task_support
 from jobtrail.surface.prompts import add_prompts, known_prompt
 from jobtrail.surface.reporting import reporting_to
 from jobtrail.surface.resources import add_job_resources
@@ -41,6 +42,8 @@ from jobtrail.util.data import shipped_dir
 from jobtrail.util.hub import one_line_error
 
 if TYPE_CHECKING:
+    from mcp.types import Tool as MCPTool
+
     from jobtrail.surface.toolspec import ServiceSource
 
 log = logging.getLogger("jobtrail.surface.server")
@@ -71,7 +74,9 @@ def build_server(service: ServiceSource) -> MCPServer:
     """The server over `service`, or over the function that builds it on first use: its tools are declared from
     their signatures and result models alone, so it answers tools/list without the service."""
     tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
-    server = _Server(name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools)
+    server = _Server(
+        name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools, **task_support(service)
+    )
     add_references(server)
     add_job_resources(server, service)
     add_prompts(server)
@@ -87,6 +92,9 @@ class _Server(MCPServer):
     ) -> GetPromptResult | InputRequiredResult:
         known_prompt(name, [prompt.name for prompt in await self.list_prompts()])
         return await super().get_prompt(name, arguments, context)
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [with_task_support(tool) for tool in await super().list_tools()]
 
     async def run_stdio_async(self) -> None:
         from mcp.server.stdio import stdio_server
