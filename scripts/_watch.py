@@ -257,7 +257,7 @@ def overfitting_alert(evals: list[tuple[int, float]], train: list[tuple[int, flo
         f"eval_loss rose {OVERFIT_RISES} evaluations in a row ({first_eval:.4g} at step {first_step} → "
         f"{last_eval:.4g} at step {last_step}) while the training loss fell: the model is learning the training "
         "rows, not the task.",
-        f"Keep the checkpoint nearest step {first_step} (evaluate(job_id, checkpoint=...)), or train less "
+        f"Keep the checkpoint nearest step {first_step} (evaluate takes it as checkpoint=), or train less "
         f"(max_steps={first_step}), on more data, with a lower learning_rate or more lora_dropout.",
     )
 
@@ -367,8 +367,8 @@ def loss_not_falling_alert(
         step,
         f"The loss did not fall over {len(losses)} logged steps: {first:.4g} on average over the first {third}, "
         f"{last:.4g} over the last {third}. The run may have learned little{rate}.",
-        f'evaluate(job_id="{job_id}", dataset=<held-out data>) compares the final model with the base model; if it '
-        "did not improve, train again with a higher learning_rate or on more data.",
+        f'evaluate(job_id="{job_id}", dataset=...) on held-out data compares the final model with the base model; '
+        "if it did not improve, train again with a higher learning_rate or on more data.",
     )
 
 
@@ -549,8 +549,8 @@ class Watchdog:
             self.step,
             f"No training step for {minutes:.1f} minutes (the last was step {self.step}): the job may be stuck "
             "(a hung data loader or collective, a generation that never ends) or a step is far slower than before.",
-            "Read logs(job_id) for what it is doing; a job that stays stuck costs its flavor's price until its "
-            "timeout: cancel(job_id), then retry(job_id) resumes from the last committed checkpoint.",
+            "Read its logs for what it is doing; a job that stays stuck costs its flavor's price until its "
+            "timeout: cancel it, then a retry resumes from the last committed checkpoint.",
         )
 
     def start(self) -> None:

@@ -6,10 +6,12 @@ start a job runs on a sandbox. Every call the replies propose is replayed and mu
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from replay_harness import Agent, World, add_attempt, add_events, add_record, assert_replays, calls_of, load_watch
 
-from jobtrail.models import TerminationReason as R
+from jobtrail.models import JobStatus, TerminationReason as R
 from jobtrail.preflight.plan import Conversion
 
 
@@ -145,4 +147,17 @@ def test_ps_and_report_over_every_ending(world: World) -> None:
     agent.call("ps", status="failed")
     agent.call("ps", status="queued", limit=2)
     agent.call("report", days=1, group_by="method")
+    assert_replays(agent)
+
+
+def test_a_stalled_job_is_named_by_its_watchdog(world: World) -> None:
+    """The job side's alerts (scripts/_watch.py) reach the agent in wait, inspect and ps: their fixes are proposals."""
+    running = add_record(world, None, status=JobStatus.RUNNING, started_at=time.time() - 900)
+    stalled = load_watch().Watchdog(60.0, lambda alert: None).check(time.monotonic() + 600)
+    assert stalled
+    add_events(world, f"{running}/1", {"event": "alert", **stalled})
+    agent = world.agent().sandbox()  # the running record is the world host's: a sandbox never probes it
+    agent.call("wait", job_id=running, timeout_s=0)
+    agent.call("inspect", job_id=running)
+    agent.call("ps", status="running")
     assert_replays(agent)

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from replay_harness import Agent, Reply, World, assert_replays, calls_of
+from replay_harness import TINY, Agent, Jobs, Reply, World, add_events, assert_replays, calls_of, load_watch
 
-from conftest import TINY, Jobs
 from support.waiting import wait_for
 
 JOB_TIMEOUT_S = 420
@@ -111,4 +110,20 @@ def test_a_job_cancelled_while_it_trains_is_resumed_by_its_retry(agent: Agent, w
     assert f'retry(job_id="{job}")' in calls_of(cancelled)
     agent.call("wait", job_id=job, timeout_s=0)
     agent.call("metrics", job_id=job)
+    assert_replays(agent)
+
+
+def test_a_finished_jobs_advice_alerts_propose_calls_that_work(agent: Agent, pipeline: Jobs, world: World) -> None:
+    """loss_not_falling and overfitting, as the job side writes them (scripts/_watch.py), on the trained job: advice,
+    not blocking; their fixes are proposals."""
+    job = pipeline.trained
+    _wait_until_ended(agent, job)
+    watch = load_watch()
+    flat = watch.loss_not_falling_alert(12, [2.0 + (i % 2) * 0.1 for i in range(12)], job, 1e-3)
+    over = watch.overfitting_alert([(2, 1.0), (4, 1.1), (6, 1.2), (8, 1.3)], [(s, 3.0 - s / 4) for s in range(1, 9)])
+    assert flat and over
+    latest = world.service.ledger.attempts(job)[-1]
+    add_events(world, latest.attempt_id, {"event": "alert", **flat}, {"event": "alert", **over})
+    agent.call("wait", job_id=job, timeout_s=0)
+    agent.call("inspect", job_id=job)
     assert_replays(agent)

@@ -61,7 +61,7 @@ def test_a_loss_that_never_fell_is_a_warning_after_enough_steps(watch: ModuleTyp
     warned = watch.loss_not_falling_alert(10, FLAT, "jt-1", 1e-7)
     assert warned and warned["code"] == "loss_not_falling" and warned["code"] not in watch.STOPPING
     assert "6.673 on average over the first 3, 6.69 over the last 3" in warned["message"]
-    assert 'evaluate(job_id="jt-1", dataset=<held-out data>)' in warned["fix"]
+    assert 'evaluate(job_id="jt-1", dataset=...) on held-out data' in warned["fix"]  # a call an agent can send
     assert watch.loss_not_falling_alert(9, FLAT[:9], "jt-1", 1e-7) is None  # too few to judge
     falling = [6.68, 6.66, 6.67, 6.66, 6.65, 6.67, 6.65, 6.66, 6.64, 6.63]  # the tiny model at 2e-4: 0.5% lower
     assert watch.loss_not_falling_alert(10, falling, "jt-1", 2e-4) is None
