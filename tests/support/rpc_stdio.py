@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+MODERN = ("2026-07-28",)  # the versions without a handshake
+
 
 class RpcError(Exception):
     def __init__(self, error: dict[str, Any]) -> None:
@@ -26,9 +28,14 @@ class RpcError(Exception):
 
 
 class StdioPeer:
-    """One `jobtrail serve` process and the lines it writes; notifications are kept in order of arrival."""
+    """One `jobtrail serve` process and the lines it writes; notifications are kept in order of arrival.
 
-    def __init__(self, home: Path, protocol_version: str = "2025-11-25") -> None:
+    A handshake version (2025-11-25 and before) initializes first; at 2026-07-28 there is no handshake and every
+    request carries the envelope in its `_meta` (version, client info, the capabilities given)."""
+
+    def __init__(
+        self, home: Path, protocol_version: str = "2025-11-25", capabilities: dict[str, Any] | None = None
+    ) -> None:
         env = {**os.environ, "JOBTRAIL_HOME": str(home)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "jobtrail", "serve"],
@@ -42,7 +49,15 @@ class StdioPeer:
         self.notifications: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._next_id = 0
+        self.envelope: dict[str, Any] = {}
         threading.Thread(target=self._read, daemon=True).start()
+        if protocol_version in MODERN:
+            self.envelope = {
+                "io.modelcontextprotocol/protocolVersion": protocol_version,
+                "io.modelcontextprotocol/clientInfo": {"name": "raw-test-client", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+            }
+            return
         self.initialized = self.request(
             "initialize",
             {
@@ -67,7 +82,10 @@ class StdioPeer:
         with self._lock:
             self._next_id += 1
             request_id = self._next_id
-        self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
+        params = dict(params or {})
+        if self.envelope:
+            params["_meta"] = {**self.envelope, **params.get("_meta", {})}
+        self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return request_id
 
     def notify(self, method: str, params: dict[str, Any]) -> None:

@@ -35,9 +35,15 @@ def _status(peer: StdioPeer, task_id: str) -> dict[str, Any]:
 
 def test_a_submit_task_goes_from_working_to_completed_with_the_receipt(tmp_path, tiny_model, chat_dataset):
     with StdioPeer(tmp_path / "home") as peer:
-        assert peer.initialized["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        capability = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        assert peer.initialized["capabilities"]["tasks"] == capability
         listed = {tool["name"]: tool.get("execution") for tool in peer.request("tools/list")["tools"]}
-        assert {name for name, execution in listed.items() if execution} == {"submit", "evaluate", "convert_gguf", "wait"}
+        assert {name for name, execution in listed.items() if execution} == {
+            "submit",
+            "evaluate",
+            "convert_gguf",
+            "wait",
+        }
         assert listed["submit"] == {"taskSupport": "optional"} and listed["ps"] is None
 
         created = peer.call(
@@ -55,9 +61,11 @@ def test_a_submit_task_goes_from_working_to_completed_with_the_receipt(tmp_path,
         assert job_id.startswith("jt-") and task["taskId"] in immediate
 
         running = wait_for(
-            lambda: (s := _status(peer, task["taskId"]))["status"] == "working" and "running: step" in s.get(
-                "statusMessage", ""
-            ) and s,
+            lambda: (
+                (s := _status(peer, task["taskId"]))["status"] == "working"
+                and "running: step" in s.get("statusMessage", "")
+                and s
+            ),
             120,
             "the task to report the job's steps",
         )
@@ -178,3 +186,51 @@ def test_a_client_of_an_earlier_protocol_keeps_the_plain_call(tmp_path):
         with pytest.raises(RpcError) as listed:
             peer.request("tasks/list", {})
         assert listed.value.code == -32601
+
+
+def test_the_tasks_extension_at_2026_07_28_answers_a_job_as_a_task(tmp_path, tiny_model, chat_dataset):
+    declared = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    with StdioPeer(tmp_path / "home", protocol_version="2026-07-28", capabilities=declared) as peer:
+        created = peer.call("submit", _submit(tiny_model, chat_dataset, max_steps=4, save_steps=2))
+        assert created["resultType"] == "task" and created["status"] == "working"
+        assert created["ttlMs"] == 7 * 24 * 3_600_000 and created["pollIntervalMs"] >= 1_000
+        dry = peer.call("submit", {**_submit(tiny_model, chat_dataset), "dry_run": True})
+        assert dry["resultType"] == "complete" and dry["structuredContent"]["status"] == "dry_run"  # nothing to follow
+        ended = wait_for(
+            lambda: (t := peer.request("tasks/get", {"taskId": created["taskId"]}))["status"] != "working" and t,
+            180,
+            "the task to end",
+            interval=1.0,
+        )
+        assert ended["status"] == "completed" and ended["resultType"] == "complete"
+        assert ended["result"]["structuredContent"]["status"] == "succeeded"
+        assert ended["result"]["_meta"][RELATED] == {"taskId": created["taskId"]}
+        acknowledged = peer.request("tasks/cancel", {"taskId": created["taskId"]})  # ended: acknowledged, no change
+        assert acknowledged["resultType"] == "complete" and "status" not in acknowledged
+        assert peer.request("tasks/get", {"taskId": created["taskId"]})["status"] == "completed"
+        with pytest.raises(RpcError) as listed:
+            peer.request("tasks/list", {})  # not in the extension
+        assert listed.value.code == -32601
+    with StdioPeer(tmp_path / "home", protocol_version="2026-07-28") as undeclared:
+        plain = undeclared.call("submit", {**_submit(tiny_model, chat_dataset), "dry_run": True})
+        assert plain["resultType"] == "complete" and "taskId" not in plain
+
+
+def test_a_task_result_carries_what_each_tool_s_output_schema_requires():
+    """Every field a task tool's outputSchema requires is in the task's result: inspect has it, typed alike, or the
+    tool's own result gives it."""
+    from jobtrail.results.jobs import InspectResult
+    from jobtrail.surface.mcp_tasks import TASK_TOOLS, _own_fields, _types
+    from jobtrail.surface.schemas import published_output
+    from jobtrail.surface.server import AREAS
+    from jobtrail.surface.toolspec import tools_of
+
+    receipt = published_output(InspectResult)["properties"]
+    results = {spec.name: spec.result_type for area in AREAS for spec in tools_of(area)}
+    for tool in TASK_TOOLS:
+        schema = published_output(results[tool])
+        own = _own_fields(tool)
+        for field in schema["required"]:
+            from_receipt = field in receipt and _types(receipt[field]) <= _types(schema["properties"][field])
+            assert field in own or from_receipt, (tool, field)
+        assert ("after" in own) == (tool != "wait") and ("attempts" in own) == (tool == "wait")

@@ -197,6 +197,10 @@ class TasksExtension(Extension):
         )
         if not isinstance(call, dict) or call.get("resultType", "complete") != "complete":
             return result  # input required first: the client answers it on this request
+        from jobtrail.service.job_tasks import started_job
+
+        if started_job(call) is None:
+            return result  # nothing runs on (a dry run, a refusal): the answer itself, no task to follow
         state = await self.desk.open(ctx, params.name, None, call)
         return {"resultType": "task", **modern_task(state)}
 
@@ -212,8 +216,14 @@ class TasksExtension(Extension):
         return {"resultType": "complete", **detailed}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams) -> HandlerResult:
-        state = await self.desk.run(self.desk.tasks.cancel, owner_of(ctx), params.task_id)
-        return CancelTaskResult(**dict(task_model(state))) if not modern(ctx) else {"resultType": "complete"}
+        """2025-11-25 refuses to cancel an ended task; the extension acknowledges any cancel of a known task."""
+        if not modern(ctx):
+            state = await self.desk.run(self.desk.tasks.cancel, owner_of(ctx), params.task_id)
+            return CancelTaskResult(**dict(task_model(state)))
+        state = await self.desk.run(self.desk.tasks.state, owner_of(ctx), params.task_id)
+        if not state.terminal:
+            await self.desk.run(self.desk.tasks.cancel, owner_of(ctx), params.task_id)
+        return {"resultType": "complete"}
 
     async def _result(self, ctx: ServerRequestContext[Any, Any], params: GetTaskPayloadRequestParams) -> HandlerResult:
         """The task's result, once it ended: until then this blocks, for as long as the client keeps the request."""
