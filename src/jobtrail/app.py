@@ -23,6 +23,9 @@ Settings come from the environment so the MCP client config can set them:
   JOBTRAIL_READ_ONLY       1: open the ledger read-only and change nothing (`serve --read-only`): ps, inspect, logs,
                            metrics and wait answer from it as it is; what would change it is refused (a damaged
                            ledger is read this way while it is saved: ledger/db.py)
+  JOBTRAIL_WEBHOOK_URL     `serve` POSTs a job's summary and next calls there when it ends, raises an alert or is
+                           held; with JOBTRAIL_WEBHOOK_SECRET (HMAC-SHA256 signature), JOBTRAIL_WEBHOOK_EVENTS
+                           (ended,alert,held) and JOBTRAIL_WEBHOOK_FORMAT (json, slack): service/webhook.py
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from jobtrail.backends import job_env, logpump
 from jobtrail.errors import InvalidRequestError
 from jobtrail.ledger.connection import LEDGER_URL_ENV
 from jobtrail.outcomes import budget
+from jobtrail.service.change_feed import ChangeFeed
+from jobtrail.service.webhook import Webhook, WebhookSettings, webhook_settings
 from jobtrail.util.files import private_dir
 from jobtrail.util.money import CAP_ENV, DAILY_ENV
 from jobtrail.util.roots import data_roots, jobtrail_home
@@ -71,6 +76,7 @@ class Settings:
     max_cost_usd: float | None
     daily_budget_usd: float | None
     read_only: bool = False
+    webhook: WebhookSettings | None = None
 
 
 def settings(home_dir: Path | None = None) -> Settings:
@@ -87,6 +93,7 @@ def settings(home_dir: Path | None = None) -> Settings:
         max_cost_usd=_dollars(CAP_ENV),
         daily_budget_usd=_dollars(DAILY_ENV),
         read_only=_read_only(),
+        webhook=webhook_settings(os.environ),
     )
 
 
@@ -134,6 +141,14 @@ def on_first_use(config: Settings) -> Callable[[], JobService]:
             return built[0]
 
     return service
+
+
+def change_feed(config: Settings, service: Callable[[], JobService]) -> ChangeFeed:
+    """What `serve`'s poller fills after each refresh: the resources' subscribers and the webhook (if set) hear it."""
+    feed = ChangeFeed()
+    if config.webhook is not None:
+        feed.subscribe(Webhook(config.webhook, service))
+    return feed
 
 
 def ledger_location(root: Path) -> Path | str:

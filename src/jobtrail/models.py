@@ -328,6 +328,20 @@ class EvalRow:
     record: dict[str, Any] | None
 
 
+class WebhookDelivery(BaseModel):
+    """One notice sent to the job's webhook (JOBTRAIL_WEBHOOK_URL), as the receipt records it (ledger/deliveries.py)."""
+
+    notice: str = Field(description='Which notice: "ended:2" (attempt 2 ended), "alert:2:nan_loss:40", "held:1".')
+    event: Literal["ended", "alert", "held"]
+    attempt: int = Field(description="The job's attempt the notice is about.")
+    sent: bool = Field(description="The endpoint answered 2xx.")
+    state: Literal["sending", "sent", "failed"]
+    status_code: int | None = Field(description="The endpoint's last HTTP status (None: it never answered).")
+    tries: int = Field(description="POSTs made: 1, then one per retry (after a 5xx, a 429, a timeout, no connection).")
+    error: str | None = Field(description="Why the last try failed (never the URL, which may hold a secret).")
+    at: float = Field(description="When it was last sent or tried (seconds since the epoch).")
+
+
 class CheckpointRecord(BaseModel):
     path: str
     step: int | None = None

@@ -23,8 +23,8 @@ from support.records import add_ended_run, add_queued_run
 
 
 def _filled(location: Path | str) -> Ledger:
-    """Every table holds rows: runs (one following another), attempts, events, checkpoints, an evaluation and a
-    calibration."""
+    """Every table holds rows: runs (one following another), attempts, events, checkpoints, an evaluation, a
+    calibration and a webhook delivery."""
     ledger = Ledger(location)
     add_ended_run(ledger, "jt-parent01", TerminationReason.SUCCEEDED, gpu_seconds=3600.0, cost_usd=2.5)
     add_queued_run(ledger, "jt-follow01", spec={"after": "jt-parent01"})
@@ -39,6 +39,8 @@ def _filled(location: Path | str) -> Ledger:
     ledger.add_eval("jt-follow01/1", "jt-parent01", "checkpoint-1")
     with ledger.transaction() as conn:  # an MCP task following a job
         task_rows.add(conn, TaskRow("task-x1", "local", "submit", "jt-parent01", 3.0, 3_600_000, None, {"content": []}))
+    ledger.claim_delivery("jt-parent01", "ended:1", "ended", 1)
+    ledger.record_delivery("jt-parent01", "ended:1", sent=True, status_code=200, tries=2, error=None)
     ledger.record_calibration(
         CalibrationRow(
             attempt_id="jt-parent01/1",
@@ -74,7 +76,7 @@ def test_a_sqlite_ledger_moves_into_postgresql_whole_and_a_second_import_adds_no
     inserted = {t: c.inserted for t, c in first.tables.items()}
     assert inserted | {"blobs": 0, "scripts": 0} == {
         "blobs": 0, "scripts": 0, "runs": 2, "attempts": 2, "event_packs": 1, "checkpoints": 1, "calibration": 1,
-        "evals": 1, "mcp_tasks": 1,
+        "evals": 1, "webhook_deliveries": 1, "mcp_tasks": 1,
     }  # fmt: skip
     assert inserted["blobs"] > 0 and inserted["scripts"] > 0
     team = Ledger(postgres_url)
@@ -85,6 +87,7 @@ def test_a_sqlite_ledger_moves_into_postgresql_whole_and_a_second_import_adds_no
     assert team.committed_checkpoints("jt-parent01") == personal.committed_checkpoints("jt-parent01")
     assert team.children(["jt-parent01"]) == {"jt-parent01": ["jt-follow01"]}
     assert team.evals_of("jt-parent01") == personal.evals_of("jt-parent01")
+    assert team.deliveries("jt-parent01") == personal.deliveries("jt-parent01") != []
     assert team.report(0, "termination_reason") == personal.report(0, "termination_reason")
     # The whole ledger, byte for byte as an export sees it.
     assert _export(postgres_url) == exported

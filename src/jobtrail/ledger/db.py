@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobtrail.errors import JobtrailError
-from jobtrail.ledger import binary_digests, compact_receipts, packed_receipts, task_rows
+from jobtrail.ledger import binary_digests, compact_receipts, deliveries, packed_receipts, task_rows
 from jobtrail.ledger.connection import SQLITE_NOTADB, LedgerConnection, SqliteConnection, opener, redact
 
 # A migration's steps: SQL (statements separated by ';'), or a function that moves data (the connection given).
@@ -234,6 +234,11 @@ MIGRATIONS: list[tuple[str, str | tuple[Step, ...]]] = [
         ALTER TABLE calibration ADD COLUMN source TEXT;
         ALTER TABLE calibration ADD COLUMN gradient_checkpointing INTEGER
         """,
+    ),
+    (
+        # What each job's webhook was told (service/webhook.py): one row per notice, claimed then recorded.
+        "0017_webhook_deliveries",
+        deliveries.TABLE,
     ),
     (
         # MCP tasks (surface/mcp_tasks.py): a task id, the job it follows and the client context that created it,

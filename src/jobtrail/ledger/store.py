@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from jobtrail.ledger import claims, eventlog, records
+from jobtrail.ledger import claims, deliveries, eventlog, records
 from jobtrail.ledger.blobs import put_blobs, read_blobs, read_script
 from jobtrail.ledger.codec import CorruptBlobError, hex_of, json_bytes, key, manifest_key, stored_path
 from jobtrail.ledger.connection import LedgerConnection, Row, damaged, opener
@@ -33,6 +33,7 @@ from jobtrail.models import (
     NewAttempt,
     RunRecord,
     SpendGroup,
+    WebhookDelivery,
 )
 
 _RUN_COLUMNS = (
@@ -477,6 +478,23 @@ class Ledger:
             .fetchone()
         )
         return None if row is None else (row["target_run_id"], records.eval_of(row))
+
+    # --- webhook deliveries (deliveries.py) --------------------------------------------
+
+    def claim_delivery(self, run_id: str, notice: str, event: str, attempt: int) -> bool:
+        """Whether this server sends the notice (no other claimed it, or the one that did died sending)."""
+        with self.transaction() as conn:
+            return deliveries.claim(conn, run_id, notice, event, attempt)
+
+    def record_delivery(
+        self, run_id: str, notice: str, *, sent: bool, status_code: int | None, tries: int, error: str | None
+    ) -> None:
+        state: deliveries.DeliveryState = "sent" if sent else "failed"
+        with self.transaction() as conn:
+            deliveries.record(conn, run_id, notice, state=state, status_code=status_code, tries=tries, error=error)
+
+    def deliveries(self, run_id: str) -> list[WebhookDelivery]:
+        return deliveries.of_run(self._conn(), run_id)
 
     def checkpoints(self, attempt_id: str) -> list[CheckpointRecord]:
         rows = self._rows(

@@ -38,6 +38,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "checkpoints": ("attempt_id", "path"),
     "calibration": ("attempt_id",),
     "evals": ("eval_attempt_id",),
+    "webhook_deliveries": ("run_id", "notice"),
     "mcp_tasks": ("task_id",),
 }
 # runs.after_run_id references another run: oldest first puts every parent before its followers.

@@ -36,6 +36,7 @@ from jobtrail.surface.toolspec import ToolArea, ToolSpec, tool_spec
 from jobtrail.util.hub import one_line_error
 
 if TYPE_CHECKING:
+    from jobtrail.service.change_feed import ChangeFeed
     from jobtrail.service.facade import JobService
 
 Handler = Callable[[argparse.Namespace], int]
@@ -414,7 +415,7 @@ def _serve(args: argparse.Namespace) -> int:
     # would walk all of it again and again (~8% of a start). Frozen once built, it is never walked while serving.
     gc.disable()
     try:
-        from jobtrail.app import READ_ONLY_ENV, ledger_location, on_first_use, settings
+        from jobtrail.app import READ_ONLY_ENV, change_feed, ledger_location, on_first_use, settings
         from jobtrail.surface.server import build_server
 
         token = None
@@ -432,11 +433,12 @@ def _serve(args: argparse.Namespace) -> int:
 
             check(ledger_location(config.home))  # a damaged ledger stops the start, saying the way back
         service = on_first_use(config)
-        server = build_server(service)
+        feed = change_feed(config, service)
+        server = build_server(service, feed)
     finally:
         gc.freeze()
         gc.enable()
-    _start_poller(service)
+    _start_poller(service, feed)
     if args.http:
         serve_http(server, args.host, args.port, token)
     else:
@@ -444,15 +446,18 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_poller(service: Callable[[], JobService], interval_s: float = 1.0) -> None:
-    """Advance the queue and record exits even while no tool is being called. Its first round comes an interval
-    after the start, and builds the service unless a tool call has: the start is the client's to have answered."""
+def _start_poller(service: Callable[[], JobService], feed: ChangeFeed, interval_s: float = 1.0) -> None:
+    """Advance the queue and record exits even while no tool is being called, then tell the change feed's listeners
+    (resource subscribers, the webhook) what changed. Its first round comes an interval after the start, and builds
+    the service unless a tool call has: the start is the client's to have answered."""
 
     def loop() -> None:
         while True:
             time.sleep(interval_s)
             try:
-                service().refresh()
+                built = service()
+                built.refresh()
+                feed.look(built.context)
             except Exception as exc:  # noqa: BLE001  the poller must outlive a bad moment (e.g. a locked ledger)
                 print(f"jobtrail poller: {type(exc).__name__}: {exc}", file=sys.stderr)
 

@@ -20,6 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.types import CallToolResult, GetPromptResult, ImageContent, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, ValidationError, create_model
 
@@ -31,7 +32,7 @@ from jobtrail.surface import invalid_arguments
 from jobtrail.surface.mcp_tasks import task_support, with_task_support
 from jobtrail.surface.prompts import add_prompts, known_prompt
 from jobtrail.surface.reporting import reporting_to
-from jobtrail.surface.resources import add_job_resources
+from jobtrail.surface.resources import ResourceUpdates, add_job_resources
 from jobtrail.surface.schemas import lean_input, published_output
 from jobtrail.surface.tools_data import PlanningTools
 from jobtrail.surface.tools_jobs import JobTools
@@ -44,6 +45,7 @@ from jobtrail.util.hub import one_line_error
 if TYPE_CHECKING:
     from mcp.types import Tool as MCPTool
 
+    from jobtrail.service.change_feed import ChangeFeed
     from jobtrail.surface.toolspec import ServiceSource
 
 log = logging.getLogger("jobtrail.surface.server")
@@ -70,15 +72,24 @@ class Renderable(Protocol):
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 
 
-def build_server(service: ServiceSource) -> MCPServer:
+def build_server(service: ServiceSource, feed: ChangeFeed | None = None) -> MCPServer:
     """The server over `service`, or over the function that builds it on first use: its tools are declared from
-    their signatures and result models alone, so it answers tools/list without the service."""
+    their signatures and result models alone, so it answers tools/list without the service. With `feed` (what
+    `serve`'s poller fills), its job resources can be subscribed to (resources.py)."""
     tools: list[Tool] = [ClosedTool.of(spec, area(service)) for area in AREAS for spec in tools_of(area)]
+    bus = InMemorySubscriptionBus()
+    updates = ResourceUpdates(feed, service, bus) if feed is not None else None
     server = _Server(
-        name="jobtrail", version=__version__, instructions=INSTRUCTIONS, tools=tools, **task_support(service)
+        name="jobtrail",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        tools=tools,
+        subscriptions=bus,
+        lifespan=updates.lifespan if updates else None,
+        **task_support(service),
     )
     add_references(server)
-    add_job_resources(server, service)
+    add_job_resources(server, service, updates)
     add_prompts(server)
     return server
 
