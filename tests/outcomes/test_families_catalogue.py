@@ -2104,3 +2104,137 @@ def test_a_notebooks_json_output_is_read_as_the_lines_it_prints() -> None:
     lines = [clean(line) for line in split(_ipynb('\\u001b[0;31mValueError\\u001b[0m: bad \\"x\\"', "done"))]
     assert 'ValueError: bad "x"' in lines and "done" in lines
     assert split('print("a\\\\n")\nplain line') == ['print("a\\\\n")', "plain line"]
+
+
+# Round 16's classes, in other tools' and clients' words than its logs' (14 of the 17 failed on the rules before them;
+# a missing module, and TransformerEngine's and Triton's fp8 refusals, were read by other words): an exception a program caught and reported within a line of its own words
+# (`Type: message` after them, or its repr), read by the rules that read it raised; a client's own exception type for
+# credentials refused or missing; a kernel checking the GPU's architecture (the GPU cannot run the setting); the Hub's
+# LFS storage refusing an upload, in an HTTP client's words.
+ROUND_16: list[tuple[str, R]] = [
+    (
+        "2024-06-01 09:12:44 | ERROR | The model 'acme/tiny-gguf' could not be loaded. The error was "
+        "NotImplementedError('Loading a GGUF checkpoint is not supported yet')",
+        R.CONFIG_ERROR,
+    ),
+    ("[eval] run aborted: RuntimeError: Unsloth: Please install llama.cpp first", R.DEPENDENCY_ERROR),
+    ("Worker 2 stopped; the error was ModuleNotFoundError(\"No module named 'flash_attn'\")", R.DEPENDENCY_ERROR),
+    ("Could not start: ValueError('--bf16 and --fp16 are mutually exclusive')", R.CONFIG_ERROR),
+    (
+        "anthropic.PermissionDeniedError: Your API key does not have permission to use the specified resource.",
+        R.AUTH_ERROR,
+    ),
+    (
+        "azure.core.exceptions.ClientAuthenticationError: DefaultAzureCredential failed to retrieve a token from the included credentials.",
+        R.AUTH_ERROR,
+    ),
+    (
+        _tb("botocore.exceptions.NoCredentialsError: Unable to locate credentials", "botocore/auth.py:add_auth"),
+        R.AUTH_ERROR,
+    ),
+    ("google.auth.exceptions.DefaultCredentialsError: Your default credentials were not found.", R.AUTH_ERROR),
+    (
+        "cohere.errors.unauthorized_error.UnauthorizedError: status_code: 401, body: {'message': 'invalid api token'}",
+        R.AUTH_ERROR,
+    ),
+    ("RuntimeError: Expected dprops->major >= 8 to be true, but got false.", R.CONFIG_ERROR),
+    ("RuntimeError: FlashAttention backward for head dim > 192 requires A100/A800 or H100/H800", R.CONFIG_ERROR),
+    ("AssertionError: Device compute capability 8.9 or higher required for FP8 execution.", R.CONFIG_ERROR),
+    (
+        "ptxas /tmp/tmpk2/kernel.ptx, line 71; error   : Feature '.bf16' requires .target sm_80 or higher",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "AssertionError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')",
+        R.CONFIG_ERROR,
+    ),
+    (
+        "huggingface_hub.utils._errors.HfHubHTTPError: 403 Client Error: Forbidden for url: "
+        "https://hf-hub-lfs-us-east-1.s3-accelerate.amazonaws.com/repos/aa/bb/cc?X-Amz-Algorithm=AWS4-HMAC-SHA256",
+        R.HUB_ERROR,
+    ),
+    (
+        "httpx.HTTPStatusError: Client error '403 Forbidden' for url "
+        "'https://s3.us-east-1.amazonaws.com/lfs.huggingface.co/repos/aa/bb/cc?partNumber=1'",
+        R.HUB_ERROR,
+    ),
+    (
+        "aiohttp.client_exceptions.ClientResponseError: 400, message='Bad Request', "
+        "url=URL('https://s3.amazonaws.com/lfs.huggingface.co/repos/aa/bb/cc?partNumber=2')",
+        R.HUB_ERROR,
+    ),
+]
+
+
+@pytest.mark.parametrize(("log", "expected"), ROUND_16)
+def test_round_16_classes_are_named(log: str, expected: R) -> None:
+    assert explain(log).reason is expected
+
+
+_STORAGE = "https://s3.us-east-1.amazonaws.com/lfs.huggingface.co/repos/aa/bb/cc"
+
+
+@pytest.mark.parametrize(
+    ("log", "not_expected"),
+    [
+        # A reported failure that training went on after is not why the job ended.
+        (
+            "WARNING could not reach the tracker: RuntimeError('offline mode is not supported')\n"
+            "{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.1}\n{'loss': 1.1, 'learning_rate': 1e-05, 'epoch': 0.2}",
+            R.CONFIG_ERROR,
+        ),
+        # A traceback cut after its frames: the source line raising an exception holds the code's words, not a report.
+        (
+            'Traceback (most recent call last):\n  File "/job/train.py", line 3, in <module>\n    main()\n'
+            '  File "/job/train.py", line 9, in main\n    raise RuntimeError("bf16 is not supported here")',
+            R.CONFIG_ERROR,
+        ),
+        # Two of the job's own processes failing their handshake, and code naming the type, are no refused credentials;
+        # nor is a file's permission.
+        ("multiprocessing.context.AuthenticationError: digest received was wrong", R.AUTH_ERROR),
+        (
+            'Traceback (most recent call last):\n  File "/job/judge.py", line 3, in <module>\n'
+            "    except openai.AuthenticationError:\nValueError: bad row 7",
+            R.AUTH_ERROR,
+        ),
+        ("PermissionError: [Errno 13] Permission denied: '/data/out'", R.AUTH_ERROR),
+        # A torch build without kernels for the GPU, and nvcc not knowing it, stay the install.
+        (
+            "UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            R.CONFIG_ERROR,
+        ),
+        ("nvcc fatal   : Unsupported gpu architecture 'compute_90'", R.CONFIG_ERROR),
+        # A check of something other than the GPU's architecture.
+        ("RuntimeError: Expected tensor.is_contiguous() to be true, but got false.", R.CONFIG_ERROR),
+        # The Hub's API refusing the token, the storage's server error or rate limit, a download from the CDN.
+        (
+            "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: https://huggingface.co/api/repos/create",
+            R.HUB_ERROR,
+        ),
+        (f"requests.exceptions.HTTPError: 500 Server Error: Internal Server Error for url: {_STORAGE}", R.HUB_ERROR),
+        (f"requests.exceptions.HTTPError: 429 Client Error: Too Many Requests for url: {_STORAGE}", R.HUB_ERROR),
+        (
+            "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: https://cdn-lfs.huggingface.co/repos/aa/bb/cc",
+            R.HUB_ERROR,
+        ),
+    ],
+)
+def test_round_16_classes_stay_narrow(log: str, not_expected: R) -> None:
+    assert explain(log).reason is not not_expected
+
+
+def test_an_exception_reported_within_a_line_is_read_as_raised() -> None:
+    from jobtrail.outcomes.tracebacks import reported
+
+    found = reported(
+        ["loading", "The model could not be loaded. The error was ValueError('Unsupported format: x').", "bye"]
+    )
+    assert found is not None and (found.type_name, found.lines, found.index) == (
+        "ValueError",
+        ("ValueError: Unsupported format: x",),
+        1,
+    )
+    keyed = reported(["failed with KeyError('input_ids')"])
+    assert keyed is not None and keyed.lines == ("KeyError: 'input_ids'",)  # str(KeyError) keeps the key's quotes
+    assert reported(['    raise ValueError("unsupported")', "plain line"]) is None

@@ -570,8 +570,11 @@ def fatal_chain(lines: list[str]) -> list[RaisedError]:
 def find(lines: list[str]) -> tuple[CauseRule, str] | None:
     """The rule that names the cause of the tail's fatal exception, and the log line that decided."""
     chain = fatal_chain(lines)
-    if not chain:
-        return None
+    return read(chain, lines) if chain else None
+
+
+def read(chain: list[RaisedError], lines: list[str]) -> tuple[CauseRule, str] | None:
+    """The rule that names the cause of a chain of exceptions the lines show, and the log line that decided."""
     reached = progress(lines[: chain[-1].index])
     # torch.save's short write (`unexpected pos`) after the chain ran out of memory writing it: the RAM, not the disk.
     short_of_memory = any(_oom(error, reached) for error in chain)

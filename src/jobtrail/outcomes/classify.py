@@ -14,10 +14,12 @@
    without one, a launcher's report of the signal it was itself sent (SIGHUP: its terminal closed; SIGINT: Ctrl-C;
    another signal after a process of the job had failed: that failure);
 7. patterns in loose lines, newest first (a metric logged NaN decides only if no later line logs it finite);
-8. a best guess from the type of an exception no rule reads, raised before training (`priors`), saying so;
-9. a collective broken by a peer that went away or the network, when nothing else in the log failed (every rank
+8. in a log without a traceback, an exception a program caught and reported within a line (`The error was
+   ValueError('...')`), read by the rules of step 5;
+9. a best guess from the type of an exception no rule reads, raised before training (`priors`), saying so;
+10. a collective broken by a peer that went away or the network, when nothing else in the log failed (every rank
    reports it when any rank dies, so it names the cause only alone);
-10. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
+11. unknown, saying what it saw: the exit decoded, a child's exit, the last exception.
 
 A CUDA kernel's illegal memory access reads as an install that does not fit the machine only before any training
 step: after steps ran on the same kernels it is unknown, saying why.
@@ -42,7 +44,16 @@ from jobtrail.outcomes import causes, events, exits, families, generic, librarie
 from jobtrail.outcomes.causes import OOM
 from jobtrail.outcomes.lines import clean, split
 from jobtrail.outcomes.log_rules import LOG_RULES
-from jobtrail.outcomes.tracebacks import Progress, finished_at, importing, last_chain, progress, stepped, went_on
+from jobtrail.outcomes.tracebacks import (
+    Progress,
+    finished_at,
+    importing,
+    last_chain,
+    progress,
+    reported,
+    stepped,
+    went_on,
+)
 
 TAIL_LINES = 400  # how much of a log's end the causes and patterns look at
 
@@ -88,6 +99,7 @@ def classify(
         or _from_kill(status, log_tail)
         or _from_patterns(log_tail)
         or _from_host_memory(log_tail)
+        or _from_reported(log_tail)
         or _from_prior(status, reports, log_tail)
         or _from_peer_lost(log_tail)
         or _failed_uploading(status, reports, log_tail)
@@ -459,6 +471,17 @@ def _from_cause(lines: list[str]) -> Diagnosis | None:
         return imported
     message = families.disk_message(lines) if rule.reason is R.DISK_FULL else rule.message
     return Diagnosis(rule.reason, message, evidence=line.strip()[:500])
+
+
+def _from_reported(lines: list[str]) -> Diagnosis | None:
+    """An exception a program caught and reported within a line of its own words, where the log shows no traceback
+    (`The model could not be loaded. The error was ValueError('...')`), read by the rules that read it when raised,
+    unless training went on after it."""
+    error = None if last_chain(lines) else reported(lines)
+    if error is None or went_on(lines[: error.index], lines[error.index + 1 :]):
+        return None
+    found = causes.read([error], lines)
+    return Diagnosis(found[0].reason, found[0].message, evidence=found[1].strip()[:500]) if found else None
 
 
 def _from_log(lines: list[str]) -> Diagnosis | None:

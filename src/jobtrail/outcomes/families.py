@@ -262,6 +262,10 @@ SIGNATURES: list[Signature] = [
         r"Your proposed upload is smaller than the minimum allowed size",
         r"\bEntityTooSmall\b",
         r"\bLFS: (?:Authorization|Client) error\b",
+        # The Hub's LFS storage (its S3 buckets, path- or host-style) refusing an upload, in an HTTP client's words: the
+        # URL is one the Hub signed for this push, so a 403 there is the storage's answer, not this token's rights.
+        r"(?i:\b4(?!29)\d\d\b(?: Client Error|, message=| [a-z]+).{0,80}?\burl\b\W{1,8}(?:URL\(['\"])?https?://)"
+        r"[\w.-]*?(?:amazonaws\.com/(?:lfs\.huggingface\.co|hf-hub-lfs[\w-]*)/|(?:lfs\.huggingface\.co|hf-hub-lfs[\w-]*)\.s3)",
         r"Error while uploading '[^']+' to the Hub",
         r"\b4(?!01|03|29)\d\d Client Error.*huggingface\.co/api/\S+/(?:commit|preupload)/",
         r"complete_multipart",

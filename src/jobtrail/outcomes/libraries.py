@@ -182,6 +182,22 @@ SIGNATURES: list[Signature] = [
         r"Unsloth currently only works on NVIDIA",
         r"No operator found for `memory_efficient_attention_\w+`",  # xformers built for another torch/CUDA
     ),
+    # A kernel checking the GPU's architecture before it runs (FlashAttention's `TORCH_CHECK(is_sm90 || is_sm8x)`, a
+    # fused or quantized kernel's compute-capability check, Triton's and ptxas' refusal of a dtype the target lacks):
+    # the GPU cannot run the setting whatever is installed (round 11's policy), not a torch build without its kernels.
+    _sig(
+        R.CONFIG_ERROR,
+        "A kernel the job uses (FlashAttention, a fused or quantized kernel, a Triton kernel in bf16 or fp8) does not "
+        "run on this GPU's architecture: turn the feature off (attn_implementation='sdpa' or 'eager', no flash patch, "
+        "fp16 instead of bf16) or run on a GPU it supports.",
+        r"\bExpected [^\n]*?(?:\bis_sm\d+[a-z]?|(?:props|prop|Properties\(\))->major|compute_?capability"
+        r"|\b(?:sm|cc)_(?:major|version))\b[^\n]*? to be true, but got false",
+        r"(?i:\bcompute capability (?:of )?\(?\d+(?:\.\d+|, ?\d+)?\)? or (?:higher|above|newer|later|greater)\b)",
+        r"(?i:\brequires? (?:an? )?(?:NVIDIA )?(?:(?:[AH][18]00|H200)\b"
+        r"|(?:Ampere|Hopper|Ada|Blackwell)(?: or newer)? (?:GPU|architecture|card)s?\b))",
+        r"\bFeature '\.\w+' requires \.target sm_\d+ or higher\b",
+        r"\btype fp8\w* not supported in this architecture\b",
+    ),
     # A library, model or format newer than the installed release of what reads it; and pip's resolver giving up.
     _sig(
         R.DEPENDENCY_ERROR,
@@ -248,6 +264,20 @@ SIGNATURES: list[Signature] = [
         r"\bError code: 40[13] - ",
         r"['\"](?:code|type)['\"]: ['\"](?:invalid_api_key|authentication_error|invalid_authentication)['\"]",
         r"\bIncorrect API key provided\b|\bAPI key not valid\. Please pass a valid API key\b|\binvalid x-api-key\b",
+    ),
+    # A client's own exception type for credentials refused or missing (OpenAI's and Anthropic's AuthenticationError and
+    # PermissionDeniedError, Azure's ClientAuthenticationError, botocore's NoCredentialsError, google-auth's
+    # DefaultCredentialsError, an HTTP client's Unauthorized), as the exception's line names it, whatever its message
+    # says. Not multiprocessing's AuthenticationError (two of the job's processes failing their handshake), nor code
+    # naming the type (`except AuthenticationError:`).
+    _sig(
+        R.AUTH_ERROR,
+        "A service the job calls refused its credentials, or found none (the client's authentication error): set valid "
+        "credentials where the client reads them (its API key or token variable, its login, the cloud's credentials "
+        "file), then rerun.",
+        r"(?<![\w.])(?!multiprocessing\.)(?:[A-Za-z_]\w*\.)*(?:\w*Authenticat(?:ion|e)\w*(?:Error|Exception|Failed)"
+        r"|\w*Unauthori[sz]ed(?:Error|Exception)?|Unauthenticated(?:Error|Exception)?|PermissionDenied(?:Error)?"
+        r"|\w*Credentials?(?:Error|Exception)|\w*(?:ApiKey|APIKey)\w*(?:Error|Exception))(?:: \S|\s*$)",
     ),
     # verl's rule-based rewards (and its forks'), chosen by each row's `data_source`: an empty one is the data's (the
     # preprocessing that writes it was skipped, or the column lost); one they do not know needs a reward function.

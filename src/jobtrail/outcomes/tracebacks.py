@@ -209,6 +209,28 @@ def _quoted(error: RaisedError) -> tuple[RaisedError, ...]:
     return ()
 
 
+# An exception a program reports within a line of its own words (it caught it, logged it and gave up): as `Type:
+# message` after them (`Error in training: KeyError: 'x'`, a sentence in another language before it) or as its repr
+# (`The error was ValueError('...')`, a logger's `%r`). The traceback reader takes only those that start a line. Not
+# a source line raising one (a traceback cut after its frames): the message there is the code's, not what was raised.
+_WITHIN = re.compile(
+    r"(?:^|[^\w.])(?<!raise )(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))"
+    r"(?::\s(?P<message>.*)|\((?P<q>['\"])(?P<quoted>.*?)(?P=q)\))"
+)
+
+
+def reported(lines: list[str]) -> RaisedError | None:
+    """The newest exception a line reports within its own words, as one of that type without frames whose line is
+    `Type: message` (its index the logged line's), or None."""
+    for index in range(len(lines) - 1, -1, -1):
+        if found := _WITHIN.search(clean(lines[index])):
+            text = found["quoted"] if found["message"] is None else found["message"]
+            if found["type"].endswith("KeyError") and found["q"]:
+                text = f"{found['q']}{text}{found['q']}"  # str(KeyError) is the key's repr, quotes and all
+            return RaisedError(found["type"], (f"{found['type']}: {text}",), index, ())
+    return None
+
+
 # The line a frame was running, as IPython marks it (`---> 10 from x import y`; Python prints it under its `File` line),
 # and an import statement.
 _IPYTHON_CURRENT = re.compile(r"^\s*-+>\s*\d+\s(?P<code>.*)$")
