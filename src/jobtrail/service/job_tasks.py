@@ -90,6 +90,8 @@ class Outcome:
     """A task's result once it ended: the job's receipt with the creating tool's own fields, or, for a call that
     started no job, that call's answer as it was sent."""
 
+    task_id: str
+    tool: str
     receipt: InspectResult | None = None
     own: dict[str, Any] | None = None  # the tool's structured content: a submit's findings, a wait's end
     answer: dict[str, Any] | None = None
@@ -194,13 +196,13 @@ class JobTasks:
         if not self._live(row).terminal:
             return None
         if row.run_id is None:
-            return Outcome(answer=row.call)
+            return Outcome(row.task_id, row.tool, answer=row.call)
         own = (
             self.service.wait(row.run_id, 0).model_dump(mode="json")
             if row.tool in WATCHING_TOOLS
             else row.call.get("structuredContent") or {}
         )
-        return Outcome(receipt=self.service.inspect(row.run_id), own=own)
+        return Outcome(row.task_id, row.tool, receipt=self.service.inspect(row.run_id), own=own)
 
     def _row(self, owner: str, task_id: str) -> TaskRow:
         with self.service.ledger.transaction() as conn:

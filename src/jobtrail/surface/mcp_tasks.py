@@ -149,13 +149,14 @@ class TaskDesk:
         follower = _Follower(self.tasks, owner_of(ctx), state, ctx.session, anyio.lowlevel.current_token(), token)
         threading.Thread(target=follower.run, name=f"jobtrail-task-{state.task_id}", daemon=True).start()
 
-    def result(self, tool: str, task_id: str, outcome: Outcome) -> dict[str, Any]:
+    @staticmethod
+    def result(outcome: Outcome) -> dict[str, Any]:
         """tasks/result: the tool result the task ends with, tied to its task."""
-        related = {RELATED_TASK: {"taskId": task_id}}
+        related = {RELATED_TASK: {"taskId": outcome.task_id}}
         if outcome.answer is not None:
             return {**outcome.answer, "_meta": {**(outcome.answer.get("_meta") or {}), **related}}
         receipt = cast(InspectResult, outcome.receipt)
-        structured = shaped(tool, receipt.model_dump(mode="json"), outcome.own or {})
+        structured = shaped(outcome.tool, receipt.model_dump(mode="json"), outcome.own or {})
         return {
             "content": [{"type": "text", "text": receipt.to_markdown()}],
             "structuredContent": structured,
@@ -212,7 +213,7 @@ class TasksExtension(Extension):
         if state.terminal:
             outcome = await self.desk.run(self.desk.tasks.outcome, owner_of(ctx), params.task_id)
             if outcome is not None and detailed["status"] == "completed":
-                detailed["result"] = self.desk.result(state.tool, state.task_id, outcome)
+                detailed["result"] = self.desk.result(outcome)
         return {"resultType": "complete", **detailed}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams) -> HandlerResult:
@@ -231,8 +232,7 @@ class TasksExtension(Extension):
         while True:
             outcome = await self.desk.run(self.desk.tasks.outcome, owner, params.task_id)
             if outcome is not None:
-                state = await self.desk.run(self.desk.tasks.state, owner, params.task_id)
-                return self.desk.result(state.tool, params.task_id, outcome)
+                return self.desk.result(outcome)
             await anyio.sleep(RESULT_POLL_S)
 
     async def _list(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> HandlerResult:
