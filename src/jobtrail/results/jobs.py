@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from jobtrail.backends.registry import traits_of
-from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult
+from jobtrail.models import CheckpointRecord, Finding, Launcher, Placement, Speedups, ToolResult, WebhookDelivery
 from jobtrail.results.attempt_note import AttemptNote
 from jobtrail.results.endings import BLOCKING, NextSteps, step_lines, verdict
 from jobtrail.results.progress import Progress
@@ -310,6 +310,11 @@ class InspectResult(ToolResult):
         description="The trackio run of the latest attempt that has one: project, run, the local folder or the "
         "private Space, and how to open it (`jobtrail dashboard --project ...` or the Space's URL).",
     )
+    webhooks: list[WebhookDelivery] = Field(
+        default_factory=list,
+        description="What `serve` told JOBTRAIL_WEBHOOK_URL about this job (its end, alerts, a hold): each notice, "
+        "whether it was sent, the endpoint's status and the tries.",
+    )
     next_steps: NextSteps = Field(default_factory=list)
 
     def headline(self) -> str:
@@ -410,6 +415,11 @@ class InspectResult(ToolResult):
             if art.get("kind") == "gguf":
                 size_mb, sha = art.get("bytes", 0) / 1e6, str(art.get("sha256"))[:12]
                 lines.append(f"GGUF {art.get('quantization')}: {art.get('path')} ({size_mb:.1f} MB, sha256 {sha}).")
+        for hook in self.webhooks:
+            answer = f"HTTP {hook.status_code}" if hook.status_code else "no answer"
+            why = f"; {hook.error}" if hook.error and not hook.sent else ""
+            tries = "1 try" if hook.tries == 1 else f"{hook.tries} tries"
+            lines.append(f"Webhook {hook.notice}: {hook.state} ({answer}, {tries}{why}).")
         return lines
 
     @property

@@ -119,6 +119,7 @@ class Queries(UseCase):
             host=latest.host,
             followed_here=self.context.reaches(latest),
             trackio=trackio,
+            webhooks=self.ledger.deliveries(run.run_id),
             next_steps=next_steps.now(self.context, run, attempts, "inspect", trackio),
             **_run_fields(run),
         )

@@ -81,7 +81,7 @@ def webhook_settings(environ: Mapping[str, str]) -> WebhookSettings | None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidRequestError(
-            f"{URL_ENV} is not an http(s) URL (it starts {url[:12]!r}...).",
+            f"{URL_ENV} is not an http(s) URL with a host (not shown here: a webhook's URL may hold its secret).",
             fix=f"Set {URL_ENV}=https://host/path, e.g. a Slack incoming webhook's URL with {FORMAT_ENV}=slack.",
         )
     named = [e.strip() for e in (environ.get(EVENTS_ENV) or "").split(",") if e.strip()]
