@@ -172,6 +172,10 @@ class Ledger:
         runs = self._runs(self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,)))
         return runs[0] if runs else None
 
+    def runs_created_since(self, since: float) -> list[str]:
+        """The ids of the runs created since `since`, from the index on created_at alone."""
+        return [row["run_id"] for row in self._rows("SELECT run_id FROM runs WHERE created_at >= ?", (since,))]
+
     def list_runs(self, status: str | None, limit: int) -> list[tuple[RunRecord, AttemptRecord]]:
         """Newest runs first, each with its latest attempt (whose status is the run's)."""
         # Without a status, the newest `limit` runs are taken first (from the index on created_at): PostgreSQL

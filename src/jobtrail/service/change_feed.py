@@ -32,7 +32,6 @@ LOOKED_AT = ("queued", "starting", "running")
 # A run is created a moment before its row is written (and on another server's clock in a shared ledger): a look
 # also takes the runs created this long before the last one.
 CREATED_SLACK_S = 5.0
-NEW_RUNS_LIMIT = 50  # runs created between two looks a second apart: never near this many
 # An ended job's mark is kept this long, so a later look that meets it again (the slack above) knows it is old.
 ENDED_KEPT_S = 60.0
 
@@ -140,22 +139,14 @@ class ChangeFeed:
         """Each followed run's latest attempt, by run id."""
         ledger = context.ledger
         active = {a.run_id: a for a in ledger.attempts_in(LOOKED_AT)}
-        unfinished = [
-            run_id
-            for run_id, mark in (self._marks or {}).items()
-            if run_id not in active and not mark.status.is_terminal
-        ]
-        found = dict(active)
-        for run_id, attempts in ledger.attempts_of(unfinished).items():
-            if attempts:
-                found[run_id] = attempts[-1]
+        marks = self._marks or {}
+        wanted = {run_id for run_id, mark in marks.items() if not mark.status.is_terminal}
         if self._marks is not None:
-            since = self._looked_at - CREATED_SLACK_S
-            for run, attempt in ledger.list_runs(None, NEW_RUNS_LIMIT):
-                if run.created_at < since:
-                    break  # newest first
-                if run.run_id not in found and _unseen_or_moved(self._marks.get(run.run_id), attempt):
-                    found[run.run_id] = attempt
+            wanted |= set(ledger.runs_created_since(self._looked_at - CREATED_SLACK_S))
+        found = dict(active)
+        for run_id, attempts in ledger.attempts_of(sorted(wanted - set(active))).items():
+            if attempts and _unseen_or_moved(marks.get(run_id), attempts[-1]):
+                found[run_id] = attempts[-1]
         return found
 
 
