@@ -58,6 +58,8 @@ ALLOWED_DUPLICATES = {
     "by design (comment above PRIORS)",
     ("outcomes/retry.py:JobFacts.current", "requests.py:EstimateRequest.hyperparameters"): "each record's own "
     "fields by name: a retry's job facts there, the hyperparameters asked for here",
+    ("requests.py:EstimateRequest.hyperparameters", "service/webhook.py:Webhook._payload"): "each record's own "
+    "fields by name: the hyperparameters asked for there, a webhook's job fields here",
     ("preflight/outputs.py:probe_output_repo", "preflight/probes.py:space_facts"): "ask the Hub, else say why it "
     "could not be asked: another call and other facts (comment above probe_output_repo)",
     ("surface/params.py:DatasetMapping", "surface/params.py:Output"): "each tool argument's type and description, "
