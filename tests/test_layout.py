@@ -54,8 +54,6 @@ ALLOWED_DUPLICATES = {
     "error, each raising its own error with its own fix",
     ("outcomes/causes.py:CAUSE_RULES", "outcomes/causes.py:CAUSE_RULES"): "a table, one rule a cause, rows alike by "
     "design (comment above CAUSE_RULES)",
-    ("outcomes/priors.py:PRIORS", "outcomes/priors.py:PRIORS"): "a table, one prior an exception type, rows alike "
-    "by design (comment above PRIORS)",
     ("outcomes/retry.py:JobFacts.current", "requests.py:EstimateRequest.hyperparameters"): "each record's own "
     "fields by name: a retry's job facts there, the hyperparameters asked for here",
     ("requests.py:EstimateRequest.hyperparameters", "service/webhook.py:Webhook._payload"): "each record's own "
