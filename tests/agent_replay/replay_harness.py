@@ -305,6 +305,7 @@ def add_record(
     spec: dict[str, Any] | None = None,
     run: dict[str, Any] | None = None,
     task: Conversion | None = None,
+    dataset: Path | None = None,
     **attempt: Any,
 ) -> str:
     """A run written straight into the world's ledger, planned by preflight on the tiny model and data (a
@@ -316,7 +317,11 @@ def add_record(
     else:
         hyper = {"max_steps": 8, "learning_rate": 1e-3, **(hyperparameters or {})}
         job = JobSpec(
-            method=method, model=str(world.model), dataset=str(world.dataset), hyperparameters=hyper, **(spec or {})
+            method=method,
+            model=str(world.model),
+            dataset=str(dataset or world.dataset),
+            hyperparameters=hyper,
+            **(spec or {}),
         )
     planned = plan(job.model_copy(update={"after": None}), world.service.context.plan_env(run_id), task)
     assert planned.config is not None, planned.findings

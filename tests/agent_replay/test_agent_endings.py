@@ -6,7 +6,9 @@ start a job runs on a sandbox. Every call the replies propose is replayed and mu
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 from replay_harness import Agent, World, add_attempt, add_events, add_record, assert_replays, calls_of, load_watch
@@ -160,4 +162,19 @@ def test_a_stalled_job_is_named_by_its_watchdog(world: World) -> None:
     agent.call("wait", job_id=running, timeout_s=0)
     agent.call("inspect", job_id=running)
     agent.call("ps", status="running")
+    assert_replays(agent)
+
+
+def test_bad_input_from_a_hyperparameter_names_the_corrected_submit(world: World, tmp_path: Path) -> None:
+    """A one-row dataset with eval_split_ratio 0.4 ended bad_input (preflight now refuses it, dataset.nothing_to_train):
+    retry refuses, and names the submit without the held-out slice."""
+    one = tmp_path / "one.jsonl"
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    one.write_text(json.dumps({"messages": turns}) + "\n")
+    job = add_record(world, R.BAD_INPUT, hyperparameters={"eval_split_ratio": 0.4}, dataset=one, forced=True)
+    agent = world.agent().sandbox()
+    refused = agent.call("retry", job_id=job)
+    [submit] = [c for c in calls_of(refused) if c.startswith("submit(")]
+    assert "eval_split_ratio" not in submit and f'dataset="{one}"' in submit, refused.summary
+    agent.call("inspect", job_id=job)
     assert_replays(agent)

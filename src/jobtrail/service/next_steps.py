@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
+from jobtrail.errors import JobtrailError
 from jobtrail.methods import METHODS
-from jobtrail.models import AttemptRecord, Finding, JobStatus, RunRecord, TerminationReason
+from jobtrail.models import AttemptRecord, Finding, JobSpec, JobStatus, RunRecord, TerminationReason
 from jobtrail.outcomes import events, retry as retry_policy
 from jobtrail.outcomes.retry import Decision
-from jobtrail.preflight.plan import Conversion
-from jobtrail.requests import DEFAULT_BACKEND, DEFAULT_QUANTIZATIONS
+from jobtrail.preflight.hyperparams import with_changes
+from jobtrail.preflight.plan import Conversion, plan
+from jobtrail.requests import DEFAULT_BACKEND, DEFAULT_QUANTIZATIONS, SubmitOptions
 from jobtrail.results.attempt_note import resume_point
 from jobtrail.results.endings import BLOCKING, NextStep, StepAction, verdict
 from jobtrail.results.trackio_run import TrackioRun
@@ -311,7 +314,84 @@ def retry_refused(
     steps = _failure_fix(context, run, attempts)
     if decision is not None and decision.changes and not any(s.call and s.call.startswith("retry(") for s in steps):
         steps.insert(0, tool("retry", decision.fix or decision.message, job_id=run.run_id, changes=decision.changes))
-    return steps
+    corrected = _corrected_submit(context, run, latest)
+    return [corrected, *steps] if corrected else steps
+
+
+def _corrected_submit(context: ServiceContext, run: RunRecord, latest: AttemptRecord) -> NextStep | None:
+    """A training job that ended bad_input or config_error because of a value preflight now refuses in its own spec
+    (eval_split_ratio leaving no row to train on, a LoRA target its model lacks): the submit with the hyperparameters
+    preflight's fixes name, where every error's fix names them (a retry never runs for these endings)."""
+    reason = latest.termination_reason
+    if run.method not in METHODS or reason not in (TerminationReason.BAD_INPUT, TerminationReason.CONFIG_ERROR):
+        return None
+    spec = latest.spec or run.spec
+    try:
+        errors = [f for f in plan(spec, context.plan_env(run.run_id)).findings if f.severity == "error"]
+    except JobtrailError:  # its data or model is gone: nothing to plan on
+        return None
+    fixed = [hyperparameters_fix(f.fix) for f in errors]
+    if not errors or any(named is None for named in fixed):
+        return None
+    changes = {name: value for named in fixed if named for name, value in named.items()}
+    merged = with_changes(spec.method, spec.hyperparameters, changes)
+    hyperparameters = {name: value for name, value in merged.items() if value is not None}  # null: left out
+    why = f"submits it again with what preflight now finds wrong fixed ({', '.join(f.code for f in errors)})"
+    return tool("submit", why, **{**submit_arguments(spec), "hyperparameters": hyperparameters})
+
+
+_HYPERPARAMETERS_FIX = re.compile(r"^Pass hyperparameters=(\{.*?\})(?=[ ,.;]|$)")
+
+
+def hyperparameters_fix(fix: str | None) -> dict[str, Any] | None:
+    """The hyperparameters a finding's fix names when it is one ('Pass hyperparameters={"eval_split_ratio": null}
+    ...': JSON, null for a value to leave out); None for any other fix."""
+    found = _HYPERPARAMETERS_FIX.match(fix or "")
+    if not found:
+        return None
+    try:
+        named = json.loads(found.group(1))
+    except ValueError:
+        return None
+    return named if isinstance(named, dict) else None
+
+
+# --- a job's own submit ---------------------------------------------------------------------------
+
+
+def submit_arguments(spec: JobSpec, options: SubmitOptions | None = None) -> dict[str, Any]:
+    """submit's arguments for a job spec and options, as the agent would send them: each one given (defaults left
+    out), with the values preflight and the service normalised (absolute paths)."""
+    default = JobSpec(method=spec.method, model=spec.model, dataset=spec.dataset)
+    arguments: dict[str, Any] = {"method": spec.method, "model": spec.model, "dataset": spec.dataset}
+    for name in ("backend", "flavor", "hyperparameters", "output", "dataset_mapping", "eval_dataset", "reward_file"):
+        value = getattr(spec, name)
+        if value != getattr(default, name):
+            arguments[name] = value
+    for name in ("reward_function", "init_from", "init_checkpoint", "after", "smoke_steps"):
+        arguments[name] = getattr(spec, name)
+    if spec.secrets:
+        arguments["secrets"] = spec.secrets
+    if spec.timeout_s is not None:
+        arguments["timeout"] = duration(spec.timeout_s)
+    if spec.dependency_versions != default.dependency_versions:
+        arguments["dependency_versions"] = spec.dependency_versions
+    if options is not None:
+        defaults = SubmitOptions()
+        if options.max_retries != defaults.max_retries:
+            arguments["max_retries"] = options.max_retries
+        arguments["max_cost_usd"] = options.max_cost_usd
+        arguments["idempotency_key"] = options.idempotency_key
+    return {name: value for name, value in arguments.items() if value is not None}
+
+
+def duration(seconds: int) -> str:
+    """A timeout as submit takes it: "2h", "90m", or seconds."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
 
 
 # --- evaluations and conversions -----------------------------------------------------------------

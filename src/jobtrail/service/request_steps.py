@@ -11,50 +11,15 @@ from typing import Any
 
 from jobtrail.backends.registry import HF_JOBS, LOCAL
 from jobtrail.methods import METHODS
-from jobtrail.models import AttemptRecord, Finding, JobSpec, RunRecord
-from jobtrail.requests import EstimateRequest, SubmitOptions
+from jobtrail.models import AttemptRecord, Finding, RunRecord
+from jobtrail.requests import EstimateRequest
 from jobtrail.results.dataset import DatasetReport
 from jobtrail.results.endings import NextStep
 from jobtrail.results.estimate import EstimateResult, HardwareResult
-from jobtrail.service.next_steps import BLANK, change, tool
+from jobtrail.service.next_steps import BLANK, change, submit_arguments, tool
 from jobtrail.util.refs import looks_local
 
 # --- submissions ---------------------------------------------------------------------------------
-
-
-def submit_arguments(spec: JobSpec, options: SubmitOptions | None = None) -> dict[str, Any]:
-    """submit's arguments for a job spec and options, as the agent would send them: each one given (defaults left
-    out), with the values preflight and the service normalised (absolute paths)."""
-    default = JobSpec(method=spec.method, model=spec.model, dataset=spec.dataset)
-    arguments: dict[str, Any] = {"method": spec.method, "model": spec.model, "dataset": spec.dataset}
-    for name in ("backend", "flavor", "hyperparameters", "output", "dataset_mapping", "eval_dataset", "reward_file"):
-        value = getattr(spec, name)
-        if value != getattr(default, name):
-            arguments[name] = value
-    for name in ("reward_function", "init_from", "init_checkpoint", "after", "smoke_steps"):
-        arguments[name] = getattr(spec, name)
-    if spec.secrets:
-        arguments["secrets"] = spec.secrets
-    if spec.timeout_s is not None:
-        arguments["timeout"] = duration(spec.timeout_s)
-    if spec.dependency_versions != default.dependency_versions:
-        arguments["dependency_versions"] = spec.dependency_versions
-    if options is not None:
-        defaults = SubmitOptions()
-        if options.max_retries != defaults.max_retries:
-            arguments["max_retries"] = options.max_retries
-        arguments["max_cost_usd"] = options.max_cost_usd
-        arguments["idempotency_key"] = options.idempotency_key
-    return {name: value for name, value in arguments.items() if value is not None}
-
-
-def duration(seconds: int) -> str:
-    """A timeout as submit takes it: "2h", "90m", or seconds."""
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600}h"
-    if seconds % 60 == 0:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
 
 
 # Refusals of data that was read but does not fit: validate_dataset shows the rows and the mapping.

@@ -68,7 +68,7 @@ class Runs(UseCase):
         key = None if options.dry_run else options.idempotency_key  # a dry run never uses a key
         if key is not None and (held := self.ledger.run_by_idempotency_key(key)):
             return self._replayed(idempotency.replay(self.context, key, *held, request))
-        asked = request_steps.submit_arguments(spec, options)  # the submission as the agent sent it, paths resolved
+        asked = next_steps.submit_arguments(spec, options)  # the submission as the agent sent it, paths resolved
         run_id = new_run_id()
         spec, plan = self._plan(spec, run_id, cap, max_retries, cap_given=options.max_cost_usd is not None)
         summary = _planned(spec, plan, cap)
