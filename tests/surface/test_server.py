@@ -239,11 +239,7 @@ def test_secret_reaches_the_job_but_no_output_or_ledger_byte(server, tiny_model,
     # The training job itself prints the secret it received (a careless user script would):
     # every output and the ledger must show it redacted.
     job_id = _submit(
-        server,
-        tiny_model,
-        chat_dataset,
-        secrets={"MY_TOKEN": "$JT_TEST_SECRET"},
-        hyperparameters={"run_name": "x"},
+        server, tiny_model, chat_dataset, secrets={"MY_TOKEN": "$JT_TEST_SECRET"}, hyperparameters={"run_name": "x"}
     )
     data = wait_until_terminal(lambda: _inspect(server, job_id), 180, "the job to end")
     assert data["status"] == "succeeded"
