@@ -1,5 +1,6 @@
-"""A job whose setup trains nothing (issue 25): submitted as an agent would, with lora_dropout 1 (in the field's
-range: preflight passes it), its gradient norm is exactly 0 from the first step. It stops at step 3 of 20 and ends
+"""A job whose setup trains nothing (issue 25): submitted as an agent would, with lora_dropout 1 forced past
+preflight's refusal (issue 27 made preflight refuse it; force=true still submits it, as an agent that insists
+would), its gradient norm is exactly 0 from the first step. It stops at step 3 of 20 and ends
 failed (config_error), not diverged with a lower learning rate: wait, ps and inspect carry its nothing_learned alert,
 its follower never starts, retry is refused, and the submit its alert names, sent as written, trains a healthy run."""
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from jobtrail.app import build_service
 from jobtrail.models import JobSpec
+from jobtrail.requests import SubmitOptions
 from support.toolcalls import calls_in
 from support.waiting import wait_until_terminal
 
@@ -31,7 +33,8 @@ def test_a_run_with_no_gradient_stops_as_config_error_and_its_fix_trains(
     service = build_service(tmp_path / "home")
     dropped = {**SHORT, "max_steps": 20, "lora_dropout": 1.0}
     still = service.submit(
-        JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=dropped)
+        JobSpec(method="sft", model=str(tiny_model), dataset=str(chat_dataset), hyperparameters=dropped),
+        SubmitOptions(force=True),
     )
     parent = still.job_id
     assert parent and still.status != "rejected", still.to_markdown()
