@@ -250,7 +250,8 @@ def _failure_fix(
         start = f"from {Path(point.path).name}" if point else "from the start: it committed no checkpoint"
         return [tool("retry", f"what a retry does now: {decision.message} It runs {start}{then}", job_id=job)]
     why = " ".join(part for part in (decision.message, decision.fix) if part)
-    changes = decision.changes or fixing_changes(run, latest)
+    # A conversion's retry takes only its own arguments (runs.py _reconvert): its fix is convert_gguf again.
+    changes = None if run.method == "convert_gguf" else decision.changes or fixing_changes(run, latest)
     if changes and decide(context.ledger, run, attempts, latest.spec or run.spec, changes, automatic=False).retry:
         return [
             tool("fix", f"retries it with the change that fixes it{then}. {why}", "retry", job_id=job, changes=changes)
