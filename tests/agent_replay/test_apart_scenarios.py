@@ -383,3 +383,28 @@ def test_inspect_then_follow_each_ending(world: World, reason: R) -> None:
         ("wait", {"job_id": conversion, "timeout_s": 0}),
         ("retry", {"job_id": conversion}),
     )
+
+
+def test_chaining_on_jobs_that_have_not_ended(world: World, pipeline: Jobs) -> None:
+    agent = world.agent()
+    base = {"model": pipeline.trained, "dataset": str(world.dataset), "dry_run": True, "hyperparameters": TINY}
+    _converse(
+        agent,
+        ("submit", {**base, "method": "sft", "after": pipeline.trained}),
+        ("submit", {**base, "method": "sft", "after": "jt-nothere1"}),
+        ("submit", {**base, "method": "sft", "init_from": pipeline.failing}),
+        ("estimate_cost", {"model": pipeline.trained, "dataset": str(world.dataset), "max_steps": "8"}),
+        ("validate_dataset", {"dataset": str(world.dataset), "method": "sft", "model": pipeline.trained}),
+    )
+
+
+def test_idempotent_submits_with_drifting_values(world: World) -> None:
+    agent = world.agent().sandbox()
+    base = {"method": "sft", "model": str(world.model), "dataset": str(world.dataset), "idempotency_key": "k-apart-1"}
+    _converse(
+        agent,
+        ("submit", {**base, "hyperparameters": {**TINY, "max_steps": 4}}),
+        ("submit", {**base, "hyperparameters": {**TINY, "max_steps": "4"}}),
+        ("submit", {**base, "hyperparameters": {**TINY, "max_steps": 6}}),
+        ("cancel", {"job_id": "k-apart-1"}),
+    )
