@@ -26,7 +26,7 @@ import jobtrail
 from jobtrail.backends.local import MAX_LOG_CHUNK, OUTPUT_DIR_ENV, LocalBackend
 from jobtrail.errors import BackendError, InvalidRequestError
 from jobtrail.models import ExitRecord, LaunchRequest, Placement, Probe
-from jobtrail.templates.render import scripts_dir
+from jobtrail.templates.render import runtime_block, scripts_dir
 from support.jobs import WAIT_FOR_RELEASE
 from support.processes import alive, live_group_members
 from support.waiting import wait_for
@@ -218,7 +218,10 @@ def two_workers(work: str) -> str:
     """A job running `work` (one statement) in two workers under torch's elastic launcher, started by the
     job runtime's run_job as a rendered training script starts them."""
     main = f"def work():\n    {work}\n\n\nif __name__ == '__main__':\n    run_job(work, {{'num_processes': 2}})\n"
-    return (scripts_dir() / "_runtime.py").read_text() + "\n\n" + main
+    # The runtime as a rendered job inlines it: _runtime.py with the runtime modules it imports (_disk ...) first.
+    block = "# --- jobtrail:runtime ---\nfrom _runtime import run_job\n# --- end jobtrail:runtime ---\n"
+    runtime = runtime_block(block, scripts_dir())
+    return runtime + "\n\n" + main
 
 
 def test_a_job_of_two_workers_is_stopped_whole_at_its_timeout(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ from jobtrail.methods.registry import method_spec
 from jobtrail.models import SINGLE_PROCESS, Launcher
 from jobtrail.preflight.plan import estimate_alone
 from jobtrail.requests import EstimateRequest
+from jobtrail.service.request_steps import estimated
 from support.estimates import LLAMA_31_8B, OFFLINE, QWEN25_05B
 
 LLAMA_32_1B = {  # meta-llama/Llama-3.2-1B
@@ -371,8 +372,13 @@ def test_qlora_on_a_12b_model_with_262k_vocabulary_fits_24gb_at_8192_but_not_163
     assert not long.fits["a10g-large"] and not long.fits["l4x1"]
     assert short.to_markdown().splitlines()[0].startswith("Fits a10g-large (24 GB): ")
     best = long.options[0]
-    call = f'submit(method="sft", model="{long.model}", dataset=..., backend="hf-jobs", flavor="{best.flavor}", '
-    assert f'Next: {call}timeout="{best.timeout}")' in long.summary and long.to_markdown().startswith(long.summary)
+    # The submit it proposes is the service's (service/request_steps, issue 27): on the cheapest flavor that fits,
+    # with that flavor's timeout and the hyperparameters the estimate was asked with.
+    asked = EstimateRequest("some/model", peft="qlora", max_length=16384, per_device_train_batch_size=1)
+    (submit, *_) = estimated(asked, long)
+    assert submit.call is not None and submit.call.startswith('submit(method="sft", model="some/model", dataset=...')
+    assert f'flavor="{best.flavor}"' in submit.call and f'timeout="{best.timeout}"' in submit.call
+    assert '"max_length": 16384' in submit.call and long.to_markdown().startswith(long.summary)
     assert "max_length=8192" in " ".join(long.notes)  # what to change to need less memory
 
 

@@ -151,7 +151,12 @@ def load_runtime() -> ModuleType:
     spec = importlib.util.spec_from_file_location("crash_harness_runtime", scripts_dir() / "_runtime.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Its runtime imports (_disk ...) are the scripts folder's modules, found as the rendered job inlines them.
+    sys.path.insert(0, str(scripts_dir()))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(scripts_dir()))
     return module
 
 

@@ -94,7 +94,7 @@ def render_script(
             f"No job template named {template!r}.", fix=f"Use one of: {', '.join(template_names(root))}"
         )
     source = path.read_text()
-    source = _replace_block(source, "runtime", _runtime_block(source, root))
+    source = _replace_block(source, "runtime", runtime_block(source, root))
     training_args = config.get("training_args") or {}
     for name in unneeded_requirements(training_args):
         source = _drop_requirement(source, name)
@@ -131,8 +131,9 @@ def job_requirements(header: list[str], peft_method: str | None, training_args: 
     return [*kept, *extra_requirements(peft_method, training_args)]
 
 
-def _runtime_block(template_source: str, root: Path) -> str:
-    """The sources of the runtime modules the template imports, dependencies first, each once."""
+def runtime_block(template_source: str, root: Path) -> str:
+    """The sources of the runtime modules the template imports, dependencies first, each once: what a rendered job
+    inlines (tests build their own jobs of the runtime with it)."""
     order: list[str] = []
 
     def visit(name: str, chain: tuple[str, ...]) -> None:
